@@ -1,0 +1,37 @@
+# Two entry points a new user needs: `make demo` and `make test`.
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
+BUILD ?= build
+JOBS ?= 2
+CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
+
+.PHONY: deps build demo test bench golden clean format
+
+deps:
+	@scripts/install-deps.sh
+
+$(BUILD)/CMakeCache.txt:
+	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+
+build: deps $(BUILD)/CMakeCache.txt
+	@cmake --build $(BUILD) -j$(JOBS)
+
+demo: build
+	@scripts/demo.sh $(BUILD)/shardtrace
+
+test: build
+	@cd $(BUILD) && ctest -j$(JOBS) --output-on-failure
+
+# Rewrites every golden text file in testdata/ from the current binary; review with git diff.
+golden: build
+	@UPDATE_GOLDEN=1 $(BUILD)/shardtrace_tests >/dev/null || true
+	@git status --short testdata
+
+bench: build
+	@$(BUILD)/shardtrace_bench
+
+clean:
+	rm -rf $(BUILD)
+
+format:
+	clang-format -i $$(git ls-files 'src/*.cc' 'src/*.h' 'tests/*.cc' 'tests/*.h' 'bench/*.cc')

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the Debian packages shardtrace builds against, only those missing.
+# Idempotent and quiet when everything is present; uses sudo when not root.
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config libcli11-dev nlohmann-json3-dev libfmt-dev
+      libgraphviz-dev libeigen3-dev catch2 libyaml-cpp-dev libzip-dev
+      libkainjow-mustache-dev libbenchmark-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+((${#missing[@]} == 0)) && exit 0
+sudo=""
+[[ $(id -u) -ne 0 ]] && sudo="sudo"
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,96 @@
+#include "cli/cli.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "util/error.h"
+
+namespace shardtrace {
+namespace {
+
+void AddCommon(CLI::App* cmd, CommonOptions& common, const std::vector<std::string>& formats) {
+  cmd->add_option("args", common.args, "CONFIG.yml files and key=value overrides (MaxText style)");
+  cmd->add_option("--devices", common.devices,
+                  "device count (default: the product of the explicit *_parallelism values)")
+      ->check(CLI::PositiveNumber);
+  if (!formats.empty()) {
+    common.format = formats.front();
+    cmd->add_option("--format", common.format, "output format")
+        ->check(CLI::IsMember(formats))
+        ->capture_default_str();
+  }
+  cmd->add_option("-o,--output", common.output, "write to FILE (atomically) instead of stdout");
+}
+
+}  // namespace
+
+int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
+  CLI::App app{"shardtrace: how tensors and their shardings flow through MaxText MoE layers"};
+  app.set_version_flag("--version", std::string("shardtrace ") + SHARDTRACE_VERSION +
+                                        " (reference: MaxText moe.py @ 313890777)");
+  app.require_subcommand(1);
+  app.footer(
+      "Examples:\n"
+      "  shardtrace config model_name=deepseek3-671b --devices 256 ici_expert_parallelism=64\n"
+      "  shardtrace explain --axes exp,embed_moe,mlp_moe --shape 64,2048,1408 ici_expert_parallelism=2 --devices 8\n"
+      "  shardtrace trace model_name=mixtral-8x7b ici_expert_parallelism=4 --devices 8\n"
+      "  shardtrace trace base_emb_dim=16 base_mlp_dim=32 base_moe_mlp_dim=32 num_experts=8 num_experts_per_tok=2 --numeric\n"
+      "  shardtrace dump path/to/maxtext/configs/base.yml model_name=deepseek2-16b ici_expert_parallelism=4 --devices 16");
+
+  CommonOptions config_options;
+  CLI::App* config_cmd = app.add_subcommand("config", "the resolved MoE-relevant config and the mesh");
+  AddCommon(config_cmd, config_options, {"text", "json"});
+  config_cmd->footer("Example: shardtrace config model_name=mixtral-8x7b ici_expert_parallelism=4 --devices 8");
+
+  ExplainOptions explain_options;
+  CLI::App* explain_cmd = app.add_subcommand("explain", "resolve logical axes to a PartitionSpec, rule by rule");
+  AddCommon(explain_cmd, explain_options.common, {"text", "json"});
+  explain_cmd->add_option("--axes", explain_options.axes, "logical axes, e.g. exp,embed_moe,mlp_moe (None = unnamed)")
+      ->required();
+  explain_cmd->add_option("--shape", explain_options.shape, "global shape, e.g. 64,2048,1408");
+  explain_cmd->add_option("--dtype", explain_options.dtype, "dtype for bytes per device (default: config dtype)");
+  explain_cmd->footer("Example: shardtrace explain --axes exp,embed_moe,mlp_moe --shape 64,2048,1408 ici_expert_parallelism=2 --devices 8");
+
+  TraceOptions trace_options;
+  CLI::App* trace_cmd = app.add_subcommand("trace", "run a MoE/MLP block and record every tensor and collective");
+  AddCommon(trace_cmd, trace_options.common, {"table", "json"});
+  trace_cmd->add_option("--block", trace_options.block, "moe (routed experts), mlp (dense MlpBlock), shared (shared-expert MlpBlock)")
+      ->check(CLI::IsMember({"moe", "mlp", "shared"}))
+      ->capture_default_str();
+  trace_cmd->add_flag("--numeric", trace_options.numeric, "run with real numbers on simulated devices");
+  trace_cmd->add_option("--seed", trace_options.seed, "seed of the deterministic weights and inputs (--numeric)");
+  trace_cmd->add_option("--golden", trace_options.golden, "take inputs and weights from a golden case directory (implies --numeric)");
+  trace_cmd->footer("Example: shardtrace trace model_name=deepseek3-671b --devices 256 ici_expert_parallelism=64");
+
+  CommonOptions dump_options;
+  CLI::App* dump_cmd = app.add_subcommand("dump", "MaxText's debug_sharding activation dump (input_shardings.json)");
+  AddCommon(dump_cmd, dump_options, {"maxtext"});
+  dump_cmd->footer("Example: shardtrace dump base.yml model_name=deepseek2-16b ici_expert_parallelism=4 --devices 16");
+
+  try {
+    app.parse(argc, argv);
+    if (config_cmd->parsed()) RunConfigCommand(config_options, out);
+    if (explain_cmd->parsed()) RunExplainCommand(explain_options, out);
+    if (trace_cmd->parsed()) RunTraceCommand(trace_options, out);
+    if (dump_cmd->parsed()) RunDumpCommand(dump_options, out);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e, out, err);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e, out, err);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e, out, err);
+  } catch (const CLI::ParseError& e) {
+    err << "shardtrace: error: " << e.what() << " (see shardtrace --help)\n";
+    return 2;
+  } catch (const Error& e) {
+    err << "shardtrace: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    err << "shardtrace: internal error (please report): " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace shardtrace

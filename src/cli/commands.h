@@ -1,0 +1,44 @@
+// One function per subcommand, each a few lines of glue: load the config, build the mesh,
+// run the tracer or resolver, hand the result to an emitter. The options structs are plain
+// data filled by cli.cc, so no CLI11 type reaches here.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace shardtrace {
+
+struct CommonOptions {
+  std::vector<std::string> args;  // CONFIG.yml paths and key=value overrides, in order
+  std::optional<int64_t> devices;
+  std::string format;
+  std::string output;  // empty: stdout
+};
+
+struct ExplainOptions {
+  CommonOptions common;
+  std::string axes;
+  std::string shape;
+  std::string dtype;
+};
+
+struct TraceOptions {
+  CommonOptions common;
+  std::string block = "moe";  // moe | mlp | shared
+  bool numeric = false;
+  uint64_t seed = 0;
+  std::string golden;  // a golden case directory to take inputs and weights from
+};
+
+void RunConfigCommand(const CommonOptions& options, std::ostream& out);
+void RunExplainCommand(const ExplainOptions& options, std::ostream& out);
+void RunTraceCommand(const TraceOptions& options, std::ostream& out);
+void RunDumpCommand(const CommonOptions& options, std::ostream& out);
+
+// Writes `text` to options.output atomically, or to `out` when no output file is given.
+void WriteOutput(const CommonOptions& options, const std::string& text, std::ostream& out);
+
+}  // namespace shardtrace

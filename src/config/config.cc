@@ -1,0 +1,302 @@
+#include "config/config.h"
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config/config_checks.h"
+#include "config/config_files.h"
+#include "config/config_value.h"
+#include "config/derived_dims.h"
+#include "config/key_defaults.h"
+#include "config/key_suggest.h"
+#include "config/sharding_keys.h"
+#include "config/yaml_value.h"
+#include "util/error.h"
+
+namespace shardtrace {
+namespace {
+
+using config_internal::CheckMoeConstraints;
+using config_internal::CheckRuleList;
+using config_internal::CoerceToDefaultType;
+using config_internal::ConfigFiles;
+using config_internal::FileText;
+using config_internal::LookUp;
+using config_internal::MergeRulesByName;
+using config_internal::ValueMap;
+using config_internal::YamlEntry;
+
+constexpr std::string_view kRulesKey = "logical_axis_rules";
+
+ConfigValue EmptyList() {
+  ConfigValue list;
+  list.type = ConfigValue::Type::kList;
+  return list;
+}
+
+// One source of key/value pairs after key and type checks: a config file or the
+// command-line overrides (empty `name`).
+struct Layer {
+  std::string name;
+  std::vector<YamlEntry> entries;  // in source order; a repeated key: the last wins
+};
+
+const ConfigValue* FindEntry(const Layer& layer, std::string_view key) {
+  const ConfigValue* found = nullptr;
+  for (const YamlEntry& entry : layer.entries) {
+    if (entry.key == key) found = &entry.value;
+  }
+  return found;
+}
+
+// Runs pyconfig's merge: base.yml (+ extra files) <- models/<model_name>.yml <- overrides,
+// logical_axis_rules merged by name at each step, then custom_mesh_and_rule, then the
+// derived values and the MoE checks.
+class Resolver {
+ public:
+  explicit Resolver(const ConfigSource& source)
+      : source_(source),
+        files_(source.files.empty() ? ConfigFiles::Embedded()
+                                    : ConfigFiles::BesideBase(source.files[0])) {}
+
+  void Run() {
+    LoadBase();
+    // Extra files act like model files stacked on the base (MaxText's own equivalent is
+    // a config whose base_config is base.yml): they may set model_name, and the model
+    // file and the overrides still apply over them.
+    for (size_t k = 1; k < source_.files.size(); ++k) {
+      const FileText file = config_internal::ReadConfigFile(source_.files[k]);
+      loaded_files_.push_back(file.display);
+      ApplyLayer(CheckedLayer(file));
+    }
+    const Layer overrides = ParseOverrides();
+    LoadModel(overrides);
+    ApplyLayer(overrides);
+    LoadCustomMeshAndRule();
+    values_.insert_or_assign(std::string(kRulesKey), rules_);
+    config_internal::ApplyDerivedValues(values_);
+    CheckMoeConstraints(values_);
+  }
+
+  ValueMap& values() { return values_; }
+  std::vector<std::string>& loaded_files() { return loaded_files_; }
+  std::string base_name() const { return base_name_; }
+
+ private:
+  void LoadBase() {
+    const FileText base = files_.Base();
+    loaded_files_.push_back(base.display);
+    base_name_ = base.name;
+    for (const YamlEntry& entry : config_internal::ParseConfigYaml(base.text, base.name)) {
+      defaults_.insert_or_assign(entry.key, config_internal::NoneStringToNull(entry.value));
+    }
+    // Every key's type comes from the base, so an overlay given first would make most
+    // keys unknown; say what went wrong instead.
+    if (!defaults_.contains("mesh_axes") || !defaults_.contains(kRulesKey)) {
+      Fail(
+          "{} is not a MaxText base.yml (it defines no mesh_axes / logical_axis_rules); give "
+          "base.yml first, further files merge over it",
+          base.name);
+    }
+    // Keys this base.yml lacks (other MaxText era, types.py-only keys) get built-in
+    // defaults, so they are known, typed and readable.
+    for (const YamlEntry& entry : config_internal::FallbackDefaults()) {
+      defaults_.try_emplace(entry.key, entry.value);
+    }
+    known_keys_.reserve(defaults_.size());
+    for (const auto& [key, value] : defaults_) known_keys_.push_back(key);
+    values_ = defaults_;
+    const auto rules = values_.find(kRulesKey);
+    if (rules != values_.end()) {
+      CheckRuleList(rules->second, fmt::format(" (in {})", base.name));
+      rules_ = rules->second;
+    }
+  }
+
+  // Parses, key-checks and type-checks one config file.
+  Layer CheckedLayer(const FileText& file) const {
+    Layer layer{file.name, config_internal::ParseConfigYaml(file.text, file.name)};
+    CheckLayer(layer);
+    return layer;
+  }
+
+  void CheckLayer(Layer& layer) const {
+    const std::string in = layer.name.empty() ? "" : fmt::format(" in {}", layer.name);
+    const std::string where = layer.name.empty() ? "" : fmt::format(" (in {})", layer.name);
+    for (YamlEntry& entry : layer.entries) {
+      const auto known = defaults_.find(entry.key);
+      if (known == defaults_.end()) {
+        const std::vector<std::string> close = config_internal::SuggestKeys(entry.key, known_keys_);
+        const std::string hint =
+            close.empty() ? "" : fmt::format(" (did you mean {}?)", fmt::join(close, ", "));
+        Fail("unknown config key '{}'{}{}", entry.key, in, hint);
+      }
+      if (config_internal::IsDerivedOnlyKey(entry.key)) {
+        Fail("{} is derived by pyconfig and cannot be set{}; set {} instead", entry.key, where,
+             config_internal::DerivedSourceKey(entry.key));
+      }
+      entry.value = config_internal::NoneStringToNull(entry.value);
+      if (!config_internal::IsUntypedKey(entry.key)) {
+        entry.value = CoerceToDefaultType(entry.key, entry.value, known->second, where);
+      }
+      if (entry.key == kRulesKey) CheckRuleList(entry.value, where);
+    }
+  }
+
+  // Ordinary keys replace; logical_axis_rules merge by name unless this same layer sets
+  // override_logical_axis_rules, which (as in pyconfig) replaces the list with this
+  // layer's rules, or with none at all when the layer gives none.
+  void ApplyLayer(const Layer& layer) {
+    const ConfigValue* flag = FindEntry(layer, "override_logical_axis_rules");
+    const bool replace_rules = flag != nullptr && flag->type == ConfigValue::Type::kBool && flag->b;
+    const ConfigValue* layer_rules = FindEntry(layer, kRulesKey);
+    const ConfigValue new_rules = layer_rules != nullptr ? *layer_rules : EmptyList();
+    rules_ = replace_rules ? new_rules : MergeRulesByName(rules_, new_rules);
+    for (const YamlEntry& entry : layer.entries) {
+      if (entry.key != kRulesKey) values_.insert_or_assign(entry.key, entry.value);
+    }
+  }
+
+  Layer ParseOverrides() const {
+    Layer layer;
+    for (const std::string& argument : source_.overrides) {
+      const size_t equals = argument.find('=');
+      if (equals == std::string::npos || equals == 0) {
+        Fail("malformed override '{}': expected key=value", argument);
+      }
+      layer.entries.push_back(
+          YamlEntry{argument.substr(0, equals),
+                    config_internal::ParseOverrideValue(
+                        std::string_view(argument).substr(equals + 1), argument)});
+    }
+    CheckLayer(layer);
+    return layer;
+  }
+
+  // A key of the base (+ extra files) as overridden on the command line: what pyconfig
+  // sees when it decides model_name and override_model_config.
+  const ConfigValue& BeforeModel(const Layer& overrides, std::string_view key) const {
+    const ConfigValue* override_value = FindEntry(overrides, key);
+    return override_value != nullptr ? *override_value : LookUp(values_, key);
+  }
+
+  void LoadModel(const Layer& overrides) {
+    const ConfigValue& name_value = BeforeModel(overrides, "model_name");
+    if (name_value.type == ConfigValue::Type::kNull) return;
+    std::string model_name = config_internal::ValueAsString("model_name", name_value);
+    // Instruct variants share the base model's architecture file.
+    for (size_t pos = model_name.find("-Instruct"); pos != std::string::npos;
+         pos = model_name.find("-Instruct")) {
+      model_name.erase(pos, 9);
+    }
+    if (model_name == "default") return;
+
+    const std::string relative = fmt::format("models/{}.yml", model_name);
+    const std::optional<FileText> file = files_.Find(relative);
+    if (!file) {
+      Fail("model_name '{}': model file not found: {}", model_name, files_.Where(relative));
+    }
+    Layer model = CheckedLayer(*file);
+
+    const bool override_model = config_internal::ValueAsBool(
+        "override_model_config", BeforeModel(overrides, "override_model_config"));
+    if (override_model) {
+      // The override wins: drop the model's value (its rules too) for every overridden key.
+      std::erase_if(model.entries, [&overrides](const YamlEntry& entry) {
+        return FindEntry(overrides, entry.key) != nullptr;
+      });
+    } else {
+      for (const YamlEntry& entry : model.entries) {
+        const ConfigValue* override_value = FindEntry(overrides, entry.key);
+        // pyconfig only objects when the two values differ.
+        if (override_value != nullptr &&
+            !config_internal::SameValue(entry.value, *override_value)) {
+          Fail(
+              "{} is set both by {} ({}) and by the overrides ({}); add override_model_config=true "
+              "to let the override win",
+              entry.key, file->name, entry.value.ToString(), override_value->ToString());
+        }
+      }
+    }
+    loaded_files_.push_back(file->display);
+    ApplyLayer(model);
+  }
+
+  // custom_mesh_and_rule=<name> swaps in a whole sharding strategy: its mesh_axes,
+  // data_sharding and logical_axis_rules replace the merged ones outright.
+  void LoadCustomMeshAndRule() {
+    const ConfigValue& name_value = LookUp(values_, "custom_mesh_and_rule");
+    if (name_value.type == ConfigValue::Type::kNull) return;
+    const std::string name = config_internal::ValueAsString("custom_mesh_and_rule", name_value);
+    if (name.empty()) return;
+    const std::string relative = fmt::format("custom_mesh_and_rule/{}.yml", name);
+    const std::optional<FileText> file = files_.Find(relative);
+    if (!file) {
+      Fail("custom_mesh_and_rule '{}': file not found: {}", name, files_.Where(relative));
+    }
+    const Layer layer = CheckedLayer(*file);
+    loaded_files_.push_back(file->display);
+    for (const YamlEntry& entry : layer.entries) {
+      if (entry.key == kRulesKey) {
+        rules_ = entry.value;
+      } else {
+        values_.insert_or_assign(entry.key, entry.value);
+      }
+    }
+  }
+
+  const ConfigSource& source_;
+  const ConfigFiles files_;
+  ValueMap defaults_;                    // every known key -> its default (type source)
+  std::vector<std::string> known_keys_;  // defaults_' keys, for suggestions
+  ValueMap values_;
+  ConfigValue rules_ = EmptyList();
+  std::vector<std::string> loaded_files_;
+  std::string base_name_;
+};
+
+}  // namespace
+
+Config Config::Load(const ConfigSource& source) {
+  Resolver resolver(source);
+  resolver.Run();
+  Config config;
+  config.values_ = std::move(resolver.values());
+  config.loaded_files_ = std::move(resolver.loaded_files());
+  for (const std::string_view key : {"mesh_axes", "data_sharding", "logical_axis_rules"}) {
+    if (!config.Has(key)) Fail("{} defines no {}", resolver.base_name(), key);
+  }
+  config.rules_ = config_internal::ToAxisRules(config.Get("logical_axis_rules"));
+  config.mesh_axes_ = config_internal::ToMeshAxes(config.Get("mesh_axes"));
+  config.data_sharding_ = config_internal::ToDataSharding(config.Get("data_sharding"));
+  return config;
+}
+
+bool Config::Has(std::string_view key) const { return values_.contains(key); }
+
+const ConfigValue& Config::Get(std::string_view key) const { return LookUp(values_, key); }
+
+int64_t Config::Int(std::string_view key) const {
+  return config_internal::ValueAsInt(key, Get(key));
+}
+
+double Config::Float(std::string_view key) const {
+  return config_internal::ValueAsFloat(key, Get(key));
+}
+
+bool Config::Bool(std::string_view key) const {
+  return config_internal::ValueAsBool(key, Get(key));
+}
+
+std::string Config::Str(std::string_view key) const {
+  return config_internal::ValueAsString(key, Get(key));
+}
+
+std::vector<std::string> Config::StrList(std::string_view key) const {
+  return config_internal::ValueAsStringList(key, Get(key));
+}
+
+}  // namespace shardtrace

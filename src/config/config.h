@@ -1,0 +1,77 @@
+// Config: a MaxText configuration resolved exactly as MaxText's pyconfig resolves it.
+// Merge order base.yml <- models/<model_name>.yml <- key=value overrides, the
+// logical_axis_rules merge-by-name-and-append, override_logical_axis_rules,
+// custom_mesh_and_rule, and the derived values (emb_dim, mlp_dim, moe_mlp_dim from base_*
+// and global_parameter_scale; using_pipeline_parallelism). With no config file the
+// embedded seed-era base.yml (MaxText 313890777) and its model / custom_mesh_and_rule
+// files are used. Every lookup of a missing or mistyped key throws Error naming the key.
+// Facts: ../shared/research/maxtext-facts.md sections 1.4-1.5.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "shard/axis_rules.h"
+
+namespace shardtrace {
+
+// One parsed config value. YAML scalars keep their YAML type; lists hold scalars or lists.
+// A few base.yml keys are mappings (`debug: {rl: False}`, `vllm_hf_overrides: {}`): kMap
+// keeps them with keys[i] naming list[i], in file order.
+struct ConfigValue {
+  enum class Type { kNull, kBool, kInt, kFloat, kString, kList, kMap };
+  Type type = Type::kNull;
+  bool b = false;
+  int64_t i = 0;
+  double f = 0.0;
+  std::string s;
+  std::vector<ConfigValue> list;
+  std::vector<std::string> keys;  // kMap only
+
+  // Python-repr-like text: 2, 2.0, True, 'silu', ['silu', 'linear'].
+  std::string ToString() const;
+};
+
+// What to load. files[0] is the user's base.yml (MaxText's `CONFIG` argument); model and
+// custom_mesh_and_rule files are looked up beside it. Any further files merge over it in
+// order the way a model file does (keys replace, logical_axis_rules merge by name unless
+// that file sets override_logical_axis_rules) before models/<model_name>.yml and the
+// overrides apply, like a MaxText config whose base_config is base.yml.
+struct ConfigSource {
+  std::vector<std::string> files;      // user CONFIG paths; empty = embedded base.yml
+  std::vector<std::string> overrides;  // "key=value" strings, in command-line order
+};
+
+class Config {
+ public:
+  // Loads and merges as pyconfig does; validates keys, types and the MoE constraints that
+  // need no mesh (num_experts_per_tok <= num_experts, routing groups, moe_mlp_dim > 0, ...).
+  static Config Load(const ConfigSource& source);
+
+  bool Has(std::string_view key) const;
+  const ConfigValue& Get(std::string_view key) const;  // throws Error on a missing key
+  int64_t Int(std::string_view key) const;             // accepts integral floats (2.0)
+  double Float(std::string_view key) const;            // accepts ints
+  bool Bool(std::string_view key) const;
+  std::string Str(std::string_view key) const;
+  std::vector<std::string> StrList(std::string_view key) const;
+
+  const AxisRules& logical_axis_rules() const { return rules_; }
+  const std::vector<std::string>& mesh_axes() const { return mesh_axes_; }
+  const std::vector<std::vector<std::string>>& data_sharding() const { return data_sharding_; }
+  // "embedded base.yml (MaxText 313890777)" or the user's path, then the model file if any.
+  const std::vector<std::string>& loaded_files() const { return loaded_files_; }
+  const std::map<std::string, ConfigValue, std::less<>>& values() const { return values_; }
+
+ private:
+  std::map<std::string, ConfigValue, std::less<>> values_;
+  AxisRules rules_;
+  std::vector<std::string> mesh_axes_;
+  std::vector<std::vector<std::string>> data_sharding_;
+  std::vector<std::string> loaded_files_;
+};
+
+}  // namespace shardtrace

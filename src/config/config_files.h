@@ -1,0 +1,43 @@
+// Where MaxText config files come from. Given a base.yml path, model and
+// custom_mesh_and_rule files are looked up beside it (<dir>/models/X.yml,
+// <dir>/custom_mesh_and_rule/Y.yml), as pyconfig does; with no path, all three come from
+// the embedded seed-era copies (config/embedded_configs.h). Each file carries the name
+// shown in errors and in Config::loaded_files().
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace shardtrace::config_internal {
+
+struct FileText {
+  std::string display;  // "embedded models/x.yml (MaxText 313890777)" or the path
+  std::string name;     // short name for error locations: the path, or "embedded:<rel>"
+  std::string text;
+};
+
+// Reads a file from disk; throws Error naming the path when it is missing or unreadable.
+FileText ReadConfigFile(const std::filesystem::path& path);
+
+class ConfigFiles {
+ public:
+  static ConfigFiles Embedded();
+  static ConfigFiles BesideBase(std::filesystem::path base_path);
+
+  FileText Base() const;
+  // A file relative to base.yml's directory ("models/x.yml"), or nullopt when absent.
+  std::optional<FileText> Find(std::string_view relative) const;
+  // Where Find looked, for "not found" messages.
+  std::string Where(std::string_view relative) const;
+
+ private:
+  ConfigFiles(bool embedded, std::filesystem::path base_path)
+      : embedded_(embedded), base_path_(std::move(base_path)) {}
+
+  bool embedded_;
+  std::filesystem::path base_path_;
+};
+
+}  // namespace shardtrace::config_internal

@@ -1,0 +1,46 @@
+// Helpers on ConfigValue that pyconfig's Python semantics dictate: equality as Python's
+// == (1 == 1.0 == True), the words used for a type in "expected an integer, got 'abc'"
+// messages, coercion of a value to the type of its default, and typed reads out of a
+// key -> value map that throw Error naming the key. ConfigValue::ToString (the Python
+// repr) is defined in config_value.cc too.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/config.h"
+
+namespace shardtrace::config_internal {
+
+// Python == on the values pyconfig would hold (numbers compare by value across
+// bool/int/float, lists element-wise, mappings by key set).
+bool SameValue(const ConfigValue& a, const ConfigValue& b);
+
+// "an integer", "a float", "a boolean", "a string", "a list", "a mapping", "null".
+std::string_view TypeDescription(ConfigValue::Type type);
+
+// The key -> value map a Config holds (heterogeneous lookup by string_view).
+using ValueMap = std::map<std::string, ConfigValue, std::less<>>;
+
+// pyconfig turns every top-level string spelled "none" (any case) into None.
+ConfigValue NoneStringToNull(ConfigValue value);
+
+// `value` converted to the YAML type of `default_value`, as pydantic's lax mode would:
+// int -> float, integral float -> int, scalar -> string; a null default or a null value
+// for a string key accepts anything. Throws "key: expected an integer, got 'abc'" plus
+// `where` (e.g. " (in models/x.yml)") otherwise.
+ConfigValue CoerceToDefaultType(std::string_view key, const ConfigValue& value,
+                                const ConfigValue& default_value, std::string_view where);
+
+// Typed reads; each throws Error naming the key when it is missing or of another type.
+const ConfigValue& LookUp(const ValueMap& values, std::string_view key);
+int64_t ValueAsInt(std::string_view key, const ConfigValue& value);   // integral floats too
+double ValueAsFloat(std::string_view key, const ConfigValue& value);  // ints too
+bool ValueAsBool(std::string_view key, const ConfigValue& value);
+std::string ValueAsString(std::string_view key, const ConfigValue& value);
+std::vector<std::string> ValueAsStringList(std::string_view key, const ConfigValue& value);
+
+}  // namespace shardtrace::config_internal

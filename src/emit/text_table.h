@@ -1,0 +1,26 @@
+// A plain left-aligned text table: columns sized to their widest cell, two spaces apart,
+// trailing spaces trimmed. The only place shardtrace lays out columns.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace shardtrace {
+
+class TextTable {
+ public:
+  explicit TextTable(std::vector<std::string> header) : header_(std::move(header)) {}
+  void AddRow(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  bool empty() const { return rows_.empty(); }
+  // Every line starts with `indent`; the header is followed by a dashed rule.
+  std::string Render(const std::string& indent = "") const;
+
+ private:
+  std::vector<std::string> header_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+// Display width of UTF-8 text (code points; shardtrace prints no wide characters).
+size_t DisplayWidth(const std::string& text);
+
+}  // namespace shardtrace

@@ -1,0 +1,56 @@
+#include "emit/trace_totals.h"
+
+#include <algorithm>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace shardtrace {
+
+TraceTotals ComputeTotals(const Trace& trace) {
+  TraceTotals totals;
+  const size_t n = trace.tensors.size();
+  std::vector<int> def(n, -1), last(n, -1);
+  for (const OpRecord& op : trace.ops) {
+    for (const int out : op.outputs) def[out] = op.id;
+    for (const int in : op.inputs) last[in] = std::max(last[in], op.id);
+  }
+  std::vector<int64_t> delta(trace.ops.size() + 1, 0);
+  for (const TensorRecord& t : trace.tensors) {
+    if (t.kind == TensorKind::kWeight) {
+      if (t.constraint == Constraint::kKernelAxes) totals.weight_bytes_per_device += t.bytes_per_device;
+      continue;
+    }
+    if (def[t.id] < 0) continue;
+    const int end = std::max(def[t.id], last[t.id]);
+    delta[def[t.id]] += t.bytes_per_device;
+    delta[end + 1] -= t.bytes_per_device;
+  }
+  int64_t live = 0;
+  for (size_t i = 0; i < trace.ops.size(); ++i) {
+    live += delta[i];
+    if (live > totals.peak_activation_bytes_per_device) {
+      totals.peak_activation_bytes_per_device = live;
+      totals.peak_op = static_cast<int>(i);
+    }
+  }
+  for (const OpRecord& op : trace.ops)
+    if (op.collective && !op.collective->bytes_sent.empty())
+      totals.collective_bytes_sent_per_device +=
+          *std::max_element(op.collective->bytes_sent.begin(), op.collective->bytes_sent.end());
+  return totals;
+}
+
+std::string HumanBytes(int64_t bytes) {
+  static const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024) return fmt::format("{} B", bytes);
+  double v = static_cast<double>(bytes);
+  int u = -1;
+  while (v >= 1024 && u < 3) {
+    v /= 1024;
+    ++u;
+  }
+  return fmt::format("{:.1f} {}", v, units[u]);
+}
+
+}  // namespace shardtrace

@@ -1,0 +1,61 @@
+#include "numeric/ragged_dot.h"
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "numeric/op_support.h"
+#include "util/error.h"
+
+namespace shardtrace {
+
+namespace {
+
+using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+}  // namespace
+
+Array RaggedDot(const Array& lhs, const Array& rhs, const Array& group_sizes, DType out_dtype) {
+  const std::string shapes =
+      fmt::format("lhs {}, rhs {}, group_sizes {}", ShapeToString(lhs.shape),
+                  ShapeToString(rhs.shape), ShapeToString(group_sizes.shape));
+  if (lhs.rank() != 2 || rhs.rank() != 3 || group_sizes.rank() != 1) {
+    Fail("ragged_dot: expected lhs [N,K], rhs [G,K,O], group_sizes [G]; got {}", shapes);
+  }
+  if (lhs.shape[1] != rhs.shape[1]) {
+    Fail("ragged_dot: lhs dim K is {} but rhs has {} ({})", lhs.shape[1], rhs.shape[1], shapes);
+  }
+  if (group_sizes.shape[0] != rhs.shape[0]) {
+    Fail("ragged_dot: group_sizes has {} groups but rhs has G={} ({})", group_sizes.shape[0],
+         rhs.shape[0], shapes);
+  }
+  if (group_sizes.dtype != DType::kInt32) {
+    Fail("ragged_dot: group_sizes must be int32, got {} ({})", ToString(group_sizes.dtype), shapes);
+  }
+  const int64_t n = lhs.shape[0];
+  const int64_t k = lhs.shape[1];
+  const int64_t o = rhs.shape[2];
+  Shape shape = {n, o};
+  if (!op_support::AllNumeric({&lhs, &rhs, &group_sizes})) {
+    return Array::Symbolic(std::move(shape), out_dtype);
+  }
+  std::vector<float> out(static_cast<size_t>(n * o), 0.0f);
+  int64_t row = 0;
+  for (int64_t g = 0; g < rhs.shape[0]; ++g) {
+    const float size = group_sizes.values()[g];
+    if (size < 0) Fail("ragged_dot: group_sizes[{}] is {}, must be >= 0 ({})", g, size, shapes);
+    const int64_t rows = std::min(static_cast<int64_t>(size), n - row);
+    if (rows > 0 && k > 0 && o > 0) {
+      const Eigen::Map<const RowMatrix> a(lhs.values().data() + row * k, rows, k);
+      const Eigen::Map<const RowMatrix> b(rhs.values().data() + g * k * o, k, o);
+      Eigen::Map<RowMatrix> c(out.data() + row * o, rows, o);
+      c.noalias() = a * b;
+    }
+    row += std::max<int64_t>(rows, 0);
+  }
+  op_support::ConvertAll(out_dtype, out);
+  return Array::FromData(std::move(shape), out_dtype, std::move(out));
+}
+
+}  // namespace shardtrace

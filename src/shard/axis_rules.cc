@@ -1,0 +1,99 @@
+#include "shard/axis_rules.h"
+
+#include <algorithm>
+#include <set>
+
+#include "shard/mesh.h"
+#include "util/error.h"
+
+namespace shardtrace {
+
+std::string LogicalAxesToString(const LogicalAxes& axes) {
+  std::string out = "(";
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (i) out += ", ";
+    out += axes[i] ? "'" + *axes[i] + "'" : "None";
+  }
+  if (axes.size() == 1) out += ",";
+  return out + ")";
+}
+
+LogicalAxes ParseLogicalAxes(const std::string& text) {
+  LogicalAxes axes;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    item.erase(0, item.find_first_not_of(" '\"("));
+    item.erase(item.find_last_not_of(" '\")") + 1);
+    if (item.empty() || item == "None" || item == "none" || item == "null")
+      axes.push_back(std::nullopt);
+    else
+      axes.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return axes;
+}
+
+Resolution ResolveLogicalAxes(const LogicalAxes& axes, const AxisRules& rules, const Mesh* mesh) {
+  {
+    std::set<std::string> seen;
+    for (const auto& name : axes)
+      if (name && !seen.insert(*name).second)
+        Fail("logical axes {}: name '{}' appears twice", LogicalAxesToString(axes), *name);
+  }
+  Resolution result;
+  result.dims.resize(axes.size());
+  std::vector<bool> assigned(axes.size(), false);
+  std::vector<PartitionSpec::Entry> entries(axes.size());
+  std::set<std::string> used;
+  for (size_t d = 0; d < axes.size(); ++d) result.dims[d].logical = axes[d];
+
+  // flax walks the rule list (not the tensor's dims) so list order is priority.
+  for (size_t r = 0; r < rules.size(); ++r) {
+    const AxisRule& rule = rules[r];
+    const auto it = std::find(axes.begin(), axes.end(), std::optional<std::string>(rule.logical));
+    if (it == axes.end()) continue;
+    const size_t d = static_cast<size_t>(it - axes.begin());
+    DimResolution& dim = result.dims[d];
+    dim.has_rule = true;
+    RuleDecision decision;
+    decision.rule_index = static_cast<int>(r);
+    decision.logical = rule.logical;
+    decision.mesh_axes = rule.mesh_axes;
+    if (assigned[d]) {
+      decision.outcome = RuleDecision::Outcome::kDimAlreadyAssigned;
+    } else {
+      const auto blocking = std::find_if(rule.mesh_axes.begin(), rule.mesh_axes.end(),
+                                         [&](const std::string& a) { return used.count(a) > 0; });
+      if (blocking != rule.mesh_axes.end()) {
+        decision.outcome = RuleDecision::Outcome::kMeshAxisUsed;
+        decision.blocking_axis = *blocking;
+      } else {
+        assigned[d] = true;
+        entries[d] = rule.mesh_axes;
+        dim.before_removal = rule.mesh_axes;
+        used.insert(rule.mesh_axes.begin(), rule.mesh_axes.end());
+      }
+    }
+    dim.decisions.push_back(std::move(decision));
+  }
+  result.before_removal = PartitionSpec(entries);
+  if (mesh) {
+    for (size_t d = 0; d < entries.size(); ++d) {
+      PartitionSpec::Entry kept;
+      for (const std::string& axis : entries[d]) {
+        if (mesh->Size(axis) > 1)
+          kept.push_back(axis);
+        else
+          result.dims[d].removed.push_back(axis);
+      }
+      entries[d] = kept;
+    }
+  }
+  result.spec = PartitionSpec(entries);
+  return result;
+}
+
+}  // namespace shardtrace

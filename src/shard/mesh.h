@@ -1,0 +1,63 @@
+// Mesh: the named device mesh MaxText builds from `mesh_axes` and the ici_*/dcn_*
+// parallelism keys (maxtext_utils.create_device_mesh). Axis order is mesh_axes order; each
+// axis size is ici x dcn. Devices are numbered row-major over that shape (last axis
+// fastest), as create_device_mesh reshapes jax.devices() on CPU/GPU, with the DCN (slice)
+// index as the major factor of each axis on multi-slice meshes. Printed XLA-style:
+// mesh['fsdp'=4, 'expert'=2] (axes of size 1 omitted; ToFullString lists all).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace shardtrace {
+
+class Config;
+
+struct MeshAxis {
+  std::string name;
+  int64_t size = 1;
+  int64_t ici = 1;
+  int64_t dcn = 1;
+};
+
+class Mesh {
+ public:
+  Mesh() = default;
+  explicit Mesh(std::vector<MeshAxis> axes);
+
+  // Builds the mesh as MaxText does. `devices` is --devices; without it the device count is
+  // the product of the explicit ICI x DCN values (a -1 then counts as 1). Throws Error
+  // naming the axes and the arithmetic when the mesh is impossible.
+  static Mesh FromConfig(const Config& config, std::optional<int64_t> devices);
+
+  const std::vector<MeshAxis>& axes() const { return axes_; }
+  int64_t num_devices() const;
+  int64_t num_slices() const { return num_slices_; }
+  // Size of `axis`, 1 when the mesh has no such axis.
+  int64_t Size(std::string_view axis) const;
+  bool HasAxis(std::string_view axis) const;
+  // Product of the sizes of `axes`.
+  int64_t Size(const std::vector<std::string>& axes) const;
+
+  // Coordinates of device `id` (one per axis, mesh_axes order) and back.
+  std::vector<int64_t> Coords(int64_t device) const;
+  int64_t DeviceAt(const std::vector<int64_t>& coords) const;
+  // Index of `device` along the combined `axes` (major first), as jax.lax.axis_index
+  // computes it for a tuple of axis names.
+  int64_t AxisIndex(int64_t device, const std::vector<std::string>& axes) const;
+  // Devices that share every coordinate of `device` except along `axes`, ordered by their
+  // AxisIndex over `axes`: the participants of a collective over `axes`.
+  std::vector<int64_t> Group(int64_t device, const std::vector<std::string>& axes) const;
+
+  std::string ToString() const;      // mesh['fsdp'=4, 'expert'=2]
+  std::string ToFullString() const; // every axis, including size 1
+
+ private:
+  std::vector<MeshAxis> axes_;
+  int64_t num_slices_ = 1;
+};
+
+}  // namespace shardtrace

@@ -1,0 +1,256 @@
+// The collectives of the SPMD simulator (Tracer members). Each moves real data between the
+// virtual devices in numeric mode and records the bytes every device sends and receives,
+// counted as the ring algorithms XLA uses move them: all_gather (n-1) blocks each way,
+// psum_scatter (n-1)/n of the input, psum twice that; ragged_all_to_all the rows actually
+// sent to other devices (symbolic: the static send buffer, an upper bound).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "shard/sharding.h"
+#include "trace/tracer.h"
+#include "util/error.h"
+
+namespace shardtrace {
+namespace {
+
+std::string AxesToString(const std::vector<std::string>& axes) {
+  if (axes.size() == 1) return fmt::format("'{}'", axes[0]);
+  std::vector<std::string> quoted;
+  for (const std::string& a : axes) quoted.push_back(fmt::format("'{}'", a));
+  return fmt::format("({})", fmt::join(quoted, ", "));
+}
+
+Array Concat(const std::vector<const Array*>& parts, int axis) {
+  Shape shape = parts[0]->shape;
+  shape[axis] = 0;
+  for (const Array* p : parts) shape[axis] += p->shape[axis];
+  if (!parts[0]->numeric()) return Array::Symbolic(shape, parts[0]->dtype);
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < axis; ++i) outer *= shape[i];
+  for (size_t i = axis + 1; i < shape.size(); ++i) inner *= shape[i];
+  std::vector<float> data;
+  data.reserve(NumElements(shape));
+  for (int64_t o = 0; o < outer; ++o)
+    for (const Array* p : parts) {
+      const int64_t run = p->shape[axis] * inner;
+      data.insert(data.end(), p->values().begin() + o * run, p->values().begin() + (o + 1) * run);
+    }
+  return Array::FromData(shape, parts[0]->dtype, std::move(data));
+}
+
+Array SliceAxis(const Array& a, int axis, int64_t start, int64_t size) {
+  Shape shape = a.shape;
+  shape[axis] = size;
+  if (!a.numeric()) return Array::Symbolic(shape, a.dtype);
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < axis; ++i) outer *= a.shape[i];
+  for (size_t i = axis + 1; i < a.shape.size(); ++i) inner *= a.shape[i];
+  std::vector<float> data;
+  data.reserve(NumElements(shape));
+  for (int64_t o = 0; o < outer; ++o) {
+    const auto base = a.values().begin() + (o * a.shape[axis] + start) * inner;
+    data.insert(data.end(), base, base + size * inner);
+  }
+  return Array::FromData(shape, a.dtype, std::move(data));
+}
+
+}  // namespace
+
+Value Tracer::AxisIndex(const std::vector<std::string>& axes, const Out& out) {
+  Value v;
+  v.per_device = true;
+  for (int64_t d = 0; d < num_shards(); ++d)
+    v.shards.push_back(numeric_ ? Array::FromData({}, DType::kInt32,
+                                                  {static_cast<float>(mesh_.AxisIndex(d, axes))})
+                                : Array::Symbolic({}, DType::kInt32));
+  v.tensor = Record(out, v.shards, true);
+  RecordOp({"axis_index", "", {{"axis_name", AxesToString(axes)}}}, {}, {v.tensor});
+  return v;
+}
+
+Value Tracer::AllGather(const Value& x, const std::vector<std::string>& axes, int axis, bool tiled,
+                        const Out& out) {
+  SHARDTRACE_CHECK(x.per_device);
+  const int64_t n = mesh_.Size(axes);
+  if (axis < 0) axis += static_cast<int>(x.shape().size());
+  Value v;
+  v.per_device = true;
+  for (size_t d = 0; d < x.shards.size(); ++d) {
+    std::vector<const Array*> parts;
+    if (numeric_) {
+      for (const int64_t peer : mesh_.Group(static_cast<int64_t>(d), axes)) parts.push_back(&x.shards[peer]);
+    } else {
+      parts.assign(static_cast<size_t>(n), &x.shards[0]);
+    }
+    Array gathered = Concat(parts, axis);
+    if (!tiled) {
+      Shape shape = x.shape();
+      shape.insert(shape.begin() + axis, n);
+      gathered.shape = shape;  // same row-major data, a new leading group dim at `axis`
+    }
+    v.shards.push_back(std::move(gathered));
+  }
+  v.tensor = Record(out, v.shards, true);
+  const int64_t block = TensorBytes(x.shape(), x.dtype());
+  CollectiveRecord c{axes, n, mesh_.num_devices() / n,
+                     std::vector<int64_t>(mesh_.num_devices(), (n - 1) * block),
+                     std::vector<int64_t>(mesh_.num_devices(), (n - 1) * block)};
+  const int op = RecordOp({"all_gather", "", {{"axis_name", AxesToString(axes)}, {"axis", std::to_string(axis)},
+                                              {"tiled", tiled ? "True" : "False"}}},
+                          {x.tensor}, {v.tensor});
+  trace_.ops[op].collective = std::move(c);
+  return v;
+}
+
+Value Tracer::Psum(const Value& x, const std::vector<std::string>& axes, const Out& out) {
+  SHARDTRACE_CHECK(x.per_device);
+  const int64_t n = mesh_.Size(axes);
+  Value v;
+  v.per_device = true;
+  for (size_t d = 0; d < x.shards.size(); ++d) {
+    if (!numeric_) {
+      v.shards.push_back(x.shards[d]);
+      continue;
+    }
+    Array sum = Array::Filled(x.shape(), x.dtype(), 0.0f);
+    for (const int64_t peer : mesh_.Group(static_cast<int64_t>(d), axes)) {
+      const std::vector<float>& src = x.shards[peer].values();
+      std::vector<float>& dst = sum.mutable_values();
+      for (size_t i = 0; i < dst.size(); ++i) dst[i] += src[i];
+    }
+    for (float& e : sum.mutable_values()) e = RoundTo(x.dtype(), e);
+    v.shards.push_back(std::move(sum));
+  }
+  v.tensor = Record(out, v.shards, true);
+  const int64_t bytes = TensorBytes(x.shape(), x.dtype());
+  const int64_t moved = n > 1 ? 2 * (n - 1) * bytes / n : 0;
+  CollectiveRecord c{axes, n, mesh_.num_devices() / n, std::vector<int64_t>(mesh_.num_devices(), moved),
+                     std::vector<int64_t>(mesh_.num_devices(), moved)};
+  const int op = RecordOp({"psum", "", {{"axis_name", AxesToString(axes)}}}, {x.tensor}, {v.tensor});
+  trace_.ops[op].collective = std::move(c);
+  return v;
+}
+
+Value Tracer::PsumScatter(const Value& x, const std::vector<std::string>& axes, int scatter_dimension,
+                          bool tiled, const Out& out) {
+  SHARDTRACE_CHECK(x.per_device);
+  const int64_t n = mesh_.Size(axes);
+  if (scatter_dimension < 0) scatter_dimension += static_cast<int>(x.shape().size());
+  const int64_t size = x.shape()[scatter_dimension];
+  if (size % n != 0)
+    Fail("psum_scatter of '{}' over {}: dim {} of size {} is not divisible by {} devices",
+         trace_.tensors[x.tensor].name, AxesToString(axes), scatter_dimension, size, n);
+  if (!tiled && size != n)
+    Fail("psum_scatter of '{}' (tiled=False): dim {} must equal the group size {}",
+         trace_.tensors[x.tensor].name, scatter_dimension, n);
+  Value v;
+  v.per_device = true;
+  for (size_t d = 0; d < x.shards.size(); ++d) {
+    const int64_t index = numeric_ ? mesh_.AxisIndex(static_cast<int64_t>(d), axes) : 0;
+    Array sum = x.shards[d];
+    if (numeric_) {
+      std::fill(sum.mutable_values().begin(), sum.mutable_values().end(), 0.0f);
+      for (const int64_t peer : mesh_.Group(static_cast<int64_t>(d), axes)) {
+        const std::vector<float>& src = x.shards[peer].values();
+        std::vector<float>& dst = sum.mutable_values();
+        for (size_t i = 0; i < dst.size(); ++i) dst[i] += src[i];
+      }
+      for (float& e : sum.mutable_values()) e = RoundTo(x.dtype(), e);
+    }
+    Array block = SliceAxis(sum, scatter_dimension, index * (size / n), size / n);
+    if (!tiled) block.shape.erase(block.shape.begin() + scatter_dimension);
+    v.shards.push_back(std::move(block));
+  }
+  v.tensor = Record(out, v.shards, true);
+  const int64_t bytes = TensorBytes(x.shape(), x.dtype());
+  const int64_t moved = (n - 1) * bytes / n;
+  CollectiveRecord c{axes, n, mesh_.num_devices() / n, std::vector<int64_t>(mesh_.num_devices(), moved),
+                     std::vector<int64_t>(mesh_.num_devices(), moved)};
+  const int op = RecordOp({"psum_scatter", "", {{"axis_name", AxesToString(axes)},
+                                                {"scatter_dimension", std::to_string(scatter_dimension)},
+                                                {"tiled", tiled ? "True" : "False"}}},
+                          {x.tensor}, {v.tensor});
+  trace_.ops[op].collective = std::move(c);
+  return v;
+}
+
+Value Tracer::RaggedAllToAll(const Value& operand, const Value& output, const Value& input_offsets,
+                             const Value& send_sizes, const Value& output_offsets,
+                             const Value& recv_sizes, const std::vector<std::string>& axes,
+                             const Out& out) {
+  SHARDTRACE_CHECK(operand.per_device);
+  const int64_t n = mesh_.Size(axes);
+  const std::string& name = trace_.tensors[operand.tensor].name;
+  for (const Value* p : {&input_offsets, &send_sizes, &output_offsets, &recv_sizes})
+    if (p->shape() != Shape{n})
+      Fail("ragged_all_to_all of '{}' over {}: '{}' has shape {}, expected [{}] (one per peer)", name,
+           AxesToString(axes), trace_.tensors[p->tensor].name, ShapeToString(p->shape()), n);
+  if (output.shape().size() != operand.shape().size() ||
+      !std::equal(output.shape().begin() + 1, output.shape().end(), operand.shape().begin() + 1))
+    Fail("ragged_all_to_all of '{}': output {} and operand {} differ past dim 0", name,
+         ShapeToString(output.shape()), ShapeToString(operand.shape()));
+  int64_t row = 1;
+  for (size_t i = 1; i < operand.shape().size(); ++i) row *= operand.shape()[i];
+  const int64_t row_bytes = row * ByteSize(operand.dtype());
+  const int64_t devices = mesh_.num_devices();
+  Value v;
+  v.per_device = true;
+  std::vector<int64_t> sent(devices, 0), received(devices, 0);
+  if (!numeric_) {
+    v.shards.push_back(output.shards[0]);
+    std::fill(sent.begin(), sent.end(), operand.shape()[0] * row_bytes);
+    std::fill(received.begin(), received.end(), output.shape()[0] * row_bytes);
+  } else {
+    for (int64_t d = 0; d < devices; ++d) v.shards.push_back(output.shards[output.shards.size() == 1 ? 0 : d]);
+    const int64_t capacity = output.shape()[0];
+    std::vector<double> matrix(devices * n, 0.0), dropped(devices, 0.0), mismatched(devices, 0.0);
+    for (int64_t src = 0; src < devices; ++src) {
+      const std::vector<int64_t> group = mesh_.Group(src, axes);
+      const int64_t self = mesh_.AxisIndex(src, axes);
+      const std::vector<float>& in = operand.shards[src].values();
+      for (int64_t j = 0; j < n; ++j) {
+        const auto in_off = static_cast<int64_t>(input_offsets.shards[src].values()[j]);
+        const auto count = static_cast<int64_t>(send_sizes.shards[src].values()[j]);
+        const auto out_off = static_cast<int64_t>(output_offsets.shards[src].values()[j]);
+        if (in_off < 0 || count < 0 || in_off + count > operand.shape()[0])
+          Fail("ragged_all_to_all of '{}': device {} sends rows [{}, {}) to peer {} but holds {} rows",
+               name, src, in_off, in_off + count, j, operand.shape()[0]);
+        const int64_t dst = group[j];
+        const int64_t fits = std::clamp<int64_t>(capacity - out_off, 0, count);
+        std::vector<float>& target = v.shards[dst].mutable_values();
+        std::copy(in.begin() + in_off * row, in.begin() + (in_off + fits) * row,
+                  target.begin() + out_off * row);
+        dropped[dst] += static_cast<double>(count - fits);
+        matrix[src * n + j] = static_cast<double>(count);
+        if (j != self) {
+          sent[src] += count * row_bytes;
+          received[dst] += count * row_bytes;
+        }
+        // The receiver's recv_sizes entry for this sender must agree with what was sent.
+        const int64_t expected = static_cast<int64_t>(recv_sizes.shards[dst].values()[self]);
+        if (expected != count) mismatched[dst] += 1;
+      }
+    }
+    AddFact({out.name + ": rows sent [device, peer]", "", {devices, n}, matrix,
+             "ragged_all_to_all send_sizes of every device"});
+    double total_dropped = 0;
+    for (const double x : dropped) total_dropped += x;
+    if (total_dropped > 0)
+      AddFact({out.name + ": rows dropped (buffer full) per receiving device", "", {devices}, dropped,
+               fmt::format("{} rows did not fit the receive buffer of {} rows", total_dropped, capacity)});
+    double total_mismatch = 0;
+    for (const double x : mismatched) total_mismatch += x;
+    if (total_mismatch > 0)
+      AddFact({out.name + ": recv_sizes disagreeing with the senders", "", {devices}, mismatched, ""});
+  }
+  v.tensor = Record(out, v.shards, true);
+  CollectiveRecord c{axes, n, devices / n, sent, received};
+  const int op = RecordOp({"ragged_all_to_all", "", {{"axis_name", AxesToString(axes)}}},
+                          {operand.tensor, output.tensor, input_offsets.tensor, send_sizes.tensor,
+                           output_offsets.tensor, recv_sizes.tensor},
+                          {v.tensor});
+  trace_.ops[op].collective = std::move(c);
+  return v;
+}
+
+}  // namespace shardtrace

@@ -1,0 +1,173 @@
+#include "trace/moe_block.h"
+
+#include "config/config.h"
+#include "shard/mesh.h"
+#include "trace/dense_matmul.h"
+#include "trace/mlp_block.h"
+#include "trace/routing.h"
+#include "trace/sparse_matmul.h"
+#include "trace/traced_ops.h"
+#include "util/error.h"
+
+namespace shardtrace {
+
+namespace tr = traced;
+
+Block ParseBlock(const std::string& name) {
+  if (name == "moe") return Block::kMoe;
+  if (name == "mlp") return Block::kMlp;
+  if (name == "shared") return Block::kShared;
+  Fail("--block {}: expected moe, mlp or shared", name);
+}
+
+bool UsesSharedExperts(const MoeSetup& s) {
+  return (s.decoder_block == "deepseek" || s.decoder_block == "llama4" || s.decoder_block == "gemma4") &&
+         s.shared_hidden > 0;
+}
+
+namespace {
+
+PathOutput RoutedMoE(const MoeContext& ctx, const Value& inputs_in, const MoeParams& p, bool shared_wrapper) {
+  Tracer& t = ctx.t;
+  const MoeSetup& s = ctx.setup;
+  const Config& config = ctx.config;
+  const auto scope = t.Scope("RoutedMoE");
+  // RoutedAndSharedMoE always builds its routed block with gate axes ('embed_moe', None).
+  const LogicalAxes gate_axes = shared_wrapper || s.decoder_block == "deepseek" || s.decoder_block == "llama4" ||
+                                        s.decoder_block == "gemma4"
+                                    ? LogicalAxes{"embed_moe", std::nullopt}
+                                    : LogicalAxes{"embed", std::nullopt};
+  LogicalAxes wi_axes{"exp", "embed_moe", "mlp_moe"}, wo_axes{"exp", "mlp_moe", "embed_moe"};
+  if (config.Bool("shard_exp_on_fsdp")) {
+    wi_axes = {"embed_moe", std::nullopt, "mlp_moe"};
+    wo_axes = {"embed_moe", "mlp_moe", std::nullopt};
+  } else if (config.Bool("use_2d_fsdp_sharding")) {
+    wi_axes = wo_axes = {"embed_moe", "mlp_moe", std::nullopt};
+  } else if (config.Bool("use_batch_split_schedule")) {
+    wi_axes = {"embed_moe", std::nullopt, "expert_only"};
+    wo_axes = {"embed_moe", "expert_only", std::nullopt};
+  }
+  const Value gate_kernel = t.Weight({"gate.kernel", "ME"}, p.gate_kernel, gate_axes);
+  std::optional<Value> gate_bias;
+  if (config.Bool("routed_bias")) {
+    const auto cond = t.Condition("routed_bias");
+    gate_bias = t.Weight({"gate.bias", "E"}, *p.gate_bias, LogicalAxes{std::nullopt});
+  }
+  const Value wi_0 = t.Weight({"wi_0", "EMH"}, p.wi_0, wi_axes);
+  const Value wi_1 = t.Weight({"wi_1", "EMH"}, p.wi_1, wi_axes);
+  const Value wo = t.Weight({"wo", "EHM"}, p.wo, wo_axes);
+  std::optional<Value> wi_0_bias, wi_1_bias, wo_bias, per_expert_scale;
+  if (config.Bool("mlp_bias")) {
+    const auto cond = t.Condition("mlp_bias");
+    wi_0_bias = t.Weight({"wi_0_bias", "EH"}, *p.wi_0_bias, {"exp", "activation_mlp"});
+    wi_1_bias = t.Weight({"wi_1_bias", "EH"}, *p.wi_1_bias, {"exp", "activation_mlp"});
+    wo_bias = t.Weight({"wo_bias", "EM"}, *p.wo_bias, {"exp", "activation_embed"});
+  }
+  if (s.decoder_block == "gemma4") {
+    const auto cond = t.Condition("decoder_block == gemma4");
+    per_expert_scale = t.Weight({"per_expert_scale", "E"}, *p.per_expert_scale, {"exp"});
+  }
+
+  const Value inputs = tr::Cast(t, inputs_in, s.dtype, {"inputs", "BSM"});
+  const GateOutput gate = GateLogit(ctx, inputs, gate_kernel, gate_bias);
+  ctx.Capture("gate_logits", gate.gate_logits.array());
+  if (gate.pre_bias_logits) ctx.Capture("pre_bias_logits", gate.pre_bias_logits->array());
+
+  ExpertKernels k;
+  k.wo = tr::Cast(t, wo, s.dtype, {"wo_kernel", "EHM"});
+  k.w0 = tr::Cast(t, wi_0, s.dtype, {"w0_kernel", "EMH"});
+  k.w1 = tr::Cast(t, wi_1, s.dtype, {"w1_kernel", "EMH"});
+  if (per_expert_scale) {
+    const auto cond = t.Condition("decoder_block == gemma4");
+    const Value scale = tr::Cast(t, *per_expert_scale, s.dtype, {"per_expert_scale", "E"});
+    k.wo = t.Apply({"mul", "", {{"broadcast", "per_expert_scale[:, None, None]"}}}, {&k.wo, &scale},
+                   {"wo_kernel", "EHM"}, [](const std::vector<const Array*>& a) {
+                     return Mul(*a[0], Reshape(*a[1], {a[1]->shape[0], 1, 1}));
+                   });
+  }
+  if (wi_0_bias) {
+    const auto cond = t.Condition("mlp_bias");
+    k.w0_bias = tr::Cast(t, *wi_0_bias, s.dtype, {"w0_bias", "EH"});
+    k.w1_bias = tr::Cast(t, *wi_1_bias, s.dtype, {"w1_bias", "EH"});
+    k.wo_bias = tr::Cast(t, *wo_bias, s.dtype, {"wo_bias", "EM"});
+  }
+  switch (s.path) {
+    case MoePath::kFusedVllm:
+      Fail("attention=vllm_rpa: the fused tpu_inference MoE kernel is not simulated; unset attention");
+    case MoePath::kSparse:
+      return SparseMatmul(ctx, inputs, gate.gate_logits, gate.pre_bias_logits, k);
+    case MoePath::kDenseDropless:
+    case MoePath::kDenseDropping:
+      return DenseMatmul(ctx, inputs, gate.gate_logits, gate.pre_bias_logits, k);
+  }
+  Fail("unknown MoE path");
+}
+
+}  // namespace
+
+BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup, const MoeParams& params,
+                  Block block, bool numeric) {
+  Tracer t(mesh, config.logical_axis_rules(), numeric);
+  BlockRun run;
+  MoeContext ctx{config, setup, t, run.captures};
+  const bool shared = UsesSharedExperts(setup);
+  if (block == Block::kMlp) {
+    t.trace().block = "mlp";
+    t.trace().path = "MlpBlock (dense layer, intermediate mlp_dim)";
+    const Value inputs = t.Input({"inputs", "BSM"}, params.inputs);
+    const Value out = MlpBlock(t, config, inputs, *params.dense, "MlpBlock");
+    ctx.Capture("output", out.array());
+  } else if (block == Block::kShared) {
+    if (!shared)
+      Fail("--block shared: decoder_block {} with shared_experts={} has no shared experts (RoutedAndSharedMoE is "
+           "used by deepseek, llama4 and gemma4 with shared_experts > 0)",
+           setup.decoder_block, config.Int("shared_experts"));
+    t.trace().block = "shared";
+    t.trace().path = "RoutedAndSharedMoE.shared_experts (MlpBlock)";
+    const Value inputs = t.Input({"inputs", "BSM"}, params.inputs);
+    const Value out = MlpBlock(t, config, inputs, *params.shared, "shared_experts");
+    ctx.Capture("output", out.array());
+  } else {
+    t.trace().block = "moe";
+    t.trace().path = setup.PathLabel();
+    for (const std::string& r : setup.path_reasons) t.Note("path: " + r);
+    const auto scope = t.Scope(shared ? "RoutedAndSharedMoE" : "");
+    const Value inputs = t.Input({"inputs", "BSM"}, params.inputs);
+    PathOutput routed = RoutedMoE(ctx, inputs, params, shared);
+    Value output = routed.output;
+    if (shared) {
+      const Value shared_out = MlpBlock(t, config, inputs, *params.shared, "shared_experts");
+      output = tr::Binary(t, "add", routed.output, shared_out, {"output", "BSM"});
+    }
+    ctx.Capture("output", output.array());
+    if (routed.lb_loss) ctx.Capture("lb_loss", routed.lb_loss->array());
+    if (routed.bias_updates) ctx.Capture("bias_updates", routed.bias_updates->array());
+  }
+  run.trace = std::move(t).Finish();
+  return run;
+}
+
+std::vector<DumpEntry> DumpModel(const Config& config, const Mesh& mesh) {
+  const MoeSetup setup = MakeMoeSetup(config, mesh);
+  const int n_act = static_cast<int>(config.StrList("mlp_activations").size());
+  const MoeParams params = MakeParams(setup, n_act, /*numeric=*/false, 0);
+  std::vector<DumpEntry> entries;
+  auto append = [&](Block block) {
+    for (DumpEntry& e : RunBlock(config, mesh, setup, params, block, false).trace.dump) {
+      bool seen = false;
+      for (const DumpEntry& x : entries)
+        seen |= x.description == e.description && x.type == e.type && x.spec == e.spec;
+      if (!seen) entries.push_back(std::move(e));
+    }
+  };
+  const bool moe = setup.num_experts > 1;
+  const bool dense_layers = !moe || setup.dense_layers > 0 || config.Int("interleave_moe_layer_step") > 1;
+  if (dense_layers) append(Block::kMlp);
+  if (moe) {
+    append(Block::kMoe);
+    if (UsesSharedExperts(setup)) append(Block::kShared);
+  }
+  return entries;
+}
+
+}  // namespace shardtrace

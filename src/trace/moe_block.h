@@ -1,0 +1,38 @@
+// The blocks shardtrace runs, as MaxText's decoder layers call them: RoutedMoE.__call__
+// (GateLogit, kernel casts, path selection into dense_matmul / sparse_matmul),
+// RoutedAndSharedMoE (routed experts + shared-expert MlpBlock, summed) and the dense
+// MlpBlock. RunBlock records one block into a Trace; DumpModel reproduces MaxText's
+// debug_sharding activation dump for every MLP/MoE block the model config implies.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "trace/moe_params.h"
+#include "trace/moe_setup.h"
+#include "trace/trace.h"
+
+namespace shardtrace {
+
+class Config;
+class Mesh;
+
+enum class Block { kMoe, kMlp, kShared };
+Block ParseBlock(const std::string& name);  // "moe" | "mlp" | "shared"
+
+struct BlockRun {
+  Trace trace;
+  std::map<std::string, Array> captures;  // global numeric arrays by golden-format name
+};
+
+// True when the decoder wraps the routed experts in RoutedAndSharedMoE.
+bool UsesSharedExperts(const MoeSetup& setup);
+
+BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup, const MoeParams& params,
+                  Block block, bool numeric);
+
+// input_shardings.json entries of the model's blocks in MaxText's order: a dense MlpBlock
+// (when the model has dense layers), the MoE block, then its shared experts.
+std::vector<DumpEntry> DumpModel(const Config& config, const Mesh& mesh);
+
+}  // namespace shardtrace

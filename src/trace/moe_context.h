@@ -1,0 +1,42 @@
+// MoeContext: what every path function of the MoE block shares: the config, the derived
+// setup, the tracer, and the arrays captured for golden checks (gate_logits, top_k_indices,
+// group_sizes, ... as global arrays).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "config/config.h"
+#include "trace/moe_setup.h"
+#include "trace/tracer.h"
+
+namespace shardtrace {
+
+struct MoeContext {
+  const Config& config;
+  const MoeSetup& setup;
+  Tracer& t;
+  std::map<std::string, Array>& captures;
+
+  DType dtype() const { return setup.dtype; }
+  // Records `value` (global, numeric) under `name` for golden comparison.
+  void Capture(const std::string& name, const Array& value) const {
+    if (value.numeric()) captures.insert_or_assign(name, value);
+  }
+};
+
+// Kernels and biases of the routed experts after RoutedMoE.__call__ cast them to dtype.
+struct ExpertKernels {
+  Value w0, w1, wo;
+  std::optional<Value> w0_bias, w1_bias, wo_bias;
+};
+
+// What a routed-experts path returns: output [B,S,M], lb_loss [], bias_updates [E].
+struct PathOutput {
+  Value output;
+  std::optional<Value> lb_loss;
+  std::optional<Value> bias_updates;
+};
+
+}  // namespace shardtrace

@@ -1,0 +1,104 @@
+#include "trace/moe_params.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "trace/moe_setup.h"
+#include "util/error.h"
+
+namespace shardtrace {
+namespace {
+
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : state_(seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull) {}
+  uint64_t Next() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  double Uniform() { return (static_cast<double>(Next() >> 11) + 0.5) / 9007199254740992.0; }
+  double Normal() {
+    const double u1 = Uniform(), u2 = Uniform();
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+  }
+
+ private:
+  uint64_t state_;
+};
+
+Array Make(Rng* rng, Shape shape, DType dtype, double stddev) {
+  if (!rng) return Array::Symbolic(std::move(shape), dtype);
+  std::vector<float> data(static_cast<size_t>(NumElements(shape)));
+  for (float& v : data) v = RoundTo(dtype, static_cast<float>(rng->Normal() * stddev));
+  return Array::FromData(std::move(shape), dtype, std::move(data));
+}
+
+MlpParams MakeMlp(Rng* rng, int64_t in, int64_t hidden, int n, DType dtype) {
+  MlpParams p;
+  for (int i = 0; i < n; ++i) p.wi.push_back(Make(rng, {in, hidden}, dtype, 1.0 / std::sqrt(in)));
+  p.wo = Make(rng, {hidden, in}, dtype, 1.0 / std::sqrt(hidden));
+  return p;
+}
+
+}  // namespace
+
+MoeParams MakeParams(const MoeSetup& s, int num_mlp_activations, bool numeric, uint64_t seed) {
+  Rng generator(seed);
+  Rng* rng = numeric ? &generator : nullptr;
+  const DType w = s.weight_dtype;
+  MoeParams p;
+  p.inputs = Make(rng, {s.batch, s.seq, s.emb}, DType::kFloat32, 1.0);
+  p.gate_kernel = Make(rng, {s.emb, s.num_experts}, w, 1.0 / std::sqrt(s.emb));
+  p.gate_bias = Make(rng, {s.num_experts}, w, 0.1);
+  p.wi_0 = Make(rng, {s.num_experts, s.emb, s.wi_hidden}, w, 1.0 / std::sqrt(s.emb));
+  p.wi_1 = Make(rng, {s.num_experts, s.emb, s.wi_hidden}, w, 1.0 / std::sqrt(s.emb));
+  p.wo = Make(rng, {s.num_experts, s.hidden, s.emb}, w, 1.0 / std::sqrt(s.hidden));
+  p.wi_0_bias = Make(rng, {s.num_experts, s.hidden}, w, 0.1);
+  p.wi_1_bias = Make(rng, {s.num_experts, s.hidden}, w, 0.1);
+  p.wo_bias = Make(rng, {s.num_experts, s.emb}, w, 0.1);
+  p.per_expert_scale = numeric ? Array::Filled({s.num_experts}, w, 1.0f) : Array::Symbolic({s.num_experts}, w);
+  if (s.shared_hidden > 0) p.shared = MakeMlp(rng, s.emb, s.shared_hidden, num_mlp_activations, w);
+  p.dense = MakeMlp(rng, s.emb, s.mlp_dim, num_mlp_activations, w);
+  return p;
+}
+
+MoeParams ParamsFromArrays(const MoeSetup& s, int num_mlp_activations,
+                           const std::map<std::string, Array>& arrays, const std::string& source,
+                           bool routed_bias, bool mlp_bias) {
+  MoeParams p = MakeParams(s, num_mlp_activations, /*numeric=*/true, /*seed=*/0);
+  auto take = [&](const std::string& name, Array& slot, bool required) {
+    const auto it = arrays.find(name);
+    if (it == arrays.end()) {
+      if (required) Fail("{}: array '{}' is missing (expected shape {})", source, name, ShapeToString(slot.shape));
+      return;
+    }
+    if (it->second.shape != slot.shape)
+      Fail("{}: array '{}' has shape {} but the config implies {}", source, name, ShapeToString(it->second.shape),
+           ShapeToString(slot.shape));
+    slot = Array::FromData(slot.shape, name == "inputs" ? DType::kFloat32 : slot.dtype, it->second.values());
+  };
+  // Parameters a golden case leaves out take MaxText's initial value: biases start at zero.
+  for (std::optional<Array>* bias : {&p.gate_bias, &p.wi_0_bias, &p.wi_1_bias, &p.wo_bias})
+    *bias = Array::Filled((*bias)->shape, (*bias)->dtype, 0.0f);
+  take("inputs", p.inputs, true);
+  take("gate_kernel", p.gate_kernel, true);
+  if (routed_bias) take("gate_bias", *p.gate_bias, false);
+  take("wi_0", p.wi_0, true);
+  take("wi_1", p.wi_1, true);
+  take("wo", p.wo, true);
+  if (mlp_bias) {
+    take("wi_0_bias", *p.wi_0_bias, false);
+    take("wi_1_bias", *p.wi_1_bias, false);
+    take("wo_bias", *p.wo_bias, false);
+  }
+  if (p.shared) {
+    for (size_t i = 0; i < p.shared->wi.size(); ++i) take(fmt::format("shared_wi_{}", i), p.shared->wi[i], true);
+    take("shared_wo", p.shared->wo, true);
+  }
+  return p;
+}
+
+}  // namespace shardtrace

@@ -1,0 +1,50 @@
+// MoeParams: the block input and every parameter of a RoutedMoE / RoutedAndSharedMoE /
+// MlpBlock, as arrays in their stored dtype (weight_dtype). Symbolic runs get shape-only
+// arrays; numeric runs get deterministic values from a seed (MakeParams) or a golden case's
+// tensors.npz (FromArrays, which checks every shape against the config).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "numeric/array.h"
+
+namespace shardtrace {
+
+struct MoeSetup;
+
+struct MlpParams {
+  std::vector<Array> wi;  // one [M, F] kernel per activation (wi_0, wi_1, ...)
+  Array wo;               // [F, M]
+};
+
+struct MoeParams {
+  Array inputs;  // [B, S, M]
+  Array gate_kernel;  // [M, E]
+  std::optional<Array> gate_bias;  // [E] when routed_bias
+  Array wi_0, wi_1;   // [E, M, H]
+  Array wo;           // [E, H, M]
+  std::optional<Array> wi_0_bias, wi_1_bias;  // [E, H] when mlp_bias
+  std::optional<Array> wo_bias;               // [E, M]
+  std::optional<Array> per_expert_scale;      // [E] gemma4
+  std::optional<MlpParams> shared;            // shared experts (RoutedAndSharedMoE)
+  std::optional<MlpParams> dense;             // a dense MlpBlock layer (mlp_dim)
+};
+
+// Shape-only (numeric = false) or seeded values: inputs ~ N(0,1), kernels ~ N(0, 1/fan_in)
+// with fan_in the contracted dim, biases ~ N(0, 0.1^2), per_expert_scale 1. The generator
+// is splitmix64 + Box-Muller, so a seed gives the same numbers on every machine.
+MoeParams MakeParams(const MoeSetup& setup, int num_mlp_activations, bool numeric, uint64_t seed);
+
+// From named arrays (golden-format names: inputs, gate_kernel, gate_bias, wi_0, wi_1, wo,
+// wi_0_bias, wi_1_bias, wo_bias, shared_wi_0, shared_wi_1, shared_wo). Missing optional
+// arrays required by the config are seeded; a wrong shape is an Error naming the array, the
+// expected and the found shape. `source` names the file in errors.
+MoeParams ParamsFromArrays(const MoeSetup& setup, int num_mlp_activations,
+                           const std::map<std::string, Array>& arrays, const std::string& source,
+                           bool routed_bias, bool mlp_bias);
+
+}  // namespace shardtrace

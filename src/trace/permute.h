@@ -1,0 +1,58 @@
+// The token-sorting helpers of sparse_matmul, per device inside shard_map: permute (route,
+// repeat each token K times, stable-sort the rows by expert, group sizes), unpermute
+// (inverse sort and K-weighted sum), local_permute (re-sort received rows by local expert,
+// plain and is_offset forms), get_all_to_all_params (batch-sharded and replicated forms),
+// get_ragged_buffer_size, transform_bias, and gmm (Megablox / tokamax / ragged_dot: the
+// same math, recorded with the kernel, tiling and row padding the config selects).
+#pragma once
+
+#include <optional>
+
+#include "trace/moe_context.h"
+
+namespace shardtrace {
+
+struct PermuteOutput {
+  Value sorted_inputs;            // [R, M] rows grouped by expert
+  Value sorted_selected_experts;  // [R] the sort permutation
+  Value weights;                  // [B, S, K] routing weights
+  Value group_size;               // [E] rows per expert
+  Value sorted_experts;           // [R] expert id of each sorted row
+  Value top_k_indices;            // [B, S, K]
+  std::optional<Value> lb_loss;
+  std::optional<Value> bias_updates;
+};
+
+// `roll_to_expert_id`: ring of experts rotates ids by -(E/EP)*shard so local experts come
+// first; it is a per-device value (nullopt: no roll).
+PermuteOutput Permute(const MoeContext& ctx, const Value& inputs, const Value& gate_logits,
+                      const std::optional<Value>& pre_bias_logits, const std::optional<Value>& roll_to_expert_id);
+
+Value Unpermute(const MoeContext& ctx, const Value& intermediate, const Value& sorted_selected_experts,
+                const Value& weights, int64_t batch_size, int64_t sequence_length);
+
+struct LocalPermuteOutput {
+  Value sorted_inputs, sorted_indices, local_group_size, sorted_experts_ids;
+};
+// global_group_sizes [shards, E]; is_offset: inputs are the replicated globally sorted rows.
+LocalPermuteOutput LocalPermute(const MoeContext& ctx, const Value& inputs, const Value& global_group_sizes,
+                                int64_t local_expert_size, const Value& shard_index, bool is_offset,
+                                const std::optional<Value>& global_sorted_experts);
+
+struct AllToAllParams {
+  Value input_offsets, send_sizes, output_offsets, recv_sizes;
+};
+AllToAllParams GetAllToAllParams(const MoeContext& ctx, const Value& all_shards_group_sizes, const Value& shard_id,
+                                 int64_t num_expert_parallelism, bool is_batch_sharded);
+
+int64_t RaggedBufferSize(int64_t local_batch, int64_t ep_degree, int64_t global_experts, int64_t top_k,
+                         double ragged_buffer_factor);
+
+// gmm(inputs [R,K'], kernel [G,K',N], group_sizes [G]) -> [R,N] in dtype.
+Value Gmm(const MoeContext& ctx, const Value& inputs, const Value& kernel, const Value& group_sizes,
+          const std::string& name, bool wo_tiles);
+
+// transform_bias: each row's bias, bias[expert_ids] (indices clamped as jnp indexing does).
+Value TransformBias(const MoeContext& ctx, const Value& expert_ids, const Value& bias, const std::string& name);
+
+}  // namespace shardtrace

@@ -1,0 +1,338 @@
+#include "trace/sparse_matmul.h"
+
+#include <fmt/format.h>
+
+#include "shard/mesh.h"
+#include "trace/permute.h"
+#include "trace/routing.h"
+#include "trace/traced_ops.h"
+#include "util/error.h"
+
+namespace shardtrace {
+
+namespace tr = traced;
+using Args = std::vector<const Array*>;
+
+namespace {
+
+struct RoutedShardings {
+  std::string batch_logical_axis;
+  LogicalAxes input_axes, gate_axes;
+  PartitionSpec input, gate_logits;
+  std::optional<PartitionSpec> pre_bias_logits;
+  PartitionSpec w0, w1, wo, w0_bias, w1_bias, wo_bias;
+  PartitionSpec output;
+};
+
+LogicalAxes Axes(std::initializer_list<const char*> names) {
+  LogicalAxes axes;
+  for (const char* n : names) axes.push_back(n ? std::optional<std::string>(n) : std::nullopt);
+  return axes;
+}
+
+// get_routed_moe_shardings. The seed resolves these with config.logical_axis_rules (the
+// ambient rules only under pipeline parallelism, which are the same rules here).
+RoutedShardings GetRoutedMoeShardings(const MoeContext& ctx, bool batch_sharded_by_expert) {
+  const Config& c = ctx.config;
+  auto resolve = [&](const LogicalAxes& axes) {
+    return ResolveLogicalAxes(axes, c.logical_axis_rules(), &ctx.t.mesh()).spec;
+  };
+  RoutedShardings r;
+  r.batch_logical_axis = batch_sharded_by_expert ? "activation_batch" : "decode_batch_moe";
+  const char* batch = r.batch_logical_axis.c_str();
+  if (ctx.setup.tp_transpose > 1) {
+    r.input_axes = Axes({batch, "activation_norm_length", "activation_embed"});
+    r.w0_bias = resolve(Axes({"exp", nullptr}));
+    r.w1_bias = resolve(Axes({"exp", nullptr}));
+  } else {
+    r.input_axes = Axes({batch, "activation_norm_length", nullptr});
+    r.w0_bias = resolve(Axes({"exp", "activation_mlp"}));
+    r.w1_bias = resolve(Axes({"exp", "activation_mlp"}));
+  }
+  r.wo_bias = resolve(Axes({"exp", "activation_embed"}));
+  r.input = resolve(r.input_axes);
+  r.gate_axes = Axes({batch, "activation_norm_length", nullptr});
+  r.gate_logits = resolve(r.gate_axes);
+  if (ctx.setup.deepseek3_routing) r.pre_bias_logits = r.gate_logits;
+  if (c.Bool("shard_exp_on_fsdp")) {
+    // The fixed-calibration qwix rule (init axes) needs quantization, which shardtrace does
+    // not model; unquantized runs take the dsv3 rule.
+    r.w0 = r.w1 = resolve(Axes({"embed_tensor_transpose", nullptr, "mlp_no_fsdp"}));
+    r.wo = resolve(Axes({"embed_tensor_transpose", "mlp_no_fsdp", nullptr}));
+  } else if (c.Bool("use_2d_fsdp_sharding")) {
+    r.w0 = r.w1 = r.wo = resolve(Axes({"embed_tensor_transpose", "mlp_no_fsdp", nullptr}));
+  } else {
+    r.w0 = r.w1 = resolve(Axes({"exp", "embed_tensor_transpose", "mlp_no_fsdp"}));
+    r.wo = resolve(Axes({"exp", "mlp_no_fsdp", "embed_tensor_transpose"}));
+  }
+  r.output = resolve(Axes({batch, "activation_norm_length", "activation_embed"}));
+  return r;
+}
+
+// The part of `spec` left when `axes` are removed (used for the all-gathered ring batch).
+PartitionSpec Without(const PartitionSpec& spec, const std::vector<std::string>& axes) {
+  std::vector<PartitionSpec::Entry> entries;
+  for (const PartitionSpec::Entry& e : spec.entries()) {
+    PartitionSpec::Entry kept;
+    for (const std::string& a : e)
+      if (std::find(axes.begin(), axes.end(), a) == axes.end()) kept.push_back(a);
+    entries.push_back(kept);
+  }
+  return PartitionSpec(entries);
+}
+
+}  // namespace
+
+PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Value& gate_logits_in,
+                        const std::optional<Value>& pre_bias_in, const ExpertKernels& k_in) {
+  Tracer& t = ctx.t;
+  const MoeSetup& s = ctx.setup;
+  const Config& c = ctx.config;
+  const auto scope = t.Scope("sparse_matmul");
+  const bool batch_sharded = s.batch_sharded_by_ep;
+  const RoutedShardings sh = GetRoutedMoeShardings(ctx, batch_sharded);
+  t.Note(fmt::format("gmm kernel: {}", s.gmm_kernel));
+  ExpertKernels k = k_in;
+  if (c.Bool("moe_fsdp_use_two_stage_all_gather")) {
+    const auto cond = t.Condition("moe_fsdp_use_two_stage_all_gather");
+    const LogicalAxes wi1 = Axes({"exp_with_fsdp", "embed_tensor_transpose", "mlp"});
+    const LogicalAxes wo1 = Axes({"exp_with_fsdp", "mlp", "embed_tensor_transpose"});
+    k.w0 = t.ShardWithLogical(k.w0, "w0_kernel", "EMH", wi1);
+    k.w1 = t.ShardWithLogical(k.w1, "w1_kernel", "EMH", wi1);
+    k.wo = t.ShardWithLogical(k.wo, "wo_kernel", "EHM", wo1);
+    k.w0 = t.OptimizationBarrier(k.w0);
+    k.w1 = t.OptimizationBarrier(k.w1);
+    k.wo = t.OptimizationBarrier(k.wo);
+    const LogicalAxes wi2 = Axes({"exp_with_fsdp", "embed_tensor_transpose", "mlp_no_fsdp"});
+    const LogicalAxes wo2 = Axes({"exp_with_fsdp", "mlp_no_fsdp", "embed_tensor_transpose"});
+    k.w0 = t.ShardWithLogical(k.w0, "w0_kernel", "EMH", wi2);
+    k.w1 = t.ShardWithLogical(k.w1, "w1_kernel", "EMH", wi2);
+    k.wo = t.ShardWithLogical(k.wo, "wo_kernel", "EHM", wo2);
+  }
+  Value inputs = t.ShardWithLogical(inputs_in, "inputs", "BSM", sh.input_axes);
+  Value gate_logits = t.ShardWithLogical(gate_logits_in, "gate_logits", "BSE", sh.gate_axes);
+  std::optional<Value> pre_bias = pre_bias_in;
+  if (pre_bias && s.deepseek3_routing) pre_bias = t.ShardWithLogical(*pre_bias, "pre_bias_logits", "BSE", sh.gate_axes);
+  k.w0 = t.ShardWithPspec(k.w0, "w0_kernel", "EMH", sh.w0);
+  k.w1 = t.ShardWithPspec(k.w1, "w1_kernel", "EMH", sh.w1);
+  k.wo = t.ShardWithPspec(k.wo, "wo_kernel", "EHM", sh.wo);
+  if (k.w0_bias) {
+    k.w0_bias = t.ShardWithPspec(*k.w0_bias, "w0_bias", "EH", sh.w0_bias);
+    k.w1_bias = t.ShardWithPspec(*k.w1_bias, "w1_bias", "EH", sh.w1_bias);
+    k.wo_bias = t.ShardWithPspec(*k.wo_bias, "wo_bias", "EM", sh.wo_bias);
+  }
+
+  // ---- shard_map(wrapper) ----
+  const auto wrapper_scope = t.Scope("wrapper");
+  Value x = t.ShardMapIn(inputs, "x", "BSM", sh.input);
+  Value logits = t.ShardMapIn(gate_logits, "logits", "BSE", sh.gate_logits);
+  std::optional<Value> pre;
+  if (pre_bias && sh.pre_bias_logits) pre = t.ShardMapIn(*pre_bias, "pre_bias_logits", "BSE", *sh.pre_bias_logits);
+  Value w0 = t.ShardMapIn(k.w0, "w0", "EMH", sh.w0);
+  Value w1 = t.ShardMapIn(k.w1, "w1", "EMH", sh.w1);
+  Value wo = t.ShardMapIn(k.wo, "wo", "EHM", sh.wo);
+  std::optional<Value> w0_bias, w1_bias, wo_bias;
+  if (k.w0_bias) {
+    w0_bias = t.ShardMapIn(*k.w0_bias, "w0_bias", "EH", sh.w0_bias);
+    w1_bias = t.ShardMapIn(*k.w1_bias, "w1_bias", "EH", sh.w1_bias);
+    wo_bias = t.ShardMapIn(*k.wo_bias, "wo_bias", "EM", sh.wo_bias);
+  }
+  const int64_t batch_size = x.dim(0), sequence_length = x.dim(1);
+  const int64_t ep = s.ep;
+  const std::vector<std::string>& ep_axes = s.expert_axes;
+  const Value expert_shard_id = ep > 1 ? t.AxisIndex(ep_axes, {"expert_shard_id", ""})
+                                       : tr::Constant(t, Scalar(0, DType::kInt32), {"expert_shard_id", ""});
+  const int64_t local_expert_size = s.num_experts / ep;
+  std::optional<Value> all_shards_group_sizes, reshaped_group_sizes, local_sorted_indices;
+  PermuteOutput perm;
+  Value group_sizes, selected_experts;
+  PartitionSpec routed_batch_spec = sh.gate_logits;
+  if (s.ring_of_experts) {
+    const auto cond = t.Condition("use_ring_of_experts");
+    x = t.AllGather(x, ep_axes, 0, true, {"x", "BSM"});
+    logits = t.AllGather(logits, ep_axes, 0, true, {"logits", "BSE"});
+    if (pre) pre = t.AllGather(*pre, ep_axes, 0, true, {"pre_bias_logits", "BSE"});
+    routed_batch_spec = Without(sh.gate_logits, ep_axes);
+    const Value roll = t.Apply({"mul", "", {{"expr", "num_experts_per_shard * expert_shard_id"}}}, {&expert_shard_id},
+                               {"roll_to_expert_id", ""}, [&](const Args& a) {
+                                 return Mul(*a[0], Scalar(static_cast<float>(local_expert_size), DType::kInt32));
+                               });
+    perm = Permute(ctx, x, logits, pre, roll);
+    group_sizes = tr::Slice(t, perm.group_size, 0, 0, local_expert_size, {"group_sizes", "E"});
+    x = t.Apply({"where", "", {{"expr", "arange(rows) < sum(group_sizes) ? x : 0"}}}, {&perm.sorted_inputs, &group_sizes},
+                {"x", "RM"}, [](const Args& a) {
+                  if (!a[0]->numeric()) return *a[0];
+                  Array out = *a[0];
+                  float kept = 0;
+                  for (const float g : a[1]->values()) kept += g;
+                  const int64_t row = out.shape[1];
+                  for (int64_t i = static_cast<int64_t>(kept); i < out.shape[0]; ++i)
+                    std::fill(out.mutable_values().begin() + i * row, out.mutable_values().begin() + (i + 1) * row, 0.0f);
+                  return out;
+                });
+    selected_experts = perm.sorted_experts;
+  } else {
+    perm = Permute(ctx, x, logits, pre, std::nullopt);
+    x = perm.sorted_inputs;
+    group_sizes = perm.group_size;
+    selected_experts = perm.sorted_experts;
+    if (ep > 1) {
+      const auto cond = t.Condition("expert parallelism > 1");
+      reshaped_group_sizes = t.Apply({"sum", "", {{"expr", "group_sizes.reshape(-1, local_expert_size).sum(1)"}}},
+                                     {&group_sizes}, {"reshaped_group_sizes", "P"}, [&](const Args& a) {
+                                       return Sum(Reshape(*a[0], {ep, local_expert_size}), 1, false);
+                                     });
+      if (batch_sharded) {
+        const auto c2 = t.Condition("batch sharded by expert");
+        all_shards_group_sizes = t.AllGather(*reshaped_group_sizes, ep_axes, 0, false, {"all_shards_group_sizes", "PP"});
+        const AllToAllParams p = GetAllToAllParams(ctx, *all_shards_group_sizes, expert_shard_id, ep, true);
+        const int64_t buffer = RaggedBufferSize(x.dim(0), ep, s.num_experts, s.top_k, c.Float("ragged_buffer_factor"));
+        t.AddFact({"ragged buffer rows", "", {}, {static_cast<double>(buffer)},
+                   fmt::format("get_ragged_buffer_size({}, {}, {}, {}, {})", x.dim(0), ep, s.num_experts, s.top_k,
+                               c.Float("ragged_buffer_factor"))});
+        const Value output_shape = tr::Zeros(t, {buffer, x.dim(1)}, x.dtype(),
+                                                {"output_shape", "UM"});
+        x = t.RaggedAllToAll(x, output_shape, p.input_offsets, p.send_sizes, p.output_offsets, p.recv_sizes, ep_axes,
+                             {"x", "UM"});
+        const Value global_group_sizes = t.AllGather(group_sizes, ep_axes, 0, false, {"global_group_sizes", "PE"});
+        const LocalPermuteOutput lp =
+            LocalPermute(ctx, x, global_group_sizes, local_expert_size, expert_shard_id, false, std::nullopt);
+        x = lp.sorted_inputs;
+        local_sorted_indices = lp.sorted_indices;
+        group_sizes = lp.local_group_size;
+        selected_experts = lp.sorted_experts_ids;
+        if (t.numeric()) {
+          std::vector<double> fill;
+          for (const Array& g : group_sizes.shards) {
+            double sum = 0;
+            for (const float v : g.values()) sum += v;
+            fill.push_back(sum);
+          }
+          t.AddFact({"ragged buffer fill [device]", "", {static_cast<int64_t>(fill.size())}, fill,
+                     fmt::format("rows received of a {}-row buffer", buffer)});
+        }
+      } else {
+        const auto c2 = t.Condition("batch replicated (global batch 1)");
+        const Value global = tr::Reshape(t, group_sizes, {1, s.num_experts}, {"global_group_sizes", "PE"});
+        const LocalPermuteOutput lp =
+            LocalPermute(ctx, x, global, local_expert_size, expert_shard_id, true, selected_experts);
+        x = lp.sorted_inputs;
+        local_sorted_indices = lp.sorted_indices;
+        group_sizes = lp.local_group_size;
+        selected_experts = lp.sorted_experts_ids;
+      }
+    }
+  }
+  if (t.numeric()) {
+    // Per device: rows each local expert processes, and the imbalance across devices.
+    std::vector<double> sizes;
+    double max_rows = 0, total_rows = 0;
+    for (const Array& g : group_sizes.shards) {
+      double rows = 0;
+      for (const float v : g.values()) {
+        sizes.push_back(v);
+        rows += v;
+      }
+      max_rows = std::max(max_rows, rows);
+      total_rows += rows;
+    }
+    const int64_t devices = static_cast<int64_t>(group_sizes.shards.size());
+    t.AddFact({"group_sizes [device, local expert]", "", {devices, group_sizes.dim(0)}, sizes, "rows each gmm group gets"});
+    const double mean = total_rows / static_cast<double>(devices);
+    t.AddFact({"load imbalance (max/mean rows per device)", "", {}, {mean > 0 ? max_rows / mean : 0.0}, ""});
+  }
+  if (c.Bool("mlp_bias")) {
+    const auto cond = t.Condition("mlp_bias");
+    w0_bias = TransformBias(ctx, selected_experts, *w0_bias, "w0_bias");
+    w1_bias = TransformBias(ctx, selected_experts, *w1_bias, "w1_bias");
+    wo_bias = TransformBias(ctx, selected_experts, *wo_bias, "wo_bias");
+  }
+  const bool tensor_transpose = s.tp_transpose > 1;
+  auto up = [&](const Value& kernel, const std::optional<Value>& bias, const char* name, const char* ckpt) {
+    const auto sc = t.Scope(name == std::string("layer_w0") ? "gmm_wi_0" : "gmm_wi_1");
+    Value out = Gmm(ctx, x, kernel, group_sizes, name, false);
+    if (tensor_transpose) {
+      const auto c2 = t.Condition("tensor_transpose > 1");
+      out = t.Psum(out, {"tensor_transpose"}, {name, t.trace().tensors[out.tensor].dims});
+    }
+    if (bias) {
+      const auto c2 = t.Condition("mlp_bias");
+      out = tr::Binary(t, "add", out, *bias, {name, t.trace().tensors[out.tensor].dims});
+    }
+    (void)ckpt;
+    return out;
+  };
+  const Value layer_w0 = up(w0, w0_bias, "layer_w0", "moe_mlpwi_0");
+  const Value layer_w1 = up(w1, w1_bias, "layer_w1", "moe_mlpwi_1");
+  const Value intermediate_layer = ApplyFfnActivation(ctx, layer_w0, layer_w1);
+  Value intermediate_output;
+  {
+    const auto sc = t.Scope("gmm_wo");
+    intermediate_output = Gmm(ctx, intermediate_layer, wo, group_sizes, "intermediate_output", true);
+    const std::string dims = t.trace().tensors[intermediate_output.tensor].dims;
+    if (s.tp > 1) {
+      const auto c2 = t.Condition("tensor parallelism > 1");
+      intermediate_output = t.PsumScatter(intermediate_output, {"tensor"}, 1, true, {"intermediate_output", dims});
+    }
+    if (wo_bias) {
+      const auto c2 = t.Condition("mlp_bias");
+      intermediate_output = tr::Binary(t, "add", intermediate_output, *wo_bias, {"intermediate_output", dims});
+    }
+  }
+  Value output;
+  if (s.ring_of_experts) {
+    const auto cond = t.Condition("use_ring_of_experts");
+    intermediate_output = t.Apply({"where", "", {{"expr", "arange(rows) < sum(group_sizes) ? out : 0"}}},
+                                  {&intermediate_output, &group_sizes}, {"intermediate_output", "RM"},
+                                  [](const Args& a) {
+                                    if (!a[0]->numeric()) return *a[0];
+                                    Array out = *a[0];
+                                    float kept = 0;
+                                    for (const float g : a[1]->values()) kept += g;
+                                    const int64_t row = out.shape[1];
+                                    std::fill(out.mutable_values().begin() + static_cast<int64_t>(kept) * row,
+                                              out.mutable_values().end(), 0.0f);
+                                    return out;
+                                  });
+    output = Unpermute(ctx, intermediate_output, perm.sorted_selected_experts, perm.weights, batch_size, sequence_length);
+    output = tr::Reshape(t, output, {-1, sequence_length, s.emb / s.tp}, {"output", "BSM"});
+    output = t.PsumScatter(output, ep_axes, 0, true, {"output", "BSM"});
+  } else {
+    if (ep > 1) {
+      const auto cond = t.Condition("expert parallelism > 1");
+      const int64_t original_rows = batch_size * sequence_length * s.top_k;
+      const Value output_shape =
+          tr::Zeros(t, {original_rows, s.emb / s.tp}, intermediate_output.dtype(),
+                       {"output_shape", "RM"});
+      if (batch_sharded) {
+        const Value inverse = tr::Argsort(t, *local_sorted_indices, {"unsort_indices", "U"});
+        const Value local_output = tr::Take(t, intermediate_output, inverse, 0, {"local_output", "UM"});
+        const Value transposed = t.Apply({"transpose", "", {}}, {&*all_shards_group_sizes},
+                                         {"all_shards_group_sizes_T", "PP"},
+                                         [](const Args& a) { return Transpose(*a[0], {1, 0}); });
+        const AllToAllParams p = GetAllToAllParams(ctx, transposed, expert_shard_id, ep, true);
+        intermediate_output = t.RaggedAllToAll(local_output, output_shape, p.input_offsets, p.send_sizes,
+                                               p.output_offsets, p.recv_sizes, ep_axes, {"intermediate_output", "RM"});
+      } else {
+        const AllToAllParams p = GetAllToAllParams(ctx, *reshaped_group_sizes, expert_shard_id, ep, false);
+        intermediate_output = t.RaggedAllToAll(intermediate_output, output_shape, p.input_offsets, p.send_sizes,
+                                               p.output_offsets, p.recv_sizes, ep_axes, {"intermediate_output", "RM"});
+      }
+    }
+    output = Unpermute(ctx, intermediate_output, perm.sorted_selected_experts, perm.weights, batch_size, sequence_length);
+  }
+  // Routing captured as global arrays for golden checks.
+  ctx.Capture("top_k_indices", t.Assemble(perm.top_k_indices, routed_batch_spec));
+  ctx.Capture("top_k_weights", t.Assemble(perm.weights, routed_batch_spec));
+  if (t.numeric()) {
+    const Array indices = t.Assemble(perm.top_k_indices, routed_batch_spec);
+    ctx.Capture("group_sizes", Bincount(Reshape(indices, {indices.size()}), s.num_experts));
+  }
+  PathOutput result;
+  result.output = t.ShardMapOut(output, "output", "BSM", sh.output);
+  if (perm.lb_loss) result.lb_loss = t.ShardMapOut(*perm.lb_loss, "lb_loss", "", PartitionSpec());
+  if (perm.bias_updates) result.bias_updates = t.ShardMapOut(*perm.bias_updates, "bias_updates", "E", PartitionSpec());
+  return result;
+}
+
+}  // namespace shardtrace

@@ -1,0 +1,158 @@
+// Tracer: the recording engine every MaxText path runs on. Path code (routing.cc,
+// dense_matmul.cc, sparse_matmul.cc, ...) calls Tracer methods instead of jnp: each call
+// checks shapes, computes the result (numeric mode) or only its shape (symbolic mode), and
+// appends the op and its output tensor to the Trace. The same path code therefore yields a
+// full-size symbolic trace or a small numeric one.
+//
+// SPMD simulation: outside shard_map a Value holds one global array (GSPMD semantics:
+// sharding constraints change placement, never values). ShardMapIn slices global arrays
+// into per-device blocks; inside, a Value holds one array per virtual device (numeric) or
+// one representative block (symbolic), ops run per device, and the collective methods move
+// data between devices along named mesh axes. ShardMapOut reassembles global arrays.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "numeric/array.h"
+#include "shard/axis_rules.h"
+#include "shard/mesh.h"
+#include "trace/trace.h"
+
+namespace shardtrace {
+
+// A traced value: the id of the tensor record that last defined it, and its data.
+struct Value {
+  int tensor = -1;
+  std::vector<Array> shards;  // 1 outside shard_map (or symbolic); one per device inside
+  bool per_device = false;    // inside shard_map
+
+  const Array& array() const { return shards.front(); }  // global or device 0
+  const Shape& shape() const { return shards.front().shape; }
+  DType dtype() const { return shards.front().dtype; }
+  bool numeric() const { return shards.front().numeric(); }
+  int64_t dim(int i) const { return shape()[i < 0 ? shape().size() + i : i]; }
+};
+
+// How to record an op's output tensor.
+struct Out {
+  std::string name;
+  std::string dims;  // letters, see trace.h; must match the rank
+  TensorKind kind = TensorKind::kAct;
+};
+
+// An op as recorded: kind plus optional einsum equation and attributes.
+struct OpDesc {
+  std::string kind;
+  std::string equation;
+  std::vector<std::pair<std::string, std::string>> attrs;
+};
+
+class Tracer {
+ public:
+  Tracer(const Mesh& mesh, const AxisRules& rules, bool numeric);
+
+  bool numeric() const { return numeric_; }
+  const Mesh& mesh() const { return mesh_; }
+  const AxisRules& rules() const { return rules_; }
+
+  // RAII scope ("RoutedMoE", "dense_matmul", "dispatch") and condition ("mlp_bias").
+  class ScopeGuard {
+   public:
+    ScopeGuard(std::vector<std::string>* stack, std::string name) : stack_(stack) { stack_->push_back(std::move(name)); }
+    ~ScopeGuard() { stack_->pop_back(); }
+    ScopeGuard(const ScopeGuard&) = delete;
+    ScopeGuard& operator=(const ScopeGuard&) = delete;
+   private:
+    std::vector<std::string>* stack_;
+  };
+  [[nodiscard]] ScopeGuard Scope(std::string name) { return ScopeGuard(&scopes_, std::move(name)); }
+  [[nodiscard]] ScopeGuard Condition(std::string condition) { return ScopeGuard(&conditions_, std::move(condition)); }
+  // The file stem MaxText's debug dump uses for constraints from here on: "moe", "linears".
+  void SetDumpFile(std::string stem) { dump_file_ = std::move(stem); }
+
+  // A parameter with its kernel axes (resolved to a PartitionSpec).
+  Value Weight(const Out& out, Array value, const LogicalAxes& kernel_axes);
+  // An input activation (no constraint).
+  Value Input(const Out& out, Array value);
+
+  // Runs `fn` on every device's shard of the inputs (inputs with one shard are broadcast
+  // to every device) and records one op with one output per returned array.
+  using Fn = std::function<std::vector<Array>(const std::vector<const Array*>&)>;
+  std::vector<Value> ApplyN(const OpDesc& op, const std::vector<const Value*>& inputs,
+                            const std::vector<Out>& outs, const Fn& fn);
+  Value Apply(const OpDesc& op, const std::vector<const Value*>& inputs, const Out& out,
+              const std::function<Array(const std::vector<const Array*>&)>& fn);
+
+  // _maybe_shard_with_logical(x, axes): resolves with the rules, records the constrained
+  // tensor under `name` and a debug-dump entry "<file>/<name>" (MaxText's naming).
+  Value ShardWithLogical(const Value& x, const std::string& name, const std::string& dims,
+                         const LogicalAxes& axes);
+  // _maybe_shard_with_pspec(x, spec): dump entry logical "Unknown".
+  Value ShardWithPspec(const Value& x, const std::string& name, const std::string& dims,
+                       const PartitionSpec& spec);
+  // A fixed point XLA may not fuse across (jax.lax.optimization_barrier).
+  Value OptimizationBarrier(const Value& x);
+
+  // shard_map boundary. In: slices each global value by its spec (dims must divide).
+  Value ShardMapIn(const Value& x, const std::string& name, const std::string& dims,
+                   const PartitionSpec& spec);
+  // Out: reassembles per-device blocks into the global value of `spec`; axes not in the
+  // spec are replicated, and device 0 of each replica group provides the block (as
+  // check_vma=False lets MaxText declare per-shard values replicated).
+  Value ShardMapOut(const Value& x, const std::string& name, const std::string& dims,
+                    const PartitionSpec& spec);
+
+  // The global array a per-device value amounts to under `spec` (no record): how
+  // captures for golden checks are read out of shard_map. Symbolic: shape only.
+  Array Assemble(const Value& x, const PartitionSpec& spec) const;
+
+  // Collectives over mesh `axes` inside shard_map (trace/collectives.cc).
+  Value AxisIndex(const std::vector<std::string>& axes, const Out& out);
+  Value AllGather(const Value& x, const std::vector<std::string>& axes, int axis, bool tiled,
+                  const Out& out);
+  Value Psum(const Value& x, const std::vector<std::string>& axes, const Out& out);
+  Value PsumScatter(const Value& x, const std::vector<std::string>& axes, int scatter_dimension,
+                    bool tiled, const Out& out);
+  // jax.lax.ragged_all_to_all: rows operand[input_offsets[j] : +send_sizes[j]] go to peer
+  // j's output at output_offsets[j]; recv_sizes[j] is what this device receives from j.
+  // Rows that would land past the receiver's buffer are dropped and reported as a fact.
+  Value RaggedAllToAll(const Value& operand, const Value& output, const Value& input_offsets,
+                       const Value& send_sizes, const Value& output_offsets,
+                       const Value& recv_sizes, const std::vector<std::string>& axes,
+                       const Out& out);
+
+  void AddFact(Fact fact);
+  void Note(std::string note) { trace_.notes.push_back(std::move(note)); }
+  std::string CurrentScope() const;
+
+  Trace& trace() { return trace_; }
+  Trace Finish() &&;
+
+ private:
+  // Appends a tensor record for `shards` (shape from shard 0) and returns its id.
+  int Record(const Out& out, const std::vector<Array>& shards, bool per_device);
+  int RecordOp(OpDesc op, std::vector<int> inputs, std::vector<int> outputs);
+  void Dump(const std::string& name, const Array& value, const std::string& logical,
+            const PartitionSpec& spec);
+  Value Constrain(const Value& x, const std::string& name, const std::string& dims,
+                  const std::optional<LogicalAxes>& axes, const PartitionSpec& spec,
+                  Constraint constraint, const std::string& op_kind);
+  int64_t num_shards() const;
+
+  const Mesh& mesh_;
+  const AxisRules& rules_;
+  const bool numeric_;
+  std::vector<std::string> scopes_;
+  std::vector<std::string> conditions_;
+  std::string dump_file_ = "moe";
+  Trace trace_;
+};
+
+// Summary statistics over every shard (numeric mode).
+NumericSummary Summarize(const std::vector<Array>& shards);
+
+}  // namespace shardtrace
