@@ -36,7 +36,8 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
       "  shardtrace explain --axes exp,embed_moe,mlp_moe --shape 64,2048,1408 ici_expert_parallelism=2 --devices 8\n"
       "  shardtrace trace model_name=mixtral-8x7b ici_expert_parallelism=4 --devices 8\n"
       "  shardtrace trace base_emb_dim=16 base_mlp_dim=32 base_moe_mlp_dim=32 num_experts=8 num_experts_per_tok=2 --numeric\n"
-      "  shardtrace dump path/to/maxtext/configs/base.yml model_name=deepseek2-16b ici_expert_parallelism=4 --devices 16");
+      "  shardtrace dump path/to/maxtext/configs/base.yml model_name=deepseek2-16b ici_expert_parallelism=4 --devices 16\n"
+      "  shardtrace check testdata/goldens/sparse_ep2_mixtral");
 
   CommonOptions config_options;
   CLI::App* config_cmd = app.add_subcommand("config", "the resolved MoE-relevant config and the mesh");
@@ -68,12 +69,20 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   AddCommon(dump_cmd, dump_options, {"maxtext"});
   dump_cmd->footer("Example: shardtrace dump base.yml model_name=deepseek2-16b ici_expert_parallelism=4 --devices 16");
 
+  CheckCommandOptions check_options;
+  CLI::App* check_cmd = app.add_subcommand("check", "check golden cases (config.yml + tensors.npz) against the reference");
+  AddCommon(check_cmd, check_options.common, {"text", "json"});
+  check_cmd->add_option("--atol", check_options.atol, "absolute tolerance for float arrays")->capture_default_str();
+  check_cmd->add_option("--rtol", check_options.rtol, "relative tolerance for float arrays")->capture_default_str();
+  check_cmd->footer("Example: shardtrace check testdata/goldens/sparse_ep2_mixtral testdata/goldens/ring_ep2_mixtral");
+
   try {
     app.parse(argc, argv);
     if (config_cmd->parsed()) RunConfigCommand(config_options, out);
     if (explain_cmd->parsed()) RunExplainCommand(explain_options, out);
     if (trace_cmd->parsed()) RunTraceCommand(trace_options, out);
     if (dump_cmd->parsed()) RunDumpCommand(dump_options, out);
+    if (check_cmd->parsed() && !RunCheckCommand(check_options, out)) return 1;
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e, out, err);
   } catch (const CLI::CallForAllHelp& e) {

@@ -33,10 +33,18 @@ struct TraceOptions {
   std::string golden;  // a golden case directory to take inputs and weights from
 };
 
+struct CheckCommandOptions {
+  CommonOptions common;  // args: golden case directories, then CONFIG.yml / key=value
+  double atol = 1e-5;
+  double rtol = 1e-4;
+};
+
 void RunConfigCommand(const CommonOptions& options, std::ostream& out);
 void RunExplainCommand(const ExplainOptions& options, std::ostream& out);
 void RunTraceCommand(const TraceOptions& options, std::ostream& out);
 void RunDumpCommand(const CommonOptions& options, std::ostream& out);
+// Returns false when a check failed (exit status 1).
+bool RunCheckCommand(const CheckCommandOptions& options, std::ostream& out);
 
 // Writes `text` to options.output atomically, or to `out` when no output file is given.
 void WriteOutput(const CommonOptions& options, const std::string& text, std::ostream& out);

@@ -4,7 +4,7 @@
 #include <fmt/ranges.h>
 
 #include "cli/commands.h"
-#include "cli/run_inputs.h"
+#include "config/run_inputs.h"
 #include "trace/moe_setup.h"
 
 namespace shardtrace {
@@ -62,7 +62,7 @@ std::vector<std::pair<std::string, int64_t>> Dims(const MoeSetup& s) {
 }  // namespace
 
 void RunConfigCommand(const CommonOptions& options, std::ostream& out) {
-  const RunInputs in = LoadRunInputs(options);
+  const RunInputs in = LoadRunInputs(options.args, options.devices);
   const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
   const ConfigSource source = SplitArgs(options.args);
   if (options.format == "json") {

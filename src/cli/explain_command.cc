@@ -6,7 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "cli/commands.h"
-#include "cli/run_inputs.h"
+#include "config/run_inputs.h"
 #include "shard/sharding.h"
 #include "util/error.h"
 
@@ -55,7 +55,7 @@ std::string DecisionText(const RuleDecision& d) {
 }  // namespace
 
 void RunExplainCommand(const ExplainOptions& options, std::ostream& out) {
-  const RunInputs in = LoadRunInputs(options.common);
+  const RunInputs in = LoadRunInputs(options.common.args, options.common.devices);
   const LogicalAxes axes = ParseLogicalAxes(options.axes);
   const Resolution res = ResolveLogicalAxes(axes, in.config.logical_axis_rules(), &in.mesh);
   std::optional<Sharding> sharding;

@@ -1,6 +1,6 @@
 // `shardtrace trace` and `shardtrace dump`.
 #include "cli/commands.h"
-#include "cli/run_inputs.h"
+#include "config/run_inputs.h"
 #include "config/override_file.h"
 #include "emit/maxtext_dump.h"
 #include "emit/trace_json.h"
@@ -19,7 +19,7 @@ void RunTraceCommand(const TraceOptions& options, std::ostream& out) {
     common.args.insert(common.args.begin() + (common.args.empty() || common.args[0].find('=') != std::string::npos ? 0 : 1),
                        golden_args.begin(), golden_args.end());
   }
-  const RunInputs in = LoadRunInputs(common);
+  const RunInputs in = LoadRunInputs(common.args, common.devices);
   const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
   const bool numeric = options.numeric || !options.golden.empty();
   const int n_act = static_cast<int>(in.config.StrList("mlp_activations").size());
@@ -33,7 +33,7 @@ void RunTraceCommand(const TraceOptions& options, std::ostream& out) {
 }
 
 void RunDumpCommand(const CommonOptions& options, std::ostream& out) {
-  const RunInputs in = LoadRunInputs(options);
+  const RunInputs in = LoadRunInputs(options.args, options.devices);
   WriteOutput(options, DumpToMaxtextJson(DumpModel(in.config, in.mesh)), out);
 }
 

@@ -21,7 +21,8 @@ TraceTotals ComputeTotals(const Trace& trace) {
       if (t.constraint == Constraint::kKernelAxes) totals.weight_bytes_per_device += t.bytes_per_device;
       continue;
     }
-    if (def[t.id] < 0) continue;
+    // Only activations whose per-device size is known: constrained, or inside shard_map.
+    if (def[t.id] < 0 || (!t.partition_spec && !t.in_shard_map)) continue;
     const int end = std::max(def[t.id], last[t.id]);
     delta[def[t.id]] += t.bytes_per_device;
     delta[end + 1] -= t.bytes_per_device;

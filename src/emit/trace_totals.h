@@ -1,7 +1,8 @@
 // Per-device memory totals of a Trace: the weight bytes (every kernel_axes record) and the
 // peak of live activation bytes over the recorded program order (a tensor is live from the
-// op that makes it to the last op that reads it). Activations no constraint placed are
-// counted at their full size, as shardtrace does not guess XLA's propagation.
+// op that makes it to the last op that reads it). Only activations whose per-device size is
+// known count: those a constraint placed and those inside shard_map; shardtrace does not
+// guess how XLA propagates shardings to the rest.
 #pragma once
 
 #include <cstdint>

@@ -2,7 +2,7 @@
 // virtual devices in numeric mode and records the bytes every device sends and receives,
 // counted as the ring algorithms XLA uses move them: all_gather (n-1) blocks each way,
 // psum_scatter (n-1)/n of the input, psum twice that; ragged_all_to_all the rows actually
-// sent to other devices (symbolic: the static send buffer, an upper bound).
+// sent to other devices (symbolic: a balanced-routing estimate).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -197,9 +197,12 @@ Value Tracer::RaggedAllToAll(const Value& operand, const Value& output, const Va
   v.per_device = true;
   std::vector<int64_t> sent(devices, 0), received(devices, 0);
   if (!numeric_) {
+    // Sizes are data-dependent: estimate balanced routing, where the real rows (the smaller
+    // of operand and buffer) spread evenly over the n peers and (n-1)/n leave the device.
     v.shards.push_back(output.shards[0]);
-    std::fill(sent.begin(), sent.end(), operand.shape()[0] * row_bytes);
-    std::fill(received.begin(), received.end(), output.shape()[0] * row_bytes);
+    const int64_t rows = std::min(operand.shape()[0], output.shape()[0]);
+    std::fill(sent.begin(), sent.end(), rows * row_bytes * (n - 1) / n);
+    std::fill(received.begin(), received.end(), rows * row_bytes * (n - 1) / n);
   } else {
     for (int64_t d = 0; d < devices; ++d) v.shards.push_back(output.shards[output.shards.size() == 1 ? 0 : d]);
     const int64_t capacity = output.shape()[0];

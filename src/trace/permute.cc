@@ -78,7 +78,7 @@ Value Unpermute(const MoeContext& ctx, const Value& intermediate, const Value& s
   }
   // moe.py spells it "BKE,BK -> BE" (E = the embedding there).
   const Value out = tr::Einsum(t, "BKE,BK -> BE", x, w, PromoteTypes(x.dtype(), w.dtype()), {"output", "TM"});
-  const Value reshaped = tr::Reshape(t, out, {batch_size, sequence_length, out.dim(1)}, {"output", "BSM"});
+  const Value reshaped = tr::Reshape(t, out, {batch_size, sequence_length, -1}, {"output", "BSM"});
   return tr::Cast(t, reshaped, s.dtype, {"output", "BSM"});
 }
 

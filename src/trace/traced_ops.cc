@@ -26,7 +26,10 @@ Value Einsum(Tracer& t, const std::string& equation, const Value& a, const Value
                  [&](const Args& x) { return shardtrace::Einsum(parsed, *x[0], *x[1], out_dtype); });
 }
 
-Value Cast(Tracer& t, const Value& x, DType dtype, const Out& out) {
+Value Cast(Tracer& t, const Value& x, DType dtype, const Out& out_in) {
+  // A cast weight (w0_kernel = wi_0.astype(dtype)) is still a weight.
+  Out out = out_in;
+  out.kind = t.trace().tensors[x.tensor].kind;
   return t.Apply({"astype", "", {{"dtype", ToString(dtype)}}}, {&x}, out,
                  [&](const Args& a) { return shardtrace::Cast(*a[0], dtype); });
 }

@@ -41,7 +41,12 @@ Tracer::Tracer(const Mesh& mesh, const AxisRules& rules, bool numeric)
   trace_.num_devices = mesh.num_devices();
 }
 
-std::string Tracer::CurrentScope() const { return fmt::format("{}", fmt::join(scopes_, "/")); }
+std::string Tracer::CurrentScope() const {
+  std::string scope;
+  for (const std::string& s : scopes_)
+    if (!s.empty()) scope += (scope.empty() ? "" : "/") + s;
+  return scope;
+}
 
 int64_t Tracer::num_shards() const { return numeric_ ? mesh_.num_devices() : 1; }
 

@@ -2,9 +2,11 @@
 // config files and key=value overrides, loaded into a Config, and the Mesh built from it.
 #pragma once
 
-#include <memory>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
 
-#include "cli/commands.h"
 #include "config/config.h"
 #include "shard/mesh.h"
 
@@ -16,6 +18,6 @@ struct RunInputs {
 };
 
 ConfigSource SplitArgs(const std::vector<std::string>& args);
-RunInputs LoadRunInputs(const CommonOptions& options);
+RunInputs LoadRunInputs(const std::vector<std::string>& args, std::optional<int64_t> devices);
 
 }  // namespace shardtrace

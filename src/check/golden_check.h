@@ -1,0 +1,48 @@
+// Golden checks: run the block a golden case's config.yml selects, on the case's inputs and
+// weights (tensors.npz), and compare every expected array it carries with what the run
+// captured: floats with |a-b| <= atol + rtol*|b|, ints and bools exactly. Format:
+// ../shared/golden-format.md. Missing expected arrays are reported as skipped; unknown
+// array names are reported, never ignored.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "numeric/array.h"
+
+namespace shardtrace {
+
+struct ArrayCheck {
+  std::string name;
+  enum class Status { kPass, kFail, kSkipped, kUnknown } status = Status::kPass;
+  std::string detail;  // max error / first mismatch / why skipped
+  double max_abs_error = 0;
+};
+
+struct GoldenReport {
+  std::string case_dir;
+  std::string path;  // the MoE path the config selected
+  std::vector<ArrayCheck> checks;
+  bool passed() const;
+};
+
+struct CheckOptions {
+  double atol = 1e-5;
+  double rtol = 1e-4;
+  std::vector<std::string> extra_args;  // more key=value overrides / --devices via the caller
+};
+
+// The arrays a golden case may hold: inputs (parameters) and expected outputs.
+const std::vector<std::string>& GoldenInputNames();
+const std::vector<std::string>& GoldenExpectedNames();
+
+// Compares one expected array with an actual one (shape, then values).
+ArrayCheck CompareArrays(const std::string& name, const Array& actual, const Array& expected, double atol, double rtol);
+
+// REQUIRES case_dir holds config.yml and tensors.npz. `base_args` are CONFIG paths and
+// overrides placed before the case's own config (normally empty: the embedded base).
+GoldenReport CheckGoldenCase(const std::string& case_dir, const std::vector<std::string>& base_args,
+                             const CheckOptions& options);
+
+}  // namespace shardtrace

@@ -1,0 +1,71 @@
+// `shardtrace check CASE...`: golden cases against the reference implementation.
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "check/golden_check.h"
+#include "cli/commands.h"
+#include "emit/text_table.h"
+#include "util/error.h"
+
+namespace shardtrace {
+namespace {
+
+std::string StatusText(ArrayCheck::Status s) {
+  switch (s) {
+    case ArrayCheck::Status::kPass: return "pass";
+    case ArrayCheck::Status::kFail: return "FAIL";
+    case ArrayCheck::Status::kSkipped: return "skipped";
+    case ArrayCheck::Status::kUnknown: return "UNKNOWN";
+  }
+  return "?";
+}
+
+}  // namespace
+
+bool RunCheckCommand(const CheckCommandOptions& options, std::ostream& out) {
+  std::vector<std::string> cases, base_args;
+  for (const std::string& arg : options.common.args) {
+    if (std::filesystem::is_directory(arg))
+      cases.push_back(arg);
+    else
+      base_args.push_back(arg);
+  }
+  if (cases.empty()) Fail("check: no golden case directory given (a directory with config.yml and tensors.npz)");
+  for (const std::string& c : cases)
+    for (const char* file : {"config.yml", "tensors.npz"})
+      if (!std::filesystem::exists(std::filesystem::path(c) / file))
+        Fail("check: {} has no {} (a golden case holds config.yml and tensors.npz)", c, file);
+  CheckOptions check_options;
+  check_options.atol = options.atol;
+  check_options.rtol = options.rtol;
+  std::vector<GoldenReport> reports;
+  for (const std::string& c : cases) reports.push_back(CheckGoldenCase(c, base_args, check_options));
+  int passed = 0;
+  for (const GoldenReport& r : reports) passed += r.passed();
+  std::string text;
+  if (options.common.format == "json") {
+    nlohmann::ordered_json j = nlohmann::ordered_json::array();
+    for (const GoldenReport& r : reports) {
+      nlohmann::ordered_json checks = nlohmann::ordered_json::array();
+      for (const ArrayCheck& c : r.checks)
+        checks.push_back({{"array", c.name}, {"status", StatusText(c.status)}, {"detail", c.detail},
+                          {"max_abs_error", c.max_abs_error}});
+      j.push_back({{"case", r.case_dir}, {"path", r.path}, {"passed", r.passed()}, {"arrays", checks}});
+    }
+    text = j.dump(2) + "\n";
+  } else {
+    for (const GoldenReport& r : reports) {
+      text += fmt::format("{}  {}\n  path: {}\n", r.passed() ? "PASS" : "FAIL", r.case_dir, r.path);
+      TextTable table({"array", "status", "detail"});
+      for (const ArrayCheck& c : r.checks) table.AddRow({c.name, StatusText(c.status), c.detail});
+      text += table.Render("  ") + "\n";
+    }
+    text += fmt::format("{} passed, {} failed\n", passed, static_cast<int>(reports.size()) - passed);
+  }
+  WriteOutput(options.common, text, out);
+  return passed == static_cast<int>(reports.size());
+}
+
+}  // namespace shardtrace

@@ -1,0 +1,23 @@
+#include "config/run_inputs.h"
+
+
+namespace shardtrace {
+
+ConfigSource SplitArgs(const std::vector<std::string>& args) {
+  ConfigSource source;
+  for (const std::string& arg : args) {
+    if (arg.find('=') != std::string::npos)
+      source.overrides.push_back(arg);
+    else
+      source.files.push_back(arg);
+  }
+  return source;
+}
+
+RunInputs LoadRunInputs(const std::vector<std::string>& args, std::optional<int64_t> devices) {
+  Config config = Config::Load(SplitArgs(args));
+  Mesh mesh = Mesh::FromConfig(config, devices);
+  return {std::move(config), std::move(mesh)};
+}
+
+}  // namespace shardtrace
