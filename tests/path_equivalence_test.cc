@@ -1,0 +1,131 @@
+// Cross-path equivalences: every dropless path computes the same function, so on the same
+// weights and inputs (seeded; float32 everywhere) dense dropless, dense dropping with a
+// capacity too large to drop, and sparse_matmul on every mesh (EP 1/2/4/8, TP 1/2, batch
+// sharded or global batch 1, ring of experts) must agree to float32 summation tolerance.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include "config/config.h"
+#include "config/run_inputs.h"
+#include "shard/mesh.h"
+#include "trace/moe_block.h"
+
+namespace shardtrace {
+namespace {
+
+constexpr int64_t kBatch = 8;
+
+std::vector<std::string> SmallMoe(const std::string& decoder) {
+  return {"dtype=float32", "weight_dtype=float32", "matmul_precision=highest", "base_emb_dim=16",
+          "base_mlp_dim=24", "base_moe_mlp_dim=24", "num_experts=8", "num_experts_per_tok=2",
+          "max_target_length=8", "decoder_block=" + decoder, "load_balance_loss_weight=0.01"};
+}
+
+// Runs the MoE block with `overrides` on `devices` devices, keeping the global batch at
+// `batch` so the seeded parameters are identical across meshes.
+BlockRun Run(std::vector<std::string> overrides, int64_t devices, int64_t batch = kBatch) {
+  overrides.push_back(fmt::format("per_device_batch_size={}", static_cast<double>(batch) / devices));
+  const RunInputs in = LoadRunInputs(overrides, devices);
+  const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
+  REQUIRE(setup.batch == batch);
+  const MoeParams params = MakeParams(setup, 2, /*numeric=*/true, /*seed=*/7);
+  return RunBlock(in.config, in.mesh, setup, params, Block::kMoe, /*numeric=*/true);
+}
+
+double MaxDiff(const Array& a, const Array& b) {
+  REQUIRE(a.shape == b.shape);
+  double m = 0;
+  for (size_t i = 0; i < a.values().size(); ++i)
+    m = std::max(m, static_cast<double>(std::fabs(a.values()[i] - b.values()[i])));
+  return m;
+}
+
+std::vector<std::string> With(std::vector<std::string> base, std::initializer_list<std::string> extra) {
+  base.insert(base.end(), extra);
+  return base;
+}
+
+}  // namespace
+
+TEST_CASE("Dense dropping with a capacity that drops nothing equals dense dropless", "[paths]") {
+  const auto base = SmallMoe("mixtral");
+  const BlockRun dropless = Run(With(base, {"sparse_matmul=false", "capacity_factor=-1"}), 1);
+  const BlockRun dropping = Run(With(base, {"sparse_matmul=false", "capacity_factor=8"}), 1);
+  CHECK(MaxDiff(dropless.captures.at("output"), dropping.captures.at("output")) < 1e-5);
+  // A capacity of 1 drops tokens, so the outputs must then differ.
+  const BlockRun tight = Run(With(base, {"sparse_matmul=false", "capacity_factor=0.25"}), 1);
+  CHECK(MaxDiff(dropless.captures.at("output"), tight.captures.at("output")) > 1e-3);
+}
+
+TEST_CASE("Every sparse_matmul mesh agrees with dense dropless", "[paths]") {
+  const auto base = SmallMoe("mixtral");
+  const BlockRun reference = Run(With(base, {"sparse_matmul=false", "capacity_factor=-1"}), 1);
+  struct Case {
+    std::vector<std::string> overrides;
+    int64_t devices;
+    int64_t batch;
+  };
+  const std::vector<Case> cases = {
+      {{"megablox=true"}, 1, kBatch},
+      {{"megablox=false"}, 1, kBatch},
+      {{"use_tokamax_gmm=true"}, 1, kBatch},
+      {{"ici_expert_parallelism=2"}, 2, kBatch},
+      {{"ici_expert_parallelism=4"}, 4, kBatch},
+      {{"ici_expert_parallelism=8"}, 8, kBatch},
+      {{"ici_expert_parallelism=2", "ici_fsdp_parallelism=2"}, 4, kBatch},
+      {{"ici_tensor_parallelism=2"}, 2, kBatch},
+      {{"ici_expert_parallelism=2", "ici_tensor_parallelism=2"}, 4, kBatch},
+      {{"ici_expert_parallelism=4", "ici_tensor_parallelism=2"}, 8, kBatch},
+      {{"ici_expert_parallelism=2", "use_ring_of_experts=true"}, 2, kBatch},
+      {{"ici_expert_parallelism=4", "use_ring_of_experts=true"}, 4, kBatch},
+      {{"ici_expert_parallelism=8", "use_ring_of_experts=true"}, 8, kBatch},
+      {{"ici_expert_parallelism=2", "ici_tensor_parallelism=2", "use_ring_of_experts=true"}, 4, kBatch},
+      {{"ici_expert_parallelism=2", "ragged_buffer_factor=4.0"}, 2, kBatch},
+  };
+  for (const Case& c : cases) {
+    auto overrides = base;
+    overrides.insert(overrides.end(), c.overrides.begin(), c.overrides.end());
+    overrides.push_back("ici_fsdp_parallelism=-1");
+    INFO(fmt::format("{} on {} devices", fmt::join(c.overrides, " "), c.devices));
+    const BlockRun run = Run(overrides, c.devices, c.batch);
+    CHECK(MaxDiff(reference.captures.at("output"), run.captures.at("output")) < 1e-5);
+    CHECK(MaxDiff(reference.captures.at("top_k_indices"), run.captures.at("top_k_indices")) == 0);
+  }
+}
+
+TEST_CASE("Decode with global batch 1 agrees with dense dropless for EP 1, 2, 4, 8", "[paths]") {
+  const auto base = SmallMoe("mixtral");
+  const BlockRun reference = Run(With(base, {"sparse_matmul=false", "capacity_factor=-1"}), 1, 1);
+  for (const int64_t ep : {1, 2, 4, 8}) {
+    INFO("EP " << ep);
+    const BlockRun run = Run(With(base, {fmt::format("ici_expert_parallelism={}", ep), "ici_fsdp_parallelism=1"}), ep, 1);
+    CHECK(MaxDiff(reference.captures.at("output"), run.captures.at("output")) < 1e-5);
+  }
+  const BlockRun tp = Run(With(base, {"ici_expert_parallelism=2", "ici_tensor_parallelism=2", "ici_fsdp_parallelism=1"}), 4, 1);
+  CHECK(MaxDiff(reference.captures.at("output"), tp.captures.at("output")) < 1e-5);
+}
+
+TEST_CASE("DeepSeek-style routing with shared experts agrees across dense and sparse paths", "[paths]") {
+  auto base = SmallMoe("deepseek");
+  base.insert(base.end(), {"routed_score_func=sigmoid", "routed_bias=true", "routed_scaling_factor=2.5",
+                           "shared_experts=1", "mlp_bias=false"});
+  const BlockRun reference = Run(With(base, {"sparse_matmul=false", "capacity_factor=-1"}), 1);
+  const BlockRun sparse = Run(With(base, {"ici_expert_parallelism=4", "ici_fsdp_parallelism=-1"}), 4);
+  CHECK(MaxDiff(reference.captures.at("output"), sparse.captures.at("output")) < 1e-5);
+}
+
+TEST_CASE("gpt_oss with mlp_bias agrees between dense dropless and sparse EP 2", "[paths]") {
+  auto base = SmallMoe("gpt_oss");
+  base.insert(base.end(), {"mlp_bias=true", "routed_bias=true", "mlp_activations=[sigmoid,linear]",
+                           "mlp_activations_limit=1.0"});
+  const BlockRun reference = Run(With(base, {"sparse_matmul=false", "capacity_factor=-1"}), 1);
+  for (const std::string& mesh : {std::string("ici_expert_parallelism=2"), std::string("ici_tensor_parallelism=2")}) {
+    INFO(mesh);
+    const BlockRun sparse = Run(With(base, {mesh, "ici_fsdp_parallelism=-1"}), 2);
+    CHECK(MaxDiff(reference.captures.at("output"), sparse.captures.at("output")) < 1e-5);
+  }
+  const BlockRun ring = Run(With(base, {"ici_expert_parallelism=2", "use_ring_of_experts=true"}), 2);
+  CHECK(MaxDiff(reference.captures.at("output"), ring.captures.at("output")) < 1e-5);
+}
+
+}  // namespace shardtrace
