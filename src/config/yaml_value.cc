@@ -46,7 +46,9 @@ bool ParseYamlInt(std::string_view text, int64_t* out) {
       if (!IsDigit(c) && c != '_') return false;
     }
   }
-  const std::string digits = (negative ? "-" : "") + WithoutUnderscores(body);
+  // Built with append: g++ 12 -O2 warns (-Wrestrict, a known false positive) on "-" + str.
+  std::string digits = negative ? "-" : "";
+  digits.append(WithoutUnderscores(body));
   int64_t value = 0;
   const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value, base);
   if (ec != std::errc() || end != digits.data() + digits.size()) return false;

@@ -18,14 +18,19 @@ std::string LogicalAxesToString(const LogicalAxes& axes) {
   return out + ")";
 }
 
-LogicalAxes ParseLogicalAxes(const std::string& text) {
+LogicalAxes ParseLogicalAxes(const std::string& text_in) {
+  // Accepts "exp,embed_moe,None" as well as Python's "('exp', None)" and "('exp',)".
+  std::string text = text_in;
+  text.erase(0, text.find_first_not_of(" ("));
+  text.erase(text.find_last_not_of(" )") + 1);
+  if (!text.empty() && text.back() == ',') text.pop_back();  // a 1-tuple's trailing comma
   LogicalAxes axes;
   size_t start = 0;
   while (true) {
     const size_t comma = text.find(',', start);
     std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    item.erase(0, item.find_first_not_of(" '\"("));
-    item.erase(item.find_last_not_of(" '\")") + 1);
+    item.erase(0, item.find_first_not_of(" '\""));
+    item.erase(item.find_last_not_of(" '\"") + 1);
     if (item.empty() || item == "None" || item == "none" || item == "null")
       axes.push_back(std::nullopt);
     else

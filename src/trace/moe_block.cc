@@ -128,6 +128,9 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
     const Value out = MlpBlock(t, config, inputs, *params.shared, "shared_experts");
     ctx.Capture("output", out.array());
   } else {
+    if (setup.num_experts <= 1)
+      Fail("num_experts={}: the model has no MoE layers (model_name={}); set num_experts or use --block mlp",
+           setup.num_experts, setup.model_name);
     t.trace().block = "moe";
     t.trace().path = setup.PathLabel();
     for (const std::string& r : setup.path_reasons) t.Note("path: " + r);

@@ -11,13 +11,11 @@ namespace shardtrace {
 namespace tr = traced;
 using Args = std::vector<const Array*>;
 
-PermuteOutput Permute(const MoeContext& ctx, const Value& inputs, const Value& gate_logits,
-                      const std::optional<Value>& pre_bias_logits, const std::optional<Value>& roll_to_expert_id) {
+PermuteOutput RouteTokens(const MoeContext& ctx, const Value& gate_logits, const std::optional<Value>& pre_bias_logits,
+                          const std::optional<Value>& roll_to_expert_id) {
   Tracer& t = ctx.t;
   const MoeSetup& s = ctx.setup;
-  const auto scope = t.Scope("permute");
-  const int64_t b = inputs.dim(0), seq = inputs.dim(1), m = inputs.dim(2), k = s.top_k, e = s.num_experts;
-  Value inputs_2d = tr::Reshape(t, inputs, {b * seq, m}, {"inputs_2d", "TM"});
+  const int64_t rows = gate_logits.dim(0) * gate_logits.dim(1) * s.top_k, e = s.num_experts;
   const TopKOutput top = GetTopK(ctx, gate_logits, pre_bias_logits);
   PermuteOutput out;
   out.weights = top.weights;
@@ -31,14 +29,7 @@ PermuteOutput Permute(const MoeContext& ctx, const Value& inputs, const Value& g
     const auto cond = t.Condition("routed_bias && routed_bias_update_rate > 0");
     out.bias_updates = LoadBalanceUpdates(ctx, top.indices);
   }
-  if (s.decoder_block == "llama4") {
-    const auto cond = t.Condition("decoder_block == llama4");
-    const Value f32 = tr::Cast(t, top.weights, DType::kFloat32, {"weights", "BSK"});
-    const Value scores = tr::Activation(t, "sigmoid", f32, {"router_scores", "BSK"});
-    const Value flat_scores = tr::Reshape(t, scores, {b * seq, k}, {"router_scores", "TK"});
-    inputs_2d = tr::Binary(t, "mul", inputs_2d, flat_scores, {"inputs_2d", "TM"});
-  }
-  Value flat = tr::Reshape(t, top.indices, {b * seq * k}, {"flatten_selected_experts", "R"});
+  Value flat = tr::Reshape(t, top.indices, {rows}, {"flatten_selected_experts", "R"});
   if (roll_to_expert_id) {
     const auto cond = t.Condition("use_ring_of_experts");
     flat = t.Apply({"roll", "", {{"expr", "(flatten_selected_experts - roll_to_expert_id) % num_experts"}}},
@@ -46,12 +37,34 @@ PermuteOutput Permute(const MoeContext& ctx, const Value& inputs, const Value& g
                    [&](const Args& a) { return Mod(Sub(*a[0], *a[1]), Scalar(static_cast<float>(e), DType::kInt32)); });
   }
   out.sorted_selected_experts = tr::Argsort(t, flat, {"sorted_selected_experts", "R"});
-  const Value replicated = tr::Repeat(t, inputs_2d, k, 0, {"replicated_inputs_2d", "RM"});
-  const Value sorted = tr::Take(t, replicated, out.sorted_selected_experts, 0, {"sorted_inputs", "RM"});
-  out.sorted_inputs = tr::Cast(t, sorted, s.dtype, {"sorted_inputs", "RM"});
   out.group_size = tr::Bincount(t, flat, e, {"group_size", "E"});
   const Value expert_indices = tr::Constant(t, Arange(e), {"expert_indices", "E"});
-  out.sorted_experts = tr::RepeatBy(t, expert_indices, out.group_size, b * seq * k, {"sorted_experts", "R"});
+  out.sorted_experts = tr::RepeatBy(t, expert_indices, out.group_size, rows, {"sorted_experts", "R"});
+  return out;
+}
+
+Value SortRows(const MoeContext& ctx, const Value& inputs, const PermuteOutput& routing) {
+  Tracer& t = ctx.t;
+  const MoeSetup& s = ctx.setup;
+  const int64_t b = inputs.dim(0), seq = inputs.dim(1), m = inputs.dim(2), k = s.top_k;
+  Value inputs_2d = tr::Reshape(t, inputs, {b * seq, m}, {"inputs_2d", "TM"});
+  if (s.decoder_block == "llama4") {
+    const auto cond = t.Condition("decoder_block == llama4");
+    const Value f32 = tr::Cast(t, routing.weights, DType::kFloat32, {"weights", "BSK"});
+    const Value scores = tr::Activation(t, "sigmoid", f32, {"router_scores", "BSK"});
+    const Value flat_scores = tr::Reshape(t, scores, {b * seq, k}, {"router_scores", "TK"});
+    inputs_2d = tr::Binary(t, "mul", inputs_2d, flat_scores, {"inputs_2d", "TM"});
+  }
+  const Value replicated = tr::Repeat(t, inputs_2d, k, 0, {"replicated_inputs_2d", "RM"});
+  const Value sorted = tr::Take(t, replicated, routing.sorted_selected_experts, 0, {"sorted_inputs", "RM"});
+  return tr::Cast(t, sorted, s.dtype, {"sorted_inputs", "RM"});
+}
+
+PermuteOutput Permute(const MoeContext& ctx, const Value& inputs, const Value& gate_logits,
+                      const std::optional<Value>& pre_bias_logits, const std::optional<Value>& roll_to_expert_id) {
+  const auto scope = ctx.t.Scope("permute");
+  PermuteOutput out = RouteTokens(ctx, gate_logits, pre_bias_logits, roll_to_expert_id);
+  out.sorted_inputs = SortRows(ctx, inputs, out);
   return out;
 }
 
@@ -82,12 +95,11 @@ Value Unpermute(const MoeContext& ctx, const Value& intermediate, const Value& s
   return tr::Cast(t, reshaped, s.dtype, {"output", "BSM"});
 }
 
-LocalPermuteOutput LocalPermute(const MoeContext& ctx, const Value& inputs, const Value& global_group_sizes,
-                                int64_t local_expert_size, const Value& shard_index, bool is_offset,
-                                const std::optional<Value>& global_sorted_experts) {
+LocalPermuteOutput LocalSortOrder(const MoeContext& ctx, int64_t rows, const std::string& row_dim,
+                                  const Value& global_group_sizes, int64_t local_expert_size, const Value& shard_index,
+                                  bool is_offset, const std::optional<Value>& global_sorted_experts) {
   Tracer& t = ctx.t;
-  const auto scope = t.Scope("local_permute");
-  const int64_t shards = global_group_sizes.dim(0), rows = inputs.dim(0), l = local_expert_size;
+  const int64_t shards = global_group_sizes.dim(0), l = local_expert_size;
   const Value local_sizes_2d = t.Apply(
       {"dynamic_slice_in_dim", "", {{"start", "shard_index * local_expert_size"}, {"size", std::to_string(l)}, {"axis", "1"}}},
       {&global_group_sizes, &shard_index}, {"all_shard_local_sizes", "PE"}, [&](const Args& a) {
@@ -101,7 +113,7 @@ LocalPermuteOutput LocalPermute(const MoeContext& ctx, const Value& inputs, cons
   if (is_offset) {
     const auto cond = t.Condition("is_offset (batch replicated across expert shards)");
     expert_indices = t.Apply({"where", "", {{"expr", "divided == shard_index ? global_sorted_experts % L : L"}}},
-                             {&*global_sorted_experts, &shard_index}, {"expert_indices", "R"}, [&](const Args& a) {
+                             {&*global_sorted_experts, &shard_index}, {"expert_indices", row_dim}, [&](const Args& a) {
                                const Array lsize = Scalar(static_cast<float>(l), DType::kInt32);
                                const Array divided = FloorDivide(*a[0], lsize);
                                return Where(Equal(divided, *a[1]), Mod(*a[0], lsize),
@@ -110,12 +122,21 @@ LocalPermuteOutput LocalPermute(const MoeContext& ctx, const Value& inputs, cons
   } else {
     const Value base = tr::Constant(t, Mod(Arange(shards * l), Scalar(static_cast<float>(l), DType::kInt32)),
                                     {"base_indices", "E"});
-    expert_indices = tr::RepeatBy(t, base, local_sizes, rows, {"expert_indices", "U"});
+    expert_indices = tr::RepeatBy(t, base, local_sizes, rows, {"expert_indices", row_dim});
   }
-  const std::string row_dim = t.trace().tensors[inputs.tensor].dims.substr(0, 1);
   out.sorted_indices = tr::Argsort(t, expert_indices, {"sorted_indices", row_dim});
-  out.sorted_inputs = tr::Take(t, inputs, out.sorted_indices, 0, {"sorted_inputs", row_dim + "M"});
   out.sorted_experts_ids = tr::Take(t, expert_indices, out.sorted_indices, 0, {"sorted_experts_ids", row_dim});
+  return out;
+}
+
+LocalPermuteOutput LocalPermute(const MoeContext& ctx, const Value& inputs, const Value& global_group_sizes,
+                                int64_t local_expert_size, const Value& shard_index, bool is_offset,
+                                const std::optional<Value>& global_sorted_experts) {
+  const auto scope = ctx.t.Scope("local_permute");
+  const std::string row_dim = ctx.t.trace().tensors[inputs.tensor].dims.substr(0, 1);
+  LocalPermuteOutput out = LocalSortOrder(ctx, inputs.dim(0), row_dim, global_group_sizes, local_expert_size,
+                                          shard_index, is_offset, global_sorted_experts);
+  out.sorted_inputs = tr::Take(ctx.t, inputs, out.sorted_indices, 0, {"sorted_inputs", row_dim + "M"});
   return out;
 }
 

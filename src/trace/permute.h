@@ -23,6 +23,13 @@ struct PermuteOutput {
   std::optional<Value> bias_updates;
 };
 
+// The embedding-independent half of permute: top-k, losses, the expert-sorted order of the
+// (token, k) rows and the group sizes. sorted_inputs is left empty.
+PermuteOutput RouteTokens(const MoeContext& ctx, const Value& gate_logits, const std::optional<Value>& pre_bias_logits,
+                          const std::optional<Value>& roll_to_expert_id);
+// The embedding half: [B,S,M'] -> rows repeated K times in the routed order, [R, M'].
+Value SortRows(const MoeContext& ctx, const Value& inputs, const PermuteOutput& routing);
+
 // `roll_to_expert_id`: ring of experts rotates ids by -(E/EP)*shard so local experts come
 // first; it is a per-device value (nullopt: no roll).
 PermuteOutput Permute(const MoeContext& ctx, const Value& inputs, const Value& gate_logits,
@@ -34,6 +41,11 @@ Value Unpermute(const MoeContext& ctx, const Value& intermediate, const Value& s
 struct LocalPermuteOutput {
   Value sorted_inputs, sorted_indices, local_group_size, sorted_experts_ids;
 };
+// local_permute without the data movement: the sort order, local group sizes and local
+// expert ids for `rows` received rows (sorted_inputs left empty).
+LocalPermuteOutput LocalSortOrder(const MoeContext& ctx, int64_t rows, const std::string& row_dim,
+                                  const Value& global_group_sizes, int64_t local_expert_size, const Value& shard_index,
+                                  bool is_offset, const std::optional<Value>& global_sorted_experts);
 // global_group_sizes [shards, E]; is_offset: inputs are the replicated globally sorted rows.
 LocalPermuteOutput LocalPermute(const MoeContext& ctx, const Value& inputs, const Value& global_group_sizes,
                                 int64_t local_expert_size, const Value& shard_index, bool is_offset,

@@ -138,6 +138,7 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
     wo_bias = t.ShardMapIn(*k.wo_bias, "wo_bias", "EM", sh.wo_bias);
   }
   const int64_t batch_size = x.dim(0), sequence_length = x.dim(1);
+  t.EnterShardMapBody();
   const int64_t ep = s.ep;
   const std::vector<std::string>& ep_axes = s.expert_axes;
   const Value expert_shard_id = ep > 1 ? t.AxisIndex(ep_axes, {"expert_shard_id", ""})
@@ -328,6 +329,7 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
     const Array indices = t.Assemble(perm.top_k_indices, routed_batch_spec);
     ctx.Capture("group_sizes", Bincount(Reshape(indices, {indices.size()}), s.num_experts));
   }
+  t.ExitShardMapBody();
   PathOutput result;
   result.output = t.ShardMapOut(output, "output", "BSM", sh.output);
   if (perm.lb_loss) result.lb_loss = t.ShardMapOut(*perm.lb_loss, "lb_loss", "", PartitionSpec());

@@ -68,8 +68,9 @@ int Tracer::Record(const Out& out, const std::vector<Array>& shards, bool per_de
   t.local_shape = a.shape;
   t.bytes_per_device = TensorBytes(a.shape, a.dtype);
   t.scope = CurrentScope();
-  t.condition = fmt::format("{}", fmt::join(conditions_, " && "));
-  t.in_shard_map = per_device;
+  for (const std::string& c : conditions_)
+    if (!c.empty()) t.condition += (t.condition.empty() ? "" : " && ") + c;
+  t.in_shard_map = per_device || shard_map_depth_ > 0;
   if (numeric_) t.summary = Summarize(shards);
   trace_.tensors.push_back(std::move(t));
   return trace_.tensors.back().id;

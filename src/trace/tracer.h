@@ -71,6 +71,10 @@ class Tracer {
   };
   [[nodiscard]] ScopeGuard Scope(std::string name) { return ScopeGuard(&scopes_, std::move(name)); }
   [[nodiscard]] ScopeGuard Condition(std::string condition) { return ScopeGuard(&conditions_, std::move(condition)); }
+  // Brackets the body of a shard_map: every tensor recorded in between is a per-device
+  // block, including constants the body creates.
+  void EnterShardMapBody() { ++shard_map_depth_; }
+  void ExitShardMapBody() { --shard_map_depth_; }
   // The file stem MaxText's debug dump uses for constraints from here on: "moe", "linears".
   void SetDumpFile(std::string stem) { dump_file_ = std::move(stem); }
 
@@ -149,6 +153,7 @@ class Tracer {
   std::vector<std::string> scopes_;
   std::vector<std::string> conditions_;
   std::string dump_file_ = "moe";
+  int shard_map_depth_ = 0;
   Trace trace_;
 };
 

@@ -1,0 +1,216 @@
+// End-to-end tests of the shardtrace binary: run it in a shell, capture stdout, stderr and
+// the exit status, and check the documented contract (cli/cli.h): 0 on success, 2 and a
+// single "shardtrace: error: ..." line on bad input, atomic -o output.
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace shardtrace {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A scratch directory, removed when the test ends.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "shardtrace_cli_test_XXXXXX").string();
+    REQUIRE(mkdtemp(pattern.data()) != nullptr);
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  fs::path operator/(const std::string& name) const { return path_ / name; }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+std::string ShellQuote(const std::string& arg) {
+  std::string out = "'";
+  for (const char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+struct RunResult {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs the shardtrace binary with `args`, stdout and stderr captured separately.
+RunResult Run(const std::vector<std::string>& args) {
+  TempDir capture;
+  std::string command = ShellQuote(SHARDTRACE_BINARY);
+  for (const std::string& arg : args) command += " " + ShellQuote(arg);
+  command += " >" + ShellQuote((capture / "stdout").string()) + " 2>" +
+             ShellQuote((capture / "stderr").string()) + " </dev/null";
+  const int raw = std::system(command.c_str());
+  RunResult result;
+  REQUIRE(raw != -1);
+  REQUIRE(WIFEXITED(raw));
+  result.status = WEXITSTATUS(raw);
+  result.out = ReadFile(capture / "stdout");
+  result.err = ReadFile(capture / "stderr");
+  return result;
+}
+
+std::string Describe(const std::vector<std::string>& args, const RunResult& r) {
+  std::string text = "shardtrace";
+  for (const std::string& a : args) text += " " + a;
+  return text + "\nstatus " + std::to_string(r.status) + "\nstdout:\n" + r.out + "\nstderr:\n" + r.err;
+}
+
+// A bad-input failure: status 2, nothing on stdout, one "shardtrace: error:" line on stderr.
+RunResult ExpectUserError(const std::vector<std::string>& args) {
+  const RunResult r = Run(args);
+  INFO(Describe(args, r));
+  CHECK(r.status == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err.rfind("shardtrace: error: ", 0) == 0);
+  REQUIRE_FALSE(r.err.empty());
+  CHECK(r.err.back() == '\n');
+  CHECK(r.err.find('\n') == r.err.size() - 1);
+  return r;
+}
+
+const std::vector<std::string> kExplainArgs = {
+    "explain", "--axes", "exp,embed_moe,mlp_moe", "--shape", "64,2048,1408",
+    "ici_expert_parallelism=2", "--devices", "8"};
+
+TEST_CASE("explain --format json gives the resolved spec, local shape and bytes", "[cli]") {
+  std::vector<std::string> args = kExplainArgs;
+  args.insert(args.end(), {"--format", "json"});
+  const RunResult r = Run(args);
+  INFO(Describe(args, r));
+  REQUIRE(r.status == 0);
+  CHECK(r.err.empty());
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  CHECK(j.at("logical_axes") == nlohmann::json({"exp", "embed_moe", "mlp_moe"}));
+  CHECK(j.at("partition_spec") == nlohmann::json({"expert", "fsdp", nullptr}));
+  CHECK(j.at("physical") == "P('expert', 'fsdp', None)");
+  CHECK(j.at("mesh") == "mesh['fsdp'=4, 'expert'=2]");
+  CHECK(j.at("local_shape") == nlohmann::json({32, 512, 1408}));
+  CHECK(j.at("bytes_per_device") == int64_t{32} * 512 * 1408 * 2);  // bfloat16 (seed dtype)
+  // Facts 2.4, seed rules, before size-1 removal.
+  CHECK(j.at("before_size1_removal") ==
+        nlohmann::json::parse(R"(["expert", ["fsdp", "tensor_transpose", "context"],
+                                  ["fsdp_transpose", "tensor", "tensor_sequence", "autoregressive"]])"));
+}
+
+TEST_CASE("explain text output shows the blocked embed_moe variant", "[cli]") {
+  const RunResult r = Run(kExplainArgs);
+  INFO(Describe(kExplainArgs, r));
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.out, Catch::Contains("P('expert', 'fsdp', None)"));
+  CHECK_THAT(r.out, Catch::Contains("skipped: mesh axis"));
+  bool embed_moe_skipped = false;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);)
+    if (line.find("embed_moe") != std::string::npos &&
+        line.find("skipped: mesh axis 'fsdp_transpose'") != std::string::npos)
+      embed_moe_skipped = true;
+  CHECK(embed_moe_skipped);
+}
+
+TEST_CASE("An unknown config key exits 2 and suggests the right key", "[cli]") {
+  const RunResult r = ExpectUserError({"config", "num_expert=4"});
+  CHECK_THAT(r.err, Catch::Contains("num_expert") && Catch::Contains("num_experts"));
+}
+
+TEST_CASE("A value of the wrong type exits 2 naming the key", "[cli]") {
+  const RunResult r = ExpectUserError({"config", "num_experts=abc"});
+  CHECK_THAT(r.err, Catch::Contains("num_experts"));
+}
+
+TEST_CASE("A malformed YAML file exits 2 naming the file and a line:column", "[cli]") {
+  TempDir dir;
+  const fs::path bad = dir / "broken_config.yml";
+  std::ofstream(bad) << "num_experts: 4\nmlp_activations: ['silu', 'linear'\nbase_emb_dim: 16\n";
+  const RunResult r = ExpectUserError({"config", bad.string()});
+  CHECK_THAT(r.err, Catch::Contains("broken_config.yml"));
+  CHECK(std::regex_search(r.err, std::regex(R"(\d+:\d+)")));
+}
+
+TEST_CASE("An impossible mesh exits 2", "[cli]") {
+  const RunResult r = ExpectUserError({"config", "ici_expert_parallelism=3", "--devices", "8"});
+  CHECK_THAT(r.err, Catch::Contains("expert"));
+}
+
+TEST_CASE("An unknown command-line flag exits 2", "[cli]") {
+  const RunResult r = ExpectUserError({"config", "--no-such-flag"});
+  CHECK_THAT(r.err, Catch::Contains("--no-such-flag"));
+}
+
+TEST_CASE("An unsupported --format exits 2", "[cli]") {
+  const RunResult r = ExpectUserError({"config", "--format", "xml"});
+  CHECK_THAT(r.err, Catch::Contains("xml"));
+}
+
+TEST_CASE("--version prints the version and exits 0", "[cli]") {
+  const RunResult r = Run({"--version"});
+  INFO(Describe({"--version"}, r));
+  CHECK(r.status == 0);
+  CHECK_THAT(r.out, Catch::Contains(SHARDTRACE_VERSION));
+}
+
+TEST_CASE("--help exits 0 and lists every subcommand", "[cli]") {
+  const RunResult r = Run({"--help"});
+  INFO(Describe({"--help"}, r));
+  CHECK(r.status == 0);
+  for (const char* command : {"config", "explain", "trace", "dump", "check"}) {
+    INFO(command);
+    CHECK(std::regex_search(r.out, std::regex(std::string(R"((^|\n)\s+)") + command + R"(\b)")));
+  }
+}
+
+TEST_CASE("-o writes the output to the file instead of stdout", "[cli]") {
+  TempDir dir;
+  const fs::path file = dir / "out.json";
+  std::vector<std::string> args = kExplainArgs;
+  args.insert(args.end(), {"--format", "json"});
+  const RunResult to_stdout = Run(args);
+  REQUIRE(to_stdout.status == 0);
+  args.insert(args.end(), {"-o", file.string()});
+  const RunResult r = Run(args);
+  INFO(Describe(args, r));
+  CHECK(r.status == 0);
+  CHECK(r.out.empty());
+  REQUIRE(fs::exists(file));
+  CHECK(ReadFile(file) == to_stdout.out);
+  // Nothing else (no leftover temp file) in the directory.
+  CHECK(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()) == 1);
+}
+
+TEST_CASE("A failing command with -o leaves no file behind", "[cli]") {
+  TempDir dir;
+  const fs::path file = dir / "out.txt";
+  ExpectUserError({"config", "ici_expert_parallelism=3", "--devices", "8", "-o", file.string()});
+  CHECK_FALSE(fs::exists(file));
+  CHECK(fs::is_empty(dir.path()));
+  ExpectUserError({"explain", "--axes", "exp,exp", "--devices", "8", "-o", file.string()});
+  CHECK(fs::is_empty(dir.path()));
+}
+
+}  // namespace
+}  // namespace shardtrace

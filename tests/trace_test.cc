@@ -1,0 +1,186 @@
+// The tracer end to end: a symbolic full-size DeepSeek-V3 trace (shapes and shardings,
+// nothing allocated), MaxText's own sharding dumps reproduced, every golden case, and the
+// terminal table of each path pinned as golden text.
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <new>
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "check/golden_check.h"
+#include "config/run_inputs.h"
+#include "emit/maxtext_dump.h"
+#include "emit/trace_json.h"
+#include "emit/trace_table.h"
+#include "test_support.h"
+#include "trace/moe_block.h"
+
+// Counts heap bytes so a test can prove symbolic mode allocates no tensor data.
+static std::atomic<int64_t> g_allocated{0};
+void* operator new(size_t size) {
+  g_allocated += static_cast<int64_t>(size);
+  if (void* p = std::malloc(size)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+
+namespace shardtrace {
+namespace {
+
+using testing::CompareWithGolden;
+using testing::SourcePath;
+
+BlockRun Symbolic(const std::vector<std::string>& args, int64_t devices, Block block = Block::kMoe) {
+  const RunInputs in = LoadRunInputs(args, devices);
+  const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
+  const int n = static_cast<int>(in.config.StrList("mlp_activations").size());
+  return RunBlock(in.config, in.mesh, setup, MakeParams(setup, n, false, 0), block, false);
+}
+
+const TensorRecord& Find(const Trace& trace, const std::string& name, const std::string& scope_part = "") {
+  for (const TensorRecord& t : trace.tensors)
+    if (t.name == name && t.scope.find(scope_part) != std::string::npos) return t;
+  FAIL("no tensor " << name << " in scope containing " << scope_part);
+  throw;
+}
+
+}  // namespace
+
+TEST_CASE("A symbolic DeepSeek-V3 671B trace on 256 devices allocates no tensor data", "[trace]") {
+  const int64_t before = g_allocated.load();
+  const BlockRun run = Symbolic({"model_name=deepseek3-671b", "ici_expert_parallelism=64"}, 256);
+  const int64_t allocated = g_allocated.load() - before;
+  // One bfloat16 [3072,2048,7168] activation alone is 84 GiB; the whole trace must stay tiny.
+  CHECK(allocated < 64 * 1024 * 1024);
+  CHECK(run.captures.empty());
+  CHECK(run.trace.path == "sparse_matmul/ragged_all_to_all (EP=64, TP=1, megablox)");
+  for (const TensorRecord& t : run.trace.tensors) CHECK_FALSE(t.summary.has_value());
+
+  const TensorRecord& wi_0 = Find(run.trace, "wi_0");
+  CHECK(wi_0.partition_spec->ToString() == "P('expert', 'fsdp', None)");
+  CHECK(wi_0.local_shape == Shape{4, 1792, 2048});
+  CHECK(wi_0.bytes_per_device == 4LL * 1792 * 2048 * 4);
+  const TensorRecord& x = Find(run.trace, "x", "wrapper");
+  CHECK(x.constraint == Constraint::kShardMapIn);
+  CHECK(x.shape == Shape{12, 2048, 7168});
+  CHECK(x.partition_spec->ToString() == "P(('fsdp', 'expert'), None, None)");
+  bool buffer_fact = false;
+  for (const Fact& f : run.trace.facts)
+    if (f.name == "ragged buffer rows") {
+      buffer_fact = true;
+      CHECK(f.values.at(0) == 12 * 2048 * 8 * 32);  // local rows x min(EP 64, E/K 32)
+    }
+  CHECK(buffer_fact);
+  int ragged = 0;
+  for (const OpRecord& op : run.trace.ops) ragged += op.kind == "ragged_all_to_all";
+  CHECK(ragged == 2);
+}
+
+TEST_CASE("shardtrace reproduces MaxText's own sharding dumps for the MoE and MLP blocks", "[trace][dump]") {
+  struct DumpCase {
+    std::string dir, model;
+    int64_t ep;
+  };
+  for (const DumpCase& c : {DumpCase{"deepseek2-16b_v6e-16_default_ici_fsdp_parallelism--1_ici_expert_parallelism-4",
+                                     "deepseek2-16b", 4},
+                            DumpCase{"gpt-oss-20b_tpu7x-16_default_ici_fsdp_parallelism--1_ici_expert_parallelism-2",
+                                     "gpt-oss-20b", 2}}) {
+    INFO(c.dir);
+    const nlohmann::ordered_json real = nlohmann::ordered_json::parse(
+        testing::ReadFile(SourcePath("../shared/maxtext-sharding-dumps/" + c.dir + "/input_shardings.json")));
+    nlohmann::ordered_json expected = nlohmann::ordered_json::array();
+    for (const auto& entry : real["Activation Sharding Dump"]) {
+      const std::string key = entry.begin().key();
+      if (key.rfind("moe/", 0) == 0 || key.rfind("linears/", 0) == 0) expected.push_back(entry);
+    }
+    REQUIRE(expected.size() >= 6);
+    const RunInputs in =
+        LoadRunInputs({SourcePath("../shared/maxtext-configs/base.yml"), "model_name=" + c.model,
+                       "ici_fsdp_parallelism=-1", fmt::format("ici_expert_parallelism={}", c.ep)},
+                      16);
+    const auto ours = nlohmann::ordered_json::parse(DumpToMaxtextJson(DumpModel(in.config, in.mesh)));
+    CHECK(ours["Activation Sharding Dump"].dump(2) == expected.dump(2));
+  }
+}
+
+TEST_CASE("Every golden case reproduces its outputs and routing intermediates", "[trace][golden]") {
+  int cases = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(SourcePath("testdata/goldens"))) {
+    INFO(entry.path().string());
+    const GoldenReport report = CheckGoldenCase(entry.path().string(), {}, {});
+    CHECK(report.passed());
+    int compared = 0;
+    for (const ArrayCheck& c : report.checks) {
+      INFO(c.name << ": " << c.detail);
+      CHECK(c.status != ArrayCheck::Status::kFail);
+      compared += c.status == ArrayCheck::Status::kPass;
+    }
+    CHECK(compared >= 4);  // output, gate_logits, top_k_weights, top_k_indices at least
+    ++cases;
+  }
+  CHECK(cases == 8);
+}
+
+TEST_CASE("A golden check fails when the config no longer matches the case", "[trace][golden]") {
+  CheckOptions options;
+  options.extra_args = {"capacity_factor=0.5", "sparse_matmul=false"};
+  const GoldenReport report = CheckGoldenCase(SourcePath("testdata/goldens/dense_dropless_mixtral"), {}, options);
+  CHECK_FALSE(report.passed());
+}
+
+TEST_CASE("The trace table of every path matches its golden text", "[trace][golden-text]") {
+  const std::vector<std::string> small = {"base_emb_dim=16", "base_mlp_dim=32", "base_moe_mlp_dim=32", "num_experts=8",
+                                          "num_experts_per_tok=2", "max_target_length=8", "per_device_batch_size=1",
+                                          "decoder_block=mixtral"};
+  struct TextCase {
+    std::string name;
+    std::vector<std::string> args;
+    int64_t devices;
+    Block block = Block::kMoe;
+  };
+  auto with = [&](std::initializer_list<std::string> extra) {
+    std::vector<std::string> args = small;
+    args.insert(args.end(), extra);
+    return args;
+  };
+  const std::vector<TextCase> cases = {
+      {"dense_dropless", with({"sparse_matmul=false", "load_balance_loss_weight=0.01"}), 4},
+      {"dense_dropping", with({"sparse_matmul=false", "capacity_factor=1.5", "ici_expert_parallelism=2"}), 4},
+      {"dense_inference_cp2", with({"sparse_matmul=false", "capacity_factor=2", "model_call_mode=inference",
+                                    "ici_context_autoregressive_parallelism=2"}), 4},
+      {"sparse_ep1", with({"megablox=false"}), 2},
+      {"sparse_ep4_tp2", with({"ici_expert_parallelism=4", "ici_tensor_parallelism=2"}), 8},
+      {"sparse_decode_ep2", with({"ici_expert_parallelism=2", "per_device_batch_size=0.5"}), 2},
+      {"sparse_ring_ep2", with({"ici_expert_parallelism=2", "use_ring_of_experts=true"}), 4},
+      {"sparse_two_stage_ag", with({"moe_fsdp_use_two_stage_all_gather=true", "ici_fsdp_transpose_parallelism=2"}), 4},
+      {"deepseek3_grouped", {"model_name=deepseek3-tiny", "n_routing_groups=4", "topk_routing_group=2",
+                             "ici_expert_parallelism=4", "max_target_length=16", "per_device_batch_size=1"}, 8},
+      {"mlp_block", with({}), 4, Block::kMlp},
+      {"shared_experts", {"model_name=deepseek3-tiny", "max_target_length=16", "per_device_batch_size=1"}, 4,
+       Block::kShared},
+  };
+  for (const TextCase& c : cases) {
+    INFO(c.name);
+    CompareWithGolden("expected/trace_" + c.name + ".txt", TraceToTable(Symbolic(c.args, c.devices, c.block).trace));
+  }
+}
+
+TEST_CASE("Trace JSON is byte-identical across runs and carries every field", "[trace]") {
+  const std::vector<std::string> args = {"model_name=mixtral-8x7b", "ici_expert_parallelism=4"};
+  const std::string a = TraceToJson(Symbolic(args, 8).trace);
+  const std::string b = TraceToJson(Symbolic(args, 8).trace);
+  CHECK(a == b);
+  const auto j = nlohmann::json::parse(a);
+  const auto& first_weight = j["tensors"][1];
+  for (const char* field : {"name", "kind", "dtype", "dims", "shape", "logical_axes", "constraint", "partition_spec",
+                            "physical", "local_shape", "bytes_per_device", "scope", "condition", "summary"})
+    CHECK(first_weight.contains(field));
+  CHECK(first_weight["kind"] == "weight");
+  CHECK(first_weight["constraint"] == "kernel_axes");
+}
+
+}  // namespace shardtrace
