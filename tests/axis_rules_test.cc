@@ -360,16 +360,6 @@ std::string TupleFromTable(std::string text, size_t rank) {
   return text;
 }
 
-// The logical names of a table row. A Python 1-tuple "('exp',)" is passed to
-// ParseLogicalAxes without its trailing comma (a trailing empty item means an unnamed
-// dim in ParseLogicalAxes' comma syntax); the round trip is checked by the caller.
-LogicalAxes AxesFromTable(const std::string& text) {
-  std::string input = text;
-  if (input.size() >= 2 && input.substr(input.size() - 2) == ",)")
-    input.erase(input.size() - 2, 1);
-  return ParseLogicalAxes(input);
-}
-
 const Config& SeedConfig() {
   static const Config config = Config::Load({});
   return config;
@@ -386,7 +376,7 @@ std::string Before(const LogicalAxes& axes, const AxisRules& rules) {
 
 TEST_CASE("Every row of facts 2.4 resolves as flax does under the seed rules", "[shard][axis_rules]") {
   for (const TableRow& row : kSection24) {
-    const LogicalAxes axes = AxesFromTable(row.logical);
+    const LogicalAxes axes = ParseLogicalAxes(row.logical);
     INFO("logical " << row.logical);
     REQUIRE(LogicalAxesToString(axes) == row.logical);
     CHECK(Before(axes, SeedConfig().logical_axis_rules()) == TupleFromTable(row.seed, axes.size()));
@@ -395,7 +385,7 @@ TEST_CASE("Every row of facts 2.4 resolves as flax does under the seed rules", "
 
 TEST_CASE("Every row of facts 2.4 resolves as flax does under the HEAD rules", "[shard][axis_rules]") {
   for (const TableRow& row : kSection24) {
-    const LogicalAxes axes = AxesFromTable(row.logical);
+    const LogicalAxes axes = ParseLogicalAxes(row.logical);
     INFO("logical " << row.logical);
     REQUIRE(LogicalAxesToString(axes) == row.logical);
     CHECK(Before(axes, HeadConfig().logical_axis_rules()) ==
@@ -405,7 +395,7 @@ TEST_CASE("Every row of facts 2.4 resolves as flax does under the HEAD rules", "
 
 TEST_CASE("Without a mesh nothing is removed and spec equals the flax result", "[shard][axis_rules]") {
   for (const TableRow& row : kSection24) {
-    const LogicalAxes axes = AxesFromTable(row.logical);
+    const LogicalAxes axes = ParseLogicalAxes(row.logical);
     INFO("logical " << row.logical);
     const Resolution res = ResolveLogicalAxes(axes, SeedConfig().logical_axis_rules(), nullptr);
     CHECK(res.spec == res.before_removal);
@@ -429,7 +419,7 @@ void CheckMeshTable(Rules which, const std::vector<std::string>& overrides,
   REQUIRE(mesh.ToString() == expected_mesh);
   for (size_t i = 0; i < count; ++i) {
     const TableRow& row = rows[i];
-    const LogicalAxes axes = AxesFromTable(row.logical);
+    const LogicalAxes axes = ParseLogicalAxes(row.logical);
     INFO("logical " << row.logical);
     REQUIRE(LogicalAxesToString(axes) == row.logical);
     const Resolution res = ResolveLogicalAxes(axes, config.logical_axis_rules(), &mesh);
@@ -495,7 +485,7 @@ TEST_CASE("A rule applies whole or not at all", "[shard][axis_rules]") {
   CHECK(res.dims[0].has_rule);
 }
 
-TEST_CASE("Rule list order, not dim order, decides priority", "[shard][axis_rules]") {
+TEST_CASE("Rule list order and not dim order decides priority", "[shard][axis_rules]") {
   const AxisRules rules = {{"b", {"x"}}, {"a", {"x"}}, {"a", {"y"}}};
   CHECK(Before(ParseLogicalAxes("a,b"), rules) == "('y', 'x')");
   CHECK(Before(ParseLogicalAxes("b,a"), rules) == "('x', 'y')");
@@ -547,7 +537,7 @@ TEST_CASE("Names without a rule and unnamed dims are replicated", "[shard][axis_
   CHECK(Before(ParseLogicalAxes("q"), {}) == "(None,)");
 }
 
-TEST_CASE("A logical name used twice is an Error, unnamed dims may repeat", "[shard][axis_rules]") {
+TEST_CASE("A logical name used twice is an Error but unnamed dims may repeat", "[shard][axis_rules]") {
   const AxisRules rules = {{"a", {"x"}}};
   CHECK_THROWS_AS(ResolveLogicalAxes(ParseLogicalAxes("a,None,a"), rules, nullptr), Error);
   CHECK_THROWS_WITH(ResolveLogicalAxes(ParseLogicalAxes("a,a"), rules, nullptr), Catch::Contains("'a'"));

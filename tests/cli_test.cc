@@ -98,7 +98,7 @@ const std::vector<std::string> kExplainArgs = {
     "explain", "--axes", "exp,embed_moe,mlp_moe", "--shape", "64,2048,1408",
     "ici_expert_parallelism=2", "--devices", "8"};
 
-TEST_CASE("explain --format json gives the resolved spec, local shape and bytes", "[cli]") {
+TEST_CASE("explain --format json gives the resolved spec and local shape and bytes", "[cli]") {
   std::vector<std::string> args = kExplainArgs;
   args.insert(args.end(), {"--format", "json"});
   const RunResult r = Run(args);
@@ -167,14 +167,14 @@ TEST_CASE("An unsupported --format exits 2", "[cli]") {
   CHECK_THAT(r.err, Catch::Contains("xml"));
 }
 
-TEST_CASE("--version prints the version and exits 0", "[cli]") {
+TEST_CASE("The --version flag prints the version and exits 0", "[cli]") {
   const RunResult r = Run({"--version"});
   INFO(Describe({"--version"}, r));
   CHECK(r.status == 0);
   CHECK_THAT(r.out, Catch::Contains(SHARDTRACE_VERSION));
 }
 
-TEST_CASE("--help exits 0 and lists every subcommand", "[cli]") {
+TEST_CASE("The --help flag exits 0 and lists every subcommand", "[cli]") {
   const RunResult r = Run({"--help"});
   INFO(Describe({"--help"}, r));
   CHECK(r.status == 0);
@@ -184,7 +184,7 @@ TEST_CASE("--help exits 0 and lists every subcommand", "[cli]") {
   }
 }
 
-TEST_CASE("-o writes the output to the file instead of stdout", "[cli]") {
+TEST_CASE("The -o flag writes the output to the file instead of stdout", "[cli]") {
   TempDir dir;
   const fs::path file = dir / "out.json";
   std::vector<std::string> args = kExplainArgs;

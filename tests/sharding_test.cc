@@ -66,7 +66,7 @@ TEST_CASE("A replicated spec keeps the global shape on every device", "[shard][s
   CHECK(t.warnings.empty());
 }
 
-TEST_CASE("An uneven dim is padded and warned about by tensor, dim, size and axes",
+TEST_CASE("An uneven dim is padded and warned about by tensor and dim and size and axes",
           "[shard][sharding]") {
   const Sharding s = ShardTensor("gate_logits", {64, 10, 1408}, DType::kFloat32, kExpertFsdp, MeshA());
   CHECK(s.local_shape == Shape{32, 3, 1408});  // ceil(10 / 4)

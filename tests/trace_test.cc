@@ -41,10 +41,10 @@ BlockRun Symbolic(const std::vector<std::string>& args, int64_t devices, Block b
   return RunBlock(in.config, in.mesh, setup, MakeParams(setup, n, false, 0), block, false);
 }
 
-const TensorRecord& Find(const Trace& trace, const std::string& name, const std::string& scope_part = "") {
+const TensorRecord& Find(const Trace& trace, const std::string& name, Constraint constraint) {
   for (const TensorRecord& t : trace.tensors)
-    if (t.name == name && t.scope.find(scope_part) != std::string::npos) return t;
-  FAIL("no tensor " << name << " in scope containing " << scope_part);
+    if (t.name == name && t.constraint == constraint) return t;
+  FAIL("no tensor " << name << " with constraint " << ToString(constraint));
   throw;
 }
 
@@ -60,12 +60,12 @@ TEST_CASE("A symbolic DeepSeek-V3 671B trace on 256 devices allocates no tensor 
   CHECK(run.trace.path == "sparse_matmul/ragged_all_to_all (EP=64, TP=1, megablox)");
   for (const TensorRecord& t : run.trace.tensors) CHECK_FALSE(t.summary.has_value());
 
-  const TensorRecord& wi_0 = Find(run.trace, "wi_0");
+  const TensorRecord& wi_0 = Find(run.trace, "wi_0", Constraint::kKernelAxes);
   CHECK(wi_0.partition_spec->ToString() == "P('expert', 'fsdp', None)");
   CHECK(wi_0.local_shape == Shape{4, 1792, 2048});
   CHECK(wi_0.bytes_per_device == 4LL * 1792 * 2048 * 4);
-  const TensorRecord& x = Find(run.trace, "x", "wrapper");
-  CHECK(x.constraint == Constraint::kShardMapIn);
+  const TensorRecord& x = Find(run.trace, "x", Constraint::kShardMapIn);
+  CHECK(x.in_shard_map);
   CHECK(x.shape == Shape{12, 2048, 7168});
   CHECK(x.partition_spec->ToString() == "P(('fsdp', 'expert'), None, None)");
   bool buffer_fact = false;

@@ -4,6 +4,7 @@
 
 #include "shard/mesh.h"
 #include "trace/permute.h"
+#include "trace/sparse_shard_map.h"
 #include "trace/routing.h"
 #include "trace/traced_ops.h"
 #include "util/error.h"
@@ -13,132 +14,21 @@ namespace shardtrace {
 namespace tr = traced;
 using Args = std::vector<const Array*>;
 
-namespace {
-
-struct RoutedShardings {
-  std::string batch_logical_axis;
-  LogicalAxes input_axes, gate_axes;
-  PartitionSpec input, gate_logits;
-  std::optional<PartitionSpec> pre_bias_logits;
-  PartitionSpec w0, w1, wo, w0_bias, w1_bias, wo_bias;
-  PartitionSpec output;
-};
-
-LogicalAxes Axes(std::initializer_list<const char*> names) {
-  LogicalAxes axes;
-  for (const char* n : names) axes.push_back(n ? std::optional<std::string>(n) : std::nullopt);
-  return axes;
-}
-
-// get_routed_moe_shardings. The seed resolves these with config.logical_axis_rules (the
-// ambient rules only under pipeline parallelism, which are the same rules here).
-RoutedShardings GetRoutedMoeShardings(const MoeContext& ctx, bool batch_sharded_by_expert) {
-  const Config& c = ctx.config;
-  auto resolve = [&](const LogicalAxes& axes) {
-    return ResolveLogicalAxes(axes, c.logical_axis_rules(), &ctx.t.mesh()).spec;
-  };
-  RoutedShardings r;
-  r.batch_logical_axis = batch_sharded_by_expert ? "activation_batch" : "decode_batch_moe";
-  const char* batch = r.batch_logical_axis.c_str();
-  if (ctx.setup.tp_transpose > 1) {
-    r.input_axes = Axes({batch, "activation_norm_length", "activation_embed"});
-    r.w0_bias = resolve(Axes({"exp", nullptr}));
-    r.w1_bias = resolve(Axes({"exp", nullptr}));
-  } else {
-    r.input_axes = Axes({batch, "activation_norm_length", nullptr});
-    r.w0_bias = resolve(Axes({"exp", "activation_mlp"}));
-    r.w1_bias = resolve(Axes({"exp", "activation_mlp"}));
-  }
-  r.wo_bias = resolve(Axes({"exp", "activation_embed"}));
-  r.input = resolve(r.input_axes);
-  r.gate_axes = Axes({batch, "activation_norm_length", nullptr});
-  r.gate_logits = resolve(r.gate_axes);
-  if (ctx.setup.deepseek3_routing) r.pre_bias_logits = r.gate_logits;
-  if (c.Bool("shard_exp_on_fsdp")) {
-    // The fixed-calibration qwix rule (init axes) needs quantization, which shardtrace does
-    // not model; unquantized runs take the dsv3 rule.
-    r.w0 = r.w1 = resolve(Axes({"embed_tensor_transpose", nullptr, "mlp_no_fsdp"}));
-    r.wo = resolve(Axes({"embed_tensor_transpose", "mlp_no_fsdp", nullptr}));
-  } else if (c.Bool("use_2d_fsdp_sharding")) {
-    r.w0 = r.w1 = r.wo = resolve(Axes({"embed_tensor_transpose", "mlp_no_fsdp", nullptr}));
-  } else {
-    r.w0 = r.w1 = resolve(Axes({"exp", "embed_tensor_transpose", "mlp_no_fsdp"}));
-    r.wo = resolve(Axes({"exp", "mlp_no_fsdp", "embed_tensor_transpose"}));
-  }
-  r.output = resolve(Axes({batch, "activation_norm_length", "activation_embed"}));
-  return r;
-}
-
-// The part of `spec` left when `axes` are removed (used for the all-gathered ring batch).
-PartitionSpec Without(const PartitionSpec& spec, const std::vector<std::string>& axes) {
-  std::vector<PartitionSpec::Entry> entries;
-  for (const PartitionSpec::Entry& e : spec.entries()) {
-    PartitionSpec::Entry kept;
-    for (const std::string& a : e)
-      if (std::find(axes.begin(), axes.end(), a) == axes.end()) kept.push_back(a);
-    entries.push_back(kept);
-  }
-  return PartitionSpec(entries);
-}
-
-}  // namespace
-
 PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Value& gate_logits_in,
                         const std::optional<Value>& pre_bias_in, const ExpertKernels& k_in) {
   Tracer& t = ctx.t;
   const MoeSetup& s = ctx.setup;
   const Config& c = ctx.config;
   const auto scope = t.Scope("sparse_matmul");
+  const ShardMapOperands op = EnterSparseShardMap(ctx, inputs_in, gate_logits_in, pre_bias_in, k_in, "wrapper");
+  const RoutedShardings& sh = op.shardings;
   const bool batch_sharded = s.batch_sharded_by_ep;
-  const RoutedShardings sh = GetRoutedMoeShardings(ctx, batch_sharded);
-  t.Note(fmt::format("gmm kernel: {}", s.gmm_kernel));
-  ExpertKernels k = k_in;
-  if (c.Bool("moe_fsdp_use_two_stage_all_gather")) {
-    const auto cond = t.Condition("moe_fsdp_use_two_stage_all_gather");
-    const LogicalAxes wi1 = Axes({"exp_with_fsdp", "embed_tensor_transpose", "mlp"});
-    const LogicalAxes wo1 = Axes({"exp_with_fsdp", "mlp", "embed_tensor_transpose"});
-    k.w0 = t.ShardWithLogical(k.w0, "w0_kernel", "EMH", wi1);
-    k.w1 = t.ShardWithLogical(k.w1, "w1_kernel", "EMH", wi1);
-    k.wo = t.ShardWithLogical(k.wo, "wo_kernel", "EHM", wo1);
-    k.w0 = t.OptimizationBarrier(k.w0);
-    k.w1 = t.OptimizationBarrier(k.w1);
-    k.wo = t.OptimizationBarrier(k.wo);
-    const LogicalAxes wi2 = Axes({"exp_with_fsdp", "embed_tensor_transpose", "mlp_no_fsdp"});
-    const LogicalAxes wo2 = Axes({"exp_with_fsdp", "mlp_no_fsdp", "embed_tensor_transpose"});
-    k.w0 = t.ShardWithLogical(k.w0, "w0_kernel", "EMH", wi2);
-    k.w1 = t.ShardWithLogical(k.w1, "w1_kernel", "EMH", wi2);
-    k.wo = t.ShardWithLogical(k.wo, "wo_kernel", "EHM", wo2);
-  }
-  Value inputs = t.ShardWithLogical(inputs_in, "inputs", "BSM", sh.input_axes);
-  Value gate_logits = t.ShardWithLogical(gate_logits_in, "gate_logits", "BSE", sh.gate_axes);
-  std::optional<Value> pre_bias = pre_bias_in;
-  if (pre_bias && s.deepseek3_routing) pre_bias = t.ShardWithLogical(*pre_bias, "pre_bias_logits", "BSE", sh.gate_axes);
-  k.w0 = t.ShardWithPspec(k.w0, "w0_kernel", "EMH", sh.w0);
-  k.w1 = t.ShardWithPspec(k.w1, "w1_kernel", "EMH", sh.w1);
-  k.wo = t.ShardWithPspec(k.wo, "wo_kernel", "EHM", sh.wo);
-  if (k.w0_bias) {
-    k.w0_bias = t.ShardWithPspec(*k.w0_bias, "w0_bias", "EH", sh.w0_bias);
-    k.w1_bias = t.ShardWithPspec(*k.w1_bias, "w1_bias", "EH", sh.w1_bias);
-    k.wo_bias = t.ShardWithPspec(*k.wo_bias, "wo_bias", "EM", sh.wo_bias);
-  }
-
-  // ---- shard_map(wrapper) ----
   const auto wrapper_scope = t.Scope("wrapper");
-  Value x = t.ShardMapIn(inputs, "x", "BSM", sh.input);
-  Value logits = t.ShardMapIn(gate_logits, "logits", "BSE", sh.gate_logits);
-  std::optional<Value> pre;
-  if (pre_bias && sh.pre_bias_logits) pre = t.ShardMapIn(*pre_bias, "pre_bias_logits", "BSE", *sh.pre_bias_logits);
-  Value w0 = t.ShardMapIn(k.w0, "w0", "EMH", sh.w0);
-  Value w1 = t.ShardMapIn(k.w1, "w1", "EMH", sh.w1);
-  Value wo = t.ShardMapIn(k.wo, "wo", "EHM", sh.wo);
-  std::optional<Value> w0_bias, w1_bias, wo_bias;
-  if (k.w0_bias) {
-    w0_bias = t.ShardMapIn(*k.w0_bias, "w0_bias", "EH", sh.w0_bias);
-    w1_bias = t.ShardMapIn(*k.w1_bias, "w1_bias", "EH", sh.w1_bias);
-    wo_bias = t.ShardMapIn(*k.wo_bias, "wo_bias", "EM", sh.wo_bias);
-  }
+  Value x = op.x, logits = op.logits;
+  std::optional<Value> pre = op.pre_bias_logits;
+  const Value &w0 = op.w0, &w1 = op.w1, &wo = op.wo;
+  std::optional<Value> w0_bias = op.w0_bias, w1_bias = op.w1_bias, wo_bias = op.wo_bias;
   const int64_t batch_size = x.dim(0), sequence_length = x.dim(1);
-  t.EnterShardMapBody();
   const int64_t ep = s.ep;
   const std::vector<std::string>& ep_axes = s.expert_axes;
   const Value expert_shard_id = ep > 1 ? t.AxisIndex(ep_axes, {"expert_shard_id", ""})
@@ -153,7 +43,7 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
     x = t.AllGather(x, ep_axes, 0, true, {"x", "BSM"});
     logits = t.AllGather(logits, ep_axes, 0, true, {"logits", "BSE"});
     if (pre) pre = t.AllGather(*pre, ep_axes, 0, true, {"pre_bias_logits", "BSE"});
-    routed_batch_spec = Without(sh.gate_logits, ep_axes);
+    routed_batch_spec = WithoutAxes(sh.gate_logits, ep_axes);
     const Value roll = t.Apply({"mul", "", {{"expr", "num_experts_per_shard * expert_shard_id"}}}, {&expert_shard_id},
                                {"roll_to_expert_id", ""}, [&](const Args& a) {
                                  return Mul(*a[0], Scalar(static_cast<float>(local_expert_size), DType::kInt32));
@@ -322,19 +212,7 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
     }
     output = Unpermute(ctx, intermediate_output, perm.sorted_selected_experts, perm.weights, batch_size, sequence_length);
   }
-  // Routing captured as global arrays for golden checks.
-  ctx.Capture("top_k_indices", t.Assemble(perm.top_k_indices, routed_batch_spec));
-  ctx.Capture("top_k_weights", t.Assemble(perm.weights, routed_batch_spec));
-  if (t.numeric()) {
-    const Array indices = t.Assemble(perm.top_k_indices, routed_batch_spec);
-    ctx.Capture("group_sizes", Bincount(Reshape(indices, {indices.size()}), s.num_experts));
-  }
-  t.ExitShardMapBody();
-  PathOutput result;
-  result.output = t.ShardMapOut(output, "output", "BSM", sh.output);
-  if (perm.lb_loss) result.lb_loss = t.ShardMapOut(*perm.lb_loss, "lb_loss", "", PartitionSpec());
-  if (perm.bias_updates) result.bias_updates = t.ShardMapOut(*perm.bias_updates, "bias_updates", "E", PartitionSpec());
-  return result;
+  return ExitSparseShardMap(ctx, sh, output, perm, routed_batch_spec);
 }
 
 }  // namespace shardtrace
