@@ -129,3 +129,44 @@ TEST_CASE("gpt_oss with mlp_bias agrees between dense dropless and sparse EP 2",
 }
 
 }  // namespace shardtrace
+
+namespace shardtrace {
+
+TEST_CASE("The refactored route/dispatch/gmm pipeline, chunked or not, equals the seed wrapper", "[paths][pipeline]") {
+  const auto base = SmallMoe("mixtral");
+  struct Case {
+    std::vector<std::string> mesh;
+    int64_t devices;
+    int64_t batch;
+  };
+  const std::vector<Case> meshes = {
+      {{"ici_fsdp_parallelism=1"}, 1, kBatch},
+      {{"ici_fsdp_parallelism=2"}, 2, kBatch},
+      {{"ici_fsdp_parallelism=2", "ici_expert_parallelism=2"}, 4, kBatch},
+      {{"ici_fsdp_parallelism=-1", "ici_expert_parallelism=4", "ici_tensor_parallelism=2"}, 8, kBatch},
+      {{"ici_fsdp_parallelism=2", "ici_expert_parallelism=2", "use_ring_of_experts=true"}, 4, kBatch},
+      {{"ici_fsdp_parallelism=1", "ici_expert_parallelism=2"}, 2, 1},
+  };
+  for (const Case& m : meshes) {
+    auto seed_args = base;
+    seed_args.insert(seed_args.end(), m.mesh.begin(), m.mesh.end());
+    const BlockRun seed = Run(seed_args, m.devices, m.batch);
+    for (const int chunks : {1, 2, 4}) {
+      INFO(fmt::format("{} on {} devices, num_moe_emb_chunks={}", fmt::join(m.mesh, " "), m.devices, chunks));
+      auto args = seed_args;
+      args.push_back(fmt::format("num_moe_emb_chunks={}", chunks));
+      const BlockRun pipeline = Run(args, m.devices, m.batch);
+      CHECK(pipeline.trace.path.find("pipeline") != std::string::npos);
+      CHECK(MaxDiff(seed.captures.at("output"), pipeline.captures.at("output")) < 1e-5);
+      CHECK(MaxDiff(seed.captures.at("lb_loss"), pipeline.captures.at("lb_loss")) < 1e-6);
+      int gathers = 0;
+      for (const OpRecord& op : pipeline.trace.ops)
+        gathers += op.kind == "all_gather" && pipeline.trace.tensors[op.outputs[0]].name == "w0_chunk";
+      // One all-gather of wi_0 per chunk when fsdp shards the embedding.
+      const bool fsdp = pipeline.trace.mesh.find("'fsdp'") != std::string::npos;
+      CHECK(gathers == (chunks > 1 && fsdp ? chunks : 0));
+    }
+  }
+}
+
+}  // namespace shardtrace

@@ -35,7 +35,8 @@ const std::vector<std::string>& GoldenExpectedNames() {
 
 ArrayCheck CompareArrays(const std::string& name, const Array& actual, const Array& expected, double atol,
                          double rtol) {
-  ArrayCheck c{name};
+  ArrayCheck c;
+  c.name = name;
   if (actual.shape != expected.shape) {
     c.status = ArrayCheck::Status::kFail;
     c.detail = fmt::format("shape {} but expected {}", ShapeToString(actual.shape), ShapeToString(expected.shape));

@@ -1,8 +1,9 @@
 // Mesh: the named device mesh MaxText builds from `mesh_axes` and the ici_*/dcn_*
 // parallelism keys (maxtext_utils.create_device_mesh). Axis order is mesh_axes order; each
 // axis size is ici x dcn. Devices are numbered row-major over that shape (last axis
-// fastest), as create_device_mesh reshapes jax.devices() on CPU/GPU, with the DCN (slice)
-// index as the major factor of each axis on multi-slice meshes. Printed XLA-style:
+// fastest), as create_device_mesh reshapes jax.devices() on CPU/GPU. On multi-slice meshes
+// create_hybrid_device_mesh places physical devices differently; that only relabels
+// devices and changes no sharding, so shardtrace keeps the row-major numbering. Printed XLA-style:
 // mesh['fsdp'=4, 'expert'=2] (axes of size 1 omitted; ToFullString lists all).
 #pragma once
 

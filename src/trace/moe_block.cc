@@ -6,6 +6,7 @@
 #include "trace/mlp_block.h"
 #include "trace/routing.h"
 #include "trace/sparse_matmul.h"
+#include "trace/sparse_pipeline.h"
 #include "trace/traced_ops.h"
 #include "util/error.h"
 
@@ -95,6 +96,8 @@ PathOutput RoutedMoE(const MoeContext& ctx, const Value& inputs_in, const MoePar
     case MoePath::kFusedVllm:
       Fail("attention=vllm_rpa: the fused tpu_inference MoE kernel is not simulated; unset attention");
     case MoePath::kSparse:
+      if (config.Int("num_moe_emb_chunks") > 0)
+        return SparsePipeline(ctx, inputs, gate.gate_logits, gate.pre_bias_logits, k);
       return SparseMatmul(ctx, inputs, gate.gate_logits, gate.pre_bias_logits, k);
     case MoePath::kDenseDropless:
     case MoePath::kDenseDropping:

@@ -23,7 +23,10 @@ std::string MoeSetup::PathLabel() const {
   std::string variant = ring_of_experts ? "ring_of_experts"
                         : ep > 1        ? (batch_sharded_by_ep ? "ragged_all_to_all" : "ragged_all_to_all, batch replicated")
                                         : "no expert parallelism";
-  return fmt::format("sparse_matmul/{} (EP={}, TP={}, {})", variant, ep, tp, gmm_kernel);
+  const std::string pipeline =
+      emb_chunks > 0 ? fmt::format(", route/dispatch/gmm pipeline, {} emb chunk{}", emb_chunks, emb_chunks == 1 ? "" : "s")
+                     : "";
+  return fmt::format("sparse_matmul/{} (EP={}, TP={}, {}{})", variant, ep, tp, gmm_kernel, pipeline);
 }
 
 MoeSetup MakeMoeSetup(const Config& config, const Mesh& mesh) {
@@ -68,6 +71,7 @@ MoeSetup MakeMoeSetup(const Config& config, const Mesh& mesh) {
   s.deepseek3_routing = s.model_name.rfind("deepseek3", 0) == 0;
   s.inference = config.Str("model_call_mode") == "inference";
   s.capacity_factor = config.Float("capacity_factor");
+  s.emb_chunks = config.Int("num_moe_emb_chunks");
 
   if (config.Str("attention") == "vllm_rpa") {
     s.path = MoePath::kFusedVllm;

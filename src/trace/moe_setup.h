@@ -57,6 +57,7 @@ struct MoeSetup {
   std::string decoder_block;
   std::string model_name;
   double capacity_factor = -1;
+  int64_t emb_chunks = 0;  // num_moe_emb_chunks: > 0 selects the refactored pipeline
   std::vector<std::string> notes;  // unsupported-in-simulation remarks
 
   // Short label, e.g. "sparse_matmul/ragged_all_to_all (EP=4, megablox)".

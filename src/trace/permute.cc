@@ -241,4 +241,38 @@ Value TransformBias(const MoeContext& ctx, const Value& expert_ids, const Value&
                      });
 }
 
+Value MaskRowsPastGroups(const MoeContext& ctx, const Value& rows, const Value& group_sizes, const std::string& name) {
+  const std::string dims = ctx.t.trace().tensors[rows.tensor].dims;
+  return ctx.t.Apply({"where", "", {{"expr", "arange(rows) < sum(group_sizes) ? rows : 0"}}}, {&rows, &group_sizes},
+                     {name, dims}, [](const Args& a) {
+                       if (!a[0]->numeric()) return *a[0];
+                       Array out = *a[0];
+                       float kept = 0;
+                       for (const float g : a[1]->values()) kept += g;
+                       const int64_t row = out.shape[1];
+                       const int64_t first = std::min<int64_t>(static_cast<int64_t>(kept), out.shape[0]);
+                       std::fill(out.mutable_values().begin() + first * row, out.mutable_values().end(), 0.0f);
+                       return out;
+                     });
+}
+
+void AddGroupSizeFacts(const MoeContext& ctx, const Value& group_sizes) {
+  if (!ctx.t.numeric()) return;
+  std::vector<double> sizes;
+  double max_rows = 0, total_rows = 0;
+  for (const Array& g : group_sizes.shards) {
+    double rows = 0;
+    for (const float v : g.values()) {
+      sizes.push_back(v);
+      rows += v;
+    }
+    max_rows = std::max(max_rows, rows);
+    total_rows += rows;
+  }
+  const int64_t devices = static_cast<int64_t>(group_sizes.shards.size());
+  ctx.t.AddFact({"group_sizes [device, local expert]", "", {devices, group_sizes.dim(0)}, sizes, "rows each gmm group gets"});
+  const double mean = total_rows / static_cast<double>(devices);
+  ctx.t.AddFact({"load imbalance (max/mean rows per device)", "", {}, {mean > 0 ? max_rows / mean : 0.0}, ""});
+}
+
 }  // namespace shardtrace

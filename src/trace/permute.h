@@ -67,4 +67,12 @@ Value Gmm(const MoeContext& ctx, const Value& inputs, const Value& kernel, const
 // transform_bias: each row's bias, bias[expert_ids] (indices clamped as jnp indexing does).
 Value TransformBias(const MoeContext& ctx, const Value& expert_ids, const Value& bias, const std::string& name);
 
+// Ring of experts: rows at or past sum(group_sizes) (tokens routed to other shards'
+// experts) set to zero.
+Value MaskRowsPastGroups(const MoeContext& ctx, const Value& rows, const Value& group_sizes, const std::string& name);
+
+// Numeric facts about the local expert groups: rows per device and local expert, and the
+// load imbalance across devices (max/mean rows).
+void AddGroupSizeFacts(const MoeContext& ctx, const Value& group_sizes);
+
 }  // namespace shardtrace

@@ -50,17 +50,7 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
                                });
     perm = Permute(ctx, x, logits, pre, roll);
     group_sizes = tr::Slice(t, perm.group_size, 0, 0, local_expert_size, {"group_sizes", "E"});
-    x = t.Apply({"where", "", {{"expr", "arange(rows) < sum(group_sizes) ? x : 0"}}}, {&perm.sorted_inputs, &group_sizes},
-                {"x", "RM"}, [](const Args& a) {
-                  if (!a[0]->numeric()) return *a[0];
-                  Array out = *a[0];
-                  float kept = 0;
-                  for (const float g : a[1]->values()) kept += g;
-                  const int64_t row = out.shape[1];
-                  for (int64_t i = static_cast<int64_t>(kept); i < out.shape[0]; ++i)
-                    std::fill(out.mutable_values().begin() + i * row, out.mutable_values().begin() + (i + 1) * row, 0.0f);
-                  return out;
-                });
+    x = MaskRowsPastGroups(ctx, perm.sorted_inputs, group_sizes, "x");
     selected_experts = perm.sorted_experts;
   } else {
     perm = Permute(ctx, x, logits, pre, std::nullopt);
@@ -114,24 +104,7 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
       }
     }
   }
-  if (t.numeric()) {
-    // Per device: rows each local expert processes, and the imbalance across devices.
-    std::vector<double> sizes;
-    double max_rows = 0, total_rows = 0;
-    for (const Array& g : group_sizes.shards) {
-      double rows = 0;
-      for (const float v : g.values()) {
-        sizes.push_back(v);
-        rows += v;
-      }
-      max_rows = std::max(max_rows, rows);
-      total_rows += rows;
-    }
-    const int64_t devices = static_cast<int64_t>(group_sizes.shards.size());
-    t.AddFact({"group_sizes [device, local expert]", "", {devices, group_sizes.dim(0)}, sizes, "rows each gmm group gets"});
-    const double mean = total_rows / static_cast<double>(devices);
-    t.AddFact({"load imbalance (max/mean rows per device)", "", {}, {mean > 0 ? max_rows / mean : 0.0}, ""});
-  }
+  AddGroupSizeFacts(ctx, group_sizes);
   if (c.Bool("mlp_bias")) {
     const auto cond = t.Condition("mlp_bias");
     w0_bias = TransformBias(ctx, selected_experts, *w0_bias, "w0_bias");
@@ -173,18 +146,7 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
   Value output;
   if (s.ring_of_experts) {
     const auto cond = t.Condition("use_ring_of_experts");
-    intermediate_output = t.Apply({"where", "", {{"expr", "arange(rows) < sum(group_sizes) ? out : 0"}}},
-                                  {&intermediate_output, &group_sizes}, {"intermediate_output", "RM"},
-                                  [](const Args& a) {
-                                    if (!a[0]->numeric()) return *a[0];
-                                    Array out = *a[0];
-                                    float kept = 0;
-                                    for (const float g : a[1]->values()) kept += g;
-                                    const int64_t row = out.shape[1];
-                                    std::fill(out.mutable_values().begin() + static_cast<int64_t>(kept) * row,
-                                              out.mutable_values().end(), 0.0f);
-                                    return out;
-                                  });
+    intermediate_output = MaskRowsPastGroups(ctx, intermediate_output, group_sizes, "intermediate_output");
     output = Unpermute(ctx, intermediate_output, perm.sorted_selected_experts, perm.weights, batch_size, sequence_length);
     output = tr::Reshape(t, output, {-1, sequence_length, s.emb / s.tp}, {"output", "BSM"});
     output = t.PsumScatter(output, ep_axes, 0, true, {"output", "BSM"});
