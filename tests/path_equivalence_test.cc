@@ -170,3 +170,24 @@ TEST_CASE("The refactored route/dispatch/gmm pipeline, chunked or not, equals th
 }
 
 }  // namespace shardtrace
+
+namespace shardtrace {
+
+TEST_CASE("The masked-loop reference equals dense dropless with plain top-k routing", "[paths]") {
+  for (const std::string& decoder : {std::string("mixtral"), std::string("gpt_oss")}) {
+    INFO(decoder);
+    auto base = SmallMoe(decoder);
+    if (decoder == "gpt_oss") base.insert(base.end(), {"mlp_bias=true", "mlp_activations=[sigmoid,linear]"});
+    base.insert(base.end(), {"sparse_matmul=false", "capacity_factor=-1"});
+    base.push_back(fmt::format("per_device_batch_size={}", kBatch));
+    const RunInputs in = LoadRunInputs(base, 1);
+    const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
+    const MoeParams params = MakeParams(setup, 2, true, 11);
+    const BlockRun dense = RunBlock(in.config, in.mesh, setup, params, Block::kMoe, true);
+    const BlockRun loop = RunBlock(in.config, in.mesh, setup, params, Block::kMoe, true, /*masked_loop=*/true);
+    CHECK(loop.trace.path.rfind("masked_loop", 0) == 0);
+    CHECK(MaxDiff(dense.captures.at("output"), loop.captures.at("output")) < 1e-5);
+  }
+}
+
+}  // namespace shardtrace

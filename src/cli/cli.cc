@@ -59,6 +59,10 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   trace_cmd->add_option("--block", trace_options.block, "moe (routed experts), mlp (dense MlpBlock), shared (shared-expert MlpBlock)")
       ->check(CLI::IsMember({"moe", "mlp", "shared"}))
       ->capture_default_str();
+  trace_cmd->add_option("--path", trace_options.path,
+                        "auto: the path RoutedMoE selects from the config; masked_loop: the loop-over-experts reference")
+      ->check(CLI::IsMember({"auto", "masked_loop"}))
+      ->capture_default_str();
   trace_cmd->add_flag("--numeric", trace_options.numeric, "run with real numbers on simulated devices");
   trace_cmd->add_option("--seed", trace_options.seed, "seed of the deterministic weights and inputs (--numeric)");
   trace_cmd->add_option("--golden", trace_options.golden, "take inputs and weights from a golden case directory (implies --numeric)");

@@ -31,6 +31,7 @@ struct TraceOptions {
   bool numeric = false;
   uint64_t seed = 0;
   std::string golden;  // a golden case directory to take inputs and weights from
+  std::string path = "auto";  // auto (what RoutedMoE selects) | masked_loop
 };
 
 struct CheckCommandOptions {

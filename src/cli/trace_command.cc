@@ -28,7 +28,8 @@ void RunTraceCommand(const TraceOptions& options, std::ostream& out) {
     const std::string npz = options.golden + "/tensors.npz";
     params = ParamsFromArrays(setup, n_act, ReadNpz(npz), npz, in.config.Bool("routed_bias"), in.config.Bool("mlp_bias"));
   }
-  const BlockRun run = RunBlock(in.config, in.mesh, setup, params, ParseBlock(options.block), numeric);
+  const BlockRun run = RunBlock(in.config, in.mesh, setup, params, ParseBlock(options.block), numeric,
+                                options.path == "masked_loop");
   WriteOutput(common, common.format == "json" ? TraceToJson(run.trace) : TraceToTable(run.trace), out);
 }
 

@@ -3,6 +3,7 @@
 #include "config/config.h"
 #include "shard/mesh.h"
 #include "trace/dense_matmul.h"
+#include "trace/masked_loop.h"
 #include "trace/mlp_block.h"
 #include "trace/routing.h"
 #include "trace/sparse_matmul.h"
@@ -28,7 +29,8 @@ bool UsesSharedExperts(const MoeSetup& s) {
 
 namespace {
 
-PathOutput RoutedMoE(const MoeContext& ctx, const Value& inputs_in, const MoeParams& p, bool shared_wrapper) {
+PathOutput RoutedMoE(const MoeContext& ctx, const Value& inputs_in, const MoeParams& p, bool shared_wrapper,
+                     bool masked_loop) {
   Tracer& t = ctx.t;
   const MoeSetup& s = ctx.setup;
   const Config& config = ctx.config;
@@ -92,6 +94,7 @@ PathOutput RoutedMoE(const MoeContext& ctx, const Value& inputs_in, const MoePar
     k.w1_bias = tr::Cast(t, *wi_1_bias, s.dtype, {"w1_bias", "EH"});
     k.wo_bias = tr::Cast(t, *wo_bias, s.dtype, {"wo_bias", "EM"});
   }
+  if (masked_loop) return MaskedLoop(ctx, inputs, gate.gate_logits, gate.pre_bias_logits, k);
   switch (s.path) {
     case MoePath::kFusedVllm:
       Fail("attention=vllm_rpa: the fused tpu_inference MoE kernel is not simulated; unset attention");
@@ -109,7 +112,7 @@ PathOutput RoutedMoE(const MoeContext& ctx, const Value& inputs_in, const MoePar
 }  // namespace
 
 BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup, const MoeParams& params,
-                  Block block, bool numeric) {
+                  Block block, bool numeric, bool masked_loop) {
   Tracer t(mesh, config.logical_axis_rules(), numeric);
   BlockRun run;
   MoeContext ctx{config, setup, t, run.captures};
@@ -135,11 +138,12 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
       Fail("num_experts={}: the model has no MoE layers (model_name={}); set num_experts or use --block mlp",
            setup.num_experts, setup.model_name);
     t.trace().block = "moe";
-    t.trace().path = setup.PathLabel();
+    t.trace().path = masked_loop ? "masked_loop (reference: every expert on every token, masked by top-k)"
+                                 : setup.PathLabel();
     for (const std::string& r : setup.path_reasons) t.Note("path: " + r);
     const auto scope = t.Scope(shared ? "RoutedAndSharedMoE" : "");
     const Value inputs = t.Input({"inputs", "BSM"}, params.inputs);
-    PathOutput routed = RoutedMoE(ctx, inputs, params, shared);
+    PathOutput routed = RoutedMoE(ctx, inputs, params, shared, masked_loop);
     Value output = routed.output;
     if (shared) {
       const Value shared_out = MlpBlock(t, config, inputs, *params.shared, "shared_experts");

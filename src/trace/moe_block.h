@@ -28,8 +28,10 @@ struct BlockRun {
 // True when the decoder wraps the routed experts in RoutedAndSharedMoE.
 bool UsesSharedExperts(const MoeSetup& setup);
 
+// `masked_loop`: run the masked-loop reference (trace/masked_loop.h) instead of the path
+// RoutedMoE.__call__ would select.
 BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup, const MoeParams& params,
-                  Block block, bool numeric);
+                  Block block, bool numeric, bool masked_loop = false);
 
 // input_shardings.json entries of the model's blocks in MaxText's order: a dense MlpBlock
 // (when the model has dense layers), the MoE block, then its shared experts.
