@@ -191,3 +191,87 @@ TEST_CASE("The masked-loop reference equals dense dropless with plain top-k rout
 }
 
 }  // namespace shardtrace
+
+namespace shardtrace {
+
+TEST_CASE("Routing variants agree between dense dropless and sparse expert parallelism", "[paths][routing]") {
+  struct Variant {
+    std::string name;
+    std::vector<std::string> overrides;
+  };
+  const std::vector<Variant> variants = {
+      {"llama4 (sigmoid-scaled inputs, unit combine weights, K=1)",
+       {"decoder_block=llama4", "num_experts_per_tok=1"}},
+      {"gemma4 (softmax over all experts at the top-k)", {"decoder_block=gemma4", "base_mlp_dim=24"}},
+      {"qwen3 norm_topk_prob", {"decoder_block=qwen3_moe", "norm_topk_prob=true"}},
+      {"deepseek3 grouped routing", {"decoder_block=deepseek", "model_name=deepseek3-tiny", "override_model_config=true",
+                                     "routed_score_func=sigmoid", "routed_bias=true", "n_routing_groups=4",
+                                     "topk_routing_group=2", "base_emb_dim=16", "base_mlp_dim=24",
+                                     "base_moe_mlp_dim=24", "num_experts=8", "num_experts_per_tok=2",
+                                     "shared_experts=1", "first_num_dense_layers=0"}},
+      {"float32 gate logits and activations", {"float32_gate_logits=true", "activations_in_float32=true"}},
+  };
+  for (const Variant& v : variants) {
+    INFO(v.name);
+    auto base = SmallMoe("mixtral");
+    base.insert(base.end(), v.overrides.begin(), v.overrides.end());
+    const BlockRun dense = Run(With(base, {"sparse_matmul=false", "capacity_factor=-1"}), 1);
+    const BlockRun sparse = Run(With(base, {"ici_expert_parallelism=2", "ici_fsdp_parallelism=2"}), 4);
+    CHECK(MaxDiff(dense.captures.at("output"), sparse.captures.at("output")) < 1e-5);
+    CHECK(MaxDiff(dense.captures.at("top_k_weights"), sparse.captures.at("top_k_weights")) < 1e-6);
+  }
+}
+
+TEST_CASE("Weight-sharding variants of sparse_matmul compute the same output", "[paths]") {
+  const auto base = SmallMoe("mixtral");
+  const BlockRun reference = Run(base, 1);
+  for (const std::vector<std::string>& v : std::vector<std::vector<std::string>>{
+           {"shard_exp_on_fsdp=true", "ici_fsdp_parallelism=4"},
+           {"use_2d_fsdp_sharding=true", "ici_fsdp_parallelism=4"},
+           {"moe_fsdp_use_two_stage_all_gather=true", "ici_fsdp_parallelism=2", "ici_fsdp_transpose_parallelism=2"},
+           {"ici_tensor_transpose_parallelism=2", "ici_fsdp_parallelism=2"},
+       }) {
+    INFO(fmt::format("{}", fmt::join(v, " ")));
+    auto args = base;
+    args.insert(args.end(), v.begin(), v.end());
+    const BlockRun variant = Run(args, 4);
+    CHECK(MaxDiff(reference.captures.at("output"), variant.captures.at("output")) < 1e-5);
+  }
+}
+
+TEST_CASE("tensor_transpose with expert parallelism fails where the seed's moe.py fails", "[paths]") {
+  // moe.py sizes the reverse all-to-all buffer by M/TP (tensor only) while wo's output is
+  // split by tensor_transpose: the seed's ragged_all_to_all gets mismatched shapes.
+  auto args = SmallMoe("mixtral");
+  args.insert(args.end(), {"ici_tensor_transpose_parallelism=2", "ici_expert_parallelism=2"});
+  CHECK_THROWS_WITH(Run(args, 4), Catch::Contains("ragged_all_to_all") && Catch::Contains("differ past dim 0"));
+}
+
+TEST_CASE("A ragged buffer too small for the routed rows is reported as dropped rows", "[paths]") {
+  auto base = SmallMoe("mixtral");
+  base.insert(base.end(), {"ici_expert_parallelism=4", "ici_fsdp_parallelism=1", "ragged_buffer_factor=0.5"});
+  const BlockRun run = Run(base, 4);
+  bool dropped = false;
+  for (const Fact& f : run.trace.facts)
+    if (f.name.find("rows dropped") != std::string::npos) {
+      dropped = true;
+      double total = 0;
+      for (const double x : f.values) total += x;
+      CHECK(total > 0);
+    }
+  CHECK(dropped);
+  const BlockRun reference = Run(SmallMoe("mixtral"), 1);
+  CHECK(MaxDiff(reference.captures.at("output"), run.captures.at("output")) > 1e-3);
+}
+
+TEST_CASE("Inference-mode dense dropping gives the same output for 1 and 2 context groups", "[paths]") {
+  auto base = SmallMoe("mixtral");
+  base.insert(base.end(), {"sparse_matmul=false", "capacity_factor=16", "model_call_mode=inference"});
+  const BlockRun one = Run(base, 1);
+  const BlockRun two = Run(With(base, {"ici_context_autoregressive_parallelism=2", "ici_fsdp_parallelism=1"}), 2);
+  CHECK(two.trace.FindLast("dispatch_mask")->shape.size() == 5);
+  CHECK(two.trace.FindLast("dispatch_mask")->shape[1] == 2);  // N = 2 context groups
+  CHECK(MaxDiff(one.captures.at("output"), two.captures.at("output")) < 1e-5);
+}
+
+}  // namespace shardtrace

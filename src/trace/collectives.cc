@@ -206,7 +206,8 @@ Value Tracer::RaggedAllToAll(const Value& operand, const Value& output, const Va
   } else {
     for (int64_t d = 0; d < devices; ++d) v.shards.push_back(output.shards[output.shards.size() == 1 ? 0 : d]);
     const int64_t capacity = output.shape()[0];
-    std::vector<double> matrix(devices * n, 0.0), dropped(devices, 0.0), mismatched(devices, 0.0);
+    std::vector<double> matrix(devices * n, 0.0), dropped(devices, 0.0), mismatched(devices, 0.0),
+        unsent(devices, 0.0);
     for (int64_t src = 0; src < devices; ++src) {
       const std::vector<int64_t> group = mesh_.Group(src, axes);
       const int64_t self = mesh_.AxisIndex(src, axes);
@@ -215,15 +216,18 @@ Value Tracer::RaggedAllToAll(const Value& operand, const Value& output, const Va
         const auto in_off = static_cast<int64_t>(input_offsets.shards[src].values()[j]);
         const auto count = static_cast<int64_t>(send_sizes.shards[src].values()[j]);
         const auto out_off = static_cast<int64_t>(output_offsets.shards[src].values()[j]);
-        if (in_off < 0 || count < 0 || in_off + count > operand.shape()[0])
-          Fail("ragged_all_to_all of '{}': device {} sends rows [{}, {}) to peer {} but holds {} rows",
-               name, src, in_off, in_off + count, j, operand.shape()[0]);
+        if (in_off < 0 || count < 0 || out_off < 0)
+          Fail("ragged_all_to_all of '{}': device {} has a negative offset or size for peer {}", name, src, j);
         const int64_t dst = group[j];
-        const int64_t fits = std::clamp<int64_t>(capacity - out_off, 0, count);
+        // Rows past the sender's operand were never received (an earlier buffer overflowed);
+        // rows past the receiver's buffer do not fit. Both are dropped and reported.
+        const int64_t available = std::clamp<int64_t>(operand.shape()[0] - in_off, 0, count);
+        const int64_t fits = std::clamp<int64_t>(capacity - out_off, 0, available);
         std::vector<float>& target = v.shards[dst].mutable_values();
         std::copy(in.begin() + in_off * row, in.begin() + (in_off + fits) * row,
                   target.begin() + out_off * row);
         dropped[dst] += static_cast<double>(count - fits);
+        if (count > available) unsent[src] += static_cast<double>(count - available);
         matrix[src * n + j] = static_cast<double>(count);
         if (j != self) {
           sent[src] += count * row_bytes;
@@ -241,6 +245,11 @@ Value Tracer::RaggedAllToAll(const Value& operand, const Value& output, const Va
     if (total_dropped > 0)
       AddFact({out.name + ": rows dropped (buffer full) per receiving device", "", {devices}, dropped,
                fmt::format("{} rows did not fit the receive buffer of {} rows", total_dropped, capacity)});
+    double total_unsent = 0;
+    for (const double x : unsent) total_unsent += x;
+    if (total_unsent > 0)
+      AddFact({out.name + ": rows missing at the sender per device", "", {devices}, unsent,
+               "send_sizes reach past the operand: rows an earlier full buffer dropped"});
     double total_mismatch = 0;
     for (const double x : mismatched) total_mismatch += x;
     if (total_mismatch > 0)

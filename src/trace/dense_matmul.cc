@@ -101,7 +101,6 @@ Masks GenerateMasks(const MoeContext& ctx, const Value& top_k_indices, const Val
     std::vector<double> dropped(e);
     double total = 0;
     for (int64_t i = 0; i < e; ++i) total += dropped[i] = routed[i] - kept[i];
-    ctx.t.AddFact({"tokens per expert", "", {e}, routed, "routed (token, k) choices over the whole batch"});
     ctx.t.AddFact({"tokens dropped per expert", "", {e}, dropped,
                    fmt::format("{} of {} choices dropped by capacity {}", total, m.size() / e, c)});
   }

@@ -150,6 +150,13 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
       output = tr::Binary(t, "add", routed.output, shared_out, {"output", "BSM"});
     }
     ctx.Capture("output", output.array());
+    const auto indices = run.captures.find("top_k_indices");
+    if (indices != run.captures.end()) {
+      // Every path reports the routing load: (token, k) choices per expert, whole batch.
+      const Array counts = Bincount(Reshape(indices->second, {indices->second.size()}), setup.num_experts);
+      t.AddFact({"tokens per expert (routed choices, whole batch)", "RoutedMoE", {setup.num_experts},
+                 std::vector<double>(counts.values().begin(), counts.values().end()), ""});
+    }
     if (routed.lb_loss) ctx.Capture("lb_loss", routed.lb_loss->array());
     if (routed.bias_updates) ctx.Capture("bias_updates", routed.bias_updates->array());
   }
