@@ -32,56 +32,70 @@ struct TableRow {
 // 2.4 Resolved specs before size-1 removal (mesh-independent): 50 rows
 constexpr TableRow kSection24[] = {
     {"('exp', 'embed_moe', 'mlp_moe')",
-     "('expert', ('fsdp', 'tensor_transpose', 'context'), ('fsdp_transpose', 'tensor', 'tensor_sequence', 'autoregressive'))",
-     "('expert', ('fsdp', 'context', 'context_usp_ulysses'), ('fsdp_transpose', 'tensor', 'tensor_sequence', 'autoregressive'))"},
+     "('expert', ('fsdp', 'tensor_transpose', 'context'), ('fsdp_transpose', 'tensor', "
+     "'tensor_sequence', 'autoregressive'))",
+     "('expert', ('fsdp', 'context', 'context_usp_ulysses'), ('fsdp_transpose', 'tensor', "
+     "'tensor_sequence', 'autoregressive'))"},
     {"('exp', 'mlp_moe', 'embed_moe')",
-     "('expert', ('fsdp_transpose', 'tensor', 'tensor_sequence', 'autoregressive'), ('fsdp', 'tensor_transpose', 'context'))",
-     "('expert', ('fsdp_transpose', 'tensor', 'tensor_sequence', 'autoregressive'), ('fsdp', 'context', 'context_usp_ulysses'))"},
+     "('expert', ('fsdp_transpose', 'tensor', 'tensor_sequence', 'autoregressive'), ('fsdp', "
+     "'tensor_transpose', 'context'))",
+     "('expert', ('fsdp_transpose', 'tensor', 'tensor_sequence', 'autoregressive'), ('fsdp', "
+     "'context', 'context_usp_ulysses'))"},
     {"('embed_moe', None, 'mlp_moe')",
-     "(('fsdp', 'tensor_transpose', 'context'), None, ('fsdp_transpose', 'tensor', 'tensor_sequence', 'autoregressive'))",
-     "(('fsdp', 'context', 'context_usp_ulysses'), None, ('fsdp_transpose', 'tensor', 'tensor_sequence', 'autoregressive'))"},
+     "(('fsdp', 'tensor_transpose', 'context'), None, ('fsdp_transpose', 'tensor', "
+     "'tensor_sequence', 'autoregressive'))",
+     "(('fsdp', 'context', 'context_usp_ulysses'), None, ('fsdp_transpose', 'tensor', "
+     "'tensor_sequence', 'autoregressive'))"},
     {"('embed_moe', 'mlp_moe', None)",
-     "(('fsdp', 'tensor_transpose', 'context'), ('fsdp_transpose', 'tensor', 'tensor_sequence', 'autoregressive'), None)",
-     "(('fsdp', 'context', 'context_usp_ulysses'), ('fsdp_transpose', 'tensor', 'tensor_sequence', 'autoregressive'), None)"},
+     "(('fsdp', 'tensor_transpose', 'context'), ('fsdp_transpose', 'tensor', 'tensor_sequence', "
+     "'autoregressive'), None)",
+     "(('fsdp', 'context', 'context_usp_ulysses'), ('fsdp_transpose', 'tensor', 'tensor_sequence', "
+     "'autoregressive'), None)"},
     {"('embed', None)",
      "(('fsdp', 'fsdp_transpose', 'tensor_transpose', 'context', 'expert'), None)",
      "(('fsdp', 'fsdp_transpose', 'context', 'context_usp_ulysses', 'expert'), None)"},
-    {"('embed_moe', None)",
-     "(('fsdp', 'fsdp_transpose', 'tensor_transpose', 'context'), None)",
+    {"('embed_moe', None)", "(('fsdp', 'fsdp_transpose', 'tensor_transpose', 'context'), None)",
      "(('fsdp', 'fsdp_transpose', 'context', 'context_usp_ulysses'), None)"},
-    {"(None,)",
-     "(None)",
-     "same"},
-    {"('exp', 'activation_mlp')",
-     "('expert', ('tensor', 'tensor_transpose', 'tensor_sequence'))",
+    {"(None,)", "(None)", "same"},
+    {"('exp', 'activation_mlp')", "('expert', ('tensor', 'tensor_transpose', 'tensor_sequence'))",
      "('expert', ('tensor', 'tensor_sequence'))"},
-    {"('exp', 'activation_embed')",
-     "('expert', ('tensor', 'tensor_transpose'))",
+    {"('exp', 'activation_embed')", "('expert', ('tensor', 'tensor_transpose'))",
      "('expert', 'tensor')"},
-    {"('exp',)",
-     "('expert')",
-     "same"},
+    {"('exp',)", "('expert')", "same"},
     {"('embed', 'mlp')",
-     "(('fsdp', 'tensor_transpose', 'context', 'expert'), ('fsdp_transpose', 'tensor', 'tensor_sequence', 'autoregressive'))",
-     "(('fsdp', 'context', 'context_usp_ulysses', 'expert'), ('fsdp_transpose', 'tensor', 'tensor_sequence', 'autoregressive'))"},
+     "(('fsdp', 'tensor_transpose', 'context', 'expert'), ('fsdp_transpose', 'tensor', "
+     "'tensor_sequence', 'autoregressive'))",
+     "(('fsdp', 'context', 'context_usp_ulysses', 'expert'), ('fsdp_transpose', 'tensor', "
+     "'tensor_sequence', 'autoregressive'))"},
     {"('mlp', 'embed')",
-     "(('fsdp_transpose', 'tensor', 'tensor_sequence', 'autoregressive'), ('fsdp', 'tensor_transpose', 'context', 'expert'))",
-     "(('fsdp_transpose', 'tensor', 'tensor_sequence', 'autoregressive'), ('fsdp', 'context', 'context_usp_ulysses', 'expert'))"},
+     "(('fsdp_transpose', 'tensor', 'tensor_sequence', 'autoregressive'), ('fsdp', "
+     "'tensor_transpose', 'context', 'expert'))",
+     "(('fsdp_transpose', 'tensor', 'tensor_sequence', 'autoregressive'), ('fsdp', 'context', "
+     "'context_usp_ulysses', 'expert'))"},
     {"('embed', 'num_activations', 'mlp')",
-     "(('fsdp', 'tensor_transpose', 'context', 'expert'), None, ('fsdp_transpose', 'tensor', 'tensor_sequence', 'autoregressive'))",
-     "(('fsdp', 'context', 'context_usp_ulysses', 'expert'), None, ('fsdp_transpose', 'tensor', 'tensor_sequence', 'autoregressive'))"},
+     "(('fsdp', 'tensor_transpose', 'context', 'expert'), None, ('fsdp_transpose', 'tensor', "
+     "'tensor_sequence', 'autoregressive'))",
+     "(('fsdp', 'context', 'context_usp_ulysses', 'expert'), None, ('fsdp_transpose', 'tensor', "
+     "'tensor_sequence', 'autoregressive'))"},
     {"('activation_batch', 'activation_length', 'activation_mlp')",
-     "(('data', 'fsdp', 'fsdp_transpose', 'expert'), 'context', ('tensor', 'tensor_transpose', 'tensor_sequence'))",
-     "(('data', 'fsdp', 'fsdp_transpose', 'expert'), ('context', 'context_usp_ulysses'), ('tensor', 'tensor_sequence'))"},
+     "(('data', 'fsdp', 'fsdp_transpose', 'expert'), 'context', ('tensor', 'tensor_transpose', "
+     "'tensor_sequence'))",
+     "(('data', 'fsdp', 'fsdp_transpose', 'expert'), ('context', 'context_usp_ulysses'), "
+     "('tensor', 'tensor_sequence'))"},
     {"('activation_batch', 'prefill_activation_length', 'activation_mlp')",
-     "(('data', 'fsdp', 'fsdp_transpose', 'expert'), 'context', ('tensor', 'tensor_transpose', 'tensor_sequence'))",
-     "(('data', 'fsdp', 'fsdp_transpose', 'expert'), ('context', 'context_usp_ulysses'), ('tensor', 'tensor_sequence'))"},
+     "(('data', 'fsdp', 'fsdp_transpose', 'expert'), 'context', ('tensor', 'tensor_transpose', "
+     "'tensor_sequence'))",
+     "(('data', 'fsdp', 'fsdp_transpose', 'expert'), ('context', 'context_usp_ulysses'), "
+     "('tensor', 'tensor_sequence'))"},
     {"('activation_batch', 'activation_norm_length', None)",
      "(('data', 'fsdp', 'fsdp_transpose', 'expert'), ('tensor_sequence', 'context'), None)",
-     "(('data', 'fsdp', 'fsdp_transpose', 'expert'), ('tensor_sequence', 'context', 'context_usp_ulysses'), None)"},
+     "(('data', 'fsdp', 'fsdp_transpose', 'expert'), ('tensor_sequence', 'context', "
+     "'context_usp_ulysses'), None)"},
     {"('activation_batch', 'activation_norm_length', 'activation_embed')",
-     "(('data', 'fsdp', 'fsdp_transpose', 'expert'), ('tensor_sequence', 'context'), ('tensor', 'tensor_transpose'))",
-     "(('data', 'fsdp', 'fsdp_transpose', 'expert'), ('tensor_sequence', 'context', 'context_usp_ulysses'), 'tensor')"},
+     "(('data', 'fsdp', 'fsdp_transpose', 'expert'), ('tensor_sequence', 'context'), ('tensor', "
+     "'tensor_transpose'))",
+     "(('data', 'fsdp', 'fsdp_transpose', 'expert'), ('tensor_sequence', 'context', "
+     "'context_usp_ulysses'), 'tensor')"},
     {"('decode_batch_moe', 'activation_norm_length', None)",
      "(None, ('tensor_sequence', 'context'), None)",
      "(None, ('tensor_sequence', 'context', 'context_usp_ulysses'), None)"},
@@ -92,260 +106,183 @@ constexpr TableRow kSection24[] = {
      "('expert', ('tensor', 'tensor_sequence', 'autoregressive'), 'tensor_transpose')",
      "('expert', ('tensor', 'tensor_sequence', 'autoregressive'), None)"},
     {"('exp', None, 'mlp_no_fsdp')",
-     "('expert', None, ('tensor', 'tensor_sequence', 'autoregressive'))",
-     "same"},
+     "('expert', None, ('tensor', 'tensor_sequence', 'autoregressive'))", "same"},
     {"('exp', 'mlp_no_fsdp', None)",
-     "('expert', ('tensor', 'tensor_sequence', 'autoregressive'), None)",
-     "same"},
+     "('expert', ('tensor', 'tensor_sequence', 'autoregressive'), None)", "same"},
     {"('embed_tensor_transpose', None, 'mlp_no_fsdp')",
      "('tensor_transpose', None, ('tensor', 'tensor_sequence', 'autoregressive'))",
      "(None, None, ('tensor', 'tensor_sequence', 'autoregressive'))"},
     {"('embed_tensor_transpose', 'mlp_no_fsdp', None)",
      "('tensor_transpose', ('tensor', 'tensor_sequence', 'autoregressive'), None)",
      "(None, ('tensor', 'tensor_sequence', 'autoregressive'), None)"},
-    {"(None, None, 'mlp_no_fsdp')",
-     "(None, None, ('tensor', 'tensor_sequence', 'autoregressive'))",
+    {"(None, None, 'mlp_no_fsdp')", "(None, None, ('tensor', 'tensor_sequence', 'autoregressive'))",
      "same"},
-    {"(None, 'mlp_no_fsdp', None)",
-     "(None, ('tensor', 'tensor_sequence', 'autoregressive'), None)",
+    {"(None, 'mlp_no_fsdp', None)", "(None, ('tensor', 'tensor_sequence', 'autoregressive'), None)",
      "same"},
     {"('exp_with_fsdp', 'embed_tensor_transpose', 'mlp')",
-     "('fsdp', 'tensor_transpose', ('fsdp_transpose', 'tensor', 'tensor_sequence', 'autoregressive'))",
+     "('fsdp', 'tensor_transpose', ('fsdp_transpose', 'tensor', 'tensor_sequence', "
+     "'autoregressive'))",
      "('fsdp', None, ('fsdp_transpose', 'tensor', 'tensor_sequence', 'autoregressive'))"},
     {"('exp_with_fsdp', 'mlp', 'embed_tensor_transpose')",
-     "('fsdp', ('fsdp_transpose', 'tensor', 'tensor_sequence', 'autoregressive'), 'tensor_transpose')",
+     "('fsdp', ('fsdp_transpose', 'tensor', 'tensor_sequence', 'autoregressive'), "
+     "'tensor_transpose')",
      "('fsdp', ('fsdp_transpose', 'tensor', 'tensor_sequence', 'autoregressive'), None)"},
     {"('exp_with_fsdp', None, 'mlp')",
-     "('fsdp', None, ('fsdp_transpose', 'tensor', 'tensor_sequence', 'autoregressive'))",
-     "same"},
+     "('fsdp', None, ('fsdp_transpose', 'tensor', 'tensor_sequence', 'autoregressive'))", "same"},
     {"('exp_with_fsdp', 'mlp', None)",
-     "('fsdp', ('fsdp_transpose', 'tensor', 'tensor_sequence', 'autoregressive'), None)",
-     "same"},
+     "('fsdp', ('fsdp_transpose', 'tensor', 'tensor_sequence', 'autoregressive'), None)", "same"},
     {"('activation_batch_moe', 'activation_length_moe', None)",
      "(('data', 'fsdp', 'fsdp_transpose'), 'context', None)",
      "(('data', 'fsdp', 'fsdp_transpose', 'expert'), ('context', 'context_usp_ulysses'), None)"},
     {"('activation_batch_moe', 'activation_norm_length_moe', 'activation_embed_moe')",
-     "(('data', 'fsdp', 'fsdp_transpose'), ('tensor_sequence', 'context'), ('tensor', 'tensor_transpose'))",
-     "(('data', 'fsdp', 'fsdp_transpose', 'expert'), ('tensor_sequence', 'context', 'context_usp_ulysses'), 'tensor')"},
-    {"('activation_batch_moe', None, None)",
-     "(('data', 'fsdp', 'fsdp_transpose'), None, None)",
+     "(('data', 'fsdp', 'fsdp_transpose'), ('tensor_sequence', 'context'), ('tensor', "
+     "'tensor_transpose'))",
+     "(('data', 'fsdp', 'fsdp_transpose', 'expert'), ('tensor_sequence', 'context', "
+     "'context_usp_ulysses'), 'tensor')"},
+    {"('activation_batch_moe', None, None)", "(('data', 'fsdp', 'fsdp_transpose'), None, None)",
      "(('data', 'fsdp', 'fsdp_transpose', 'expert'), None, None)"},
     {"('activation_batch', 'activation_norm_length', None, None)",
      "(('data', 'fsdp', 'fsdp_transpose', 'expert'), ('tensor_sequence', 'context'), None, None)",
-     "(('data', 'fsdp', 'fsdp_transpose', 'expert'), ('tensor_sequence', 'context', 'context_usp_ulysses'), None, None)"},
+     "(('data', 'fsdp', 'fsdp_transpose', 'expert'), ('tensor_sequence', 'context', "
+     "'context_usp_ulysses'), None, None)"},
     {"('activation_batch_moe', 'activation_norm_length_moe', None, None)",
      "(('data', 'fsdp', 'fsdp_transpose'), ('tensor_sequence', 'context'), None, None)",
-     "(('data', 'fsdp', 'fsdp_transpose', 'expert'), ('tensor_sequence', 'context', 'context_usp_ulysses'), None, None)"},
+     "(('data', 'fsdp', 'fsdp_transpose', 'expert'), ('tensor_sequence', 'context', "
+     "'context_usp_ulysses'), None, None)"},
     {"('activation_exp', 'activation_batch_moe', None, 'activation_embed_moe')",
      "('expert', ('data', 'fsdp', 'fsdp_transpose'), None, ('tensor', 'tensor_transpose'))",
      "(None, ('data', 'fsdp', 'fsdp_transpose', 'expert'), None, 'tensor')"},
     {"('activation_exp', 'activation_batch_moe', None, 'activation_mlp')",
-     "('expert', ('data', 'fsdp', 'fsdp_transpose'), None, ('tensor', 'tensor_transpose', 'tensor_sequence'))",
+     "('expert', ('data', 'fsdp', 'fsdp_transpose'), None, ('tensor', 'tensor_transpose', "
+     "'tensor_sequence'))",
      "(None, ('data', 'fsdp', 'fsdp_transpose', 'expert'), None, ('tensor', 'tensor_sequence'))"},
     {"('exp', None, 'mlp')",
-     "('expert', None, ('fsdp_transpose', 'tensor', 'tensor_sequence', 'autoregressive'))",
-     "same"},
+     "('expert', None, ('fsdp_transpose', 'tensor', 'tensor_sequence', 'autoregressive'))", "same"},
     {"('exp', 'mlp', None)",
-     "('expert', ('fsdp_transpose', 'tensor', 'tensor_sequence', 'autoregressive'), None)",
-     "same"},
+     "('expert', ('fsdp_transpose', 'tensor', 'tensor_sequence', 'autoregressive'), None)", "same"},
     {"('activation_batch', None, None)",
-     "(('data', 'fsdp', 'fsdp_transpose', 'expert'), None, None)",
-     "same"},
-    {"('activation_length', None)",
-     "('context', None)",
+     "(('data', 'fsdp', 'fsdp_transpose', 'expert'), None, None)", "same"},
+    {"('activation_length', None)", "('context', None)",
      "(('context', 'context_usp_ulysses'), None)"},
     {"('activation_batch', 'activation_length', None)",
      "(('data', 'fsdp', 'fsdp_transpose', 'expert'), 'context', None)",
      "(('data', 'fsdp', 'fsdp_transpose', 'expert'), ('context', 'context_usp_ulysses'), None)"},
     {"('activation_batch_moe', 'activation_norm_length_moe', None, None, None)",
      "(('data', 'fsdp', 'fsdp_transpose'), ('tensor_sequence', 'context'), None, None, None)",
-     "(('data', 'fsdp', 'fsdp_transpose', 'expert'), ('tensor_sequence', 'context', 'context_usp_ulysses'), None, None, None)"},
+     "(('data', 'fsdp', 'fsdp_transpose', 'expert'), ('tensor_sequence', 'context', "
+     "'context_usp_ulysses'), None, None, None)"},
     {"('activation_norm_length_moe', 'activation_batch_moe', None, None, None)",
      "(('tensor_sequence', 'context'), ('data', 'fsdp', 'fsdp_transpose'), None, None, None)",
-     "(('tensor_sequence', 'context', 'context_usp_ulysses'), ('data', 'fsdp', 'fsdp_transpose', 'expert'), None, None, None)"},
+     "(('tensor_sequence', 'context', 'context_usp_ulysses'), ('data', 'fsdp', 'fsdp_transpose', "
+     "'expert'), None, None, None)"},
     {"('activation_exp', 'activation_batch_moe', None, None, 'activation_embed_moe')",
      "('expert', ('data', 'fsdp', 'fsdp_transpose'), None, None, ('tensor', 'tensor_transpose'))",
      "(None, ('data', 'fsdp', 'fsdp_transpose', 'expert'), None, None, 'tensor')"},
     {"('activation_exp', 'activation_batch_moe', None, None, 'activation_mlp')",
-     "('expert', ('data', 'fsdp', 'fsdp_transpose'), None, None, ('tensor', 'tensor_transpose', 'tensor_sequence'))",
-     "(None, ('data', 'fsdp', 'fsdp_transpose', 'expert'), None, None, ('tensor', 'tensor_sequence'))"},
+     "('expert', ('data', 'fsdp', 'fsdp_transpose'), None, None, ('tensor', 'tensor_transpose', "
+     "'tensor_sequence'))",
+     "(None, ('data', 'fsdp', 'fsdp_transpose', 'expert'), None, None, ('tensor', "
+     "'tensor_sequence'))"},
     {"(None, 'activation_batch_moe', 'activation_norm_length_moe', None, 'activation_embed_moe')",
-     "(None, ('data', 'fsdp', 'fsdp_transpose'), ('tensor_sequence', 'context'), None, ('tensor', 'tensor_transpose'))",
-     "(None, ('data', 'fsdp', 'fsdp_transpose', 'expert'), ('tensor_sequence', 'context', 'context_usp_ulysses'), None, 'tensor')"},
+     "(None, ('data', 'fsdp', 'fsdp_transpose'), ('tensor_sequence', 'context'), None, ('tensor', "
+     "'tensor_transpose'))",
+     "(None, ('data', 'fsdp', 'fsdp_transpose', 'expert'), ('tensor_sequence', 'context', "
+     "'context_usp_ulysses'), None, 'tensor')"},
     {"('activation_batch', None, None, None)",
-     "(('data', 'fsdp', 'fsdp_transpose', 'expert'), None, None, None)",
-     "same"},
+     "(('data', 'fsdp', 'fsdp_transpose', 'expert'), None, None, None)", "same"},
     {"('activation_batch', 'activation_norm_length', None, None, None)",
-     "(('data', 'fsdp', 'fsdp_transpose', 'expert'), ('tensor_sequence', 'context'), None, None, None)",
-     "(('data', 'fsdp', 'fsdp_transpose', 'expert'), ('tensor_sequence', 'context', 'context_usp_ulysses'), None, None, None)"},
+     "(('data', 'fsdp', 'fsdp_transpose', 'expert'), ('tensor_sequence', 'context'), None, None, "
+     "None)",
+     "(('data', 'fsdp', 'fsdp_transpose', 'expert'), ('tensor_sequence', 'context', "
+     "'context_usp_ulysses'), None, None, None)"},
     {"('activation_embed_and_logits_batch', 'activation_norm_length')",
      "(('data', 'stage', 'fsdp', 'fsdp_transpose', 'expert'), ('tensor_sequence', 'context'))",
-     "(('data', 'stage', 'fsdp', 'fsdp_transpose', 'expert'), ('tensor_sequence', 'context', 'context_usp_ulysses'))"},
+     "(('data', 'stage', 'fsdp', 'fsdp_transpose', 'expert'), ('tensor_sequence', 'context', "
+     "'context_usp_ulysses'))"},
 };
 
 // mesh A fsdp4 x ep2: 17 rows
 constexpr TableRow kMeshA[] = {
-    {"('exp', 'embed_moe', 'mlp_moe')",
-     "P('expert', 'fsdp', None)",
-     "same"},
-    {"('exp', 'mlp_moe', 'embed_moe')",
-     "P('expert', None, 'fsdp')",
-     "same"},
-    {"('embed_moe', None)",
-     "P('fsdp', None)",
-     "same"},
-    {"('embed', None)",
-     "P(('fsdp', 'expert'), None)",
-     "same"},
-    {"('embed', 'mlp')",
-     "P(('fsdp', 'expert'), None)",
-     "same"},
-    {"('mlp', 'embed')",
-     "P(None, ('fsdp', 'expert'))",
-     "same"},
-    {"('activation_batch', 'activation_norm_length', None)",
-     "P(('fsdp', 'expert'), None, None)",
+    {"('exp', 'embed_moe', 'mlp_moe')", "P('expert', 'fsdp', None)", "same"},
+    {"('exp', 'mlp_moe', 'embed_moe')", "P('expert', None, 'fsdp')", "same"},
+    {"('embed_moe', None)", "P('fsdp', None)", "same"},
+    {"('embed', None)", "P(('fsdp', 'expert'), None)", "same"},
+    {"('embed', 'mlp')", "P(('fsdp', 'expert'), None)", "same"},
+    {"('mlp', 'embed')", "P(None, ('fsdp', 'expert'))", "same"},
+    {"('activation_batch', 'activation_norm_length', None)", "P(('fsdp', 'expert'), None, None)",
      "same"},
     {"('activation_batch', 'activation_norm_length', 'activation_embed')",
-     "P(('fsdp', 'expert'), None, None)",
-     "same"},
-    {"('exp', 'embed_tensor_transpose', 'mlp_no_fsdp')",
-     "P('expert', None, None)",
-     "same"},
-    {"('exp', 'mlp_no_fsdp', 'embed_tensor_transpose')",
-     "P('expert', None, None)",
-     "same"},
-    {"('activation_batch_moe', 'activation_length_moe', None)",
-     "P('fsdp', None, None)",
+     "P(('fsdp', 'expert'), None, None)", "same"},
+    {"('exp', 'embed_tensor_transpose', 'mlp_no_fsdp')", "P('expert', None, None)", "same"},
+    {"('exp', 'mlp_no_fsdp', 'embed_tensor_transpose')", "P('expert', None, None)", "same"},
+    {"('activation_batch_moe', 'activation_length_moe', None)", "P('fsdp', None, None)",
      "P(('fsdp', 'expert'), None, None)"},
     {"('activation_batch_moe', 'activation_norm_length_moe', 'activation_embed_moe')",
-     "P('fsdp', None, None)",
-     "P(('fsdp', 'expert'), None, None)"},
+     "P('fsdp', None, None)", "P(('fsdp', 'expert'), None, None)"},
     {"('activation_exp', 'activation_batch_moe', None, 'activation_embed_moe')",
-     "P('expert', 'fsdp', None, None)",
-     "P(None, ('fsdp', 'expert'), None, None)"},
+     "P('expert', 'fsdp', None, None)", "P(None, ('fsdp', 'expert'), None, None)"},
     {"('activation_exp', 'activation_batch_moe', None, 'activation_mlp')",
-     "P('expert', 'fsdp', None, None)",
-     "P(None, ('fsdp', 'expert'), None, None)"},
+     "P('expert', 'fsdp', None, None)", "P(None, ('fsdp', 'expert'), None, None)"},
     {"('activation_batch', 'activation_length', 'activation_mlp')",
-     "P(('fsdp', 'expert'), None, None)",
-     "same"},
-    {"('exp', 'activation_mlp')",
-     "P('expert', None)",
-     "same"},
-    {"('exp', 'activation_embed')",
-     "P('expert', None)",
-     "same"},
+     "P(('fsdp', 'expert'), None, None)", "same"},
+    {"('exp', 'activation_mlp')", "P('expert', None)", "same"},
+    {"('exp', 'activation_embed')", "P('expert', None)", "same"},
 };
 
 // mesh B fsdp2 x tp2 x ep2: 17 rows
 constexpr TableRow kMeshB[] = {
-    {"('exp', 'embed_moe', 'mlp_moe')",
-     "P('expert', 'fsdp', 'tensor')",
-     "same"},
-    {"('exp', 'mlp_moe', 'embed_moe')",
-     "P('expert', 'tensor', 'fsdp')",
-     "same"},
-    {"('embed_moe', None)",
-     "P('fsdp', None)",
-     "same"},
-    {"('embed', None)",
-     "P(('fsdp', 'expert'), None)",
-     "same"},
-    {"('embed', 'mlp')",
-     "P(('fsdp', 'expert'), 'tensor')",
-     "same"},
-    {"('mlp', 'embed')",
-     "P('tensor', ('fsdp', 'expert'))",
-     "same"},
-    {"('activation_batch', 'activation_norm_length', None)",
-     "P(('fsdp', 'expert'), None, None)",
+    {"('exp', 'embed_moe', 'mlp_moe')", "P('expert', 'fsdp', 'tensor')", "same"},
+    {"('exp', 'mlp_moe', 'embed_moe')", "P('expert', 'tensor', 'fsdp')", "same"},
+    {"('embed_moe', None)", "P('fsdp', None)", "same"},
+    {"('embed', None)", "P(('fsdp', 'expert'), None)", "same"},
+    {"('embed', 'mlp')", "P(('fsdp', 'expert'), 'tensor')", "same"},
+    {"('mlp', 'embed')", "P('tensor', ('fsdp', 'expert'))", "same"},
+    {"('activation_batch', 'activation_norm_length', None)", "P(('fsdp', 'expert'), None, None)",
      "same"},
     {"('activation_batch', 'activation_norm_length', 'activation_embed')",
-     "P(('fsdp', 'expert'), None, 'tensor')",
-     "same"},
-    {"('exp', 'embed_tensor_transpose', 'mlp_no_fsdp')",
-     "P('expert', None, 'tensor')",
-     "same"},
-    {"('exp', 'mlp_no_fsdp', 'embed_tensor_transpose')",
-     "P('expert', 'tensor', None)",
-     "same"},
-    {"('activation_batch_moe', 'activation_length_moe', None)",
-     "P('fsdp', None, None)",
+     "P(('fsdp', 'expert'), None, 'tensor')", "same"},
+    {"('exp', 'embed_tensor_transpose', 'mlp_no_fsdp')", "P('expert', None, 'tensor')", "same"},
+    {"('exp', 'mlp_no_fsdp', 'embed_tensor_transpose')", "P('expert', 'tensor', None)", "same"},
+    {"('activation_batch_moe', 'activation_length_moe', None)", "P('fsdp', None, None)",
      "P(('fsdp', 'expert'), None, None)"},
     {"('activation_batch_moe', 'activation_norm_length_moe', 'activation_embed_moe')",
-     "P('fsdp', None, 'tensor')",
-     "P(('fsdp', 'expert'), None, 'tensor')"},
+     "P('fsdp', None, 'tensor')", "P(('fsdp', 'expert'), None, 'tensor')"},
     {"('activation_exp', 'activation_batch_moe', None, 'activation_embed_moe')",
-     "P('expert', 'fsdp', None, 'tensor')",
-     "P(None, ('fsdp', 'expert'), None, 'tensor')"},
+     "P('expert', 'fsdp', None, 'tensor')", "P(None, ('fsdp', 'expert'), None, 'tensor')"},
     {"('activation_exp', 'activation_batch_moe', None, 'activation_mlp')",
-     "P('expert', 'fsdp', None, 'tensor')",
-     "P(None, ('fsdp', 'expert'), None, 'tensor')"},
+     "P('expert', 'fsdp', None, 'tensor')", "P(None, ('fsdp', 'expert'), None, 'tensor')"},
     {"('activation_batch', 'activation_length', 'activation_mlp')",
-     "P(('fsdp', 'expert'), None, 'tensor')",
-     "same"},
-    {"('exp', 'activation_mlp')",
-     "P('expert', 'tensor')",
-     "same"},
-    {"('exp', 'activation_embed')",
-     "P('expert', 'tensor')",
-     "same"},
+     "P(('fsdp', 'expert'), None, 'tensor')", "same"},
+    {"('exp', 'activation_mlp')", "P('expert', 'tensor')", "same"},
+    {"('exp', 'activation_embed')", "P('expert', 'tensor')", "same"},
 };
 
 // mesh C fsdp2 x fsdpT2 x tp2: 17 rows
 constexpr TableRow kMeshC[] = {
-    {"('exp', 'embed_moe', 'mlp_moe')",
-     "P(None, 'fsdp', ('fsdp_transpose', 'tensor'))",
-     "same"},
-    {"('exp', 'mlp_moe', 'embed_moe')",
-     "P(None, ('fsdp_transpose', 'tensor'), 'fsdp')",
-     "same"},
-    {"('embed_moe', None)",
-     "P(('fsdp', 'fsdp_transpose'), None)",
-     "same"},
-    {"('embed', None)",
-     "P(('fsdp', 'fsdp_transpose'), None)",
-     "same"},
-    {"('embed', 'mlp')",
-     "P('fsdp', ('fsdp_transpose', 'tensor'))",
-     "same"},
-    {"('mlp', 'embed')",
-     "P(('fsdp_transpose', 'tensor'), 'fsdp')",
-     "same"},
+    {"('exp', 'embed_moe', 'mlp_moe')", "P(None, 'fsdp', ('fsdp_transpose', 'tensor'))", "same"},
+    {"('exp', 'mlp_moe', 'embed_moe')", "P(None, ('fsdp_transpose', 'tensor'), 'fsdp')", "same"},
+    {"('embed_moe', None)", "P(('fsdp', 'fsdp_transpose'), None)", "same"},
+    {"('embed', None)", "P(('fsdp', 'fsdp_transpose'), None)", "same"},
+    {"('embed', 'mlp')", "P('fsdp', ('fsdp_transpose', 'tensor'))", "same"},
+    {"('mlp', 'embed')", "P(('fsdp_transpose', 'tensor'), 'fsdp')", "same"},
     {"('activation_batch', 'activation_norm_length', None)",
-     "P(('fsdp', 'fsdp_transpose'), None, None)",
-     "same"},
+     "P(('fsdp', 'fsdp_transpose'), None, None)", "same"},
     {"('activation_batch', 'activation_norm_length', 'activation_embed')",
-     "P(('fsdp', 'fsdp_transpose'), None, 'tensor')",
-     "same"},
-    {"('exp', 'embed_tensor_transpose', 'mlp_no_fsdp')",
-     "P(None, None, 'tensor')",
-     "same"},
-    {"('exp', 'mlp_no_fsdp', 'embed_tensor_transpose')",
-     "P(None, 'tensor', None)",
-     "same"},
+     "P(('fsdp', 'fsdp_transpose'), None, 'tensor')", "same"},
+    {"('exp', 'embed_tensor_transpose', 'mlp_no_fsdp')", "P(None, None, 'tensor')", "same"},
+    {"('exp', 'mlp_no_fsdp', 'embed_tensor_transpose')", "P(None, 'tensor', None)", "same"},
     {"('activation_batch_moe', 'activation_length_moe', None)",
-     "P(('fsdp', 'fsdp_transpose'), None, None)",
-     "same"},
+     "P(('fsdp', 'fsdp_transpose'), None, None)", "same"},
     {"('activation_batch_moe', 'activation_norm_length_moe', 'activation_embed_moe')",
-     "P(('fsdp', 'fsdp_transpose'), None, 'tensor')",
-     "same"},
+     "P(('fsdp', 'fsdp_transpose'), None, 'tensor')", "same"},
     {"('activation_exp', 'activation_batch_moe', None, 'activation_embed_moe')",
-     "P(None, ('fsdp', 'fsdp_transpose'), None, 'tensor')",
-     "same"},
+     "P(None, ('fsdp', 'fsdp_transpose'), None, 'tensor')", "same"},
     {"('activation_exp', 'activation_batch_moe', None, 'activation_mlp')",
-     "P(None, ('fsdp', 'fsdp_transpose'), None, 'tensor')",
-     "same"},
+     "P(None, ('fsdp', 'fsdp_transpose'), None, 'tensor')", "same"},
     {"('activation_batch', 'activation_length', 'activation_mlp')",
-     "P(('fsdp', 'fsdp_transpose'), None, 'tensor')",
-     "same"},
-    {"('exp', 'activation_mlp')",
-     "P(None, 'tensor')",
-     "same"},
-    {"('exp', 'activation_embed')",
-     "P(None, 'tensor')",
-     "same"},
+     "P(('fsdp', 'fsdp_transpose'), None, 'tensor')", "same"},
+    {"('exp', 'activation_mlp')", "P(None, 'tensor')", "same"},
+    {"('exp', 'activation_embed')", "P(None, 'tensor')", "same"},
 };
 
 std::string HeadValue(const TableRow& row) {
@@ -374,7 +311,8 @@ std::string Before(const LogicalAxes& axes, const AxisRules& rules) {
   return ResolveLogicalAxes(axes, rules, nullptr).before_removal.ToTupleString();
 }
 
-TEST_CASE("Every row of facts 2.4 resolves as flax does under the seed rules", "[shard][axis_rules]") {
+TEST_CASE("Every row of facts 2.4 resolves as flax does under the seed rules",
+          "[shard][axis_rules]") {
   for (const TableRow& row : kSection24) {
     const LogicalAxes axes = ParseLogicalAxes(row.logical);
     INFO("logical " << row.logical);
@@ -383,7 +321,8 @@ TEST_CASE("Every row of facts 2.4 resolves as flax does under the seed rules", "
   }
 }
 
-TEST_CASE("Every row of facts 2.4 resolves as flax does under the HEAD rules", "[shard][axis_rules]") {
+TEST_CASE("Every row of facts 2.4 resolves as flax does under the HEAD rules",
+          "[shard][axis_rules]") {
   for (const TableRow& row : kSection24) {
     const LogicalAxes axes = ParseLogicalAxes(row.logical);
     INFO("logical " << row.logical);
@@ -393,7 +332,8 @@ TEST_CASE("Every row of facts 2.4 resolves as flax does under the HEAD rules", "
   }
 }
 
-TEST_CASE("Without a mesh nothing is removed and spec equals the flax result", "[shard][axis_rules]") {
+TEST_CASE("Without a mesh nothing is removed and spec equals the flax result",
+          "[shard][axis_rules]") {
   for (const TableRow& row : kSection24) {
     const LogicalAxes axes = ParseLogicalAxes(row.logical);
     INFO("logical " << row.logical);
@@ -446,23 +386,29 @@ TEST_CASE("Every row of facts 2.5 mesh A (fsdp 4 x expert 2) matches under the H
   CheckMeshTable(Rules::kHead, kMeshAOverrides, kMeshAName, kMeshA, std::size(kMeshA));
 }
 
-TEST_CASE("Every row of facts 2.5 mesh B (fsdp 2 x tensor 2 x expert 2) matches under the seed rules",
-          "[shard][axis_rules]") {
+TEST_CASE(
+    "Every row of facts 2.5 mesh B (fsdp 2 x tensor 2 x expert 2) matches under the seed rules",
+    "[shard][axis_rules]") {
   CheckMeshTable(Rules::kSeed, kMeshBOverrides, kMeshBName, kMeshB, std::size(kMeshB));
 }
 
-TEST_CASE("Every row of facts 2.5 mesh B (fsdp 2 x tensor 2 x expert 2) matches under the HEAD rules",
-          "[shard][axis_rules]") {
+TEST_CASE(
+    "Every row of facts 2.5 mesh B (fsdp 2 x tensor 2 x expert 2) matches under the HEAD rules",
+    "[shard][axis_rules]") {
   CheckMeshTable(Rules::kHead, kMeshBOverrides, kMeshBName, kMeshB, std::size(kMeshB));
 }
 
-TEST_CASE("Every row of facts 2.5 mesh C (fsdp 2 x fsdp_transpose 2 x tensor 2) matches under the seed rules",
-          "[shard][axis_rules]") {
+TEST_CASE(
+    "Every row of facts 2.5 mesh C (fsdp 2 x fsdp_transpose 2 x tensor 2) matches under the seed "
+    "rules",
+    "[shard][axis_rules]") {
   CheckMeshTable(Rules::kSeed, kMeshCOverrides, kMeshCName, kMeshC, std::size(kMeshC));
 }
 
-TEST_CASE("Every row of facts 2.5 mesh C (fsdp 2 x fsdp_transpose 2 x tensor 2) matches under the HEAD rules",
-          "[shard][axis_rules]") {
+TEST_CASE(
+    "Every row of facts 2.5 mesh C (fsdp 2 x fsdp_transpose 2 x tensor 2) matches under the HEAD "
+    "rules",
+    "[shard][axis_rules]") {
   CheckMeshTable(Rules::kHead, kMeshCOverrides, kMeshCName, kMeshC, std::size(kMeshC));
 }
 
@@ -510,7 +456,8 @@ TEST_CASE("A later rule with the same name is a fallback tried only after a bloc
   CHECK(Before(ParseLogicalAxes("a"), rules) == "(('x', 'y'),)");
 }
 
-TEST_CASE("A rule with no mesh axes claims its dim and leaves the axes free", "[shard][axis_rules]") {
+TEST_CASE("A rule with no mesh axes claims its dim and leaves the axes free",
+          "[shard][axis_rules]") {
   const AxisRules rules = {{"a", {}}, {"a", {"x"}}, {"b", {"x"}}};
   const Resolution res = ResolveLogicalAxes(ParseLogicalAxes("a,b"), rules, nullptr);
   CHECK(res.before_removal.ToTupleString() == "(None, 'x')");
@@ -537,19 +484,22 @@ TEST_CASE("Names without a rule and unnamed dims are replicated", "[shard][axis_
   CHECK(Before(ParseLogicalAxes("q"), {}) == "(None,)");
 }
 
-TEST_CASE("A logical name used twice is an Error but unnamed dims may repeat", "[shard][axis_rules]") {
+TEST_CASE("A logical name used twice is an Error but unnamed dims may repeat",
+          "[shard][axis_rules]") {
   const AxisRules rules = {{"a", {"x"}}};
   CHECK_THROWS_AS(ResolveLogicalAxes(ParseLogicalAxes("a,None,a"), rules, nullptr), Error);
-  CHECK_THROWS_WITH(ResolveLogicalAxes(ParseLogicalAxes("a,a"), rules, nullptr), Catch::Contains("'a'"));
+  CHECK_THROWS_WITH(ResolveLogicalAxes(ParseLogicalAxes("a,a"), rules, nullptr),
+                    Catch::Contains("'a'"));
   // Even a name without any rule may not repeat (flax checks names, not rules).
   CHECK_THROWS_AS(ResolveLogicalAxes(ParseLogicalAxes("q,q"), rules, nullptr), Error);
   CHECK_NOTHROW(ResolveLogicalAxes(ParseLogicalAxes("None,None,a"), rules, nullptr));
 }
 
-TEST_CASE("Axes absent from the mesh or of size 1 still block but are removed", "[shard][axis_rules]") {
+TEST_CASE("Axes absent from the mesh or of size 1 still block but are removed",
+          "[shard][axis_rules]") {
   const Mesh mesh = SmallMesh();
-  const AxisRules rules = {{"a", {"ghost", "x"}}, {"b", {"ghost", "y"}}, {"c", {"z"}},
-                           {"c", {"y"}},          {"e", {"z", "y"}}};
+  const AxisRules rules = {
+      {"a", {"ghost", "x"}}, {"b", {"ghost", "y"}}, {"c", {"z"}}, {"c", {"y"}}, {"e", {"z", "y"}}};
   const Resolution res = ResolveLogicalAxes(ParseLogicalAxes("a,b,c"), rules, &mesh);
   // 'b' is blocked by 'ghost', which the mesh does not even have.
   CHECK(res.before_removal.ToTupleString() == "(('ghost', 'x'), None, 'z')");
@@ -573,7 +523,8 @@ TEST_CASE("Decisions for the expert weight under the seed rules follow facts 1.2
           "[shard][axis_rules]") {
   // Seed rules (facts 1.2): 39 exp->expert, 40 mlp_moe, 41-44 the four embed_moe variants.
   const AxisRules& rules = SeedConfig().logical_axis_rules();
-  const Resolution res = ResolveLogicalAxes(ParseLogicalAxes("exp,embed_moe,mlp_moe"), rules, nullptr);
+  const Resolution res =
+      ResolveLogicalAxes(ParseLogicalAxes("exp,embed_moe,mlp_moe"), rules, nullptr);
   REQUIRE(res.dims.size() == 3);
   REQUIRE(res.dims[0].decisions.size() == 1);
   CHECK(res.dims[0].decisions[0].rule_index == 39);
@@ -602,8 +553,8 @@ TEST_CASE("LogicalAxesToString prints a Python tuple", "[shard][axis_rules]") {
   CHECK(LogicalAxesToString({}) == "()");
   CHECK(LogicalAxesToString({std::nullopt}) == "(None,)");
   CHECK(LogicalAxesToString({std::string("exp")}) == "('exp',)");
-  CHECK(LogicalAxesToString({std::string("activation_batch"), std::nullopt,
-                             std::string("activation_embed")}) ==
+  CHECK(LogicalAxesToString(
+            {std::string("activation_batch"), std::nullopt, std::string("activation_embed")}) ==
         "('activation_batch', None, 'activation_embed')");
 }
 

@@ -78,7 +78,8 @@ RunResult Run(const std::vector<std::string>& args) {
 std::string Describe(const std::vector<std::string>& args, const RunResult& r) {
   std::string text = "shardtrace";
   for (const std::string& a : args) text += " " + a;
-  return text + "\nstatus " + std::to_string(r.status) + "\nstdout:\n" + r.out + "\nstderr:\n" + r.err;
+  return text + "\nstatus " + std::to_string(r.status) + "\nstdout:\n" + r.out + "\nstderr:\n" +
+         r.err;
 }
 
 // A bad-input failure: status 2, nothing on stdout, one "shardtrace: error:" line on stderr.
@@ -94,9 +95,14 @@ RunResult ExpectUserError(const std::vector<std::string>& args) {
   return r;
 }
 
-const std::vector<std::string> kExplainArgs = {
-    "explain", "--axes", "exp,embed_moe,mlp_moe", "--shape", "64,2048,1408",
-    "ici_expert_parallelism=2", "--devices", "8"};
+const std::vector<std::string> kExplainArgs = {"explain",
+                                               "--axes",
+                                               "exp,embed_moe,mlp_moe",
+                                               "--shape",
+                                               "64,2048,1408",
+                                               "ici_expert_parallelism=2",
+                                               "--devices",
+                                               "8"};
 
 TEST_CASE("explain --format json gives the resolved spec and local shape and bytes", "[cli]") {
   std::vector<std::string> args = kExplainArgs;

@@ -122,7 +122,8 @@ TEST_CASE("Coords and DeviceAt are inverse row-major maps", "[shard][mesh]") {
   }
 }
 
-TEST_CASE("Group lists the collective's participants ordered by their axis index", "[shard][mesh]") {
+TEST_CASE("Group lists the collective's participants ordered by their axis index",
+          "[shard][mesh]") {
   // Device d = fsdp*4 + tensor*2 + expert; device 6 is (fsdp 1, tensor 1, expert 0).
   const Mesh mesh({{"fsdp", 2, 2, 1}, {"tensor", 2, 2, 1}, {"expert", 2, 2, 1}});
   CHECK(mesh.Group(6, {"expert"}) == std::vector<int64_t>{6, 7});
@@ -131,9 +132,10 @@ TEST_CASE("Group lists the collective's participants ordered by their axis index
   CHECK(mesh.Group(6, {"fsdp", "expert"}) == std::vector<int64_t>{2, 3, 6, 7});
   CHECK(mesh.Group(6, {"expert", "fsdp"}) == std::vector<int64_t>{2, 6, 3, 7});
   CHECK(mesh.Group(6, {}) == std::vector<int64_t>{6});
-  for (const std::vector<std::string>& axes :
-       {std::vector<std::string>{"expert"}, {"fsdp", "expert"}, {"expert", "fsdp"},
-        {"fsdp", "tensor", "expert"}}) {
+  for (const std::vector<std::string>& axes : {std::vector<std::string>{"expert"},
+                                               {"fsdp", "expert"},
+                                               {"expert", "fsdp"},
+                                               {"fsdp", "tensor", "expert"}}) {
     const std::vector<int64_t> group = mesh.Group(5, axes);
     for (size_t k = 0; k < group.size(); ++k) CHECK(mesh.AxisIndex(group[k], axes) == int64_t(k));
   }

@@ -19,7 +19,8 @@ TEST_CASE("An empty PartitionSpec prints as P()", "[shard][partition_spec]") {
   CHECK(spec.IsReplicated());
 }
 
-TEST_CASE("A one-dim replicated spec prints with Python's trailing comma", "[shard][partition_spec]") {
+TEST_CASE("A one-dim replicated spec prints with Python's trailing comma",
+          "[shard][partition_spec]") {
   const PartitionSpec spec = PartitionSpec::Replicated(1);
   CHECK(spec.ToString() == "P(None,)");
   CHECK(spec.ToTupleString() == "(None,)");

@@ -2,8 +2,9 @@
 // weights and inputs (seeded; float32 everywhere) dense dropless, dense dropping with a
 // capacity too large to drop, and sparse_matmul on every mesh (EP 1/2/4/8, TP 1/2, batch
 // sharded or global batch 1, ring of experts) must agree to float32 summation tolerance.
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
+
+#include <catch2/catch.hpp>
 
 #include "config/config.h"
 #include "config/run_inputs.h"
@@ -16,15 +17,24 @@ namespace {
 constexpr int64_t kBatch = 8;
 
 std::vector<std::string> SmallMoe(const std::string& decoder) {
-  return {"dtype=float32", "weight_dtype=float32", "matmul_precision=highest", "base_emb_dim=16",
-          "base_mlp_dim=24", "base_moe_mlp_dim=24", "num_experts=8", "num_experts_per_tok=2",
-          "max_target_length=8", "decoder_block=" + decoder, "load_balance_loss_weight=0.01"};
+  return {"dtype=float32",
+          "weight_dtype=float32",
+          "matmul_precision=highest",
+          "base_emb_dim=16",
+          "base_mlp_dim=24",
+          "base_moe_mlp_dim=24",
+          "num_experts=8",
+          "num_experts_per_tok=2",
+          "max_target_length=8",
+          "decoder_block=" + decoder,
+          "load_balance_loss_weight=0.01"};
 }
 
 // Runs the MoE block with `overrides` on `devices` devices, keeping the global batch at
 // `batch` so the seeded parameters are identical across meshes.
 BlockRun Run(std::vector<std::string> overrides, int64_t devices, int64_t batch = kBatch) {
-  overrides.push_back(fmt::format("per_device_batch_size={}", static_cast<double>(batch) / devices));
+  overrides.push_back(
+      fmt::format("per_device_batch_size={}", static_cast<double>(batch) / devices));
   const RunInputs in = LoadRunInputs(overrides, devices);
   const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
   REQUIRE(setup.batch == batch);
@@ -40,7 +50,8 @@ double MaxDiff(const Array& a, const Array& b) {
   return m;
 }
 
-std::vector<std::string> With(std::vector<std::string> base, std::initializer_list<std::string> extra) {
+std::vector<std::string> With(std::vector<std::string> base,
+                              std::initializer_list<std::string> extra) {
   base.insert(base.end(), extra);
   return base;
 }
@@ -79,7 +90,9 @@ TEST_CASE("Every sparse_matmul mesh agrees with dense dropless", "[paths]") {
       {{"ici_expert_parallelism=2", "use_ring_of_experts=true"}, 2, kBatch},
       {{"ici_expert_parallelism=4", "use_ring_of_experts=true"}, 4, kBatch},
       {{"ici_expert_parallelism=8", "use_ring_of_experts=true"}, 8, kBatch},
-      {{"ici_expert_parallelism=2", "ici_tensor_parallelism=2", "use_ring_of_experts=true"}, 4, kBatch},
+      {{"ici_expert_parallelism=2", "ici_tensor_parallelism=2", "use_ring_of_experts=true"},
+       4,
+       kBatch},
       {{"ici_expert_parallelism=2", "ragged_buffer_factor=4.0"}, 2, kBatch},
   };
   for (const Case& c : cases) {
@@ -98,19 +111,25 @@ TEST_CASE("Decode with global batch 1 agrees with dense dropless for EP 1, 2, 4,
   const BlockRun reference = Run(With(base, {"sparse_matmul=false", "capacity_factor=-1"}), 1, 1);
   for (const int64_t ep : {1, 2, 4, 8}) {
     INFO("EP " << ep);
-    const BlockRun run = Run(With(base, {fmt::format("ici_expert_parallelism={}", ep), "ici_fsdp_parallelism=1"}), ep, 1);
+    const BlockRun run =
+        Run(With(base, {fmt::format("ici_expert_parallelism={}", ep), "ici_fsdp_parallelism=1"}),
+            ep, 1);
     CHECK(MaxDiff(reference.captures.at("output"), run.captures.at("output")) < 1e-5);
   }
-  const BlockRun tp = Run(With(base, {"ici_expert_parallelism=2", "ici_tensor_parallelism=2", "ici_fsdp_parallelism=1"}), 4, 1);
+  const BlockRun tp = Run(With(base, {"ici_expert_parallelism=2", "ici_tensor_parallelism=2",
+                                      "ici_fsdp_parallelism=1"}),
+                          4, 1);
   CHECK(MaxDiff(reference.captures.at("output"), tp.captures.at("output")) < 1e-5);
 }
 
-TEST_CASE("DeepSeek-style routing with shared experts agrees across dense and sparse paths", "[paths]") {
+TEST_CASE("DeepSeek-style routing with shared experts agrees across dense and sparse paths",
+          "[paths]") {
   auto base = SmallMoe("deepseek");
-  base.insert(base.end(), {"routed_score_func=sigmoid", "routed_bias=true", "routed_scaling_factor=2.5",
-                           "shared_experts=1", "mlp_bias=false"});
+  base.insert(base.end(), {"routed_score_func=sigmoid", "routed_bias=true",
+                           "routed_scaling_factor=2.5", "shared_experts=1", "mlp_bias=false"});
   const BlockRun reference = Run(With(base, {"sparse_matmul=false", "capacity_factor=-1"}), 1);
-  const BlockRun sparse = Run(With(base, {"ici_expert_parallelism=4", "ici_fsdp_parallelism=-1"}), 4);
+  const BlockRun sparse =
+      Run(With(base, {"ici_expert_parallelism=4", "ici_fsdp_parallelism=-1"}), 4);
   CHECK(MaxDiff(reference.captures.at("output"), sparse.captures.at("output")) < 1e-5);
 }
 
@@ -119,12 +138,14 @@ TEST_CASE("gpt_oss with mlp_bias agrees between dense dropless and sparse EP 2",
   base.insert(base.end(), {"mlp_bias=true", "routed_bias=true", "mlp_activations=[sigmoid,linear]",
                            "mlp_activations_limit=1.0"});
   const BlockRun reference = Run(With(base, {"sparse_matmul=false", "capacity_factor=-1"}), 1);
-  for (const std::string& mesh : {std::string("ici_expert_parallelism=2"), std::string("ici_tensor_parallelism=2")}) {
+  for (const std::string& mesh :
+       {std::string("ici_expert_parallelism=2"), std::string("ici_tensor_parallelism=2")}) {
     INFO(mesh);
     const BlockRun sparse = Run(With(base, {mesh, "ici_fsdp_parallelism=-1"}), 2);
     CHECK(MaxDiff(reference.captures.at("output"), sparse.captures.at("output")) < 1e-5);
   }
-  const BlockRun ring = Run(With(base, {"ici_expert_parallelism=2", "use_ring_of_experts=true"}), 2);
+  const BlockRun ring =
+      Run(With(base, {"ici_expert_parallelism=2", "use_ring_of_experts=true"}), 2);
   CHECK(MaxDiff(reference.captures.at("output"), ring.captures.at("output")) < 1e-5);
 }
 
@@ -132,7 +153,8 @@ TEST_CASE("gpt_oss with mlp_bias agrees between dense dropless and sparse EP 2",
 
 namespace shardtrace {
 
-TEST_CASE("The refactored route/dispatch/gmm pipeline, chunked or not, equals the seed wrapper", "[paths][pipeline]") {
+TEST_CASE("The refactored route/dispatch/gmm pipeline, chunked or not, equals the seed wrapper",
+          "[paths][pipeline]") {
   const auto base = SmallMoe("mixtral");
   struct Case {
     std::vector<std::string> mesh;
@@ -143,8 +165,12 @@ TEST_CASE("The refactored route/dispatch/gmm pipeline, chunked or not, equals th
       {{"ici_fsdp_parallelism=1"}, 1, kBatch},
       {{"ici_fsdp_parallelism=2"}, 2, kBatch},
       {{"ici_fsdp_parallelism=2", "ici_expert_parallelism=2"}, 4, kBatch},
-      {{"ici_fsdp_parallelism=-1", "ici_expert_parallelism=4", "ici_tensor_parallelism=2"}, 8, kBatch},
-      {{"ici_fsdp_parallelism=2", "ici_expert_parallelism=2", "use_ring_of_experts=true"}, 4, kBatch},
+      {{"ici_fsdp_parallelism=-1", "ici_expert_parallelism=4", "ici_tensor_parallelism=2"},
+       8,
+       kBatch},
+      {{"ici_fsdp_parallelism=2", "ici_expert_parallelism=2", "use_ring_of_experts=true"},
+       4,
+       kBatch},
       {{"ici_fsdp_parallelism=1", "ici_expert_parallelism=2"}, 2, 1},
   };
   for (const Case& m : meshes) {
@@ -152,7 +178,8 @@ TEST_CASE("The refactored route/dispatch/gmm pipeline, chunked or not, equals th
     seed_args.insert(seed_args.end(), m.mesh.begin(), m.mesh.end());
     const BlockRun seed = Run(seed_args, m.devices, m.batch);
     for (const int chunks : {1, 2, 4}) {
-      INFO(fmt::format("{} on {} devices, num_moe_emb_chunks={}", fmt::join(m.mesh, " "), m.devices, chunks));
+      INFO(fmt::format("{} on {} devices, num_moe_emb_chunks={}", fmt::join(m.mesh, " "), m.devices,
+                       chunks));
       auto args = seed_args;
       args.push_back(fmt::format("num_moe_emb_chunks={}", chunks));
       const BlockRun pipeline = Run(args, m.devices, m.batch);
@@ -161,7 +188,8 @@ TEST_CASE("The refactored route/dispatch/gmm pipeline, chunked or not, equals th
       CHECK(MaxDiff(seed.captures.at("lb_loss"), pipeline.captures.at("lb_loss")) < 1e-6);
       int gathers = 0;
       for (const OpRecord& op : pipeline.trace.ops)
-        gathers += op.kind == "all_gather" && pipeline.trace.tensors[op.outputs[0]].name == "w0_chunk";
+        gathers +=
+            op.kind == "all_gather" && pipeline.trace.tensors[op.outputs[0]].name == "w0_chunk";
       // One all-gather of wi_0 per chunk when fsdp shards the embedding.
       const bool fsdp = pipeline.trace.mesh.find("'fsdp'") != std::string::npos;
       CHECK(gathers == (chunks > 1 && fsdp ? chunks : 0));
@@ -177,14 +205,16 @@ TEST_CASE("The masked-loop reference equals dense dropless with plain top-k rout
   for (const std::string& decoder : {std::string("mixtral"), std::string("gpt_oss")}) {
     INFO(decoder);
     auto base = SmallMoe(decoder);
-    if (decoder == "gpt_oss") base.insert(base.end(), {"mlp_bias=true", "mlp_activations=[sigmoid,linear]"});
+    if (decoder == "gpt_oss")
+      base.insert(base.end(), {"mlp_bias=true", "mlp_activations=[sigmoid,linear]"});
     base.insert(base.end(), {"sparse_matmul=false", "capacity_factor=-1"});
     base.push_back(fmt::format("per_device_batch_size={}", kBatch));
     const RunInputs in = LoadRunInputs(base, 1);
     const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
     const MoeParams params = MakeParams(setup, 2, true, 11);
     const BlockRun dense = RunBlock(in.config, in.mesh, setup, params, Block::kMoe, true);
-    const BlockRun loop = RunBlock(in.config, in.mesh, setup, params, Block::kMoe, true, /*masked_loop=*/true);
+    const BlockRun loop =
+        RunBlock(in.config, in.mesh, setup, params, Block::kMoe, true, /*masked_loop=*/true);
     CHECK(loop.trace.path.rfind("masked_loop", 0) == 0);
     CHECK(MaxDiff(dense.captures.at("output"), loop.captures.at("output")) < 1e-5);
   }
@@ -194,7 +224,8 @@ TEST_CASE("The masked-loop reference equals dense dropless with plain top-k rout
 
 namespace shardtrace {
 
-TEST_CASE("Routing variants agree between dense dropless and sparse expert parallelism", "[paths][routing]") {
+TEST_CASE("Routing variants agree between dense dropless and sparse expert parallelism",
+          "[paths][routing]") {
   struct Variant {
     std::string name;
     std::vector<std::string> overrides;
@@ -202,21 +233,24 @@ TEST_CASE("Routing variants agree between dense dropless and sparse expert paral
   const std::vector<Variant> variants = {
       {"llama4 (sigmoid-scaled inputs, unit combine weights, K=1)",
        {"decoder_block=llama4", "num_experts_per_tok=1"}},
-      {"gemma4 (softmax over all experts at the top-k)", {"decoder_block=gemma4", "base_mlp_dim=24"}},
+      {"gemma4 (softmax over all experts at the top-k)",
+       {"decoder_block=gemma4", "base_mlp_dim=24"}},
       {"qwen3 norm_topk_prob", {"decoder_block=qwen3_moe", "norm_topk_prob=true"}},
-      {"deepseek3 grouped routing", {"decoder_block=deepseek", "model_name=deepseek3-tiny", "override_model_config=true",
-                                     "routed_score_func=sigmoid", "routed_bias=true", "n_routing_groups=4",
-                                     "topk_routing_group=2", "base_emb_dim=16", "base_mlp_dim=24",
-                                     "base_moe_mlp_dim=24", "num_experts=8", "num_experts_per_tok=2",
-                                     "shared_experts=1", "first_num_dense_layers=0"}},
-      {"float32 gate logits and activations", {"float32_gate_logits=true", "activations_in_float32=true"}},
+      {"deepseek3 grouped routing",
+       {"decoder_block=deepseek", "model_name=deepseek3-tiny", "override_model_config=true",
+        "routed_score_func=sigmoid", "routed_bias=true", "n_routing_groups=4",
+        "topk_routing_group=2", "base_emb_dim=16", "base_mlp_dim=24", "base_moe_mlp_dim=24",
+        "num_experts=8", "num_experts_per_tok=2", "shared_experts=1", "first_num_dense_layers=0"}},
+      {"float32 gate logits and activations",
+       {"float32_gate_logits=true", "activations_in_float32=true"}},
   };
   for (const Variant& v : variants) {
     INFO(v.name);
     auto base = SmallMoe("mixtral");
     base.insert(base.end(), v.overrides.begin(), v.overrides.end());
     const BlockRun dense = Run(With(base, {"sparse_matmul=false", "capacity_factor=-1"}), 1);
-    const BlockRun sparse = Run(With(base, {"ici_expert_parallelism=2", "ici_fsdp_parallelism=2"}), 4);
+    const BlockRun sparse =
+        Run(With(base, {"ici_expert_parallelism=2", "ici_fsdp_parallelism=2"}), 4);
     CHECK(MaxDiff(dense.captures.at("output"), sparse.captures.at("output")) < 1e-5);
     CHECK(MaxDiff(dense.captures.at("top_k_weights"), sparse.captures.at("top_k_weights")) < 1e-6);
   }
@@ -228,7 +262,8 @@ TEST_CASE("Weight-sharding variants of sparse_matmul compute the same output", "
   for (const std::vector<std::string>& v : std::vector<std::vector<std::string>>{
            {"shard_exp_on_fsdp=true", "ici_fsdp_parallelism=4"},
            {"use_2d_fsdp_sharding=true", "ici_fsdp_parallelism=4"},
-           {"moe_fsdp_use_two_stage_all_gather=true", "ici_fsdp_parallelism=2", "ici_fsdp_transpose_parallelism=2"},
+           {"moe_fsdp_use_two_stage_all_gather=true", "ici_fsdp_parallelism=2",
+            "ici_fsdp_transpose_parallelism=2"},
            {"ici_tensor_transpose_parallelism=2", "ici_fsdp_parallelism=2"},
        }) {
     INFO(fmt::format("{}", fmt::join(v, " ")));
@@ -239,17 +274,20 @@ TEST_CASE("Weight-sharding variants of sparse_matmul compute the same output", "
   }
 }
 
-TEST_CASE("tensor_transpose with expert parallelism fails where the seed's moe.py fails", "[paths]") {
+TEST_CASE("tensor_transpose with expert parallelism fails where the seed's moe.py fails",
+          "[paths]") {
   // moe.py sizes the reverse all-to-all buffer by M/TP (tensor only) while wo's output is
   // split by tensor_transpose: the seed's ragged_all_to_all gets mismatched shapes.
   auto args = SmallMoe("mixtral");
   args.insert(args.end(), {"ici_tensor_transpose_parallelism=2", "ici_expert_parallelism=2"});
-  CHECK_THROWS_WITH(Run(args, 4), Catch::Contains("ragged_all_to_all") && Catch::Contains("differ past dim 0"));
+  CHECK_THROWS_WITH(Run(args, 4),
+                    Catch::Contains("ragged_all_to_all") && Catch::Contains("differ past dim 0"));
 }
 
 TEST_CASE("A ragged buffer too small for the routed rows is reported as dropped rows", "[paths]") {
   auto base = SmallMoe("mixtral");
-  base.insert(base.end(), {"ici_expert_parallelism=4", "ici_fsdp_parallelism=1", "ragged_buffer_factor=0.5"});
+  base.insert(base.end(),
+              {"ici_expert_parallelism=4", "ici_fsdp_parallelism=1", "ragged_buffer_factor=0.5"});
   const BlockRun run = Run(base, 4);
   bool dropped = false;
   for (const Fact& f : run.trace.facts)
@@ -264,11 +302,14 @@ TEST_CASE("A ragged buffer too small for the routed rows is reported as dropped 
   CHECK(MaxDiff(reference.captures.at("output"), run.captures.at("output")) > 1e-3);
 }
 
-TEST_CASE("Inference-mode dense dropping gives the same output for 1 and 2 context groups", "[paths]") {
+TEST_CASE("Inference-mode dense dropping gives the same output for 1 and 2 context groups",
+          "[paths]") {
   auto base = SmallMoe("mixtral");
-  base.insert(base.end(), {"sparse_matmul=false", "capacity_factor=16", "model_call_mode=inference"});
+  base.insert(base.end(),
+              {"sparse_matmul=false", "capacity_factor=16", "model_call_mode=inference"});
   const BlockRun one = Run(base, 1);
-  const BlockRun two = Run(With(base, {"ici_context_autoregressive_parallelism=2", "ici_fsdp_parallelism=1"}), 2);
+  const BlockRun two =
+      Run(With(base, {"ici_context_autoregressive_parallelism=2", "ici_fsdp_parallelism=1"}), 2);
   CHECK(two.trace.FindLast("dispatch_mask")->shape.size() == 5);
   CHECK(two.trace.FindLast("dispatch_mask")->shape[1] == 2);  // N = 2 context groups
   CHECK(MaxDiff(one.captures.at("output"), two.captures.at("output")) < 1e-5);

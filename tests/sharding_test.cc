@@ -31,8 +31,9 @@ TEST_CASE("ShardTensor divides each dim by the product of its mesh axes", "[shar
   CHECK(s.spec == kExpertFsdp);
   CHECK(s.warnings.empty());
 
-  const Sharding both = ShardTensor("x", {16, 7, 4}, DType::kFloat32,
-                                    PartitionSpec(Entries{{"fsdp", "expert"}, {}, {"tensor"}}), MeshA());
+  const Sharding both =
+      ShardTensor("x", {16, 7, 4}, DType::kFloat32,
+                  PartitionSpec(Entries{{"fsdp", "expert"}, {}, {"tensor"}}), MeshA());
   CHECK(both.local_shape == Shape{2, 7, 4});
   CHECK(both.bytes_per_device == 2 * 7 * 4 * 4);
   CHECK(both.warnings.empty());
@@ -56,7 +57,8 @@ TEST_CASE("Bytes per device use the dtype's size", "[shard][sharding]") {
 }
 
 TEST_CASE("A replicated spec keeps the global shape on every device", "[shard][sharding]") {
-  const Sharding s = ShardTensor("r", {3, 5}, DType::kFloat32, PartitionSpec::Replicated(2), MeshA());
+  const Sharding s =
+      ShardTensor("r", {3, 5}, DType::kFloat32, PartitionSpec::Replicated(2), MeshA());
   CHECK(s.local_shape == Shape{3, 5});
   CHECK(s.bytes_per_device == 60);
   // Axes the mesh does not have, or of size 1, do not split.
@@ -68,21 +70,23 @@ TEST_CASE("A replicated spec keeps the global shape on every device", "[shard][s
 
 TEST_CASE("An uneven dim is padded and warned about by tensor and dim and size and axes",
           "[shard][sharding]") {
-  const Sharding s = ShardTensor("gate_logits", {64, 10, 1408}, DType::kFloat32, kExpertFsdp, MeshA());
+  const Sharding s =
+      ShardTensor("gate_logits", {64, 10, 1408}, DType::kFloat32, kExpertFsdp, MeshA());
   CHECK(s.local_shape == Shape{32, 3, 1408});  // ceil(10 / 4)
   CHECK(s.bytes_per_device == int64_t{32} * 3 * 1408 * 4);
   REQUIRE(s.warnings.size() == 1);
   const std::string& w = s.warnings[0];
-  CHECK_THAT(w, Catch::Contains("gate_logits") && Catch::Contains("dim 1") && Catch::Contains("10") &&
-                    Catch::Contains("'fsdp'") && Catch::Contains("4"));
+  CHECK_THAT(w, Catch::Contains("gate_logits") && Catch::Contains("dim 1") &&
+                    Catch::Contains("10") && Catch::Contains("'fsdp'") && Catch::Contains("4"));
 
-  const Sharding multi = ShardTensor("inputs", {12, 6}, DType::kBfloat16,
-                                     PartitionSpec(Entries{{"fsdp", "expert"}, {"tensor"}}), MeshA());
+  const Sharding multi =
+      ShardTensor("inputs", {12, 6}, DType::kBfloat16,
+                  PartitionSpec(Entries{{"fsdp", "expert"}, {"tensor"}}), MeshA());
   CHECK(multi.local_shape == Shape{2, 6});
   REQUIRE(multi.warnings.size() == 1);
   CHECK_THAT(multi.warnings[0], Catch::Contains("inputs") && Catch::Contains("dim 0") &&
-                                    Catch::Contains("12") && Catch::Contains("('fsdp', 'expert')") &&
-                                    Catch::Contains("8"));
+                                    Catch::Contains("12") &&
+                                    Catch::Contains("('fsdp', 'expert')") && Catch::Contains("8"));
 
   const Sharding two = ShardTensor("w", {3, 6, 5}, DType::kBool, kExpertFsdp, MeshA());
   CHECK(two.local_shape == Shape{2, 2, 5});

@@ -1,17 +1,19 @@
 #include "test_support.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
-#include <catch2/catch.hpp>
-#include <sys/wait.h>
-#include <unistd.h>
-
 namespace shardtrace::testing {
 
-std::string SourcePath(const std::string& relative) { return std::string(SHARDTRACE_SOURCE_DIR) + "/" + relative; }
+std::string SourcePath(const std::string& relative) {
+  return std::string(SHARDTRACE_SOURCE_DIR) + "/" + relative;
+}
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -54,7 +56,8 @@ void CompareWithGolden(const std::string& relative, const std::string& actual) {
 }
 
 CommandResult RunShardtrace(const std::vector<std::string>& args) {
-  const std::string dir = std::filesystem::temp_directory_path() / ("shardtrace_test_" + std::to_string(getpid()));
+  const std::string dir =
+      std::filesystem::temp_directory_path() / ("shardtrace_test_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   std::string command = std::string("'") + SHARDTRACE_BINARY + "'";
   for (const std::string& a : args) {

@@ -1,13 +1,13 @@
 // The tracer end to end: a symbolic full-size DeepSeek-V3 trace (shapes and shardings,
 // nothing allocated), MaxText's own sharding dumps reproduced, every golden case, and the
 // terminal table of each path pinned as golden text.
+#include <fmt/format.h>
+
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
 #include <new>
-
-#include <catch2/catch.hpp>
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "check/golden_check.h"
@@ -34,7 +34,8 @@ namespace {
 using testing::CompareWithGolden;
 using testing::SourcePath;
 
-BlockRun Symbolic(const std::vector<std::string>& args, int64_t devices, Block block = Block::kMoe) {
+BlockRun Symbolic(const std::vector<std::string>& args, int64_t devices,
+                  Block block = Block::kMoe) {
   const RunInputs in = LoadRunInputs(args, devices);
   const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
   const int n = static_cast<int>(in.config.StrList("mlp_activations").size());
@@ -80,18 +81,20 @@ TEST_CASE("A symbolic DeepSeek-V3 671B trace on 256 devices allocates no tensor 
   CHECK(ragged == 2);
 }
 
-TEST_CASE("shardtrace reproduces MaxText's own sharding dumps for the MoE and MLP blocks", "[trace][dump]") {
+TEST_CASE("shardtrace reproduces MaxText's own sharding dumps for the MoE and MLP blocks",
+          "[trace][dump]") {
   struct DumpCase {
     std::string dir, model;
     int64_t ep;
   };
-  for (const DumpCase& c : {DumpCase{"deepseek2-16b_v6e-16_default_ici_fsdp_parallelism--1_ici_expert_parallelism-4",
-                                     "deepseek2-16b", 4},
-                            DumpCase{"gpt-oss-20b_tpu7x-16_default_ici_fsdp_parallelism--1_ici_expert_parallelism-2",
-                                     "gpt-oss-20b", 2}}) {
+  for (const DumpCase& c :
+       {DumpCase{"deepseek2-16b_v6e-16_default_ici_fsdp_parallelism--1_ici_expert_parallelism-4",
+                 "deepseek2-16b", 4},
+        DumpCase{"gpt-oss-20b_tpu7x-16_default_ici_fsdp_parallelism--1_ici_expert_parallelism-2",
+                 "gpt-oss-20b", 2}}) {
     INFO(c.dir);
-    const nlohmann::ordered_json real = nlohmann::ordered_json::parse(
-        testing::ReadFile(SourcePath("../shared/maxtext-sharding-dumps/" + c.dir + "/input_shardings.json")));
+    const nlohmann::ordered_json real = nlohmann::ordered_json::parse(testing::ReadFile(
+        SourcePath("../shared/maxtext-sharding-dumps/" + c.dir + "/input_shardings.json")));
     nlohmann::ordered_json expected = nlohmann::ordered_json::array();
     for (const auto& entry : real["Activation Sharding Dump"]) {
       const std::string key = entry.begin().key();
@@ -102,7 +105,8 @@ TEST_CASE("shardtrace reproduces MaxText's own sharding dumps for the MoE and ML
         LoadRunInputs({SourcePath("../shared/maxtext-configs/base.yml"), "model_name=" + c.model,
                        "ici_fsdp_parallelism=-1", fmt::format("ici_expert_parallelism={}", c.ep)},
                       16);
-    const auto ours = nlohmann::ordered_json::parse(DumpToMaxtextJson(DumpModel(in.config, in.mesh)));
+    const auto ours =
+        nlohmann::ordered_json::parse(DumpToMaxtextJson(DumpModel(in.config, in.mesh)));
     CHECK(ours["Activation Sharding Dump"].dump(2) == expected.dump(2));
   }
 }
@@ -128,14 +132,16 @@ TEST_CASE("Every golden case reproduces its outputs and routing intermediates", 
 TEST_CASE("A golden check fails when the config no longer matches the case", "[trace][golden]") {
   CheckOptions options;
   options.extra_args = {"capacity_factor=0.5", "sparse_matmul=false"};
-  const GoldenReport report = CheckGoldenCase(SourcePath("testdata/goldens/dense_dropless_mixtral"), {}, options);
+  const GoldenReport report =
+      CheckGoldenCase(SourcePath("testdata/goldens/dense_dropless_mixtral"), {}, options);
   CHECK_FALSE(report.passed());
 }
 
 TEST_CASE("The trace table of every path matches its golden text", "[trace][golden-text]") {
-  const std::vector<std::string> small = {"base_emb_dim=16", "base_mlp_dim=32", "base_moe_mlp_dim=32", "num_experts=8",
-                                          "num_experts_per_tok=2", "max_target_length=8", "per_device_batch_size=1",
-                                          "decoder_block=mixtral"};
+  const std::vector<std::string> small = {"base_emb_dim=16",         "base_mlp_dim=32",
+                                          "base_moe_mlp_dim=32",     "num_experts=8",
+                                          "num_experts_per_tok=2",   "max_target_length=8",
+                                          "per_device_batch_size=1", "decoder_block=mixtral"};
   struct TextCase {
     std::string name;
     std::vector<std::string> args;
@@ -149,23 +155,32 @@ TEST_CASE("The trace table of every path matches its golden text", "[trace][gold
   };
   const std::vector<TextCase> cases = {
       {"dense_dropless", with({"sparse_matmul=false", "load_balance_loss_weight=0.01"}), 4},
-      {"dense_dropping", with({"sparse_matmul=false", "capacity_factor=1.5", "ici_expert_parallelism=2"}), 4},
-      {"dense_inference_cp2", with({"sparse_matmul=false", "capacity_factor=2", "model_call_mode=inference",
-                                    "ici_context_autoregressive_parallelism=2"}), 4},
+      {"dense_dropping",
+       with({"sparse_matmul=false", "capacity_factor=1.5", "ici_expert_parallelism=2"}), 4},
+      {"dense_inference_cp2",
+       with({"sparse_matmul=false", "capacity_factor=2", "model_call_mode=inference",
+             "ici_context_autoregressive_parallelism=2"}),
+       4},
       {"sparse_ep1", with({"megablox=false"}), 2},
       {"sparse_ep4_tp2", with({"ici_expert_parallelism=4", "ici_tensor_parallelism=2"}), 8},
       {"sparse_decode_ep2", with({"ici_expert_parallelism=2", "per_device_batch_size=0.5"}), 2},
       {"sparse_ring_ep2", with({"ici_expert_parallelism=2", "use_ring_of_experts=true"}), 4},
-      {"sparse_two_stage_ag", with({"moe_fsdp_use_two_stage_all_gather=true", "ici_fsdp_transpose_parallelism=2"}), 4},
-      {"deepseek3_grouped", {"model_name=deepseek3-tiny", "n_routing_groups=4", "topk_routing_group=2",
-                             "ici_expert_parallelism=4", "max_target_length=16", "per_device_batch_size=1"}, 8},
+      {"sparse_two_stage_ag",
+       with({"moe_fsdp_use_two_stage_all_gather=true", "ici_fsdp_transpose_parallelism=2"}), 4},
+      {"deepseek3_grouped",
+       {"model_name=deepseek3-tiny", "n_routing_groups=4", "topk_routing_group=2",
+        "ici_expert_parallelism=4", "max_target_length=16", "per_device_batch_size=1"},
+       8},
       {"mlp_block", with({}), 4, Block::kMlp},
-      {"shared_experts", {"model_name=deepseek3-tiny", "max_target_length=16", "per_device_batch_size=1"}, 4,
+      {"shared_experts",
+       {"model_name=deepseek3-tiny", "max_target_length=16", "per_device_batch_size=1"},
+       4,
        Block::kShared},
   };
   for (const TextCase& c : cases) {
     INFO(c.name);
-    CompareWithGolden("expected/trace_" + c.name + ".txt", TraceToTable(Symbolic(c.args, c.devices, c.block).trace));
+    CompareWithGolden("expected/trace_" + c.name + ".txt",
+                      TraceToTable(Symbolic(c.args, c.devices, c.block).trace));
   }
 }
 
@@ -176,8 +191,9 @@ TEST_CASE("Trace JSON is byte-identical across runs and carries every field", "[
   CHECK(a == b);
   const auto j = nlohmann::json::parse(a);
   const auto& first_weight = j["tensors"][1];
-  for (const char* field : {"name", "kind", "dtype", "dims", "shape", "logical_axes", "constraint", "partition_spec",
-                            "physical", "local_shape", "bytes_per_device", "scope", "condition", "summary"})
+  for (const char* field :
+       {"name", "kind", "dtype", "dims", "shape", "logical_axes", "constraint", "partition_spec",
+        "physical", "local_shape", "bytes_per_device", "scope", "condition", "summary"})
     CHECK(first_weight.contains(field));
   CHECK(first_weight["kind"] == "weight");
   CHECK(first_weight["constraint"] == "kernel_axes");

@@ -1,12 +1,12 @@
 #include "check/golden_check.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 
-#include <fmt/format.h>
-
-#include "config/run_inputs.h"
 #include "config/override_file.h"
+#include "config/run_inputs.h"
 #include "io/npz.h"
 #include "trace/moe_block.h"
 #include "util/error.h"
@@ -21,25 +21,26 @@ bool GoldenReport::passed() const {
 
 const std::vector<std::string>& GoldenInputNames() {
   static const std::vector<std::string> names = {
-      "inputs", "gate_kernel", "gate_bias", "wi_0", "wi_1", "wo", "wi_0_bias", "wi_1_bias", "wo_bias",
-      "shared_wi_0", "shared_wi_1", "shared_wo"};
+      "inputs",    "gate_kernel", "gate_bias", "wi_0",        "wi_1",        "wo",
+      "wi_0_bias", "wi_1_bias",   "wo_bias",   "shared_wi_0", "shared_wi_1", "shared_wo"};
   return names;
 }
 
 const std::vector<std::string>& GoldenExpectedNames() {
   static const std::vector<std::string> names = {
-      "output", "gate_logits", "pre_bias_logits", "top_k_weights", "top_k_indices", "group_sizes",
-      "dispatch_mask", "combine_mask", "lb_loss", "bias_updates"};
+      "output",      "gate_logits",   "pre_bias_logits", "top_k_weights", "top_k_indices",
+      "group_sizes", "dispatch_mask", "combine_mask",    "lb_loss",       "bias_updates"};
   return names;
 }
 
-ArrayCheck CompareArrays(const std::string& name, const Array& actual, const Array& expected, double atol,
-                         double rtol) {
+ArrayCheck CompareArrays(const std::string& name, const Array& actual, const Array& expected,
+                         double atol, double rtol) {
   ArrayCheck c;
   c.name = name;
   if (actual.shape != expected.shape) {
     c.status = ArrayCheck::Status::kFail;
-    c.detail = fmt::format("shape {} but expected {}", ShapeToString(actual.shape), ShapeToString(expected.shape));
+    c.detail = fmt::format("shape {} but expected {}", ShapeToString(actual.shape),
+                           ShapeToString(expected.shape));
     return c;
   }
   const bool exact = !IsFloating(expected.dtype);
@@ -49,7 +50,8 @@ ArrayCheck CompareArrays(const std::string& name, const Array& actual, const Arr
   for (size_t i = 0; i < b.size(); ++i) {
     const double diff = std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i]));
     c.max_abs_error = std::max(c.max_abs_error, diff);
-    const bool ok = exact ? a[i] == b[i] : diff <= atol + rtol * std::fabs(static_cast<double>(b[i]));
+    const bool ok =
+        exact ? a[i] == b[i] : diff <= atol + rtol * std::fabs(static_cast<double>(b[i]));
     if (!ok) {
       ++mismatches;
       if (first < 0) first = static_cast<int64_t>(i);
@@ -57,8 +59,8 @@ ArrayCheck CompareArrays(const std::string& name, const Array& actual, const Arr
   }
   if (mismatches > 0) {
     c.status = ArrayCheck::Status::kFail;
-    c.detail = fmt::format("{} of {} elements differ; first at flat index {}: {} vs expected {}", mismatches, b.size(),
-                           first, a[first], b[first]);
+    c.detail = fmt::format("{} of {} elements differ; first at flat index {}: {} vs expected {}",
+                           mismatches, b.size(), first, a[first], b[first]);
   } else {
     c.detail = exact ? "exact" : fmt::format("max |error| {:.3g}", c.max_abs_error);
   }
@@ -75,12 +77,13 @@ GoldenReport CheckGoldenCase(const std::string& case_dir, const std::vector<std:
   const RunInputs in = LoadRunInputs(args, std::nullopt);
   const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
   if (in.config.Bool("use_random_routing"))
-    Fail("{}: use_random_routing cannot be reproduced outside JAX's PRNG; golden checks exclude it", case_dir);
+    Fail("{}: use_random_routing cannot be reproduced outside JAX's PRNG; golden checks exclude it",
+         case_dir);
   const std::string npz = case_dir + "/tensors.npz";
   const std::map<std::string, Array> arrays = ReadNpz(npz);
   const int n_act = static_cast<int>(in.config.StrList("mlp_activations").size());
-  const MoeParams params =
-      ParamsFromArrays(setup, n_act, arrays, npz, in.config.Bool("routed_bias"), in.config.Bool("mlp_bias"));
+  const MoeParams params = ParamsFromArrays(
+      setup, n_act, arrays, npz, in.config.Bool("routed_bias"), in.config.Bool("mlp_bias"));
   const BlockRun run = RunBlock(in.config, in.mesh, setup, params, Block::kMoe, /*numeric=*/true);
 
   GoldenReport report{case_dir, setup.PathLabel(), {}};
@@ -93,17 +96,21 @@ GoldenReport CheckGoldenCase(const std::string& case_dir, const std::vector<std:
     const auto actual = run.captures.find(name);
     if (actual == run.captures.end()) {
       report.checks.push_back({name, ArrayCheck::Status::kFail,
-                               fmt::format("the {} path does not produce '{}' for this config", setup.PathLabel(), name), 0});
+                               fmt::format("the {} path does not produce '{}' for this config",
+                                           setup.PathLabel(), name),
+                               0});
       continue;
     }
-    report.checks.push_back(CompareArrays(name, actual->second, expected->second, options.atol, options.rtol));
+    report.checks.push_back(
+        CompareArrays(name, actual->second, expected->second, options.atol, options.rtol));
   }
   for (const auto& [name, array] : arrays) {
     const auto& in_names = GoldenInputNames();
     const auto& out_names = GoldenExpectedNames();
     if (std::find(in_names.begin(), in_names.end(), name) == in_names.end() &&
         std::find(out_names.begin(), out_names.end(), name) == out_names.end())
-      report.checks.push_back({name, ArrayCheck::Status::kUnknown, "unknown array name (not in golden-format.md)", 0});
+      report.checks.push_back(
+          {name, ArrayCheck::Status::kUnknown, "unknown array name (not in golden-format.md)", 0});
   }
   return report;
 }

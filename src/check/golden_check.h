@@ -38,7 +38,8 @@ const std::vector<std::string>& GoldenInputNames();
 const std::vector<std::string>& GoldenExpectedNames();
 
 // Compares one expected array with an actual one (shape, then values).
-ArrayCheck CompareArrays(const std::string& name, const Array& actual, const Array& expected, double atol, double rtol);
+ArrayCheck CompareArrays(const std::string& name, const Array& actual, const Array& expected,
+                         double atol, double rtol);
 
 // REQUIRES case_dir holds config.yml and tensors.npz. `base_args` are CONFIG paths and
 // overrides placed before the case's own config (normally empty: the embedded base).

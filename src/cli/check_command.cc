@@ -1,7 +1,7 @@
 // `shardtrace check CASE...`: golden cases against the reference implementation.
-#include <filesystem>
-
 #include <fmt/format.h>
+
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "check/golden_check.h"
@@ -14,10 +14,14 @@ namespace {
 
 std::string StatusText(ArrayCheck::Status s) {
   switch (s) {
-    case ArrayCheck::Status::kPass: return "pass";
-    case ArrayCheck::Status::kFail: return "FAIL";
-    case ArrayCheck::Status::kSkipped: return "skipped";
-    case ArrayCheck::Status::kUnknown: return "UNKNOWN";
+    case ArrayCheck::Status::kPass:
+      return "pass";
+    case ArrayCheck::Status::kFail:
+      return "FAIL";
+    case ArrayCheck::Status::kSkipped:
+      return "skipped";
+    case ArrayCheck::Status::kUnknown:
+      return "UNKNOWN";
   }
   return "?";
 }
@@ -32,7 +36,8 @@ bool RunCheckCommand(const CheckCommandOptions& options, std::ostream& out) {
     else
       base_args.push_back(arg);
   }
-  if (cases.empty()) Fail("check: no golden case directory given (a directory with config.yml and tensors.npz)");
+  if (cases.empty())
+    Fail("check: no golden case directory given (a directory with config.yml and tensors.npz)");
   for (const std::string& c : cases)
     for (const char* file : {"config.yml", "tensors.npz"})
       if (!std::filesystem::exists(std::filesystem::path(c) / file))
@@ -41,7 +46,8 @@ bool RunCheckCommand(const CheckCommandOptions& options, std::ostream& out) {
   check_options.atol = options.atol;
   check_options.rtol = options.rtol;
   std::vector<GoldenReport> reports;
-  for (const std::string& c : cases) reports.push_back(CheckGoldenCase(c, base_args, check_options));
+  for (const std::string& c : cases)
+    reports.push_back(CheckGoldenCase(c, base_args, check_options));
   int passed = 0;
   for (const GoldenReport& r : reports) passed += r.passed();
   std::string text;
@@ -50,9 +56,12 @@ bool RunCheckCommand(const CheckCommandOptions& options, std::ostream& out) {
     for (const GoldenReport& r : reports) {
       nlohmann::ordered_json checks = nlohmann::ordered_json::array();
       for (const ArrayCheck& c : r.checks)
-        checks.push_back({{"array", c.name}, {"status", StatusText(c.status)}, {"detail", c.detail},
+        checks.push_back({{"array", c.name},
+                          {"status", StatusText(c.status)},
+                          {"detail", c.detail},
                           {"max_abs_error", c.max_abs_error}});
-      j.push_back({{"case", r.case_dir}, {"path", r.path}, {"passed", r.passed()}, {"arrays", checks}});
+      j.push_back(
+          {{"case", r.case_dir}, {"path", r.path}, {"passed", r.passed()}, {"arrays", checks}});
     }
     text = j.dump(2) + "\n";
   } else {
@@ -62,7 +71,8 @@ bool RunCheckCommand(const CheckCommandOptions& options, std::ostream& out) {
       for (const ArrayCheck& c : r.checks) table.AddRow({c.name, StatusText(c.status), c.detail});
       text += table.Render("  ") + "\n";
     }
-    text += fmt::format("{} passed, {} failed\n", passed, static_cast<int>(reports.size()) - passed);
+    text +=
+        fmt::format("{} passed, {} failed\n", passed, static_cast<int>(reports.size()) - passed);
   }
   WriteOutput(options.common, text, out);
   return passed == static_cast<int>(reports.size());

@@ -1,7 +1,8 @@
 #include "cli/cli.h"
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
 #include "util/error.h"
@@ -33,52 +34,81 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   app.footer(
       "Examples:\n"
       "  shardtrace config model_name=deepseek3-671b --devices 256 ici_expert_parallelism=64\n"
-      "  shardtrace explain --axes exp,embed_moe,mlp_moe --shape 64,2048,1408 ici_expert_parallelism=2 --devices 8\n"
+      "  shardtrace explain --axes exp,embed_moe,mlp_moe --shape 64,2048,1408 "
+      "ici_expert_parallelism=2 --devices 8\n"
       "  shardtrace trace model_name=mixtral-8x7b ici_expert_parallelism=4 --devices 8\n"
-      "  shardtrace trace base_emb_dim=16 base_mlp_dim=32 base_moe_mlp_dim=32 num_experts=8 num_experts_per_tok=2 --numeric\n"
-      "  shardtrace dump path/to/maxtext/configs/base.yml model_name=deepseek2-16b ici_expert_parallelism=4 --devices 16\n"
+      "  shardtrace trace base_emb_dim=16 base_mlp_dim=32 base_moe_mlp_dim=32 num_experts=8 "
+      "num_experts_per_tok=2 --numeric\n"
+      "  shardtrace dump path/to/maxtext/configs/base.yml model_name=deepseek2-16b "
+      "ici_expert_parallelism=4 --devices 16\n"
       "  shardtrace check testdata/goldens/sparse_ep2_mixtral");
 
   CommonOptions config_options;
-  CLI::App* config_cmd = app.add_subcommand("config", "the resolved MoE-relevant config and the mesh");
+  CLI::App* config_cmd =
+      app.add_subcommand("config", "the resolved MoE-relevant config and the mesh");
   AddCommon(config_cmd, config_options, {"text", "json"});
-  config_cmd->footer("Example: shardtrace config model_name=mixtral-8x7b ici_expert_parallelism=4 --devices 8");
+  config_cmd->footer(
+      "Example: shardtrace config model_name=mixtral-8x7b ici_expert_parallelism=4 --devices 8");
 
   ExplainOptions explain_options;
-  CLI::App* explain_cmd = app.add_subcommand("explain", "resolve logical axes to a PartitionSpec, rule by rule");
+  CLI::App* explain_cmd =
+      app.add_subcommand("explain", "resolve logical axes to a PartitionSpec, rule by rule");
   AddCommon(explain_cmd, explain_options.common, {"text", "json"});
-  explain_cmd->add_option("--axes", explain_options.axes, "logical axes, e.g. exp,embed_moe,mlp_moe (None = unnamed)")
+  explain_cmd
+      ->add_option("--axes", explain_options.axes,
+                   "logical axes, e.g. exp,embed_moe,mlp_moe (None = unnamed)")
       ->required();
   explain_cmd->add_option("--shape", explain_options.shape, "global shape, e.g. 64,2048,1408");
-  explain_cmd->add_option("--dtype", explain_options.dtype, "dtype for bytes per device (default: config dtype)");
-  explain_cmd->footer("Example: shardtrace explain --axes exp,embed_moe,mlp_moe --shape 64,2048,1408 ici_expert_parallelism=2 --devices 8");
+  explain_cmd->add_option("--dtype", explain_options.dtype,
+                          "dtype for bytes per device (default: config dtype)");
+  explain_cmd->footer(
+      "Example: shardtrace explain --axes exp,embed_moe,mlp_moe --shape 64,2048,1408 "
+      "ici_expert_parallelism=2 --devices 8");
 
   TraceOptions trace_options;
-  CLI::App* trace_cmd = app.add_subcommand("trace", "run a MoE/MLP block and record every tensor and collective");
+  CLI::App* trace_cmd =
+      app.add_subcommand("trace", "run a MoE/MLP block and record every tensor and collective");
   AddCommon(trace_cmd, trace_options.common, {"table", "json"});
-  trace_cmd->add_option("--block", trace_options.block, "moe (routed experts), mlp (dense MlpBlock), shared (shared-expert MlpBlock)")
+  trace_cmd
+      ->add_option("--block", trace_options.block,
+                   "moe (routed experts), mlp (dense MlpBlock), shared (shared-expert MlpBlock)")
       ->check(CLI::IsMember({"moe", "mlp", "shared"}))
       ->capture_default_str();
-  trace_cmd->add_option("--path", trace_options.path,
-                        "auto: the path RoutedMoE selects from the config; masked_loop: the loop-over-experts reference")
+  trace_cmd
+      ->add_option("--path", trace_options.path,
+                   "auto: the path RoutedMoE selects from the config; masked_loop: the "
+                   "loop-over-experts reference")
       ->check(CLI::IsMember({"auto", "masked_loop"}))
       ->capture_default_str();
-  trace_cmd->add_flag("--numeric", trace_options.numeric, "run with real numbers on simulated devices");
-  trace_cmd->add_option("--seed", trace_options.seed, "seed of the deterministic weights and inputs (--numeric)");
-  trace_cmd->add_option("--golden", trace_options.golden, "take inputs and weights from a golden case directory (implies --numeric)");
-  trace_cmd->footer("Example: shardtrace trace model_name=deepseek3-671b --devices 256 ici_expert_parallelism=64");
+  trace_cmd->add_flag("--numeric", trace_options.numeric,
+                      "run with real numbers on simulated devices");
+  trace_cmd->add_option("--seed", trace_options.seed,
+                        "seed of the deterministic weights and inputs (--numeric)");
+  trace_cmd->add_option("--golden", trace_options.golden,
+                        "take inputs and weights from a golden case directory (implies --numeric)");
+  trace_cmd->footer(
+      "Example: shardtrace trace model_name=deepseek3-671b --devices 256 "
+      "ici_expert_parallelism=64");
 
   CommonOptions dump_options;
-  CLI::App* dump_cmd = app.add_subcommand("dump", "MaxText's debug_sharding activation dump (input_shardings.json)");
+  CLI::App* dump_cmd =
+      app.add_subcommand("dump", "MaxText's debug_sharding activation dump (input_shardings.json)");
   AddCommon(dump_cmd, dump_options, {"maxtext"});
-  dump_cmd->footer("Example: shardtrace dump base.yml model_name=deepseek2-16b ici_expert_parallelism=4 --devices 16");
+  dump_cmd->footer(
+      "Example: shardtrace dump base.yml model_name=deepseek2-16b ici_expert_parallelism=4 "
+      "--devices 16");
 
   CheckCommandOptions check_options;
-  CLI::App* check_cmd = app.add_subcommand("check", "check golden cases (config.yml + tensors.npz) against the reference");
+  CLI::App* check_cmd = app.add_subcommand(
+      "check", "check golden cases (config.yml + tensors.npz) against the reference");
   AddCommon(check_cmd, check_options.common, {"text", "json"});
-  check_cmd->add_option("--atol", check_options.atol, "absolute tolerance for float arrays")->capture_default_str();
-  check_cmd->add_option("--rtol", check_options.rtol, "relative tolerance for float arrays")->capture_default_str();
-  check_cmd->footer("Example: shardtrace check testdata/goldens/sparse_ep2_mixtral testdata/goldens/ring_ep2_mixtral");
+  check_cmd->add_option("--atol", check_options.atol, "absolute tolerance for float arrays")
+      ->capture_default_str();
+  check_cmd->add_option("--rtol", check_options.rtol, "relative tolerance for float arrays")
+      ->capture_default_str();
+  check_cmd->footer(
+      "Example: shardtrace check testdata/goldens/sparse_ep2_mixtral "
+      "testdata/goldens/ring_ep2_mixtral");
 
   try {
     app.parse(argc, argv);

@@ -30,7 +30,7 @@ struct TraceOptions {
   std::string block = "moe";  // moe | mlp | shared
   bool numeric = false;
   uint64_t seed = 0;
-  std::string golden;  // a golden case directory to take inputs and weights from
+  std::string golden;         // a golden case directory to take inputs and weights from
   std::string path = "auto";  // auto (what RoutedMoE selects) | masked_loop
 };
 

@@ -1,7 +1,8 @@
 // `shardtrace config`: the resolved MoE-relevant config, the path RoutedMoE takes and the mesh.
-#include <nlohmann/json.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "config/run_inputs.h"
@@ -18,28 +19,38 @@ struct Section {
 // The config keys moe.py reads, grouped as a reviewer scans them.
 const std::vector<Section>& Sections() {
   static const std::vector<Section> sections = {
-      {"model", {"model_name", "decoder_block", "num_experts", "num_experts_per_tok", "shared_experts",
-                 "first_num_dense_layers", "mlp_activations", "mlp_activations_limit", "mlp_bias"}},
-      {"routing", {"routed_score_func", "routed_bias", "routed_bias_update_rate", "routed_scaling_factor",
-                   "n_routing_groups", "topk_routing_group", "norm_topk_prob", "load_balance_loss_weight",
-                   "use_random_routing"}},
-      {"path", {"sparse_matmul", "megablox", "use_tokamax_gmm", "capacity_factor", "use_ring_of_experts",
-                "ragged_buffer_factor", "model_call_mode", "attention", "num_moe_emb_chunks"}},
-      {"sharding", {"shard_mode", "custom_mesh_and_rule", "shard_exp_on_fsdp", "use_2d_fsdp_sharding",
-                    "use_batch_split_schedule", "moe_fsdp_use_two_stage_all_gather"}},
-      {"dtypes", {"dtype", "weight_dtype", "float32_gate_logits", "float32_weight_sum",
-                  "activations_in_float32", "matmul_precision"}},
+      {"model",
+       {"model_name", "decoder_block", "num_experts", "num_experts_per_tok", "shared_experts",
+        "first_num_dense_layers", "mlp_activations", "mlp_activations_limit", "mlp_bias"}},
+      {"routing",
+       {"routed_score_func", "routed_bias", "routed_bias_update_rate", "routed_scaling_factor",
+        "n_routing_groups", "topk_routing_group", "norm_topk_prob", "load_balance_loss_weight",
+        "use_random_routing"}},
+      {"path",
+       {"sparse_matmul", "megablox", "use_tokamax_gmm", "capacity_factor", "use_ring_of_experts",
+        "ragged_buffer_factor", "model_call_mode", "attention", "num_moe_emb_chunks"}},
+      {"sharding",
+       {"shard_mode", "custom_mesh_and_rule", "shard_exp_on_fsdp", "use_2d_fsdp_sharding",
+        "use_batch_split_schedule", "moe_fsdp_use_two_stage_all_gather"}},
+      {"dtypes",
+       {"dtype", "weight_dtype", "float32_gate_logits", "float32_weight_sum",
+        "activations_in_float32", "matmul_precision"}},
   };
   return sections;
 }
 
 nlohmann::ordered_json ValueToJson(const ConfigValue& v) {
   switch (v.type) {
-    case ConfigValue::Type::kNull: return nullptr;
-    case ConfigValue::Type::kBool: return v.b;
-    case ConfigValue::Type::kInt: return v.i;
-    case ConfigValue::Type::kFloat: return v.f;
-    case ConfigValue::Type::kString: return v.s;
+    case ConfigValue::Type::kNull:
+      return nullptr;
+    case ConfigValue::Type::kBool:
+      return v.b;
+    case ConfigValue::Type::kInt:
+      return v.i;
+    case ConfigValue::Type::kFloat:
+      return v.f;
+    case ConfigValue::Type::kString:
+      return v.s;
     case ConfigValue::Type::kList: {
       nlohmann::ordered_json list = nlohmann::ordered_json::array();
       for (const ConfigValue& e : v.list) list.push_back(ValueToJson(e));
@@ -55,8 +66,8 @@ nlohmann::ordered_json ValueToJson(const ConfigValue& v) {
 }
 
 std::vector<std::pair<std::string, int64_t>> Dims(const MoeSetup& s) {
-  return {{"B", s.batch},       {"S", s.seq},           {"M", s.emb},        {"E", s.num_experts},
-          {"K", s.top_k},       {"H", s.hidden},        {"F", s.mlp_dim},    {"shared_H", s.shared_hidden}};
+  return {{"B", s.batch}, {"S", s.seq},    {"M", s.emb},     {"E", s.num_experts},
+          {"K", s.top_k}, {"H", s.hidden}, {"F", s.mlp_dim}, {"shared_H", s.shared_hidden}};
 }
 
 }  // namespace
@@ -71,13 +82,18 @@ void RunConfigCommand(const CommonOptions& options, std::ostream& out) {
     j["overrides"] = source.overrides;
     nlohmann::ordered_json mesh = nlohmann::ordered_json::object();
     for (const MeshAxis& a : in.mesh.axes()) mesh[a.name] = a.size;
-    j["mesh"] = {{"devices", in.mesh.num_devices()}, {"num_slices", in.mesh.num_slices()}, {"axes", mesh}};
+    j["mesh"] = {
+        {"devices", in.mesh.num_devices()}, {"num_slices", in.mesh.num_slices()}, {"axes", mesh}};
     nlohmann::ordered_json dims = nlohmann::ordered_json::object();
     for (const auto& [k, v] : Dims(setup)) dims[k] = v;
     j["dims"] = dims;
-    j["path"] = {{"kind", ToString(setup.path)}, {"label", setup.PathLabel()}, {"reasons", setup.path_reasons},
-                 {"gmm_kernel", setup.gmm_kernel}, {"expert_parallelism", setup.ep},
-                 {"tensor_parallelism", setup.tp}, {"batch_sharded_by_ep", setup.batch_sharded_by_ep}};
+    j["path"] = {{"kind", ToString(setup.path)},
+                 {"label", setup.PathLabel()},
+                 {"reasons", setup.path_reasons},
+                 {"gmm_kernel", setup.gmm_kernel},
+                 {"expert_parallelism", setup.ep},
+                 {"tensor_parallelism", setup.tp},
+                 {"batch_sharded_by_ep", setup.batch_sharded_by_ep}};
     for (const Section& section : Sections()) {
       nlohmann::ordered_json keys = nlohmann::ordered_json::object();
       for (const char* key : section.keys)
@@ -89,9 +105,11 @@ void RunConfigCommand(const CommonOptions& options, std::ostream& out) {
   }
   std::string text;
   text += fmt::format("{:<10} {}\n", "files", fmt::join(in.config.loaded_files(), " <- "));
-  if (!source.overrides.empty()) text += fmt::format("{:<10} {}\n", "overrides", fmt::join(source.overrides, " "));
-  text += fmt::format("{:<10} {} ({} devices, {} slice{})\n", "mesh", in.mesh.ToString(), in.mesh.num_devices(),
-                      in.mesh.num_slices(), in.mesh.num_slices() == 1 ? "" : "s");
+  if (!source.overrides.empty())
+    text += fmt::format("{:<10} {}\n", "overrides", fmt::join(source.overrides, " "));
+  text += fmt::format("{:<10} {} ({} devices, {} slice{})\n", "mesh", in.mesh.ToString(),
+                      in.mesh.num_devices(), in.mesh.num_slices(),
+                      in.mesh.num_slices() == 1 ? "" : "s");
   std::vector<std::string> dims;
   for (const auto& [k, v] : Dims(setup)) dims.push_back(fmt::format("{}={}", k, v));
   text += fmt::format("{:<10} {}\n", "dims", fmt::join(dims, " "));
@@ -101,7 +119,8 @@ void RunConfigCommand(const CommonOptions& options, std::ostream& out) {
   for (const Section& section : Sections()) {
     std::vector<std::string> items;
     for (const char* key : section.keys)
-      if (in.config.Has(key)) items.push_back(fmt::format("{}={}", key, in.config.Get(key).ToString()));
+      if (in.config.Has(key))
+        items.push_back(fmt::format("{}={}", key, in.config.Get(key).ToString()));
     text += fmt::format("{:<10} {}\n", section.title, fmt::join(items, " "));
   }
   WriteOutput(options, text, out);

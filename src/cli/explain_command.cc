@@ -1,9 +1,9 @@
 // `shardtrace explain`: one logical-axes tuple resolved rule by rule.
-#include <sstream>
-
-#include <nlohmann/json.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "cli/commands.h"
 #include "config/run_inputs.h"
@@ -44,8 +44,10 @@ std::string AxesList(const std::vector<std::string>& axes) {
 
 std::string DecisionText(const RuleDecision& d) {
   switch (d.outcome) {
-    case RuleDecision::Outcome::kApplied: return "applied";
-    case RuleDecision::Outcome::kDimAlreadyAssigned: return "skipped: dim already assigned by an earlier rule";
+    case RuleDecision::Outcome::kApplied:
+      return "applied";
+    case RuleDecision::Outcome::kDimAlreadyAssigned:
+      return "skipped: dim already assigned by an earlier rule";
     case RuleDecision::Outcome::kMeshAxisUsed:
       return fmt::format("skipped: mesh axis '{}' already used by another dim", d.blocking_axis);
   }
@@ -60,13 +62,16 @@ void RunExplainCommand(const ExplainOptions& options, std::ostream& out) {
   const Resolution res = ResolveLogicalAxes(axes, in.config.logical_axis_rules(), &in.mesh);
   std::optional<Sharding> sharding;
   if (!options.shape.empty()) {
-    const DType dtype = ParseDType(options.dtype.empty() ? in.config.Str("dtype") : options.dtype, "--dtype");
-    sharding = ShardTensor("--shape", ParseShape(options.shape, axes.size()), dtype, res.spec, in.mesh);
+    const DType dtype =
+        ParseDType(options.dtype.empty() ? in.config.Str("dtype") : options.dtype, "--dtype");
+    sharding =
+        ShardTensor("--shape", ParseShape(options.shape, axes.size()), dtype, res.spec, in.mesh);
   }
   if (options.common.format == "json") {
     nlohmann::ordered_json j;
     nlohmann::ordered_json logical = nlohmann::ordered_json::array();
-    for (const auto& a : axes) logical.push_back(a ? nlohmann::ordered_json(*a) : nlohmann::ordered_json(nullptr));
+    for (const auto& a : axes)
+      logical.push_back(a ? nlohmann::ordered_json(*a) : nlohmann::ordered_json(nullptr));
     j["logical_axes"] = logical;
     nlohmann::ordered_json spec = nlohmann::ordered_json::array();
     for (const auto& e : res.spec.entries()) spec.push_back(EntryJson(e));
@@ -79,10 +84,12 @@ void RunExplainCommand(const ExplainOptions& options, std::ostream& out) {
     nlohmann::ordered_json dims = nlohmann::ordered_json::array();
     for (const DimResolution& d : res.dims) {
       nlohmann::ordered_json dj;
-      dj["logical"] = d.logical ? nlohmann::ordered_json(*d.logical) : nlohmann::ordered_json(nullptr);
+      dj["logical"] =
+          d.logical ? nlohmann::ordered_json(*d.logical) : nlohmann::ordered_json(nullptr);
       nlohmann::ordered_json rules = nlohmann::ordered_json::array();
       for (const RuleDecision& r : d.decisions)
-        rules.push_back({{"rule", r.rule_index}, {"mesh_axes", r.mesh_axes}, {"outcome", DecisionText(r)}});
+        rules.push_back(
+            {{"rule", r.rule_index}, {"mesh_axes", r.mesh_axes}, {"outcome", DecisionText(r)}});
       dj["rules"] = rules;
       dj["removed_axes"] = d.removed;
       dims.push_back(dj);
@@ -102,9 +109,9 @@ void RunExplainCommand(const ExplainOptions& options, std::ostream& out) {
   text += fmt::format("flax      {}   (before size-1 removal)\n", res.before_removal.ToString());
   text += fmt::format("physical  {}\n", res.spec.ToString());
   if (sharding) {
-    text += fmt::format("local     {} of {} {}, {} bytes per device\n", ShapeToString(sharding->local_shape),
-                        ToString(sharding->dtype), ShapeToString(sharding->global_shape),
-                        sharding->bytes_per_device);
+    text += fmt::format("local     {} of {} {}, {} bytes per device\n",
+                        ShapeToString(sharding->local_shape), ToString(sharding->dtype),
+                        ShapeToString(sharding->global_shape), sharding->bytes_per_device);
     for (const std::string& w : sharding->warnings) text += fmt::format("warning   {}\n", w);
   }
   for (size_t i = 0; i < res.dims.size(); ++i) {
@@ -117,7 +124,8 @@ void RunExplainCommand(const ExplainOptions& options, std::ostream& out) {
     }
     if (!d.has_rule) text += "  no rule names it: replicated\n";
     for (const RuleDecision& r : d.decisions)
-      text += fmt::format("  rule {:>2} {} {:<40} {}\n", r.rule_index, r.logical, AxesList(r.mesh_axes), DecisionText(r));
+      text += fmt::format("  rule {:>2} {} {:<40} {}\n", r.rule_index, r.logical,
+                          AxesList(r.mesh_axes), DecisionText(r));
     if (!d.removed.empty())
       text += fmt::format("  removed {} (size 1 or not in the mesh)\n", AxesList(d.removed));
   }

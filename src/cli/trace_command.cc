@@ -1,7 +1,7 @@
 // `shardtrace trace` and `shardtrace dump`.
 #include "cli/commands.h"
-#include "config/run_inputs.h"
 #include "config/override_file.h"
+#include "config/run_inputs.h"
 #include "emit/maxtext_dump.h"
 #include "emit/trace_json.h"
 #include "emit/trace_table.h"
@@ -15,9 +15,12 @@ void RunTraceCommand(const TraceOptions& options, std::ostream& out) {
   CommonOptions common = options.common;
   // A golden case directory carries its own config.yml: its overrides go first.
   if (!options.golden.empty()) {
-    const std::vector<std::string> golden_args = OverridesFromYamlFile(options.golden + "/config.yml");
-    common.args.insert(common.args.begin() + (common.args.empty() || common.args[0].find('=') != std::string::npos ? 0 : 1),
-                       golden_args.begin(), golden_args.end());
+    const std::vector<std::string> golden_args =
+        OverridesFromYamlFile(options.golden + "/config.yml");
+    common.args.insert(
+        common.args.begin() +
+            (common.args.empty() || common.args[0].find('=') != std::string::npos ? 0 : 1),
+        golden_args.begin(), golden_args.end());
   }
   const RunInputs in = LoadRunInputs(common.args, common.devices);
   const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
@@ -26,11 +29,13 @@ void RunTraceCommand(const TraceOptions& options, std::ostream& out) {
   MoeParams params = MakeParams(setup, n_act, numeric, options.seed);
   if (!options.golden.empty()) {
     const std::string npz = options.golden + "/tensors.npz";
-    params = ParamsFromArrays(setup, n_act, ReadNpz(npz), npz, in.config.Bool("routed_bias"), in.config.Bool("mlp_bias"));
+    params = ParamsFromArrays(setup, n_act, ReadNpz(npz), npz, in.config.Bool("routed_bias"),
+                              in.config.Bool("mlp_bias"));
   }
-  const BlockRun run = RunBlock(in.config, in.mesh, setup, params, ParseBlock(options.block), numeric,
-                                options.path == "masked_loop");
-  WriteOutput(common, common.format == "json" ? TraceToJson(run.trace) : TraceToTable(run.trace), out);
+  const BlockRun run = RunBlock(in.config, in.mesh, setup, params, ParseBlock(options.block),
+                                numeric, options.path == "masked_loop");
+  WriteOutput(common, common.format == "json" ? TraceToJson(run.trace) : TraceToTable(run.trace),
+              out);
 }
 
 void RunDumpCommand(const CommonOptions& options, std::ostream& out) {

@@ -1,6 +1,5 @@
 #include "config/run_inputs.h"
 
-
 namespace shardtrace {
 
 ConfigSource SplitArgs(const std::vector<std::string>& args) {

@@ -13,7 +13,8 @@ size_t DisplayWidth(const std::string& text) {
 std::string TextTable::Render(const std::string& indent) const {
   std::vector<size_t> widths(header_.size(), 0);
   auto measure = [&](const std::vector<std::string>& row) {
-    for (size_t i = 0; i < row.size() && i < widths.size(); ++i) widths[i] = std::max(widths[i], DisplayWidth(row[i]));
+    for (size_t i = 0; i < row.size() && i < widths.size(); ++i)
+      widths[i] = std::max(widths[i], DisplayWidth(row[i]));
   };
   measure(header_);
   for (const auto& row : rows_) measure(row);

@@ -37,7 +37,8 @@ Json TensorJson(const TensorRecord& t) {
   } else {
     j["logical_axes"] = nullptr;
   }
-  j["constraint"] = t.constraint == Constraint::kNone ? Json(nullptr) : Json(ToString(t.constraint));
+  j["constraint"] =
+      t.constraint == Constraint::kNone ? Json(nullptr) : Json(ToString(t.constraint));
   j["partition_spec"] = t.partition_spec ? SpecJson(*t.partition_spec) : Json(nullptr);
   j["physical"] = t.partition_spec ? Json(t.partition_spec->ToString()) : Json(nullptr);
   j["local_shape"] = t.local_shape;
@@ -46,8 +47,10 @@ Json TensorJson(const TensorRecord& t) {
   j["condition"] = t.condition.empty() ? Json(nullptr) : Json(t.condition);
   j["in_shard_map"] = t.in_shard_map;
   if (t.summary) {
-    j["summary"] = {{"min", t.summary->min},           {"max", t.summary->max},
-                    {"mean", t.summary->mean},         {"nonzeros", t.summary->nonzeros},
+    j["summary"] = {{"min", t.summary->min},
+                    {"max", t.summary->max},
+                    {"mean", t.summary->mean},
+                    {"nonzeros", t.summary->nonzeros},
                     {"elements", t.summary->elements}};
   } else {
     j["summary"] = nullptr;
@@ -94,7 +97,11 @@ std::string TraceToJson(const Trace& trace) {
   j["ops"] = ops;
   Json facts = Json::array();
   for (const Fact& f : trace.facts)
-    facts.push_back({{"name", f.name}, {"scope", f.scope}, {"shape", f.shape}, {"values", f.values}, {"note", f.note}});
+    facts.push_back({{"name", f.name},
+                     {"scope", f.scope},
+                     {"shape", f.shape},
+                     {"values", f.values},
+                     {"note", f.note}});
   j["facts"] = facts;
   const TraceTotals totals = ComputeTotals(trace);
   j["totals"] = {{"weight_bytes_per_device", totals.weight_bytes_per_device},

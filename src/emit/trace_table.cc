@@ -1,10 +1,10 @@
 #include "emit/trace_table.h"
 
-#include <algorithm>
-#include <cmath>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
 
 #include "emit/text_table.h"
 #include "emit/trace_totals.h"
@@ -34,8 +34,9 @@ std::string FactValues(const Fact& f) {
 
 std::string TraceToTable(const Trace& trace) {
   std::string out;
-  out += fmt::format("block  {}\npath   {}\nmesh   {} ({} device{}), {}\n", trace.block, trace.path, trace.mesh,
-                     trace.num_devices, trace.num_devices == 1 ? "" : "s", trace.numeric ? "numeric" : "symbolic");
+  out += fmt::format("block  {}\npath   {}\nmesh   {} ({} device{}), {}\n", trace.block, trace.path,
+                     trace.mesh, trace.num_devices, trace.num_devices == 1 ? "" : "s",
+                     trace.numeric ? "numeric" : "symbolic");
   for (const std::string& note : trace.notes) out += fmt::format("note   {}\n", note);
   std::string scope = "\x01";
   TextTable* table = nullptr;
@@ -43,8 +44,9 @@ std::string TraceToTable(const Trace& trace) {
   for (const TensorRecord& t : trace.tensors) {
     if (t.scope != scope) {
       scope = t.scope;
-      tables.emplace_back(scope, TextTable({"name", "kind", "dtype", "shape", "logical axes", "spec", "local",
-                                            "bytes/dev", "constraint", "condition"}));
+      tables.emplace_back(
+          scope, TextTable({"name", "kind", "dtype", "shape", "logical axes", "spec", "local",
+                            "bytes/dev", "constraint", "condition"}));
       table = &tables.back().second;
     }
     table->AddRow({t.name, ToString(t.kind), ToString(t.dtype),
@@ -54,28 +56,39 @@ std::string TraceToTable(const Trace& trace) {
                    ShapeToString(t.local_shape) + (t.in_shard_map ? " (per device)" : ""),
                    HumanBytes(t.bytes_per_device), ToString(t.constraint), t.condition});
   }
-  for (const auto& [name, tab] : tables) out += fmt::format("\n{}\n{}", name.empty() ? "(top)" : name, tab.Render("  "));
+  for (const auto& [name, tab] : tables)
+    out += fmt::format("\n{}\n{}", name.empty() ? "(top)" : name, tab.Render("  "));
 
-  TextTable collectives({"op", "axes", "participants", "output", "scope", "sent/device", "received/device"});
+  TextTable collectives(
+      {"op", "axes", "participants", "output", "scope", "sent/device", "received/device"});
   for (const OpRecord& op : trace.ops) {
     if (!op.collective) continue;
     const CollectiveRecord& c = *op.collective;
-    const std::string sent = c.bytes_sent.empty() ? "" : HumanBytes(*std::max_element(c.bytes_sent.begin(), c.bytes_sent.end()));
+    const std::string sent =
+        c.bytes_sent.empty()
+            ? ""
+            : HumanBytes(*std::max_element(c.bytes_sent.begin(), c.bytes_sent.end()));
     const std::string recv =
-        c.bytes_received.empty() ? "" : HumanBytes(*std::max_element(c.bytes_received.begin(), c.bytes_received.end()));
-    collectives.AddRow({op.kind, fmt::format("{}", fmt::join(c.axes, ",")), std::to_string(c.participants),
-                        trace.tensors[op.outputs.front()].name, op.scope, sent, recv});
+        c.bytes_received.empty()
+            ? ""
+            : HumanBytes(*std::max_element(c.bytes_received.begin(), c.bytes_received.end()));
+    collectives.AddRow({op.kind, fmt::format("{}", fmt::join(c.axes, ",")),
+                        std::to_string(c.participants), trace.tensors[op.outputs.front()].name,
+                        op.scope, sent, recv});
   }
   if (!collectives.empty()) out += "\ncollectives (max over devices)\n" + collectives.Render("  ");
   if (!trace.facts.empty()) {
     out += "\nfacts\n";
     for (const Fact& f : trace.facts)
-      out += fmt::format("  {} = {}{}\n", f.name, FactValues(f), f.note.empty() ? "" : "   # " + f.note);
+      out += fmt::format("  {} = {}{}\n", f.name, FactValues(f),
+                         f.note.empty() ? "" : "   # " + f.note);
   }
   const TraceTotals totals = ComputeTotals(trace);
-  out += fmt::format("\ntotals per device: weights {}, peak live activations {}, collectives sent {}\n",
-                     HumanBytes(totals.weight_bytes_per_device), HumanBytes(totals.peak_activation_bytes_per_device),
-                     HumanBytes(totals.collective_bytes_sent_per_device));
+  out += fmt::format(
+      "\ntotals per device: weights {}, peak live activations {}, collectives sent {}\n",
+      HumanBytes(totals.weight_bytes_per_device),
+      HumanBytes(totals.peak_activation_bytes_per_device),
+      HumanBytes(totals.collective_bytes_sent_per_device));
   for (const TensorRecord& t : trace.tensors)
     for (const std::string& w : t.warnings) out += fmt::format("warning: {}\n", w);
   return out;

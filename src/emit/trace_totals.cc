@@ -1,9 +1,9 @@
 #include "emit/trace_totals.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <vector>
-
-#include <fmt/format.h>
 
 namespace shardtrace {
 
@@ -18,7 +18,8 @@ TraceTotals ComputeTotals(const Trace& trace) {
   std::vector<int64_t> delta(trace.ops.size() + 1, 0);
   for (const TensorRecord& t : trace.tensors) {
     if (t.kind == TensorKind::kWeight) {
-      if (t.constraint == Constraint::kKernelAxes) totals.weight_bytes_per_device += t.bytes_per_device;
+      if (t.constraint == Constraint::kKernelAxes)
+        totals.weight_bytes_per_device += t.bytes_per_device;
       continue;
     }
     // Only activations whose per-device size is known: constrained, or inside shard_map.

@@ -15,7 +15,7 @@ namespace shardtrace {
 struct TraceTotals {
   int64_t weight_bytes_per_device = 0;
   int64_t peak_activation_bytes_per_device = 0;
-  int peak_op = -1;  // the op at which the peak is reached
+  int peak_op = -1;                              // the op at which the peak is reached
   int64_t collective_bytes_sent_per_device = 0;  // max over devices, summed over collectives
 };
 

@@ -15,7 +15,9 @@ int64_t NumElements(const Shape& shape) {
   return n;
 }
 
-Array Array::Symbolic(Shape shape, DType dtype) { return Array{std::move(shape), dtype, std::nullopt}; }
+Array Array::Symbolic(Shape shape, DType dtype) {
+  return Array{std::move(shape), dtype, std::nullopt};
+}
 
 Array Array::Filled(Shape shape, DType dtype, float value) {
   const int64_t n = NumElements(shape);
@@ -39,7 +41,8 @@ std::vector<float>& Array::mutable_values() {
 
 std::vector<int64_t> Strides(const Shape& shape) {
   std::vector<int64_t> strides(shape.size(), 1);
-  for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * shape[i + 1];
+  for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
   return strides;
 }
 

@@ -9,11 +9,16 @@ namespace shardtrace {
 
 std::string ToString(DType dtype) {
   switch (dtype) {
-    case DType::kBfloat16: return "bfloat16";
-    case DType::kFloat16: return "float16";
-    case DType::kFloat32: return "float32";
-    case DType::kInt32: return "int32";
-    case DType::kBool: return "bool";
+    case DType::kBfloat16:
+      return "bfloat16";
+    case DType::kFloat16:
+      return "float16";
+    case DType::kFloat32:
+      return "float32";
+    case DType::kInt32:
+      return "int32";
+    case DType::kBool:
+      return "bool";
   }
   return "?";
 }
@@ -29,11 +34,16 @@ DType ParseDType(std::string_view text, std::string_view key) {
 
 int64_t ByteSize(DType dtype) {
   switch (dtype) {
-    case DType::kBfloat16: return 2;
-    case DType::kFloat16: return 2;
-    case DType::kFloat32: return 4;
-    case DType::kInt32: return 4;
-    case DType::kBool: return 1;
+    case DType::kBfloat16:
+      return 2;
+    case DType::kFloat16:
+      return 2;
+    case DType::kFloat32:
+      return 4;
+    case DType::kInt32:
+      return 4;
+    case DType::kBool:
+      return 1;
   }
   return 4;
 }
@@ -69,11 +79,16 @@ float RoundToFloat16(float value) {
 
 float RoundTo(DType dtype, float value) {
   switch (dtype) {
-    case DType::kBfloat16: return RoundToBfloat16(value);
-    case DType::kFloat16: return RoundToFloat16(value);
-    case DType::kFloat32: return value;
-    case DType::kInt32: return value;
-    case DType::kBool: return value != 0.0f ? 1.0f : 0.0f;
+    case DType::kBfloat16:
+      return RoundToBfloat16(value);
+    case DType::kFloat16:
+      return RoundToFloat16(value);
+    case DType::kFloat32:
+      return value;
+    case DType::kInt32:
+      return value;
+    case DType::kBool:
+      return value != 0.0f ? 1.0f : 0.0f;
   }
   return value;
 }

@@ -28,7 +28,8 @@ LogicalAxes ParseLogicalAxes(const std::string& text_in) {
   size_t start = 0;
   while (true) {
     const size_t comma = text.find(',', start);
-    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    std::string item =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     item.erase(0, item.find_first_not_of(" '\""));
     item.erase(item.find_last_not_of(" '\"") + 1);
     if (item.empty() || item == "None" || item == "none" || item == "null")

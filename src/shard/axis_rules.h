@@ -45,9 +45,9 @@ struct RuleDecision {
 
 struct DimResolution {
   std::optional<std::string> logical;
-  std::vector<RuleDecision> decisions;             // every rule naming this dim, in order
-  std::vector<std::string> before_removal;         // mesh axes from the fired rule
-  std::vector<std::string> removed;                // dropped: size 1 or not in the mesh
+  std::vector<RuleDecision> decisions;      // every rule naming this dim, in order
+  std::vector<std::string> before_removal;  // mesh axes from the fired rule
+  std::vector<std::string> removed;         // dropped: size 1 or not in the mesh
   bool has_rule = false;
 };
 

@@ -22,7 +22,8 @@ namespace {
 
 // Calls visit(src_offset, dst_offset, run) for each contiguous innermost run of the box.
 template <typename Visit>
-void ForEachRun(const Shape& full, const std::vector<std::pair<int64_t, int64_t>>& box, Visit visit) {
+void ForEachRun(const Shape& full, const std::vector<std::pair<int64_t, int64_t>>& box,
+                Visit visit) {
   const size_t rank = full.size();
   if (rank == 0) {
     visit(0, 0, 1);
@@ -69,7 +70,8 @@ Array SliceBox(const Array& a, const std::vector<std::pair<int64_t, int64_t>>& b
   return out;
 }
 
-void PasteBox(Array& target, const Array& block, const std::vector<std::pair<int64_t, int64_t>>& box) {
+void PasteBox(Array& target, const Array& block,
+              const std::vector<std::pair<int64_t, int64_t>>& box) {
   if (!target.numeric() || !block.numeric()) return;
   const std::vector<float>& src = block.values();
   std::vector<float>& dst = target.mutable_values();

@@ -19,6 +19,7 @@ std::vector<std::pair<int64_t, int64_t>> BlockBounds(const Shape& global, const 
 // Copies the box [start, start+size) of each dim out of `a` (numeric or symbolic).
 Array SliceBox(const Array& a, const std::vector<std::pair<int64_t, int64_t>>& box);
 // Writes `block` into `target` at the box's starts.
-void PasteBox(Array& target, const Array& block, const std::vector<std::pair<int64_t, int64_t>>& box);
+void PasteBox(Array& target, const Array& block,
+              const std::vector<std::pair<int64_t, int64_t>>& box);
 
 }  // namespace shardtrace

@@ -39,7 +39,8 @@ void FillUnspecified(std::vector<int64_t>& sizes, const std::vector<std::string>
       if (sizes[i] > 1) explicit_terms.push_back(fmt::format("{}={}", names[i], sizes[i]));
     }
   }
-  const std::string terms = explicit_terms.empty() ? "1" : fmt::format("{}", fmt::join(explicit_terms, " x "));
+  const std::string terms =
+      explicit_terms.empty() ? "1" : fmt::format("{}", fmt::join(explicit_terms, " x "));
   if (unspecified != -1) {
     if (target % product != 0)
       Fail("{} parallelism: {} {} is not divisible by {} = {}, so '{}' (-1) cannot be filled", what,
@@ -48,9 +49,10 @@ void FillUnspecified(std::vector<int64_t>& sizes, const std::vector<std::string>
     product = target;
   }
   if (product != target)
-    Fail("{} parallelism: {} = {} but there are {} {}; set --devices {} or change the *_parallelism "
-         "keys",
-         what, terms, product, target, target_desc, product);
+    Fail(
+        "{} parallelism: {} = {} but there are {} {}; set --devices {} or change the *_parallelism "
+        "keys",
+        what, terms, product, target, target_desc, product);
 }
 
 }  // namespace
@@ -69,7 +71,8 @@ Mesh Mesh::FromConfig(const Config& config, std::optional<int64_t> devices) {
   };
   std::vector<int64_t> ici = read("ici");
   std::vector<int64_t> dcn = read("dcn");
-  const int64_t num_slices = config.Has("num_slices") && config.Int("num_slices") > 0 ? config.Int("num_slices") : 1;
+  const int64_t num_slices =
+      config.Has("num_slices") && config.Int("num_slices") > 0 ? config.Int("num_slices") : 1;
 
   int64_t total = 0;
   if (devices) {
@@ -89,7 +92,8 @@ Mesh Mesh::FromConfig(const Config& config, std::optional<int64_t> devices) {
     FillUnspecified(dcn, names, num_slices, "DCN", "slices");
   }
   std::vector<MeshAxis> axes;
-  for (size_t i = 0; i < names.size(); ++i) axes.push_back({names[i], ici[i] * dcn[i], ici[i], dcn[i]});
+  for (size_t i = 0; i < names.size(); ++i)
+    axes.push_back({names[i], ici[i] * dcn[i], ici[i], dcn[i]});
   Mesh mesh(std::move(axes));
   mesh.num_slices_ = num_slices;
   return mesh;

@@ -54,7 +54,7 @@ class Mesh {
   std::vector<int64_t> Group(int64_t device, const std::vector<std::string>& axes) const;
 
   std::string ToString() const;      // mesh['fsdp'=4, 'expert'=2]
-  std::string ToFullString() const; // every axis, including size 1
+  std::string ToFullString() const;  // every axis, including size 1
 
  private:
   std::vector<MeshAxis> axes_;

@@ -7,7 +7,9 @@
 
 namespace shardtrace {
 
-int64_t TensorBytes(const Shape& shape, DType dtype) { return NumElements(shape) * ByteSize(dtype); }
+int64_t TensorBytes(const Shape& shape, DType dtype) {
+  return NumElements(shape) * ByteSize(dtype);
+}
 
 Sharding ShardTensor(const std::string& tensor, const Shape& shape, DType dtype,
                      const PartitionSpec& spec, const Mesh& mesh, Divisibility divisibility) {
@@ -19,9 +21,9 @@ Sharding ShardTensor(const std::string& tensor, const Shape& shape, DType dtype,
     const int64_t parts = mesh.Size(spec[d]);
     if (parts <= 1) continue;
     if (shape[d] % parts != 0) {
-      const std::string message = fmt::format(
-          "tensor '{}' dim {} of size {} is not divisible by {} = {} devices", tensor, d, shape[d],
-          PartitionSpec::EntryToString(spec[d]), parts);
+      const std::string message =
+          fmt::format("tensor '{}' dim {} of size {} is not divisible by {} = {} devices", tensor,
+                      d, shape[d], PartitionSpec::EntryToString(spec[d]), parts);
       if (divisibility == Divisibility::kRequire) throw Error(message);
       s.warnings.push_back(message + " (XLA pads it)");
     }

@@ -78,7 +78,8 @@ Value Tracer::AllGather(const Value& x, const std::vector<std::string>& axes, in
   for (size_t d = 0; d < x.shards.size(); ++d) {
     std::vector<const Array*> parts;
     if (numeric_) {
-      for (const int64_t peer : mesh_.Group(static_cast<int64_t>(d), axes)) parts.push_back(&x.shards[peer]);
+      for (const int64_t peer : mesh_.Group(static_cast<int64_t>(d), axes))
+        parts.push_back(&x.shards[peer]);
     } else {
       parts.assign(static_cast<size_t>(n), &x.shards[0]);
     }
@@ -95,8 +96,11 @@ Value Tracer::AllGather(const Value& x, const std::vector<std::string>& axes, in
   CollectiveRecord c{axes, n, mesh_.num_devices() / n,
                      std::vector<int64_t>(mesh_.num_devices(), (n - 1) * block),
                      std::vector<int64_t>(mesh_.num_devices(), (n - 1) * block)};
-  const int op = RecordOp({"all_gather", "", {{"axis_name", AxesToString(axes)}, {"axis", std::to_string(axis)},
-                                              {"tiled", tiled ? "True" : "False"}}},
+  const int op = RecordOp({"all_gather",
+                           "",
+                           {{"axis_name", AxesToString(axes)},
+                            {"axis", std::to_string(axis)},
+                            {"tiled", tiled ? "True" : "False"}}},
                           {x.tensor}, {v.tensor});
   trace_.ops[op].collective = std::move(c);
   return v;
@@ -124,15 +128,17 @@ Value Tracer::Psum(const Value& x, const std::vector<std::string>& axes, const O
   v.tensor = Record(out, v.shards, true);
   const int64_t bytes = TensorBytes(x.shape(), x.dtype());
   const int64_t moved = n > 1 ? 2 * (n - 1) * bytes / n : 0;
-  CollectiveRecord c{axes, n, mesh_.num_devices() / n, std::vector<int64_t>(mesh_.num_devices(), moved),
+  CollectiveRecord c{axes, n, mesh_.num_devices() / n,
+                     std::vector<int64_t>(mesh_.num_devices(), moved),
                      std::vector<int64_t>(mesh_.num_devices(), moved)};
-  const int op = RecordOp({"psum", "", {{"axis_name", AxesToString(axes)}}}, {x.tensor}, {v.tensor});
+  const int op =
+      RecordOp({"psum", "", {{"axis_name", AxesToString(axes)}}}, {x.tensor}, {v.tensor});
   trace_.ops[op].collective = std::move(c);
   return v;
 }
 
-Value Tracer::PsumScatter(const Value& x, const std::vector<std::string>& axes, int scatter_dimension,
-                          bool tiled, const Out& out) {
+Value Tracer::PsumScatter(const Value& x, const std::vector<std::string>& axes,
+                          int scatter_dimension, bool tiled, const Out& out) {
   SHARDTRACE_CHECK(x.per_device);
   const int64_t n = mesh_.Size(axes);
   if (scatter_dimension < 0) scatter_dimension += static_cast<int>(x.shape().size());
@@ -164,11 +170,14 @@ Value Tracer::PsumScatter(const Value& x, const std::vector<std::string>& axes, 
   v.tensor = Record(out, v.shards, true);
   const int64_t bytes = TensorBytes(x.shape(), x.dtype());
   const int64_t moved = (n - 1) * bytes / n;
-  CollectiveRecord c{axes, n, mesh_.num_devices() / n, std::vector<int64_t>(mesh_.num_devices(), moved),
+  CollectiveRecord c{axes, n, mesh_.num_devices() / n,
+                     std::vector<int64_t>(mesh_.num_devices(), moved),
                      std::vector<int64_t>(mesh_.num_devices(), moved)};
-  const int op = RecordOp({"psum_scatter", "", {{"axis_name", AxesToString(axes)},
-                                                {"scatter_dimension", std::to_string(scatter_dimension)},
-                                                {"tiled", tiled ? "True" : "False"}}},
+  const int op = RecordOp({"psum_scatter",
+                           "",
+                           {{"axis_name", AxesToString(axes)},
+                            {"scatter_dimension", std::to_string(scatter_dimension)},
+                            {"tiled", tiled ? "True" : "False"}}},
                           {x.tensor}, {v.tensor});
   trace_.ops[op].collective = std::move(c);
   return v;
@@ -183,8 +192,8 @@ Value Tracer::RaggedAllToAll(const Value& operand, const Value& output, const Va
   const std::string& name = trace_.tensors[operand.tensor].name;
   for (const Value* p : {&input_offsets, &send_sizes, &output_offsets, &recv_sizes})
     if (p->shape() != Shape{n})
-      Fail("ragged_all_to_all of '{}' over {}: '{}' has shape {}, expected [{}] (one per peer)", name,
-           AxesToString(axes), trace_.tensors[p->tensor].name, ShapeToString(p->shape()), n);
+      Fail("ragged_all_to_all of '{}' over {}: '{}' has shape {}, expected [{}] (one per peer)",
+           name, AxesToString(axes), trace_.tensors[p->tensor].name, ShapeToString(p->shape()), n);
   if (output.shape().size() != operand.shape().size() ||
       !std::equal(output.shape().begin() + 1, output.shape().end(), operand.shape().begin() + 1))
     Fail("ragged_all_to_all of '{}': output {} and operand {} differ past dim 0", name,
@@ -204,7 +213,8 @@ Value Tracer::RaggedAllToAll(const Value& operand, const Value& output, const Va
     std::fill(sent.begin(), sent.end(), rows * row_bytes * (n - 1) / n);
     std::fill(received.begin(), received.end(), rows * row_bytes * (n - 1) / n);
   } else {
-    for (int64_t d = 0; d < devices; ++d) v.shards.push_back(output.shards[output.shards.size() == 1 ? 0 : d]);
+    for (int64_t d = 0; d < devices; ++d)
+      v.shards.push_back(output.shards[output.shards.size() == 1 ? 0 : d]);
     const int64_t capacity = output.shape()[0];
     std::vector<double> matrix(devices * n, 0.0), dropped(devices, 0.0), mismatched(devices, 0.0),
         unsent(devices, 0.0);
@@ -217,7 +227,8 @@ Value Tracer::RaggedAllToAll(const Value& operand, const Value& output, const Va
         const auto count = static_cast<int64_t>(send_sizes.shards[src].values()[j]);
         const auto out_off = static_cast<int64_t>(output_offsets.shards[src].values()[j]);
         if (in_off < 0 || count < 0 || out_off < 0)
-          Fail("ragged_all_to_all of '{}': device {} has a negative offset or size for peer {}", name, src, j);
+          Fail("ragged_all_to_all of '{}': device {} has a negative offset or size for peer {}",
+               name, src, j);
         const int64_t dst = group[j];
         // Rows past the sender's operand were never received (an earlier buffer overflowed);
         // rows past the receiver's buffer do not fit. Both are dropped and reported.
@@ -238,22 +249,33 @@ Value Tracer::RaggedAllToAll(const Value& operand, const Value& output, const Va
         if (expected != count) mismatched[dst] += 1;
       }
     }
-    AddFact({out.name + ": rows sent [device, peer]", "", {devices, n}, matrix,
+    AddFact({out.name + ": rows sent [device, peer]",
+             "",
+             {devices, n},
+             matrix,
              "ragged_all_to_all send_sizes of every device"});
     double total_dropped = 0;
     for (const double x : dropped) total_dropped += x;
     if (total_dropped > 0)
-      AddFact({out.name + ": rows dropped (buffer full) per receiving device", "", {devices}, dropped,
-               fmt::format("{} rows did not fit the receive buffer of {} rows", total_dropped, capacity)});
+      AddFact({out.name + ": rows dropped (buffer full) per receiving device",
+               "",
+               {devices},
+               dropped,
+               fmt::format("{} rows did not fit the receive buffer of {} rows", total_dropped,
+                           capacity)});
     double total_unsent = 0;
     for (const double x : unsent) total_unsent += x;
     if (total_unsent > 0)
-      AddFact({out.name + ": rows missing at the sender per device", "", {devices}, unsent,
+      AddFact({out.name + ": rows missing at the sender per device",
+               "",
+               {devices},
+               unsent,
                "send_sizes reach past the operand: rows an earlier full buffer dropped"});
     double total_mismatch = 0;
     for (const double x : mismatched) total_mismatch += x;
     if (total_mismatch > 0)
-      AddFact({out.name + ": recv_sizes disagreeing with the senders", "", {devices}, mismatched, ""});
+      AddFact(
+          {out.name + ": recv_sizes disagreeing with the senders", "", {devices}, mismatched, ""});
   }
   v.tensor = Record(out, v.shards, true);
   CollectiveRecord c{axes, n, devices / n, sent, received};

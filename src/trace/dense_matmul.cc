@@ -1,8 +1,8 @@
 #include "trace/dense_matmul.h"
 
-#include <cmath>
-
 #include <fmt/format.h>
+
+#include <cmath>
 
 #include "trace/routing.h"
 #include "trace/traced_ops.h"
@@ -28,14 +28,16 @@ struct Masks {
 
 // The capacity formula of generate_masks / generate_masks_subgroup.
 int64_t Capacity(int64_t tokens_per_batch, int64_t num_experts, double capacity_factor) {
-  return static_cast<int64_t>(std::max(
-      std::ceil(static_cast<double>(tokens_per_batch) / static_cast<double>(num_experts)) * capacity_factor,
-      capacity_factor));
+  return static_cast<int64_t>(
+      std::max(std::ceil(static_cast<double>(tokens_per_batch) / static_cast<double>(num_experts)) *
+                   capacity_factor,
+               capacity_factor));
 }
 
 // generate_masks (cp == 0) or generate_masks_subgroup (cp groups): identical arithmetic on a
 // [B, (N,) S, K, E] view; `groups` is 0 for the 4-D training masks.
-Masks GenerateMasks(const MoeContext& ctx, const Value& top_k_indices, const Value& probs, int64_t groups) {
+Masks GenerateMasks(const MoeContext& ctx, const Value& top_k_indices, const Value& probs,
+                    int64_t groups) {
   Tracer& t = ctx.t;
   const bool sub = groups > 0;
   const auto scope = t.Scope(sub ? "generate_masks_subgroup" : "generate_masks");
@@ -53,42 +55,61 @@ Masks GenerateMasks(const MoeContext& ctx, const Value& top_k_indices, const Val
   Value idx = top_k_indices;
   if (sub) idx = tr::Reshape(t, idx, with({sub_seq, k}), {"top_k_indices", lead + "SK"});
   const Value expert_mask = tr::OneHot(t, idx, e, DType::kInt32, {"expert_mask", lead + "SKE"});
-  Value fused = tr::Reshape(t, expert_mask, with({sub_seq * k, e}), {"expert_mask_fused", lead + "RE"});
-  fused = sub ? t.ShardWithLogical(fused, "expert_mask_fused", "BNRE", Axes({"activation_batch", nullptr, nullptr, nullptr}))
-              : t.ShardWithLogical(fused, "expert_mask_fused", "BRE", Axes({"activation_batch_moe", nullptr, nullptr}));
-  const Value count_fused = tr::Cumsum(t, fused, sub ? 2 : 1, {"expert_token_count_fused", lead + "RE"});
-  Value count = tr::Reshape(t, count_fused, with({sub_seq, k, e}), {"expert_token_count", lead + "SKE"});
-  count = sub ? t.ShardWithLogical(count, "expert_token_count", "BNSKE",
-                                   Axes({"activation_batch", "activation_norm_length", nullptr, nullptr, nullptr}))
-              : t.ShardWithLogical(count, "expert_token_count", "BSKE",
-                                   Axes({"activation_batch", "activation_norm_length", nullptr, nullptr}));
-  const Value cap = tr::Constant(t, Scalar(static_cast<float>(c), DType::kInt32), {"expert_capacity_per_batch", ""});
+  Value fused =
+      tr::Reshape(t, expert_mask, with({sub_seq * k, e}), {"expert_mask_fused", lead + "RE"});
+  fused = sub ? t.ShardWithLogical(fused, "expert_mask_fused", "BNRE",
+                                   Axes({"activation_batch", nullptr, nullptr, nullptr}))
+              : t.ShardWithLogical(fused, "expert_mask_fused", "BRE",
+                                   Axes({"activation_batch_moe", nullptr, nullptr}));
+  const Value count_fused =
+      tr::Cumsum(t, fused, sub ? 2 : 1, {"expert_token_count_fused", lead + "RE"});
+  Value count =
+      tr::Reshape(t, count_fused, with({sub_seq, k, e}), {"expert_token_count", lead + "SKE"});
+  count = sub ? t.ShardWithLogical(
+                    count, "expert_token_count", "BNSKE",
+                    Axes({"activation_batch", "activation_norm_length", nullptr, nullptr, nullptr}))
+              : t.ShardWithLogical(
+                    count, "expert_token_count", "BSKE",
+                    Axes({"activation_batch", "activation_norm_length", nullptr, nullptr}));
+  const Value cap = tr::Constant(t, Scalar(static_cast<float>(c), DType::kInt32),
+                                 {"expert_capacity_per_batch", ""});
   const Value within = tr::Binary(t, "less_equal", count, cap, {"within_capacity", lead + "SKE"});
-  const Value trunc = tr::Binary(t, "mul", expert_mask, within, {"trunc_expert_mask", lead + "SKE"});
+  const Value trunc =
+      tr::Binary(t, "mul", expert_mask, within, {"trunc_expert_mask", lead + "SKE"});
   const int64_t k_axis = sub ? 3 : 2;
-  const Value combined_mask = tr::Sum(t, trunc, k_axis, false, {"combined_expert_mask", lead + "SE"});
+  const Value combined_mask =
+      tr::Sum(t, trunc, k_axis, false, {"combined_expert_mask", lead + "SE"});
   Value weights = probs;
   if (sub) weights = tr::Reshape(t, weights, with({sub_seq, e}), {"softmax_probs", "BNSE"});
   weights = tr::Binary(t, "mul", weights, combined_mask, {"softmax_probs", lead + "SE"});
-  const Value position_fused = tr::Binary(t, "mul", fused, count_fused, {"expert_token_position_fused", lead + "RE"});
-  const Value position = tr::Reshape(t, position_fused, with({sub_seq, k, e}), {"expert_token_position", lead + "SKE"});
-  const Value summed = tr::Sum(t, position, k_axis, false, {"combined_expert_token_position", lead + "SE"});
+  const Value position_fused =
+      tr::Binary(t, "mul", fused, count_fused, {"expert_token_position_fused", lead + "RE"});
+  const Value position = tr::Reshape(t, position_fused, with({sub_seq, k, e}),
+                                     {"expert_token_position", lead + "SKE"});
+  const Value summed =
+      tr::Sum(t, position, k_axis, false, {"combined_expert_token_position", lead + "SE"});
   const Value combined_position =
       tr::Binary(t, "mul", summed, combined_mask, {"combined_expert_token_position", lead + "SE"});
-  const Value in_capacity =
-      tr::OneHot(t, combined_position, c + 1, DType::kInt32, {"expert_token_position_in_capacity", lead + "SEC"});
+  const Value in_capacity = tr::OneHot(t, combined_position, c + 1, DType::kInt32,
+                                       {"expert_token_position_in_capacity", lead + "SEC"});
   // combine_mask = softmax_probs[..., None] * one_hot, then drop slot 0 (= not kept).
-  Value combine = t.Apply({"mul", "", {{"broadcast", "softmax_probs[..., None]"}}}, {&weights, &in_capacity},
-                          {"combine_mask", lead + "SEC"}, [](const Args& a) {
-                            Shape s = a[0]->shape;
-                            s.push_back(1);
-                            return Mul(Reshape(*a[0], s), *a[1]);
-                          });
-  combine = tr::Slice(t, combine, -1 + static_cast<int64_t>(combine.shape().size()), 1, c, {"combine_mask", lead + "SEC"});
+  Value combine =
+      t.Apply({"mul", "", {{"broadcast", "softmax_probs[..., None]"}}}, {&weights, &in_capacity},
+              {"combine_mask", lead + "SEC"}, [](const Args& a) {
+                Shape s = a[0]->shape;
+                s.push_back(1);
+                return Mul(Reshape(*a[0], s), *a[1]);
+              });
+  combine = tr::Slice(t, combine, -1 + static_cast<int64_t>(combine.shape().size()), 1, c,
+                      {"combine_mask", lead + "SEC"});
   const Value dispatch = tr::Cast(t, combine, DType::kBool, {"dispatch_mask", lead + "SEC"});
-  ctx.t.AddFact({"expert_capacity_per_batch", "", {}, {static_cast<double>(c)},
-                 fmt::format("C = int(max(ceil({} * {} / {}) * {}, {}))", sub_seq, k, e,
-                             ctx.config.Float("capacity_factor"), ctx.config.Float("capacity_factor"))});
+  ctx.t.AddFact(
+      {"expert_capacity_per_batch",
+       "",
+       {},
+       {static_cast<double>(c)},
+       fmt::format("C = int(max(ceil({} * {} / {}) * {}, {}))", sub_seq, k, e,
+                   ctx.config.Float("capacity_factor"), ctx.config.Float("capacity_factor"))});
   if (t.numeric()) {
     // Routing facts: per expert, choices routed and choices dropped by capacity.
     std::vector<double> routed(e, 0.0), kept(e, 0.0);
@@ -101,7 +122,10 @@ Masks GenerateMasks(const MoeContext& ctx, const Value& top_k_indices, const Val
     std::vector<double> dropped(e);
     double total = 0;
     for (int64_t i = 0; i < e; ++i) total += dropped[i] = routed[i] - kept[i];
-    ctx.t.AddFact({"tokens dropped per expert", "", {e}, dropped,
+    ctx.t.AddFact({"tokens dropped per expert",
+                   "",
+                   {e},
+                   dropped,
                    fmt::format("{} of {} choices dropped by capacity {}", total, m.size() / e, c)});
   }
   return {dispatch, combine, c};
@@ -115,13 +139,18 @@ Value ReshapeAndUpdateWeights(const MoeContext& ctx, const Value& weights, const
   const int64_t b = weights.dim(0), s = weights.dim(1), e = ctx.setup.num_experts;
   // The index helpers are constrained too; MaxText's dump names them by the caller's variable.
   Value batch_index = tr::Constant(t, Reshape(Arange(b), {b, 1, 1}), {"index_batch", "B11"});
-  batch_index = t.ShardWithLogical(batch_index, "index_batch", "B11", Axes({"activation_batch", nullptr, nullptr}));
+  batch_index = t.ShardWithLogical(batch_index, "index_batch", "B11",
+                                   Axes({"activation_batch", nullptr, nullptr}));
   Value seq_index = tr::Constant(t, Reshape(Arange(s), {s, 1}), {"index_length", "S1"});
-  seq_index = t.ShardWithLogical(seq_index, "index_length", "S1", Axes({"activation_length", nullptr}));
+  seq_index =
+      t.ShardWithLogical(seq_index, "index_length", "S1", Axes({"activation_length", nullptr}));
   const Value zeros = tr::Zeros(t, {b, s, e}, ctx.dtype(), {"update_weights", "BSE"});
-  return t.Apply({"scatter_set", "", {{"index", "(arange(B)[:,None,None], arange(S)[:,None], top_k_indices)"}}},
-                 {&zeros, &indices, &weights}, {"weights", "BSE"},
-                 [](const Args& a) { return PutAlongAxis(*a[0], *a[1], Cast(*a[2], a[0]->dtype), -1); });
+  return t.Apply({"scatter_set",
+                  "",
+                  {{"index", "(arange(B)[:,None,None], arange(S)[:,None], top_k_indices)"}}},
+                 {&zeros, &indices, &weights}, {"weights", "BSE"}, [](const Args& a) {
+                   return PutAlongAxis(*a[0], *a[1], Cast(*a[2], a[0]->dtype), -1);
+                 });
 }
 
 PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Value& gate_logits_in,
@@ -129,8 +158,9 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
   Tracer& t = ctx.t;
   const MoeSetup& s = ctx.setup;
   const auto scope = t.Scope("dense_matmul");
-  const Value gate_logits = t.ShardWithLogical(gate_logits_in, "gate_logits", "BSE",
-                                               Axes({"activation_batch_moe", "activation_length_moe", nullptr}));
+  const Value gate_logits =
+      t.ShardWithLogical(gate_logits_in, "gate_logits", "BSE",
+                         Axes({"activation_batch_moe", "activation_length_moe", nullptr}));
   std::optional<Value> pre_bias = pre_bias_in;
   if (s.deepseek3_routing && pre_bias)
     pre_bias = t.ShardWithLogical(*pre_bias, "pre_bias_logits", "BSE",
@@ -176,11 +206,15 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
     std::string dispatch_eq, up_eq, down_eq, out_eq;
     std::string lead = "B";
     if (!s.inference) {
-      if (!weights) Fail("decoder_block llama4 with capacity_factor > 0: moe.py's dense_matmul has no routing weights "
-                         "for generate_masks in this case (weights is unbound); use capacity_factor <= 0");
+      if (!weights)
+        Fail(
+            "decoder_block llama4 with capacity_factor > 0: moe.py's dense_matmul has no routing "
+            "weights "
+            "for generate_masks in this case (weights is unbound); use capacity_factor <= 0");
       masks = GenerateMasks(ctx, top.indices, *weights, 0);
       mask_axes = Axes({"activation_batch_moe", "activation_norm_length_moe", nullptr, nullptr});
-      dispatch_axis = Axes({"activation_exp", "activation_batch_moe", nullptr, "activation_embed_moe"});
+      dispatch_axis =
+          Axes({"activation_exp", "activation_batch_moe", nullptr, "activation_embed_moe"});
       mlp_axis = Axes({"activation_exp", "activation_batch_moe", nullptr, "activation_mlp"});
       dispatch_eq = "BSM,BSEC -> EBCM";
       up_eq = "EBCM,EMH -> EBCH";
@@ -193,14 +227,20 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
       LogicalAxes input_axis;
       // moe.py tests context_autoregressive size > 0 (always true) and cp == 1.
       if (s.cp_autoregressive > 0 && cp == 1) {
-        mask_axes = Axes({"activation_norm_length_moe", "activation_batch_moe", nullptr, nullptr, nullptr});
-        input_axis = Axes({"activation_norm_length_moe", "activation_batch_moe", nullptr, "activation_embed_moe"});
+        mask_axes =
+            Axes({"activation_norm_length_moe", "activation_batch_moe", nullptr, nullptr, nullptr});
+        input_axis = Axes({"activation_norm_length_moe", "activation_batch_moe", nullptr,
+                           "activation_embed_moe"});
       } else {
-        mask_axes = Axes({"activation_batch_moe", "activation_norm_length_moe", nullptr, nullptr, nullptr});
-        input_axis = Axes({"activation_batch_moe", "activation_norm_length_moe", nullptr, "activation_embed_moe"});
+        mask_axes =
+            Axes({"activation_batch_moe", "activation_norm_length_moe", nullptr, nullptr, nullptr});
+        input_axis = Axes({"activation_batch_moe", "activation_norm_length_moe", nullptr,
+                           "activation_embed_moe"});
       }
-      dispatch_axis = Axes({"activation_exp", "activation_batch_moe", nullptr, nullptr, "activation_embed_moe"});
-      mlp_axis = Axes({"activation_exp", "activation_batch_moe", nullptr, nullptr, "activation_mlp"});
+      dispatch_axis = Axes(
+          {"activation_exp", "activation_batch_moe", nullptr, nullptr, "activation_embed_moe"});
+      mlp_axis =
+          Axes({"activation_exp", "activation_batch_moe", nullptr, nullptr, "activation_mlp"});
       dispatch_eq = "BNSM,BNSEC -> EBNCM";
       up_eq = "EBNCM,EMH -> EBNCH";
       down_eq = "EBNCH,EHM -> EBNCM";
@@ -210,19 +250,23 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
       inputs = t.ShardWithLogical(inputs, "inputs", "BNSM", input_axis);
     }
     const std::string e_lead = "E" + lead;
-    const Value dispatch_mask = t.ShardWithLogical(masks.dispatch, "dispatch_mask", lead + "SEC", mask_axes);
-    const Value combine_mask = t.ShardWithLogical(masks.combine, "combine_mask", lead + "SEC", mask_axes);
+    const Value dispatch_mask =
+        t.ShardWithLogical(masks.dispatch, "dispatch_mask", lead + "SEC", mask_axes);
+    const Value combine_mask =
+        t.ShardWithLogical(masks.combine, "combine_mask", lead + "SEC", mask_axes);
     ctx.Capture("dispatch_mask", dispatch_mask.array());
     ctx.Capture("combine_mask", combine_mask.array());
     Value dispatch;
     {
       const auto sc = t.Scope("dispatch");
-      dispatch = tr::Einsum(t, dispatch_eq, inputs, dispatch_mask, inputs.dtype(), {"dispatch", e_lead + "CM"});
+      dispatch = tr::Einsum(t, dispatch_eq, inputs, dispatch_mask, inputs.dtype(),
+                            {"dispatch", e_lead + "CM"});
       if (cp > 1) {
         const auto c2 = t.Condition("cp > 1");
-        dispatch = t.ShardWithLogical(dispatch, "dispatch", e_lead + "CM",
-                                      Axes({nullptr, "activation_batch_moe", "activation_norm_length_moe", nullptr,
-                                            "activation_embed_moe"}));
+        dispatch =
+            t.ShardWithLogical(dispatch, "dispatch", e_lead + "CM",
+                               Axes({nullptr, "activation_batch_moe", "activation_norm_length_moe",
+                                     nullptr, "activation_embed_moe"}));
       }
       dispatch = t.ShardWithLogical(dispatch, "dispatch", e_lead + "CM", dispatch_axis);
     }
@@ -238,7 +282,8 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
       Value out = tr::Einsum(t, up_eq, dispatch, k, s.dtype, {name, e_lead + "CH"});
       if (mlp_bias) {
         const auto c3 = t.Condition("mlp_bias");
-        const Value b4 = tr::Reshape(t, *bias, {bias->dim(0), 1, 1, bias->dim(1)}, {"bias", "E11H"});
+        const Value b4 =
+            tr::Reshape(t, *bias, {bias->dim(0), 1, 1, bias->dim(1)}, {"bias", "E11H"});
         out = tr::Binary(t, "add", out, b4, {name, e_lead + "CH"});
       }
       if (f32_acts) {
@@ -258,36 +303,46 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
         const auto c2 = t.Condition("expert parallelism > 1");
         k = t.ShardWithLogical(k, "wo_kernel", "EHM", Axes({"exp", "mlp", nullptr}));
       }
-      intermediate = tr::Einsum(t, down_eq, layer_multiply, k, s.dtype, {"intermediate_layer", e_lead + "CM"});
+      intermediate =
+          tr::Einsum(t, down_eq, layer_multiply, k, s.dtype, {"intermediate_layer", e_lead + "CM"});
       if (mlp_bias) {
         const auto c3 = t.Condition("mlp_bias");
-        const Value b4 = tr::Reshape(t, *kernels.wo_bias, {kernels.wo_bias->dim(0), 1, 1, kernels.wo_bias->dim(1)},
-                                     {"bias", "E11M"});
-        intermediate = tr::Binary(t, "add", intermediate, b4, {"intermediate_layer", e_lead + "CM"});
+        const Value b4 =
+            tr::Reshape(t, *kernels.wo_bias,
+                        {kernels.wo_bias->dim(0), 1, 1, kernels.wo_bias->dim(1)}, {"bias", "E11M"});
+        intermediate =
+            tr::Binary(t, "add", intermediate, b4, {"intermediate_layer", e_lead + "CM"});
       }
       if (f32_acts) {
         const auto c3 = t.Condition("activations_in_float32");
-        intermediate = tr::Cast(t, intermediate, DType::kFloat32, {"intermediate_layer", e_lead + "CM"});
+        intermediate =
+            tr::Cast(t, intermediate, DType::kFloat32, {"intermediate_layer", e_lead + "CM"});
       }
       if (!s.inference)
-        intermediate = t.ShardWithLogical(intermediate, "intermediate_layer", e_lead + "CM",
-                                          Axes({"activation_exp", "activation_batch_moe", nullptr, "activation_embed_moe"}));
+        intermediate = t.ShardWithLogical(
+            intermediate, "intermediate_layer", e_lead + "CM",
+            Axes({"activation_exp", "activation_batch_moe", nullptr, "activation_embed_moe"}));
     }
     {
       const auto sc = t.Scope("combine");
       const DType out_dtype = PromoteTypes(intermediate.dtype(), combine_mask.dtype());
-      Value output = tr::Einsum(t, out_eq, intermediate, combine_mask, out_dtype, {"output", lead + "SM"});
+      Value output =
+          tr::Einsum(t, out_eq, intermediate, combine_mask, out_dtype, {"output", lead + "SM"});
       if (output.shape().size() == 4)
-        output = tr::Reshape(t, output, {output.dim(0), output.dim(1) * output.dim(2), output.dim(3)}, {"output", "BSM"});
+        output =
+            tr::Reshape(t, output, {output.dim(0), output.dim(1) * output.dim(2), output.dim(3)},
+                        {"output", "BSM"});
       result.output = output;
     }
     return result;
   }
 
   const auto cond = t.Condition("capacity_factor <= 0");
-  inputs = t.ShardWithLogical(inputs, "inputs", "BSM",
-                              Axes({"activation_batch_moe", "activation_norm_length_moe", "activation_embed_moe"}));
-  auto up = [&](const char* scope_name, const char* name, const Value& kernel, const std::optional<Value>& bias) {
+  inputs = t.ShardWithLogical(
+      inputs, "inputs", "BSM",
+      Axes({"activation_batch_moe", "activation_norm_length_moe", "activation_embed_moe"}));
+  auto up = [&](const char* scope_name, const char* name, const Value& kernel,
+                const std::optional<Value>& bias) {
     const auto sc = t.Scope(scope_name);
     Value out = tr::Einsum(t, "BSM,EMH -> BSEH", inputs, kernel, s.dtype, {name, "BSEH"});
     if (mlp_bias) {
@@ -306,10 +361,12 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
   Value intermediate;
   {
     const auto sc = t.Scope("wo");
-    intermediate = tr::Einsum(t, "BSEH,EHM -> BSEM", layer_multiply, kernels.wo, s.dtype, {"intermediate_layer", "BSEM"});
+    intermediate = tr::Einsum(t, "BSEH,EHM -> BSEM", layer_multiply, kernels.wo, s.dtype,
+                              {"intermediate_layer", "BSEM"});
     if (mlp_bias) {
       const auto c3 = t.Condition("mlp_bias");
-      intermediate = tr::Binary(t, "add", intermediate, *kernels.wo_bias, {"intermediate_layer", "BSEM"});
+      intermediate =
+          tr::Binary(t, "add", intermediate, *kernels.wo_bias, {"intermediate_layer", "BSEM"});
     }
     if (f32_acts) {
       const auto c3 = t.Condition("activations_in_float32");
@@ -330,7 +387,8 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
       w = tr::Cast(t, w, DType::kFloat32, {"weights", "BSE"});
     }
     const DType sum_dtype = PromoteTypes(intermediate.dtype(), w.dtype());
-    const Value output = tr::Einsum(t, "BSEM,BSE -> BSM", intermediate, w, sum_dtype, {"output", "BSM"});
+    const Value output =
+        tr::Einsum(t, "BSEM,BSE -> BSM", intermediate, w, sum_dtype, {"output", "BSM"});
     result.output = tr::Cast(t, output, s.dtype, {"output", "BSM"});
   }
   return result;

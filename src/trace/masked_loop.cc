@@ -31,7 +31,8 @@ PathOutput MaskedLoop(const MoeContext& ctx, const Value& inputs, const Value& g
                        return Reshape(Slice(*a[0], 0, e, 1), shape);
                      });
     };
-    const Value w0 = row(k.w0, "w0_kernel", "MH"), w1 = row(k.w1, "w1_kernel", "MH"), wo = row(k.wo, "wo_kernel", "HM");
+    const Value w0 = row(k.w0, "w0_kernel", "MH"), w1 = row(k.w1, "w1_kernel", "MH"),
+                wo = row(k.wo, "wo_kernel", "HM");
     Value h0 = tr::Einsum(t, "BSM,MH -> BSH", inputs, w0, s.dtype, {"layer_w0", "BSH"});
     Value h1 = tr::Einsum(t, "BSM,MH -> BSH", inputs, w1, s.dtype, {"layer_w1", "BSH"});
     if (k.w0_bias) {
@@ -40,16 +41,22 @@ PathOutput MaskedLoop(const MoeContext& ctx, const Value& inputs, const Value& g
     }
     const Value act = ApplyFfnActivation(ctx, h0, h1);
     Value y = tr::Einsum(t, "BSH,HM -> BSM", act, wo, s.dtype, {"expert_output", "BSM"});
-    if (k.wo_bias) y = tr::Binary(t, "add", y, row(*k.wo_bias, "wo_bias", "M"), {"expert_output", "BSM"});
+    if (k.wo_bias)
+      y = tr::Binary(t, "add", y, row(*k.wo_bias, "wo_bias", "M"), {"expert_output", "BSM"});
     // expert_mask = any(top_k_indices == e, -1); weight = gating[..., e]; both [B,S,1].
-    const Value scale = t.Apply({"masked_weight", "", {{"expr", fmt::format("gating[..., {0}] * any(top_k_indices == {0}, -1)", e)}}},
-                                {&gating, &top.indices}, {"weighted_mask", "BS1"}, [&](const Args& a) {
-                                  const Shape bs1 = {a[0]->shape[0], a[0]->shape[1], 1};
-                                  const Array g = Reshape(Slice(*a[0], 2, e, 1), bs1);
-                                  const Array hit = Sum(Equal(*a[1], Scalar(static_cast<float>(e), DType::kInt32)), 2, true);
-                                  return Cast(Mul(Cast(g, acc), Cast(Greater(hit, Scalar(0, DType::kInt32)), acc)), acc);
-                                });
-    const Value masked = tr::Binary(t, "mul", tr::Cast(t, y, acc, {"expert_output", "BSM"}), scale, {"masked_output", "BSM"});
+    const Value scale = t.Apply(
+        {"masked_weight",
+         "",
+         {{"expr", fmt::format("gating[..., {0}] * any(top_k_indices == {0}, -1)", e)}}},
+        {&gating, &top.indices}, {"weighted_mask", "BS1"}, [&](const Args& a) {
+          const Shape bs1 = {a[0]->shape[0], a[0]->shape[1], 1};
+          const Array g = Reshape(Slice(*a[0], 2, e, 1), bs1);
+          const Array hit =
+              Sum(Equal(*a[1], Scalar(static_cast<float>(e), DType::kInt32)), 2, true);
+          return Cast(Mul(Cast(g, acc), Cast(Greater(hit, Scalar(0, DType::kInt32)), acc)), acc);
+        });
+    const Value masked = tr::Binary(t, "mul", tr::Cast(t, y, acc, {"expert_output", "BSM"}), scale,
+                                    {"masked_output", "BSM"});
     final_output = tr::Binary(t, "add", final_output, masked, {"final_output", "BSM"});
   }
   PathOutput out;

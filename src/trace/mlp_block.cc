@@ -33,7 +33,8 @@ Value MlpBlock(Tracer& t, const Config& config, const Value& inputs_in, const Ml
     x = x ? tr::Binary(t, "mul", *x, y, {"x", "BSF"}) : y;
   }
   Value product = tr::Cast(t, *x, dtype, {"x", "BSF"});
-  product = t.ShardWithLogical(product, "x", "BSF", {"activation_batch", "activation_length", "activation_mlp"});
+  product = t.ShardWithLogical(product, "x", "BSF",
+                               {"activation_batch", "activation_length", "activation_mlp"});
   const Value wo = t.Weight({"wo", "FM"}, params.wo, wo_axes);
   const Value wo_cast = tr::Cast(t, wo, dtype, {"wo", "FM"});
   const Value out = tr::Einsum(t, "BSF,FM -> BSM", product, wo_cast, dtype, {"output", "BSM"});

@@ -23,21 +23,22 @@ Block ParseBlock(const std::string& name) {
 }
 
 bool UsesSharedExperts(const MoeSetup& s) {
-  return (s.decoder_block == "deepseek" || s.decoder_block == "llama4" || s.decoder_block == "gemma4") &&
+  return (s.decoder_block == "deepseek" || s.decoder_block == "llama4" ||
+          s.decoder_block == "gemma4") &&
          s.shared_hidden > 0;
 }
 
 namespace {
 
-PathOutput RoutedMoE(const MoeContext& ctx, const Value& inputs_in, const MoeParams& p, bool shared_wrapper,
-                     bool masked_loop) {
+PathOutput RoutedMoE(const MoeContext& ctx, const Value& inputs_in, const MoeParams& p,
+                     bool shared_wrapper, bool masked_loop) {
   Tracer& t = ctx.t;
   const MoeSetup& s = ctx.setup;
   const Config& config = ctx.config;
   const auto scope = t.Scope("RoutedMoE");
   // RoutedAndSharedMoE always builds its routed block with gate axes ('embed_moe', None).
-  const LogicalAxes gate_axes = shared_wrapper || s.decoder_block == "deepseek" || s.decoder_block == "llama4" ||
-                                        s.decoder_block == "gemma4"
+  const LogicalAxes gate_axes = shared_wrapper || s.decoder_block == "deepseek" ||
+                                        s.decoder_block == "llama4" || s.decoder_block == "gemma4"
                                     ? LogicalAxes{"embed_moe", std::nullopt}
                                     : LogicalAxes{"embed", std::nullopt};
   LogicalAxes wi_axes{"exp", "embed_moe", "mlp_moe"}, wo_axes{"exp", "mlp_moe", "embed_moe"};
@@ -97,7 +98,9 @@ PathOutput RoutedMoE(const MoeContext& ctx, const Value& inputs_in, const MoePar
   if (masked_loop) return MaskedLoop(ctx, inputs, gate.gate_logits, gate.pre_bias_logits, k);
   switch (s.path) {
     case MoePath::kFusedVllm:
-      Fail("attention=vllm_rpa: the fused tpu_inference MoE kernel is not simulated; unset attention");
+      Fail(
+          "attention=vllm_rpa: the fused tpu_inference MoE kernel is not simulated; unset "
+          "attention");
     case MoePath::kSparse:
       if (config.Int("num_moe_emb_chunks") > 0)
         return SparsePipeline(ctx, inputs, gate.gate_logits, gate.pre_bias_logits, k);
@@ -111,8 +114,8 @@ PathOutput RoutedMoE(const MoeContext& ctx, const Value& inputs_in, const MoePar
 
 }  // namespace
 
-BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup, const MoeParams& params,
-                  Block block, bool numeric, bool masked_loop) {
+BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
+                  const MoeParams& params, Block block, bool numeric, bool masked_loop) {
   Tracer t(mesh, config.logical_axis_rules(), numeric);
   BlockRun run;
   MoeContext ctx{config, setup, t, run.captures};
@@ -125,9 +128,11 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
     ctx.Capture("output", out.array());
   } else if (block == Block::kShared) {
     if (!shared)
-      Fail("--block shared: decoder_block {} with shared_experts={} has no shared experts (RoutedAndSharedMoE is "
-           "used by deepseek, llama4 and gemma4 with shared_experts > 0)",
-           setup.decoder_block, config.Int("shared_experts"));
+      Fail(
+          "--block shared: decoder_block {} with shared_experts={} has no shared experts "
+          "(RoutedAndSharedMoE is "
+          "used by deepseek, llama4 and gemma4 with shared_experts > 0)",
+          setup.decoder_block, config.Int("shared_experts"));
     t.trace().block = "shared";
     t.trace().path = "RoutedAndSharedMoE.shared_experts (MlpBlock)";
     const Value inputs = t.Input({"inputs", "BSM"}, params.inputs);
@@ -135,11 +140,14 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
     ctx.Capture("output", out.array());
   } else {
     if (setup.num_experts <= 1)
-      Fail("num_experts={}: the model has no MoE layers (model_name={}); set num_experts or use --block mlp",
-           setup.num_experts, setup.model_name);
+      Fail(
+          "num_experts={}: the model has no MoE layers (model_name={}); set num_experts or use "
+          "--block mlp",
+          setup.num_experts, setup.model_name);
     t.trace().block = "moe";
-    t.trace().path = masked_loop ? "masked_loop (reference: every expert on every token, masked by top-k)"
-                                 : setup.PathLabel();
+    t.trace().path = masked_loop
+                         ? "masked_loop (reference: every expert on every token, masked by top-k)"
+                         : setup.PathLabel();
     for (const std::string& r : setup.path_reasons) t.Note("path: " + r);
     const auto scope = t.Scope(shared ? "RoutedAndSharedMoE" : "");
     const Value inputs = t.Input({"inputs", "BSM"}, params.inputs);
@@ -153,9 +161,13 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
     const auto indices = run.captures.find("top_k_indices");
     if (indices != run.captures.end()) {
       // Every path reports the routing load: (token, k) choices per expert, whole batch.
-      const Array counts = Bincount(Reshape(indices->second, {indices->second.size()}), setup.num_experts);
-      t.AddFact({"tokens per expert (routed choices, whole batch)", "RoutedMoE", {setup.num_experts},
-                 std::vector<double>(counts.values().begin(), counts.values().end()), ""});
+      const Array counts =
+          Bincount(Reshape(indices->second, {indices->second.size()}), setup.num_experts);
+      t.AddFact({"tokens per expert (routed choices, whole batch)",
+                 "RoutedMoE",
+                 {setup.num_experts},
+                 std::vector<double>(counts.values().begin(), counts.values().end()),
+                 ""});
     }
     if (routed.lb_loss) ctx.Capture("lb_loss", routed.lb_loss->array());
     if (routed.bias_updates) ctx.Capture("bias_updates", routed.bias_updates->array());
@@ -178,7 +190,8 @@ std::vector<DumpEntry> DumpModel(const Config& config, const Mesh& mesh) {
     }
   };
   const bool moe = setup.num_experts > 1;
-  const bool dense_layers = !moe || setup.dense_layers > 0 || config.Int("interleave_moe_layer_step") > 1;
+  const bool dense_layers =
+      !moe || setup.dense_layers > 0 || config.Int("interleave_moe_layer_step") > 1;
   if (dense_layers) append(Block::kMlp);
   if (moe) {
     append(Block::kMoe);

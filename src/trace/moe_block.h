@@ -30,8 +30,8 @@ bool UsesSharedExperts(const MoeSetup& setup);
 
 // `masked_loop`: run the masked-loop reference (trace/masked_loop.h) instead of the path
 // RoutedMoE.__call__ would select.
-BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup, const MoeParams& params,
-                  Block block, bool numeric, bool masked_loop = false);
+BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
+                  const MoeParams& params, Block block, bool numeric, bool masked_loop = false);
 
 // input_shardings.json entries of the model's blocks in MaxText's order: a dense MlpBlock
 // (when the model has dense layers), the MoE block, then its shared experts.

@@ -1,8 +1,8 @@
 #include "trace/moe_params.h"
 
-#include <cmath>
-
 #include <fmt/format.h>
+
+#include <cmath>
 
 #include "trace/moe_setup.h"
 #include "util/error.h"
@@ -59,7 +59,8 @@ MoeParams MakeParams(const MoeSetup& s, int num_mlp_activations, bool numeric, u
   p.wi_0_bias = Make(rng, {s.num_experts, s.hidden}, w, 0.1);
   p.wi_1_bias = Make(rng, {s.num_experts, s.hidden}, w, 0.1);
   p.wo_bias = Make(rng, {s.num_experts, s.emb}, w, 0.1);
-  p.per_expert_scale = numeric ? Array::Filled({s.num_experts}, w, 1.0f) : Array::Symbolic({s.num_experts}, w);
+  p.per_expert_scale =
+      numeric ? Array::Filled({s.num_experts}, w, 1.0f) : Array::Symbolic({s.num_experts}, w);
   if (s.shared_hidden > 0) p.shared = MakeMlp(rng, s.emb, s.shared_hidden, num_mlp_activations, w);
   p.dense = MakeMlp(rng, s.emb, s.mlp_dim, num_mlp_activations, w);
   return p;
@@ -72,13 +73,16 @@ MoeParams ParamsFromArrays(const MoeSetup& s, int num_mlp_activations,
   auto take = [&](const std::string& name, Array& slot, bool required) {
     const auto it = arrays.find(name);
     if (it == arrays.end()) {
-      if (required) Fail("{}: array '{}' is missing (expected shape {})", source, name, ShapeToString(slot.shape));
+      if (required)
+        Fail("{}: array '{}' is missing (expected shape {})", source, name,
+             ShapeToString(slot.shape));
       return;
     }
     if (it->second.shape != slot.shape)
-      Fail("{}: array '{}' has shape {} but the config implies {}", source, name, ShapeToString(it->second.shape),
-           ShapeToString(slot.shape));
-    slot = Array::FromData(slot.shape, name == "inputs" ? DType::kFloat32 : slot.dtype, it->second.values());
+      Fail("{}: array '{}' has shape {} but the config implies {}", source, name,
+           ShapeToString(it->second.shape), ShapeToString(slot.shape));
+    slot = Array::FromData(slot.shape, name == "inputs" ? DType::kFloat32 : slot.dtype,
+                           it->second.values());
   };
   // Parameters a golden case leaves out take MaxText's initial value: biases start at zero.
   for (std::optional<Array>* bias : {&p.gate_bias, &p.wi_0_bias, &p.wi_1_bias, &p.wo_bias})
@@ -95,7 +99,8 @@ MoeParams ParamsFromArrays(const MoeSetup& s, int num_mlp_activations,
     take("wo_bias", *p.wo_bias, false);
   }
   if (p.shared) {
-    for (size_t i = 0; i < p.shared->wi.size(); ++i) take(fmt::format("shared_wi_{}", i), p.shared->wi[i], true);
+    for (size_t i = 0; i < p.shared->wi.size(); ++i)
+      take(fmt::format("shared_wi_{}", i), p.shared->wi[i], true);
     take("shared_wo", p.shared->wo, true);
   }
   return p;

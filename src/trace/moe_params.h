@@ -22,11 +22,11 @@ struct MlpParams {
 };
 
 struct MoeParams {
-  Array inputs;  // [B, S, M]
-  Array gate_kernel;  // [M, E]
-  std::optional<Array> gate_bias;  // [E] when routed_bias
-  Array wi_0, wi_1;   // [E, M, H]
-  Array wo;           // [E, H, M]
+  Array inputs;                               // [B, S, M]
+  Array gate_kernel;                          // [M, E]
+  std::optional<Array> gate_bias;             // [E] when routed_bias
+  Array wi_0, wi_1;                           // [E, M, H]
+  Array wo;                                   // [E, H, M]
   std::optional<Array> wi_0_bias, wi_1_bias;  // [E, H] when mlp_bias
   std::optional<Array> wo_bias;               // [E, M]
   std::optional<Array> per_expert_scale;      // [E] gemma4

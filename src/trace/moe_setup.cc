@@ -10,23 +10,30 @@ namespace shardtrace {
 
 std::string ToString(MoePath path) {
   switch (path) {
-    case MoePath::kDenseDropless: return "dense_matmul (dropless)";
-    case MoePath::kDenseDropping: return "dense_matmul (token dropping)";
-    case MoePath::kSparse: return "sparse_matmul";
-    case MoePath::kFusedVllm: return "fused_moe_matmul (vllm_rpa)";
+    case MoePath::kDenseDropless:
+      return "dense_matmul (dropless)";
+    case MoePath::kDenseDropping:
+      return "dense_matmul (token dropping)";
+    case MoePath::kSparse:
+      return "sparse_matmul";
+    case MoePath::kFusedVllm:
+      return "fused_moe_matmul (vllm_rpa)";
   }
   return "?";
 }
 
 std::string MoeSetup::PathLabel() const {
   if (path != MoePath::kSparse) return ToString(path);
-  std::string variant = ring_of_experts ? "ring_of_experts"
-                        : ep > 1        ? (batch_sharded_by_ep ? "ragged_all_to_all" : "ragged_all_to_all, batch replicated")
-                                        : "no expert parallelism";
-  const std::string pipeline =
-      emb_chunks > 0 ? fmt::format(", route/dispatch/gmm pipeline, {} emb chunk{}", emb_chunks, emb_chunks == 1 ? "" : "s")
-                     : "";
-  return fmt::format("sparse_matmul/{} (EP={}, TP={}, {}{})", variant, ep, tp, gmm_kernel, pipeline);
+  std::string variant =
+      ring_of_experts ? "ring_of_experts"
+      : ep > 1 ? (batch_sharded_by_ep ? "ragged_all_to_all" : "ragged_all_to_all, batch replicated")
+               : "no expert parallelism";
+  const std::string pipeline = emb_chunks > 0
+                                   ? fmt::format(", route/dispatch/gmm pipeline, {} emb chunk{}",
+                                                 emb_chunks, emb_chunks == 1 ? "" : "s")
+                                   : "";
+  return fmt::format("sparse_matmul/{} (EP={}, TP={}, {}{})", variant, ep, tp, gmm_kernel,
+                     pipeline);
 }
 
 MoeSetup MakeMoeSetup(const Config& config, const Mesh& mesh) {
@@ -36,8 +43,8 @@ MoeSetup MakeMoeSetup(const Config& config, const Mesh& mesh) {
   const double pdbs = config.Float("per_device_batch_size");
   s.batch = static_cast<int64_t>(pdbs * static_cast<double>(mesh.num_devices()));
   if (s.batch < 1)
-    Fail("per_device_batch_size {} x {} devices gives a global batch of {}; expected at least 1", pdbs,
-         mesh.num_devices(), s.batch);
+    Fail("per_device_batch_size {} x {} devices gives a global batch of {}; expected at least 1",
+         pdbs, mesh.num_devices(), s.batch);
   s.seq = config.Int("max_target_length");
   const int64_t input_dim = config.Int("moe_expert_input_dim");
   s.emb = input_dim <= 0 ? config.Int("emb_dim") : input_dim;
@@ -46,13 +53,15 @@ MoeSetup MakeMoeSetup(const Config& config, const Mesh& mesh) {
   s.mlp_dim = config.Int("mlp_dim");
   const int64_t moe_mlp_dim = config.Int("moe_mlp_dim");
   // mixtral and gpt-oss construct RoutedMoE with intermediate_dim=mlp_dim.
-  s.hidden = (s.decoder_block == "mixtral" || s.decoder_block == "gpt_oss") ? s.mlp_dim : moe_mlp_dim;
+  s.hidden =
+      (s.decoder_block == "mixtral" || s.decoder_block == "gpt_oss") ? s.mlp_dim : moe_mlp_dim;
   s.wi_hidden = s.hidden;
   if (config.Has("padded_base_moe_mlp_dim") &&
       config.Get("padded_base_moe_mlp_dim").type != ConfigValue::Type::kNull)
     s.wi_hidden = config.Int("padded_base_moe_mlp_dim");
   const int64_t shared = config.Int("shared_experts");
-  s.shared_hidden = shared > 0 ? shared * (s.decoder_block == "gemma4" ? s.mlp_dim : moe_mlp_dim) : 0;
+  s.shared_hidden =
+      shared > 0 ? shared * (s.decoder_block == "gemma4" ? s.mlp_dim : moe_mlp_dim) : 0;
   s.dense_layers = config.Int("first_num_dense_layers");
 
   s.dtype = ParseDType(config.Str("dtype"), "dtype");
@@ -81,9 +90,10 @@ MoeSetup MakeMoeSetup(const Config& config, const Mesh& mesh) {
     s.path = MoePath::kSparse;
     s.path_reasons.push_back("sparse_matmul == True");
     if (s.num_experts % s.ep != 0)
-      Fail("num_experts {} is not divisible by the expert-parallel size {} (mesh axes {}); set "
-           "ici_expert_parallelism to a divisor of {}",
-           s.num_experts, s.ep, fmt::join(s.expert_axes, " x "), s.num_experts);
+      Fail(
+          "num_experts {} is not divisible by the expert-parallel size {} (mesh axes {}); set "
+          "ici_expert_parallelism to a divisor of {}",
+          s.num_experts, s.ep, fmt::join(s.expert_axes, " x "), s.num_experts);
   } else {
     s.path = s.capacity_factor > 0 ? MoePath::kDenseDropping : MoePath::kDenseDropless;
     s.path_reasons.push_back("sparse_matmul == False");
@@ -93,12 +103,14 @@ MoeSetup MakeMoeSetup(const Config& config, const Mesh& mesh) {
       Fail("num_experts {} is not divisible by the expert-parallel size {}", s.num_experts, s.ep);
   }
   if (config.Bool("use_tokamax_gmm"))
-    s.gmm_kernel = config.Str("quantization").empty() ? "tokamax ragged_dot" : "megablox (tokamax backend)";
+    s.gmm_kernel =
+        config.Str("quantization").empty() ? "tokamax ragged_dot" : "megablox (tokamax backend)";
   else if (config.Bool("megablox"))
     s.gmm_kernel = "megablox";
   else
     s.gmm_kernel = "jax.lax.ragged_dot";
-  if (s.path == MoePath::kSparse && s.ring_of_experts) s.path_reasons.push_back("use_ring_of_experts == True");
+  if (s.path == MoePath::kSparse && s.ring_of_experts)
+    s.path_reasons.push_back("use_ring_of_experts == True");
   if (s.path == MoePath::kSparse && s.ep > 1 && !s.ring_of_experts)
     s.path_reasons.push_back(fmt::format("expert parallelism {} > 1: ragged_all_to_all", s.ep));
   return s;

@@ -16,23 +16,23 @@ class Config;
 class Mesh;
 
 enum class MoePath {
-  kDenseDropless,    // dense_matmul, capacity_factor <= 0: every token through every expert
-  kDenseDropping,    // dense_matmul, capacity_factor > 0: dispatch/combine masks
-  kSparse,           // sparse_matmul inside shard_map (EP/ring/TP variants below)
-  kFusedVllm,        // attention == vllm_rpa: tpu_inference fused kernel (not simulated)
+  kDenseDropless,  // dense_matmul, capacity_factor <= 0: every token through every expert
+  kDenseDropping,  // dense_matmul, capacity_factor > 0: dispatch/combine masks
+  kSparse,         // sparse_matmul inside shard_map (EP/ring/TP variants below)
+  kFusedVllm,      // attention == vllm_rpa: tpu_inference fused kernel (not simulated)
 };
 std::string ToString(MoePath path);
 
 struct MoeSetup {
   // Dims.
-  int64_t batch = 0;        // B: global batch = int(per_device_batch_size * devices)
-  int64_t seq = 0;          // S: max_target_length
-  int64_t emb = 0;          // M: moe_expert_input_dim, or emb_dim when <= 0
-  int64_t num_experts = 0;  // E
-  int64_t top_k = 0;        // K
-  int64_t hidden = 0;       // H: intermediate_dim the caller passes (mlp_dim for mixtral/gpt_oss)
-  int64_t wi_hidden = 0;    // H of wi_0/wi_1 (padded_base_moe_mlp_dim when set)
-  int64_t mlp_dim = 0;      // F: dense MLP intermediate
+  int64_t batch = 0;          // B: global batch = int(per_device_batch_size * devices)
+  int64_t seq = 0;            // S: max_target_length
+  int64_t emb = 0;            // M: moe_expert_input_dim, or emb_dim when <= 0
+  int64_t num_experts = 0;    // E
+  int64_t top_k = 0;          // K
+  int64_t hidden = 0;         // H: intermediate_dim the caller passes (mlp_dim for mixtral/gpt_oss)
+  int64_t wi_hidden = 0;      // H of wi_0/wi_1 (padded_base_moe_mlp_dim when set)
+  int64_t mlp_dim = 0;        // F: dense MLP intermediate
   int64_t shared_hidden = 0;  // shared_experts * (gemma4 ? mlp_dim : moe_mlp_dim); 0 = none
   int64_t dense_layers = 0;   // first_num_dense_layers (MlpBlock layers before MoE ones)
 
@@ -44,11 +44,11 @@ struct MoeSetup {
   // Path.
   MoePath path = MoePath::kSparse;
   std::vector<std::string> path_reasons;  // why __call__ picks the path
-  std::string gmm_kernel;  // "megablox", "tokamax ragged_dot", "jax.lax.ragged_dot"
-  int64_t ep = 1;          // expert-parallel size (product over expert_axes)
-  std::vector<std::string> expert_axes;  // ("expert",) or ("context","expert") under cp-as-ep
-  int64_t tp = 1;          // tensor-parallel size ("tensor")
-  int64_t tp_transpose = 1;  // "tensor_transpose" size (seed-era axis)
+  std::string gmm_kernel;                 // "megablox", "tokamax ragged_dot", "jax.lax.ragged_dot"
+  int64_t ep = 1;                         // expert-parallel size (product over expert_axes)
+  std::vector<std::string> expert_axes;   // ("expert",) or ("context","expert") under cp-as-ep
+  int64_t tp = 1;                         // tensor-parallel size ("tensor")
+  int64_t tp_transpose = 1;               // "tensor_transpose" size (seed-era axis)
   int64_t cp_autoregressive = 1;
   bool ring_of_experts = false;
   bool batch_sharded_by_ep = true;  // global batch > 1
@@ -57,7 +57,7 @@ struct MoeSetup {
   std::string decoder_block;
   std::string model_name;
   double capacity_factor = -1;
-  int64_t emb_chunks = 0;  // num_moe_emb_chunks: > 0 selects the refactored pipeline
+  int64_t emb_chunks = 0;          // num_moe_emb_chunks: > 0 selects the refactored pipeline
   std::vector<std::string> notes;  // unsupported-in-simulation remarks
 
   // Short label, e.g. "sparse_matmul/ragged_all_to_all (EP=4, megablox)".

@@ -11,7 +11,8 @@ namespace shardtrace {
 namespace tr = traced;
 using Args = std::vector<const Array*>;
 
-PermuteOutput RouteTokens(const MoeContext& ctx, const Value& gate_logits, const std::optional<Value>& pre_bias_logits,
+PermuteOutput RouteTokens(const MoeContext& ctx, const Value& gate_logits,
+                          const std::optional<Value>& pre_bias_logits,
                           const std::optional<Value>& roll_to_expert_id) {
   Tracer& t = ctx.t;
   const MoeSetup& s = ctx.setup;
@@ -32,14 +33,17 @@ PermuteOutput RouteTokens(const MoeContext& ctx, const Value& gate_logits, const
   Value flat = tr::Reshape(t, top.indices, {rows}, {"flatten_selected_experts", "R"});
   if (roll_to_expert_id) {
     const auto cond = t.Condition("use_ring_of_experts");
-    flat = t.Apply({"roll", "", {{"expr", "(flatten_selected_experts - roll_to_expert_id) % num_experts"}}},
-                   {&flat, &*roll_to_expert_id}, {"flatten_selected_experts", "R"},
-                   [&](const Args& a) { return Mod(Sub(*a[0], *a[1]), Scalar(static_cast<float>(e), DType::kInt32)); });
+    flat = t.Apply(
+        {"roll", "", {{"expr", "(flatten_selected_experts - roll_to_expert_id) % num_experts"}}},
+        {&flat, &*roll_to_expert_id}, {"flatten_selected_experts", "R"}, [&](const Args& a) {
+          return Mod(Sub(*a[0], *a[1]), Scalar(static_cast<float>(e), DType::kInt32));
+        });
   }
   out.sorted_selected_experts = tr::Argsort(t, flat, {"sorted_selected_experts", "R"});
   out.group_size = tr::Bincount(t, flat, e, {"group_size", "E"});
   const Value expert_indices = tr::Constant(t, Arange(e), {"expert_indices", "E"});
-  out.sorted_experts = tr::RepeatBy(t, expert_indices, out.group_size, rows, {"sorted_experts", "R"});
+  out.sorted_experts =
+      tr::RepeatBy(t, expert_indices, out.group_size, rows, {"sorted_experts", "R"});
   return out;
 }
 
@@ -56,20 +60,23 @@ Value SortRows(const MoeContext& ctx, const Value& inputs, const PermuteOutput& 
     inputs_2d = tr::Binary(t, "mul", inputs_2d, flat_scores, {"inputs_2d", "TM"});
   }
   const Value replicated = tr::Repeat(t, inputs_2d, k, 0, {"replicated_inputs_2d", "RM"});
-  const Value sorted = tr::Take(t, replicated, routing.sorted_selected_experts, 0, {"sorted_inputs", "RM"});
+  const Value sorted =
+      tr::Take(t, replicated, routing.sorted_selected_experts, 0, {"sorted_inputs", "RM"});
   return tr::Cast(t, sorted, s.dtype, {"sorted_inputs", "RM"});
 }
 
 PermuteOutput Permute(const MoeContext& ctx, const Value& inputs, const Value& gate_logits,
-                      const std::optional<Value>& pre_bias_logits, const std::optional<Value>& roll_to_expert_id) {
+                      const std::optional<Value>& pre_bias_logits,
+                      const std::optional<Value>& roll_to_expert_id) {
   const auto scope = ctx.t.Scope("permute");
   PermuteOutput out = RouteTokens(ctx, gate_logits, pre_bias_logits, roll_to_expert_id);
   out.sorted_inputs = SortRows(ctx, inputs, out);
   return out;
 }
 
-Value Unpermute(const MoeContext& ctx, const Value& intermediate, const Value& sorted_selected_experts,
-                const Value& weights, int64_t batch_size, int64_t sequence_length) {
+Value Unpermute(const MoeContext& ctx, const Value& intermediate,
+                const Value& sorted_selected_experts, const Value& weights, int64_t batch_size,
+                int64_t sequence_length) {
   Tracer& t = ctx.t;
   const MoeSetup& s = ctx.setup;
   const auto scope = t.Scope("unpermute");
@@ -77,7 +84,8 @@ Value Unpermute(const MoeContext& ctx, const Value& intermediate, const Value& s
   const Value inverse = tr::Argsort(t, sorted_selected_experts, {"unsort_indices", "R"});
   const Value unsorted = tr::Take(t, intermediate, inverse, 0, {"unsort_intermediate", "RM"});
   Value w = tr::Reshape(t, weights, {weights.array().size() / k, k}, {"reshaped_weights", "TK"});
-  Value x = tr::Reshape(t, unsorted, {w.dim(0), k, unsorted.dim(1)}, {"reshaped_intermediate", "TKM"});
+  Value x =
+      tr::Reshape(t, unsorted, {w.dim(0), k, unsorted.dim(1)}, {"reshaped_intermediate", "TKM"});
   const auto ws = t.Scope("weight_sum");
   if (s.decoder_block == "llama4") {
     const auto cond = t.Condition("decoder_block == llama4");
@@ -90,18 +98,22 @@ Value Unpermute(const MoeContext& ctx, const Value& intermediate, const Value& s
     w = tr::Cast(t, w, DType::kFloat32, {"reshaped_weights", "TK"});
   }
   // moe.py spells it "BKE,BK -> BE" (E = the embedding there).
-  const Value out = tr::Einsum(t, "BKE,BK -> BE", x, w, PromoteTypes(x.dtype(), w.dtype()), {"output", "TM"});
+  const Value out =
+      tr::Einsum(t, "BKE,BK -> BE", x, w, PromoteTypes(x.dtype(), w.dtype()), {"output", "TM"});
   const Value reshaped = tr::Reshape(t, out, {batch_size, sequence_length, -1}, {"output", "BSM"});
   return tr::Cast(t, reshaped, s.dtype, {"output", "BSM"});
 }
 
 LocalPermuteOutput LocalSortOrder(const MoeContext& ctx, int64_t rows, const std::string& row_dim,
-                                  const Value& global_group_sizes, int64_t local_expert_size, const Value& shard_index,
-                                  bool is_offset, const std::optional<Value>& global_sorted_experts) {
+                                  const Value& global_group_sizes, int64_t local_expert_size,
+                                  const Value& shard_index, bool is_offset,
+                                  const std::optional<Value>& global_sorted_experts) {
   Tracer& t = ctx.t;
   const int64_t shards = global_group_sizes.dim(0), l = local_expert_size;
   const Value local_sizes_2d = t.Apply(
-      {"dynamic_slice_in_dim", "", {{"start", "shard_index * local_expert_size"}, {"size", std::to_string(l)}, {"axis", "1"}}},
+      {"dynamic_slice_in_dim",
+       "",
+       {{"start", "shard_index * local_expert_size"}, {"size", std::to_string(l)}, {"axis", "1"}}},
       {&global_group_sizes, &shard_index}, {"all_shard_local_sizes", "PE"}, [&](const Args& a) {
         const int64_t start = a[1]->numeric() ? static_cast<int64_t>(a[1]->values()[0]) * l : 0;
         return Slice(*a[0], 1, start, l);
@@ -112,43 +124,50 @@ LocalPermuteOutput LocalSortOrder(const MoeContext& ctx, int64_t rows, const std
   Value expert_indices;
   if (is_offset) {
     const auto cond = t.Condition("is_offset (batch replicated across expert shards)");
-    expert_indices = t.Apply({"where", "", {{"expr", "divided == shard_index ? global_sorted_experts % L : L"}}},
-                             {&*global_sorted_experts, &shard_index}, {"expert_indices", row_dim}, [&](const Args& a) {
-                               const Array lsize = Scalar(static_cast<float>(l), DType::kInt32);
-                               const Array divided = FloorDivide(*a[0], lsize);
-                               return Where(Equal(divided, *a[1]), Mod(*a[0], lsize),
-                                            FullLike(*a[0], static_cast<float>(l), DType::kInt32));
-                             });
+    expert_indices = t.Apply(
+        {"where", "", {{"expr", "divided == shard_index ? global_sorted_experts % L : L"}}},
+        {&*global_sorted_experts, &shard_index}, {"expert_indices", row_dim}, [&](const Args& a) {
+          const Array lsize = Scalar(static_cast<float>(l), DType::kInt32);
+          const Array divided = FloorDivide(*a[0], lsize);
+          return Where(Equal(divided, *a[1]), Mod(*a[0], lsize),
+                       FullLike(*a[0], static_cast<float>(l), DType::kInt32));
+        });
   } else {
-    const Value base = tr::Constant(t, Mod(Arange(shards * l), Scalar(static_cast<float>(l), DType::kInt32)),
-                                    {"base_indices", "E"});
+    const Value base =
+        tr::Constant(t, Mod(Arange(shards * l), Scalar(static_cast<float>(l), DType::kInt32)),
+                     {"base_indices", "E"});
     expert_indices = tr::RepeatBy(t, base, local_sizes, rows, {"expert_indices", row_dim});
   }
   out.sorted_indices = tr::Argsort(t, expert_indices, {"sorted_indices", row_dim});
-  out.sorted_experts_ids = tr::Take(t, expert_indices, out.sorted_indices, 0, {"sorted_experts_ids", row_dim});
+  out.sorted_experts_ids =
+      tr::Take(t, expert_indices, out.sorted_indices, 0, {"sorted_experts_ids", row_dim});
   return out;
 }
 
-LocalPermuteOutput LocalPermute(const MoeContext& ctx, const Value& inputs, const Value& global_group_sizes,
-                                int64_t local_expert_size, const Value& shard_index, bool is_offset,
+LocalPermuteOutput LocalPermute(const MoeContext& ctx, const Value& inputs,
+                                const Value& global_group_sizes, int64_t local_expert_size,
+                                const Value& shard_index, bool is_offset,
                                 const std::optional<Value>& global_sorted_experts) {
   const auto scope = ctx.t.Scope("local_permute");
   const std::string row_dim = ctx.t.trace().tensors[inputs.tensor].dims.substr(0, 1);
-  LocalPermuteOutput out = LocalSortOrder(ctx, inputs.dim(0), row_dim, global_group_sizes, local_expert_size,
-                                          shard_index, is_offset, global_sorted_experts);
-  out.sorted_inputs = tr::Take(ctx.t, inputs, out.sorted_indices, 0, {"sorted_inputs", row_dim + "M"});
+  LocalPermuteOutput out =
+      LocalSortOrder(ctx, inputs.dim(0), row_dim, global_group_sizes, local_expert_size,
+                     shard_index, is_offset, global_sorted_experts);
+  out.sorted_inputs =
+      tr::Take(ctx.t, inputs, out.sorted_indices, 0, {"sorted_inputs", row_dim + "M"});
   return out;
 }
 
-AllToAllParams GetAllToAllParams(const MoeContext& ctx, const Value& all_shards_group_sizes, const Value& shard_id,
-                                 int64_t n, bool is_batch_sharded) {
+AllToAllParams GetAllToAllParams(const MoeContext& ctx, const Value& all_shards_group_sizes,
+                                 const Value& shard_id, int64_t n, bool is_batch_sharded) {
   Tracer& t = ctx.t;
   const auto scope = t.Scope("get_all_to_all_params");
   const auto cond = t.Condition(is_batch_sharded ? "" : "batch not sharded by expert");
   auto make = [&](const char* name, const char* expr, auto fn) {
-    return t.Apply({"transform_array", "", {{"strategy", name}, {"expr", expr}}}, {&all_shards_group_sizes, &shard_id},
-                   {name, "P"}, [&](const Args& a) {
-                     if (!a[0]->numeric() || !a[1]->numeric()) return Array::Symbolic({n}, DType::kInt32);
+    return t.Apply({"transform_array", "", {{"strategy", name}, {"expr", expr}}},
+                   {&all_shards_group_sizes, &shard_id}, {name, "P"}, [&](const Args& a) {
+                     if (!a[0]->numeric() || !a[1]->numeric())
+                       return Array::Symbolic({n}, DType::kInt32);
                      const std::vector<float>& g = a[0]->values();
                      const auto id = static_cast<int64_t>(a[1]->values()[0]);
                      std::vector<float> v(static_cast<size_t>(n), 0.0f);
@@ -158,24 +177,29 @@ AllToAllParams GetAllToAllParams(const MoeContext& ctx, const Value& all_shards_
   };
   if (is_batch_sharded) {
     // g is [n(src), n(dst)], row-major.
-    auto at = [n](const std::vector<float>& g, int64_t src, int64_t dst) { return g[src * n + dst]; };
+    auto at = [n](const std::vector<float>& g, int64_t src, int64_t dst) {
+      return g[src * n + dst];
+    };
     return {make("input_offsets", "concat([0], cumsum(A[shard_id])[:-1])",
                  [&](const std::vector<float>& g, int64_t id, int64_t j) {
                    float sum = 0;
                    for (int64_t x = 0; x < j; ++x) sum += at(g, id, x);
                    return sum;
                  }),
-            make("send_sizes", "A[shard_id]", [&](const std::vector<float>& g, int64_t id, int64_t j) { return at(g, id, j); }),
+            make("send_sizes", "A[shard_id]",
+                 [&](const std::vector<float>& g, int64_t id, int64_t j) { return at(g, id, j); }),
             make("output_offsets", "cumsum(concat([0-row], A), axis=0)[shard_id]",
                  [&](const std::vector<float>& g, int64_t id, int64_t j) {
                    float sum = 0;
                    for (int64_t s = 0; s < id; ++s) sum += at(g, s, j);
                    return sum;
                  }),
-            make("recv_sizes", "A[:, shard_id]", [&](const std::vector<float>& g, int64_t id, int64_t j) { return at(g, j, id); })};
+            make("recv_sizes", "A[:, shard_id]",
+                 [&](const std::vector<float>& g, int64_t id, int64_t j) { return at(g, j, id); })};
   }
   // g is [n]: every shard sends its own slice to everyone.
-  return {make("input_offsets", "zeros(EP)", [](const std::vector<float>&, int64_t, int64_t) { return 0.0f; }),
+  return {make("input_offsets", "zeros(EP)",
+               [](const std::vector<float>&, int64_t, int64_t) { return 0.0f; }),
           make("send_sizes", "repeat(A[shard_id], EP)",
                [](const std::vector<float>& g, int64_t id, int64_t) { return g[id]; }),
           make("output_offsets", "repeat(concat([0], cumsum(A[:-1]))[shard_id], EP)",
@@ -184,11 +208,12 @@ AllToAllParams GetAllToAllParams(const MoeContext& ctx, const Value& all_shards_
                  for (int64_t x = 0; x < id; ++x) sum += g[x];
                  return sum;
                }),
-          make("recv_sizes", "A", [](const std::vector<float>& g, int64_t, int64_t j) { return g[j]; })};
+          make("recv_sizes", "A",
+               [](const std::vector<float>& g, int64_t, int64_t j) { return g[j]; })};
 }
 
-int64_t RaggedBufferSize(int64_t local_batch, int64_t ep_degree, int64_t global_experts, int64_t top_k,
-                         double ragged_buffer_factor) {
+int64_t RaggedBufferSize(int64_t local_batch, int64_t ep_degree, int64_t global_experts,
+                         int64_t top_k, double ragged_buffer_factor) {
   const double balanced = static_cast<double>(local_batch);
   if (ragged_buffer_factor > 0.0) return static_cast<int64_t>(balanced * ragged_buffer_factor);
   // Worst case: every local token on one shard, capped by E/K when local experts < top_k.
@@ -211,24 +236,30 @@ Value Gmm(const MoeContext& ctx, const Value& inputs, const Value& kernel, const
   const int64_t tm = c.Int(prefix + "batch_seq");
   std::string tiling = fmt::format("({}, {}, {})", tm, tk, tn);
   if (s.gmm_kernel == "jax.lax.ragged_dot")  // jax_ragged_dot_gmm clips the tiles to the operand
-    tiling = fmt::format("({}, {}, {})", std::min(tm, padded), std::min(tk, inputs.dim(1)), std::min(tn, kernel.dim(2)));
+    tiling = fmt::format("({}, {}, {})", std::min(tm, padded), std::min(tk, inputs.dim(1)),
+                         std::min(tn, kernel.dim(2)));
   const std::string row = t.trace().tensors[inputs.tensor].dims.substr(0, 1);
   const std::string out_dims = row + (wo_tiles ? "M" : "H");
-  return t.Apply({"gmm", "RK,GKN->RN",
-                  {{"kernel", s.gmm_kernel}, {"tiling_fwd", tiling}, {"rows", std::to_string(rows)},
-                   {"padded_rows", fmt::format("{} (multiple of wi_tile_fwd_batch_seq {})", padded, tile)},
-                   {"padding", std::to_string(padded - rows)}}},
-                 {&inputs, &kernel, &group_sizes}, {name, out_dims}, [&](const Args& a) {
-                   // Zero padding rows never reach a group, so the math is ragged_dot's.
-                   return RaggedDot(Cast(*a[0], s.dtype), Cast(*a[1], s.dtype), *a[2], s.dtype);
-                 });
+  return t.Apply(
+      {"gmm",
+       "RK,GKN->RN",
+       {{"kernel", s.gmm_kernel},
+        {"tiling_fwd", tiling},
+        {"rows", std::to_string(rows)},
+        {"padded_rows", fmt::format("{} (multiple of wi_tile_fwd_batch_seq {})", padded, tile)},
+        {"padding", std::to_string(padded - rows)}}},
+      {&inputs, &kernel, &group_sizes}, {name, out_dims}, [&](const Args& a) {
+        // Zero padding rows never reach a group, so the math is ragged_dot's.
+        return RaggedDot(Cast(*a[0], s.dtype), Cast(*a[1], s.dtype), *a[2], s.dtype);
+      });
 }
 
-Value TransformBias(const MoeContext& ctx, const Value& expert_ids, const Value& bias, const std::string& name) {
+Value TransformBias(const MoeContext& ctx, const Value& expert_ids, const Value& bias,
+                    const std::string& name) {
   const std::string row = ctx.t.trace().tensors[expert_ids.tensor].dims.substr(0, 1);
   const std::string col = ctx.t.trace().tensors[bias.tensor].dims.substr(1);
-  return ctx.t.Apply({"take", "", {{"expr", "bias[expert_ids]"}, {"mode", "clip"}}}, {&bias, &expert_ids},
-                     {name, row + col}, [](const Args& a) {
+  return ctx.t.Apply({"take", "", {{"expr", "bias[expert_ids]"}, {"mode", "clip"}}},
+                     {&bias, &expert_ids}, {name, row + col}, [](const Args& a) {
                        if (!a[0]->numeric() || !a[1]->numeric()) {
                          Shape s = a[1]->shape;
                          s.push_back(a[0]->shape[1]);
@@ -236,24 +267,27 @@ Value TransformBias(const MoeContext& ctx, const Value& expert_ids, const Value&
                        }
                        const int64_t n = a[0]->shape[0];
                        Array idx = *a[1];
-                       for (float& v : idx.mutable_values()) v = std::clamp<float>(v, 0.0f, static_cast<float>(n - 1));
+                       for (float& v : idx.mutable_values())
+                         v = std::clamp<float>(v, 0.0f, static_cast<float>(n - 1));
                        return Take(*a[0], idx, 0);
                      });
 }
 
-Value MaskRowsPastGroups(const MoeContext& ctx, const Value& rows, const Value& group_sizes, const std::string& name) {
+Value MaskRowsPastGroups(const MoeContext& ctx, const Value& rows, const Value& group_sizes,
+                         const std::string& name) {
   const std::string dims = ctx.t.trace().tensors[rows.tensor].dims;
-  return ctx.t.Apply({"where", "", {{"expr", "arange(rows) < sum(group_sizes) ? rows : 0"}}}, {&rows, &group_sizes},
-                     {name, dims}, [](const Args& a) {
-                       if (!a[0]->numeric()) return *a[0];
-                       Array out = *a[0];
-                       float kept = 0;
-                       for (const float g : a[1]->values()) kept += g;
-                       const int64_t row = out.shape[1];
-                       const int64_t first = std::min<int64_t>(static_cast<int64_t>(kept), out.shape[0]);
-                       std::fill(out.mutable_values().begin() + first * row, out.mutable_values().end(), 0.0f);
-                       return out;
-                     });
+  return ctx.t.Apply(
+      {"where", "", {{"expr", "arange(rows) < sum(group_sizes) ? rows : 0"}}},
+      {&rows, &group_sizes}, {name, dims}, [](const Args& a) {
+        if (!a[0]->numeric()) return *a[0];
+        Array out = *a[0];
+        float kept = 0;
+        for (const float g : a[1]->values()) kept += g;
+        const int64_t row = out.shape[1];
+        const int64_t first = std::min<int64_t>(static_cast<int64_t>(kept), out.shape[0]);
+        std::fill(out.mutable_values().begin() + first * row, out.mutable_values().end(), 0.0f);
+        return out;
+      });
 }
 
 void AddGroupSizeFacts(const MoeContext& ctx, const Value& group_sizes) {
@@ -270,9 +304,17 @@ void AddGroupSizeFacts(const MoeContext& ctx, const Value& group_sizes) {
     total_rows += rows;
   }
   const int64_t devices = static_cast<int64_t>(group_sizes.shards.size());
-  ctx.t.AddFact({"group_sizes [device, local expert]", "", {devices, group_sizes.dim(0)}, sizes, "rows each gmm group gets"});
+  ctx.t.AddFact({"group_sizes [device, local expert]",
+                 "",
+                 {devices, group_sizes.dim(0)},
+                 sizes,
+                 "rows each gmm group gets"});
   const double mean = total_rows / static_cast<double>(devices);
-  ctx.t.AddFact({"load imbalance (max/mean rows per device)", "", {}, {mean > 0 ? max_rows / mean : 0.0}, ""});
+  ctx.t.AddFact({"load imbalance (max/mean rows per device)",
+                 "",
+                 {},
+                 {mean > 0 ? max_rows / mean : 0.0},
+                 ""});
 }
 
 }  // namespace shardtrace

@@ -25,7 +25,8 @@ struct PermuteOutput {
 
 // The embedding-independent half of permute: top-k, losses, the expert-sorted order of the
 // (token, k) rows and the group sizes. sorted_inputs is left empty.
-PermuteOutput RouteTokens(const MoeContext& ctx, const Value& gate_logits, const std::optional<Value>& pre_bias_logits,
+PermuteOutput RouteTokens(const MoeContext& ctx, const Value& gate_logits,
+                          const std::optional<Value>& pre_bias_logits,
                           const std::optional<Value>& roll_to_expert_id);
 // The embedding half: [B,S,M'] -> rows repeated K times in the routed order, [R, M'].
 Value SortRows(const MoeContext& ctx, const Value& inputs, const PermuteOutput& routing);
@@ -33,10 +34,12 @@ Value SortRows(const MoeContext& ctx, const Value& inputs, const PermuteOutput& 
 // `roll_to_expert_id`: ring of experts rotates ids by -(E/EP)*shard so local experts come
 // first; it is a per-device value (nullopt: no roll).
 PermuteOutput Permute(const MoeContext& ctx, const Value& inputs, const Value& gate_logits,
-                      const std::optional<Value>& pre_bias_logits, const std::optional<Value>& roll_to_expert_id);
+                      const std::optional<Value>& pre_bias_logits,
+                      const std::optional<Value>& roll_to_expert_id);
 
-Value Unpermute(const MoeContext& ctx, const Value& intermediate, const Value& sorted_selected_experts,
-                const Value& weights, int64_t batch_size, int64_t sequence_length);
+Value Unpermute(const MoeContext& ctx, const Value& intermediate,
+                const Value& sorted_selected_experts, const Value& weights, int64_t batch_size,
+                int64_t sequence_length);
 
 struct LocalPermuteOutput {
   Value sorted_inputs, sorted_indices, local_group_size, sorted_experts_ids;
@@ -44,32 +47,37 @@ struct LocalPermuteOutput {
 // local_permute without the data movement: the sort order, local group sizes and local
 // expert ids for `rows` received rows (sorted_inputs left empty).
 LocalPermuteOutput LocalSortOrder(const MoeContext& ctx, int64_t rows, const std::string& row_dim,
-                                  const Value& global_group_sizes, int64_t local_expert_size, const Value& shard_index,
-                                  bool is_offset, const std::optional<Value>& global_sorted_experts);
+                                  const Value& global_group_sizes, int64_t local_expert_size,
+                                  const Value& shard_index, bool is_offset,
+                                  const std::optional<Value>& global_sorted_experts);
 // global_group_sizes [shards, E]; is_offset: inputs are the replicated globally sorted rows.
-LocalPermuteOutput LocalPermute(const MoeContext& ctx, const Value& inputs, const Value& global_group_sizes,
-                                int64_t local_expert_size, const Value& shard_index, bool is_offset,
+LocalPermuteOutput LocalPermute(const MoeContext& ctx, const Value& inputs,
+                                const Value& global_group_sizes, int64_t local_expert_size,
+                                const Value& shard_index, bool is_offset,
                                 const std::optional<Value>& global_sorted_experts);
 
 struct AllToAllParams {
   Value input_offsets, send_sizes, output_offsets, recv_sizes;
 };
-AllToAllParams GetAllToAllParams(const MoeContext& ctx, const Value& all_shards_group_sizes, const Value& shard_id,
-                                 int64_t num_expert_parallelism, bool is_batch_sharded);
+AllToAllParams GetAllToAllParams(const MoeContext& ctx, const Value& all_shards_group_sizes,
+                                 const Value& shard_id, int64_t num_expert_parallelism,
+                                 bool is_batch_sharded);
 
-int64_t RaggedBufferSize(int64_t local_batch, int64_t ep_degree, int64_t global_experts, int64_t top_k,
-                         double ragged_buffer_factor);
+int64_t RaggedBufferSize(int64_t local_batch, int64_t ep_degree, int64_t global_experts,
+                         int64_t top_k, double ragged_buffer_factor);
 
 // gmm(inputs [R,K'], kernel [G,K',N], group_sizes [G]) -> [R,N] in dtype.
 Value Gmm(const MoeContext& ctx, const Value& inputs, const Value& kernel, const Value& group_sizes,
           const std::string& name, bool wo_tiles);
 
 // transform_bias: each row's bias, bias[expert_ids] (indices clamped as jnp indexing does).
-Value TransformBias(const MoeContext& ctx, const Value& expert_ids, const Value& bias, const std::string& name);
+Value TransformBias(const MoeContext& ctx, const Value& expert_ids, const Value& bias,
+                    const std::string& name);
 
 // Ring of experts: rows at or past sum(group_sizes) (tokens routed to other shards'
 // experts) set to zero.
-Value MaskRowsPastGroups(const MoeContext& ctx, const Value& rows, const Value& group_sizes, const std::string& name);
+Value MaskRowsPastGroups(const MoeContext& ctx, const Value& rows, const Value& group_sizes,
+                         const std::string& name);
 
 // Numeric facts about the local expert groups: rows per device and local expert, and the
 // load imbalance across devices (max/mean rows).

@@ -45,34 +45,41 @@ Value ExpertGroupMask(const MoeContext& ctx, const Value& gate_logits) {
   const int64_t top_groups = ctx.config.Int("topk_routing_group");
   const int64_t e = ctx.setup.num_experts;
   const Shape& s = gate_logits.shape();
-  const Value grouped = tr::Reshape(t, gate_logits, {s[0], s[1], groups, e / groups}, {"scores_grouped", "BSGg"});
-  const auto [top2, top2_idx] = tr::TopK(t, grouped, 2, {"top2_in_group_vals", "BSGK"}, {"top2_in_group_idx", "BSGK"});
+  const Value grouped =
+      tr::Reshape(t, gate_logits, {s[0], s[1], groups, e / groups}, {"scores_grouped", "BSGg"});
+  const auto [top2, top2_idx] =
+      tr::TopK(t, grouped, 2, {"top2_in_group_vals", "BSGK"}, {"top2_in_group_idx", "BSGK"});
   const Value top2_f32 = tr::Cast(t, top2, DType::kFloat32, {"top2_in_group_vals", "BSGK"});
   const Value group_scores = tr::Sum(t, top2_f32, -1, false, {"group_scores", "BSG"});
-  const auto [gv, group_idx] = tr::TopK(t, group_scores, top_groups, {"group_vals", "BSK"}, {"group_idx", "BSK"});
+  const auto [gv, group_idx] =
+      tr::TopK(t, group_scores, top_groups, {"group_vals", "BSK"}, {"group_idx", "BSK"});
   const Value one_hot = tr::OneHot(t, group_idx, groups, DType::kFloat32, {"group_mask", "BSKG"});
   const Value group_mask = tr::Sum(t, one_hot, -2, false, {"group_mask", "BSG"});
-  return t.Apply({"broadcast_to", "", {}}, {&group_mask}, {"score_mask", "BSE"},
-                 [&](const std::vector<const Array*>& a) {
-                   const Array expanded = Reshape(*a[0], {s[0], s[1], groups, 1});
-                   return Reshape(BroadcastTo(expanded, {s[0], s[1], groups, e / groups}), {s[0], s[1], e});
-                 });
+  return t.Apply(
+      {"broadcast_to", "", {}}, {&group_mask}, {"score_mask", "BSE"},
+      [&](const std::vector<const Array*>& a) {
+        const Array expanded = Reshape(*a[0], {s[0], s[1], groups, 1});
+        return Reshape(BroadcastTo(expanded, {s[0], s[1], groups, e / groups}), {s[0], s[1], e});
+      });
 }
 
 }  // namespace
 
-TopKOutput GetTopK(const MoeContext& ctx, const Value& gate_logits, const std::optional<Value>& pre_bias_logits) {
+TopKOutput GetTopK(const MoeContext& ctx, const Value& gate_logits,
+                   const std::optional<Value>& pre_bias_logits) {
   Tracer& t = ctx.t;
   const auto scope = t.Scope("get_topk");
   const MoeSetup& s = ctx.setup;
   const int64_t k = s.top_k;
   if (ctx.config.Bool("use_random_routing")) {
     if (t.numeric())
-      Fail("use_random_routing: random routing draws from JAX's PRNG and cannot be reproduced numerically; "
-           "run the trace without --numeric");
+      Fail(
+          "use_random_routing: random routing draws from JAX's PRNG and cannot be reproduced "
+          "numerically; "
+          "run the trace without --numeric");
     const auto cond = t.Condition("use_random_routing");
-    const Value idx = t.Apply({"random_randint", "", {{"maxval", std::to_string(s.num_experts)}}}, {},
-                              {"top_k_indices", "BSK"}, [&](const std::vector<const Array*>&) {
+    const Value idx = t.Apply({"random_randint", "", {{"maxval", std::to_string(s.num_experts)}}},
+                              {}, {"top_k_indices", "BSK"}, [&](const std::vector<const Array*>&) {
                                 return Array::Symbolic({s.batch, s.seq, k}, DType::kInt32);
                               });
     return {tr::TakeAlongAxis(t, gate_logits, idx, -1, {"top_k_weights", "BSK"}), idx};
@@ -82,31 +89,37 @@ TopKOutput GetTopK(const MoeContext& ctx, const Value& gate_logits, const std::o
     const auto cond = t.Condition("model_name startswith deepseek3");
     const auto route = t.Scope("deepseek_routing");
     if (!pre_bias_logits)
-      Fail("model_name {}: deepseek3 routing needs pre_bias_logits, which GateLogit only keeps when "
-           "routed_score_func is set", s.model_name);
+      Fail(
+          "model_name {}: deepseek3 routing needs pre_bias_logits, which GateLogit only keeps when "
+          "routed_score_func is set",
+          s.model_name);
     Value candidates = gate_logits;
     if (ctx.config.Int("n_routing_groups") != -1) {
       const Value mask = ExpertGroupMask(ctx, gate_logits);
-      candidates = t.Apply({"where", "", {{"else", "-inf"}}}, {&mask, &gate_logits}, {"masked_logits", "BSE"},
-                           [](const std::vector<const Array*>& a) {
+      candidates = t.Apply({"where", "", {{"else", "-inf"}}}, {&mask, &gate_logits},
+                           {"masked_logits", "BSE"}, [](const std::vector<const Array*>& a) {
                              const Array zero = Scalar(0.0f, a[0]->dtype);
-                             const Array ninf = Scalar(-std::numeric_limits<float>::infinity(), a[1]->dtype);
+                             const Array ninf =
+                                 Scalar(-std::numeric_limits<float>::infinity(), a[1]->dtype);
                              return Where(Greater(*a[0], zero), *a[1], ninf);
                            });
     }
-    auto [vals, idx] = tr::TopK(t, candidates, k, {"top_k_values", "BSK"}, {"top_k_indices", "BSK"});
+    auto [vals, idx] =
+        tr::TopK(t, candidates, k, {"top_k_values", "BSK"}, {"top_k_indices", "BSK"});
     indices = idx;
     weights = tr::TakeAlongAxis(t, *pre_bias_logits, idx, -1, {"top_k_weights", "BSK"});
   } else if (s.decoder_block == "gemma4") {
     const auto cond = t.Condition("decoder_block == gemma4");
     const Value f32 = tr::Cast(t, gate_logits, DType::kFloat32, {"gate_logits", "BSE"});
     const Value probs = tr::Softmax(t, f32, {"router_probs", "BSE"});
-    auto [vals, idx] = tr::TopK(t, gate_logits, k, {"top_k_values", "BSK"}, {"top_k_indices", "BSK"});
+    auto [vals, idx] =
+        tr::TopK(t, gate_logits, k, {"top_k_values", "BSK"}, {"top_k_indices", "BSK"});
     indices = idx;
     const Value taken = tr::TakeAlongAxis(t, probs, idx, -1, {"top_k_weights", "BSK"});
     weights = tr::Cast(t, taken, s.dtype, {"top_k_weights", "BSK"});
   } else {
-    auto [vals, idx] = tr::TopK(t, gate_logits, k, {"top_k_weights", "BSK"}, {"top_k_indices", "BSK"});
+    auto [vals, idx] =
+        tr::TopK(t, gate_logits, k, {"top_k_weights", "BSK"}, {"top_k_indices", "BSK"});
     weights = vals;
     indices = idx;
   }
@@ -140,7 +153,8 @@ Value RouterProbs(const MoeContext& ctx, const Value& gate_logits) {
   return tr::Cast(ctx.t, soft, ctx.dtype(), {"softmax_probs", "BSE"});
 }
 
-Value LoadBalanceLoss(const MoeContext& ctx, const Value& top_k_indices, const Value& softmax_probs) {
+Value LoadBalanceLoss(const MoeContext& ctx, const Value& top_k_indices,
+                      const Value& softmax_probs) {
   Tracer& t = ctx.t;
   const auto scope = t.Scope("load_balance_loss");
   const int64_t e = ctx.setup.num_experts;
@@ -148,9 +162,11 @@ Value LoadBalanceLoss(const MoeContext& ctx, const Value& top_k_indices, const V
   const Value summed = tr::Sum(t, mask, 2, false, {"summed_expert_mask", "BSE"});
   const Value density = tr::Mean(t, summed, 1, {"density", "BE"});
   const Value density_prob = tr::Mean(t, softmax_probs, 1, {"density_prob", "BE"});
-  const float scale = static_cast<float>(static_cast<double>(e * e) * ctx.config.Float("load_balance_loss_weight"));
-  return t.Apply({"mean", "", {{"scale", "num_experts**2 * load_balance_loss_weight"}}}, {&density, &density_prob},
-                 {"lb_loss", ""}, [&](const std::vector<const Array*>& a) {
+  const float scale =
+      static_cast<float>(static_cast<double>(e * e) * ctx.config.Float("load_balance_loss_weight"));
+  return t.Apply({"mean", "", {{"scale", "num_experts**2 * load_balance_loss_weight"}}},
+                 {&density, &density_prob}, {"lb_loss", ""},
+                 [&](const std::vector<const Array*>& a) {
                    const Array m = Mean(Mul(*a[0], *a[1]));
                    return Mul(m, Scalar(scale, m.dtype));
                  });
@@ -165,12 +181,14 @@ Value LoadBalanceUpdates(const MoeContext& ctx, const Value& top_k_indices) {
   const auto scope = t.Scope("calculate_load_balance_updates");
   const int64_t e = ctx.setup.num_experts;
   const float rate = static_cast<float>(ctx.config.Float("routed_bias_update_rate"));
-  const Value flat = tr::Reshape(t, top_k_indices, {top_k_indices.array().size()}, {"flat_indices", "R"});
+  const Value flat =
+      tr::Reshape(t, top_k_indices, {top_k_indices.array().size()}, {"flat_indices", "R"});
   const Value counts = tr::Bincount(t, flat, e, {"expert_counts", "E"});
   const double average = static_cast<double>(flat.array().size()) / static_cast<double>(e);
   return t.Apply({"sign", "", {{"rate", std::to_string(rate)}}}, {&counts}, {"bias_updates", "E"},
                  [&](const std::vector<const Array*>& a) {
-                   const Array direction = Sign(Sub(Scalar(static_cast<float>(average), DType::kFloat32), *a[0]));
+                   const Array direction =
+                       Sign(Sub(Scalar(static_cast<float>(average), DType::kFloat32), *a[0]));
                    return Mul(direction, Scalar(rate, DType::kFloat32));
                  });
 }
@@ -186,11 +204,13 @@ Value ApplyFfnActivation(const MoeContext& ctx, const Value& layer_w0, const Val
     const float limit = static_cast<float>(ctx.config.Float("mlp_activations_limit"));
     const Value w0 = tr::Clip(t, layer_w0, std::nullopt, limit, {"layer_w0", dims});
     const Value w1 = tr::Clip(t, layer_w1, -limit, limit, {"layer_w1", dims});
-    const Value scaled = tr::Binary(t, "mul", w0, tr::Constant(t, Scalar(1.702f, w0.dtype()), {"1.702", ""}),
-                                    {"layer_w0_scaled", dims});
+    const Value scaled =
+        tr::Binary(t, "mul", w0, tr::Constant(t, Scalar(1.702f, w0.dtype()), {"1.702", ""}),
+                   {"layer_w0_scaled", dims});
     const Value layer_act = tr::Activation(t, act, scaled, {"layer_act", dims});
     const Value glu = tr::Binary(t, "mul", w0, layer_act, {"glu", dims});
-    const Value w1p = tr::Binary(t, "add", w1, tr::Constant(t, Scalar(1.0f, w1.dtype()), {"1", ""}), {"layer_w1", dims});
+    const Value w1p = tr::Binary(t, "add", w1, tr::Constant(t, Scalar(1.0f, w1.dtype()), {"1", ""}),
+                                 {"layer_w1", dims});
     out = tr::Binary(t, "mul", glu, w1p, {"intermediate_layer", dims});
   } else {
     const Value layer_act = tr::Activation(t, act, layer_w0, {"layer_act", dims});

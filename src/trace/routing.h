@@ -23,9 +23,11 @@ struct TopKOutput {
 
 GateOutput GateLogit(const MoeContext& ctx, const Value& routing_inputs, const Value& kernel,
                      const std::optional<Value>& bias);
-TopKOutput GetTopK(const MoeContext& ctx, const Value& gate_logits, const std::optional<Value>& pre_bias_logits);
+TopKOutput GetTopK(const MoeContext& ctx, const Value& gate_logits,
+                   const std::optional<Value>& pre_bias_logits);
 // load_balance_loss(top_k_indices, softmax_probs): scalar.
-Value LoadBalanceLoss(const MoeContext& ctx, const Value& top_k_indices, const Value& softmax_probs);
+Value LoadBalanceLoss(const MoeContext& ctx, const Value& top_k_indices,
+                      const Value& softmax_probs);
 // softmax(gate_logits in f32).astype(dtype), the probabilities the loss uses.
 Value RouterProbs(const MoeContext& ctx, const Value& gate_logits);
 // calculate_load_balance_updates: sign(mean load - count) * rate per expert.

@@ -4,8 +4,8 @@
 
 #include "shard/mesh.h"
 #include "trace/permute.h"
-#include "trace/sparse_shard_map.h"
 #include "trace/routing.h"
+#include "trace/sparse_shard_map.h"
 #include "trace/traced_ops.h"
 #include "util/error.h"
 
@@ -20,7 +20,8 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
   const MoeSetup& s = ctx.setup;
   const Config& c = ctx.config;
   const auto scope = t.Scope("sparse_matmul");
-  const ShardMapOperands op = EnterSparseShardMap(ctx, inputs_in, gate_logits_in, pre_bias_in, k_in, "wrapper");
+  const ShardMapOperands op =
+      EnterSparseShardMap(ctx, inputs_in, gate_logits_in, pre_bias_in, k_in, "wrapper");
   const RoutedShardings& sh = op.shardings;
   const bool batch_sharded = s.batch_sharded_by_ep;
   const auto wrapper_scope = t.Scope("wrapper");
@@ -31,8 +32,9 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
   const int64_t batch_size = x.dim(0), sequence_length = x.dim(1);
   const int64_t ep = s.ep;
   const std::vector<std::string>& ep_axes = s.expert_axes;
-  const Value expert_shard_id = ep > 1 ? t.AxisIndex(ep_axes, {"expert_shard_id", ""})
-                                       : tr::Constant(t, Scalar(0, DType::kInt32), {"expert_shard_id", ""});
+  const Value expert_shard_id =
+      ep > 1 ? t.AxisIndex(ep_axes, {"expert_shard_id", ""})
+             : tr::Constant(t, Scalar(0, DType::kInt32), {"expert_shard_id", ""});
   const int64_t local_expert_size = s.num_experts / ep;
   std::optional<Value> all_shards_group_sizes, reshaped_group_sizes, local_sorted_indices;
   PermuteOutput perm;
@@ -44,10 +46,11 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
     logits = t.AllGather(logits, ep_axes, 0, true, {"logits", "BSE"});
     if (pre) pre = t.AllGather(*pre, ep_axes, 0, true, {"pre_bias_logits", "BSE"});
     routed_batch_spec = WithoutAxes(sh.gate_logits, ep_axes);
-    const Value roll = t.Apply({"mul", "", {{"expr", "num_experts_per_shard * expert_shard_id"}}}, {&expert_shard_id},
-                               {"roll_to_expert_id", ""}, [&](const Args& a) {
-                                 return Mul(*a[0], Scalar(static_cast<float>(local_expert_size), DType::kInt32));
-                               });
+    const Value roll =
+        t.Apply({"mul", "", {{"expr", "num_experts_per_shard * expert_shard_id"}}},
+                {&expert_shard_id}, {"roll_to_expert_id", ""}, [&](const Args& a) {
+                  return Mul(*a[0], Scalar(static_cast<float>(local_expert_size), DType::kInt32));
+                });
     perm = Permute(ctx, x, logits, pre, roll);
     group_sizes = tr::Slice(t, perm.group_size, 0, 0, local_expert_size, {"group_sizes", "E"});
     x = MaskRowsPastGroups(ctx, perm.sorted_inputs, group_sizes, "x");
@@ -59,25 +62,33 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
     selected_experts = perm.sorted_experts;
     if (ep > 1) {
       const auto cond = t.Condition("expert parallelism > 1");
-      reshaped_group_sizes = t.Apply({"sum", "", {{"expr", "group_sizes.reshape(-1, local_expert_size).sum(1)"}}},
-                                     {&group_sizes}, {"reshaped_group_sizes", "P"}, [&](const Args& a) {
-                                       return Sum(Reshape(*a[0], {ep, local_expert_size}), 1, false);
-                                     });
+      reshaped_group_sizes =
+          t.Apply({"sum", "", {{"expr", "group_sizes.reshape(-1, local_expert_size).sum(1)"}}},
+                  {&group_sizes}, {"reshaped_group_sizes", "P"}, [&](const Args& a) {
+                    return Sum(Reshape(*a[0], {ep, local_expert_size}), 1, false);
+                  });
       if (batch_sharded) {
         const auto c2 = t.Condition("batch sharded by expert");
-        all_shards_group_sizes = t.AllGather(*reshaped_group_sizes, ep_axes, 0, false, {"all_shards_group_sizes", "PP"});
-        const AllToAllParams p = GetAllToAllParams(ctx, *all_shards_group_sizes, expert_shard_id, ep, true);
-        const int64_t buffer = RaggedBufferSize(x.dim(0), ep, s.num_experts, s.top_k, c.Float("ragged_buffer_factor"));
-        t.AddFact({"ragged buffer rows", "", {}, {static_cast<double>(buffer)},
-                   fmt::format("get_ragged_buffer_size({}, {}, {}, {}, {})", x.dim(0), ep, s.num_experts, s.top_k,
-                               c.Float("ragged_buffer_factor"))});
-        const Value output_shape = tr::Zeros(t, {buffer, x.dim(1)}, x.dtype(),
-                                                {"output_shape", "UM"});
-        x = t.RaggedAllToAll(x, output_shape, p.input_offsets, p.send_sizes, p.output_offsets, p.recv_sizes, ep_axes,
-                             {"x", "UM"});
-        const Value global_group_sizes = t.AllGather(group_sizes, ep_axes, 0, false, {"global_group_sizes", "PE"});
-        const LocalPermuteOutput lp =
-            LocalPermute(ctx, x, global_group_sizes, local_expert_size, expert_shard_id, false, std::nullopt);
+        all_shards_group_sizes =
+            t.AllGather(*reshaped_group_sizes, ep_axes, 0, false, {"all_shards_group_sizes", "PP"});
+        const AllToAllParams p =
+            GetAllToAllParams(ctx, *all_shards_group_sizes, expert_shard_id, ep, true);
+        const int64_t buffer =
+            RaggedBufferSize(x.dim(0), ep, s.num_experts, s.top_k, c.Float("ragged_buffer_factor"));
+        t.AddFact({"ragged buffer rows",
+                   "",
+                   {},
+                   {static_cast<double>(buffer)},
+                   fmt::format("get_ragged_buffer_size({}, {}, {}, {}, {})", x.dim(0), ep,
+                               s.num_experts, s.top_k, c.Float("ragged_buffer_factor"))});
+        const Value output_shape =
+            tr::Zeros(t, {buffer, x.dim(1)}, x.dtype(), {"output_shape", "UM"});
+        x = t.RaggedAllToAll(x, output_shape, p.input_offsets, p.send_sizes, p.output_offsets,
+                             p.recv_sizes, ep_axes, {"x", "UM"});
+        const Value global_group_sizes =
+            t.AllGather(group_sizes, ep_axes, 0, false, {"global_group_sizes", "PE"});
+        const LocalPermuteOutput lp = LocalPermute(ctx, x, global_group_sizes, local_expert_size,
+                                                   expert_shard_id, false, std::nullopt);
         x = lp.sorted_inputs;
         local_sorted_indices = lp.sorted_indices;
         group_sizes = lp.local_group_size;
@@ -89,14 +100,18 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
             for (const float v : g.values()) sum += v;
             fill.push_back(sum);
           }
-          t.AddFact({"ragged buffer fill [device]", "", {static_cast<int64_t>(fill.size())}, fill,
+          t.AddFact({"ragged buffer fill [device]",
+                     "",
+                     {static_cast<int64_t>(fill.size())},
+                     fill,
                      fmt::format("rows received of a {}-row buffer", buffer)});
         }
       } else {
         const auto c2 = t.Condition("batch replicated (global batch 1)");
-        const Value global = tr::Reshape(t, group_sizes, {1, s.num_experts}, {"global_group_sizes", "PE"});
-        const LocalPermuteOutput lp =
-            LocalPermute(ctx, x, global, local_expert_size, expert_shard_id, true, selected_experts);
+        const Value global =
+            tr::Reshape(t, group_sizes, {1, s.num_experts}, {"global_group_sizes", "PE"});
+        const LocalPermuteOutput lp = LocalPermute(ctx, x, global, local_expert_size,
+                                                   expert_shard_id, true, selected_experts);
         x = lp.sorted_inputs;
         local_sorted_indices = lp.sorted_indices;
         group_sizes = lp.local_group_size;
@@ -112,7 +127,8 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
     wo_bias = TransformBias(ctx, selected_experts, *wo_bias, "wo_bias");
   }
   const bool tensor_transpose = s.tp_transpose > 1;
-  auto up = [&](const Value& kernel, const std::optional<Value>& bias, const char* name, const char* ckpt) {
+  auto up = [&](const Value& kernel, const std::optional<Value>& bias, const char* name,
+                const char* ckpt) {
     const auto sc = t.Scope(name == std::string("layer_w0") ? "gmm_wi_0" : "gmm_wi_1");
     Value out = Gmm(ctx, x, kernel, group_sizes, name, false);
     if (tensor_transpose) {
@@ -132,47 +148,57 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
   Value intermediate_output;
   {
     const auto sc = t.Scope("gmm_wo");
-    intermediate_output = Gmm(ctx, intermediate_layer, wo, group_sizes, "intermediate_output", true);
+    intermediate_output =
+        Gmm(ctx, intermediate_layer, wo, group_sizes, "intermediate_output", true);
     const std::string dims = t.trace().tensors[intermediate_output.tensor].dims;
     if (s.tp > 1) {
       const auto c2 = t.Condition("tensor parallelism > 1");
-      intermediate_output = t.PsumScatter(intermediate_output, {"tensor"}, 1, true, {"intermediate_output", dims});
+      intermediate_output =
+          t.PsumScatter(intermediate_output, {"tensor"}, 1, true, {"intermediate_output", dims});
     }
     if (wo_bias) {
       const auto c2 = t.Condition("mlp_bias");
-      intermediate_output = tr::Binary(t, "add", intermediate_output, *wo_bias, {"intermediate_output", dims});
+      intermediate_output =
+          tr::Binary(t, "add", intermediate_output, *wo_bias, {"intermediate_output", dims});
     }
   }
   Value output;
   if (s.ring_of_experts) {
     const auto cond = t.Condition("use_ring_of_experts");
-    intermediate_output = MaskRowsPastGroups(ctx, intermediate_output, group_sizes, "intermediate_output");
-    output = Unpermute(ctx, intermediate_output, perm.sorted_selected_experts, perm.weights, batch_size, sequence_length);
+    intermediate_output =
+        MaskRowsPastGroups(ctx, intermediate_output, group_sizes, "intermediate_output");
+    output = Unpermute(ctx, intermediate_output, perm.sorted_selected_experts, perm.weights,
+                       batch_size, sequence_length);
     output = tr::Reshape(t, output, {-1, sequence_length, s.emb / s.tp}, {"output", "BSM"});
     output = t.PsumScatter(output, ep_axes, 0, true, {"output", "BSM"});
   } else {
     if (ep > 1) {
       const auto cond = t.Condition("expert parallelism > 1");
       const int64_t original_rows = batch_size * sequence_length * s.top_k;
-      const Value output_shape =
-          tr::Zeros(t, {original_rows, s.emb / s.tp}, intermediate_output.dtype(),
-                       {"output_shape", "RM"});
+      const Value output_shape = tr::Zeros(t, {original_rows, s.emb / s.tp},
+                                           intermediate_output.dtype(), {"output_shape", "RM"});
       if (batch_sharded) {
         const Value inverse = tr::Argsort(t, *local_sorted_indices, {"unsort_indices", "U"});
-        const Value local_output = tr::Take(t, intermediate_output, inverse, 0, {"local_output", "UM"});
+        const Value local_output =
+            tr::Take(t, intermediate_output, inverse, 0, {"local_output", "UM"});
         const Value transposed = t.Apply({"transpose", "", {}}, {&*all_shards_group_sizes},
-                                         {"all_shards_group_sizes_T", "PP"},
-                                         [](const Args& a) { return Transpose(*a[0], {1, 0}); });
+                                         {"all_shards_group_sizes_T", "PP"}, [](const Args& a) {
+                                           return Transpose(*a[0], {1, 0});
+                                         });
         const AllToAllParams p = GetAllToAllParams(ctx, transposed, expert_shard_id, ep, true);
-        intermediate_output = t.RaggedAllToAll(local_output, output_shape, p.input_offsets, p.send_sizes,
-                                               p.output_offsets, p.recv_sizes, ep_axes, {"intermediate_output", "RM"});
+        intermediate_output = t.RaggedAllToAll(local_output, output_shape, p.input_offsets,
+                                               p.send_sizes, p.output_offsets, p.recv_sizes,
+                                               ep_axes, {"intermediate_output", "RM"});
       } else {
-        const AllToAllParams p = GetAllToAllParams(ctx, *reshaped_group_sizes, expert_shard_id, ep, false);
-        intermediate_output = t.RaggedAllToAll(intermediate_output, output_shape, p.input_offsets, p.send_sizes,
-                                               p.output_offsets, p.recv_sizes, ep_axes, {"intermediate_output", "RM"});
+        const AllToAllParams p =
+            GetAllToAllParams(ctx, *reshaped_group_sizes, expert_shard_id, ep, false);
+        intermediate_output = t.RaggedAllToAll(intermediate_output, output_shape, p.input_offsets,
+                                               p.send_sizes, p.output_offsets, p.recv_sizes,
+                                               ep_axes, {"intermediate_output", "RM"});
       }
     }
-    output = Unpermute(ctx, intermediate_output, perm.sorted_selected_experts, perm.weights, batch_size, sequence_length);
+    output = Unpermute(ctx, intermediate_output, perm.sorted_selected_experts, perm.weights,
+                       batch_size, sequence_length);
   }
   return ExitSparseShardMap(ctx, sh, output, perm, routed_batch_spec);
 }

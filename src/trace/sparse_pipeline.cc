@@ -23,14 +23,14 @@ struct RouteMetadata {
   std::optional<Value> reshaped_group_sizes;    // [EP] this shard's rows per expert shard
   std::optional<AllToAllParams> forward;        // dispatch's ragged_all_to_all parameters
   int64_t buffer_rows = 0;
-  std::optional<Value> local_sorted_indices;    // local_permute order of the received rows
+  std::optional<Value> local_sorted_indices;  // local_permute order of the received rows
 };
 
 // Embedding-independent routing state.
 struct RouteOutput {
-  PermuteOutput routing;        // top-k, weights, sort order, losses
-  Value group_sizes;            // rows per local expert (gmm groups)
-  Value selected_experts;       // expert id of each row as the gmm sees it
+  PermuteOutput routing;   // top-k, weights, sort order, losses
+  Value group_sizes;       // rows per local expert (gmm groups)
+  Value selected_experts;  // expert id of each row as the gmm sees it
   PartitionSpec routed_batch_spec;
 };
 
@@ -39,8 +39,9 @@ RouteOutput Route(const MoeContext& ctx, const ShardMapOperands& op, RouteMetada
   const MoeSetup& s = ctx.setup;
   const auto scope = t.Scope("route");
   const int64_t ep = s.ep, local_experts = s.num_experts / s.ep;
-  meta.expert_shard_id = ep > 1 ? t.AxisIndex(s.expert_axes, {"expert_shard_id", ""})
-                                : tr::Constant(t, Scalar(0, DType::kInt32), {"expert_shard_id", ""});
+  meta.expert_shard_id = ep > 1
+                             ? t.AxisIndex(s.expert_axes, {"expert_shard_id", ""})
+                             : tr::Constant(t, Scalar(0, DType::kInt32), {"expert_shard_id", ""});
   RouteOutput out;
   out.routed_batch_spec = op.shardings.gate_logits;
   Value logits = op.logits;
@@ -51,8 +52,8 @@ RouteOutput Route(const MoeContext& ctx, const ShardMapOperands& op, RouteMetada
     logits = t.AllGather(logits, s.expert_axes, 0, true, {"logits", "BSE"});
     if (pre) pre = t.AllGather(*pre, s.expert_axes, 0, true, {"pre_bias_logits", "BSE"});
     out.routed_batch_spec = WithoutAxes(op.shardings.gate_logits, s.expert_axes);
-    roll = t.Apply({"mul", "", {{"expr", "num_experts_per_shard * expert_shard_id"}}}, {&meta.expert_shard_id},
-                   {"roll_to_expert_id", ""}, [&](const Args& a) {
+    roll = t.Apply({"mul", "", {{"expr", "num_experts_per_shard * expert_shard_id"}}},
+                   {&meta.expert_shard_id}, {"roll_to_expert_id", ""}, [&](const Args& a) {
                      return Mul(*a[0], Scalar(static_cast<float>(local_experts), DType::kInt32));
                    });
   }
@@ -64,26 +65,32 @@ RouteOutput Route(const MoeContext& ctx, const ShardMapOperands& op, RouteMetada
   } else if (ep > 1) {
     const auto cond = t.Condition("expert parallelism > 1");
     const Value& gs = out.routing.group_size;
-    meta.reshaped_group_sizes = t.Apply({"sum", "", {{"expr", "group_sizes.reshape(-1, local_expert_size).sum(1)"}}},
-                                        {&gs}, {"reshaped_group_sizes", "P"},
-                                        [&](const Args& a) { return Sum(Reshape(*a[0], {ep, local_experts}), 1, false); });
+    meta.reshaped_group_sizes =
+        t.Apply({"sum", "", {{"expr", "group_sizes.reshape(-1, local_expert_size).sum(1)"}}}, {&gs},
+                {"reshaped_group_sizes", "P"}, [&](const Args& a) {
+                  return Sum(Reshape(*a[0], {ep, local_experts}), 1, false);
+                });
     const int64_t rows = out.routing.sorted_experts.dim(0);
     if (s.batch_sharded_by_ep) {
-      meta.all_shards_group_sizes =
-          t.AllGather(*meta.reshaped_group_sizes, s.expert_axes, 0, false, {"all_shards_group_sizes", "PP"});
-      meta.forward = GetAllToAllParams(ctx, *meta.all_shards_group_sizes, meta.expert_shard_id, ep, true);
-      meta.buffer_rows = RaggedBufferSize(rows, ep, s.num_experts, s.top_k, ctx.config.Float("ragged_buffer_factor"));
+      meta.all_shards_group_sizes = t.AllGather(*meta.reshaped_group_sizes, s.expert_axes, 0, false,
+                                                {"all_shards_group_sizes", "PP"});
+      meta.forward =
+          GetAllToAllParams(ctx, *meta.all_shards_group_sizes, meta.expert_shard_id, ep, true);
+      meta.buffer_rows = RaggedBufferSize(rows, ep, s.num_experts, s.top_k,
+                                          ctx.config.Float("ragged_buffer_factor"));
       t.AddFact({"ragged buffer rows", "", {}, {static_cast<double>(meta.buffer_rows)}, ""});
       const Value global = t.AllGather(gs, s.expert_axes, 0, false, {"global_group_sizes", "PE"});
-      const LocalPermuteOutput lp = LocalSortOrder(ctx, meta.buffer_rows, "U", global, local_experts,
-                                                   meta.expert_shard_id, false, std::nullopt);
+      const LocalPermuteOutput lp =
+          LocalSortOrder(ctx, meta.buffer_rows, "U", global, local_experts, meta.expert_shard_id,
+                         false, std::nullopt);
       meta.local_sorted_indices = lp.sorted_indices;
       out.group_sizes = lp.local_group_size;
       out.selected_experts = lp.sorted_experts_ids;
     } else {
       const Value global = tr::Reshape(t, gs, {1, s.num_experts}, {"global_group_sizes", "PE"});
-      const LocalPermuteOutput lp = LocalSortOrder(ctx, rows, "R", global, local_experts, meta.expert_shard_id, true,
-                                                   out.routing.sorted_experts);
+      const LocalPermuteOutput lp =
+          LocalSortOrder(ctx, rows, "R", global, local_experts, meta.expert_shard_id, true,
+                         out.routing.sorted_experts);
       meta.local_sorted_indices = lp.sorted_indices;
       out.group_sizes = lp.local_group_size;
       out.selected_experts = lp.sorted_experts_ids;
@@ -94,7 +101,8 @@ RouteOutput Route(const MoeContext& ctx, const ShardMapOperands& op, RouteMetada
 }
 
 // Moves [B,S,M'] (an embedding block) to the rows the local gmm consumes.
-Value Dispatch(const MoeContext& ctx, const Value& x_in, const RouteOutput& route, const RouteMetadata& meta) {
+Value Dispatch(const MoeContext& ctx, const Value& x_in, const RouteOutput& route,
+               const RouteMetadata& meta) {
   Tracer& t = ctx.t;
   const MoeSetup& s = ctx.setup;
   const auto scope = t.Scope("dispatch");
@@ -104,10 +112,11 @@ Value Dispatch(const MoeContext& ctx, const Value& x_in, const RouteOutput& rout
   if (s.ring_of_experts) return MaskRowsPastGroups(ctx, x, route.group_sizes, "x");
   if (s.ep == 1) return x;
   if (s.batch_sharded_by_ep) {
-    const Value buffer = tr::Zeros(t, {meta.buffer_rows, x.dim(1)}, x.dtype(), {"output_shape", "UM"});
+    const Value buffer =
+        tr::Zeros(t, {meta.buffer_rows, x.dim(1)}, x.dtype(), {"output_shape", "UM"});
     const AllToAllParams& p = *meta.forward;
-    x = t.RaggedAllToAll(x, buffer, p.input_offsets, p.send_sizes, p.output_offsets, p.recv_sizes, s.expert_axes,
-                         {"x", "UM"});
+    x = t.RaggedAllToAll(x, buffer, p.input_offsets, p.send_sizes, p.output_offsets, p.recv_sizes,
+                         s.expert_axes, {"x", "UM"});
   }
   const std::string dims = t.trace().tensors[x.tensor].dims;
   return tr::Take(t, x, *meta.local_sorted_indices, 0, {"sorted_inputs", dims});
@@ -116,7 +125,8 @@ Value Dispatch(const MoeContext& ctx, const Value& x_in, const RouteOutput& rout
 }  // namespace
 
 PathOutput SparsePipeline(const MoeContext& ctx, const Value& inputs, const Value& gate_logits,
-                          const std::optional<Value>& pre_bias_logits, const ExpertKernels& kernels) {
+                          const std::optional<Value>& pre_bias_logits,
+                          const ExpertKernels& kernels) {
   Tracer& t = ctx.t;
   const MoeSetup& s = ctx.setup;
   const Config& c = ctx.config;
@@ -129,19 +139,25 @@ PathOutput SparsePipeline(const MoeContext& ctx, const Value& inputs, const Valu
   std::vector<std::string> m_axes;
   if (chunks > 1) {
     if (s.tp_transpose > 1)
-      Fail("num_moe_emb_chunks={}: chunking the embedding with tensor_transpose parallelism {} (which also splits "
-           "it) is not modeled; use ici_tensor_transpose_parallelism=1",
-           chunks, s.tp_transpose);
-    wi_spec = ResolveLogicalAxes({"exp", "embed_moe", "mlp_no_fsdp"}, c.logical_axis_rules(), &t.mesh()).spec;
+      Fail(
+          "num_moe_emb_chunks={}: chunking the embedding with tensor_transpose parallelism {} "
+          "(which also splits "
+          "it) is not modeled; use ici_tensor_transpose_parallelism=1",
+          chunks, s.tp_transpose);
+    wi_spec =
+        ResolveLogicalAxes({"exp", "embed_moe", "mlp_no_fsdp"}, c.logical_axis_rules(), &t.mesh())
+            .spec;
     m_axes = (*wi_spec)[1];
     const int64_t parts = t.mesh().Size(m_axes) * chunks;
     if (m % parts != 0)
-      Fail("num_moe_emb_chunks={}: the embedding dim {} must split into {} chunks on each of the {} shards of {} ({} "
-           "pieces)",
-           chunks, m, chunks, t.mesh().Size(m_axes), PartitionSpec::EntryToString(m_axes), parts);
+      Fail(
+          "num_moe_emb_chunks={}: the embedding dim {} must split into {} chunks on each of the {} "
+          "shards of {} ({} "
+          "pieces)",
+          chunks, m, chunks, t.mesh().Size(m_axes), PartitionSpec::EntryToString(m_axes), parts);
   }
-  const ShardMapOperands op =
-      EnterSparseShardMap(ctx, inputs, gate_logits, pre_bias_logits, kernels, "moe_route_and_compute", wi_spec);
+  const ShardMapOperands op = EnterSparseShardMap(ctx, inputs, gate_logits, pre_bias_logits,
+                                                  kernels, "moe_route_and_compute", wi_spec);
   const auto body = t.Scope("moe_route_and_compute");
   RouteMetadata meta;
   const RouteOutput route = Route(ctx, op, meta);
@@ -161,9 +177,11 @@ PathOutput SparsePipeline(const MoeContext& ctx, const Value& inputs, const Valu
       // indices k*local_m + chunk*chunk_local + j, in the all-gather's shard order.
       std::vector<float> indices;
       for (int64_t k = 0; k < shards; ++k)
-        for (int64_t j = 0; j < chunk_local; ++j) indices.push_back(static_cast<float>(k * local_m + chunk * chunk_local + j));
+        for (int64_t j = 0; j < chunk_local; ++j)
+          indices.push_back(static_cast<float>(k * local_m + chunk * chunk_local + j));
       const Value index = tr::Constant(
-          t, Array::FromData({static_cast<int64_t>(indices.size())}, DType::kInt32, indices), {"chunk_indices", "M"});
+          t, Array::FromData({static_cast<int64_t>(indices.size())}, DType::kInt32, indices),
+          {"chunk_indices", "M"});
       const Value x_chunk = tr::Take(t, op.x, index, 2, {"x_chunk", "BSM"});
       auto chunk_weight = [&](const Value& w, const char* name) {
         Value piece = tr::Slice(t, w, 1, chunk * chunk_local, chunk_local, {name, "EMH"});
@@ -180,15 +198,21 @@ PathOutput SparsePipeline(const MoeContext& ctx, const Value& inputs, const Valu
       layer_w0 = chunk == 0 ? p0 : tr::Binary(t, "add", layer_w0, p0, {"layer_w0", dims});
       layer_w1 = chunk == 0 ? p1 : tr::Binary(t, "add", layer_w1, p1, {"layer_w1", dims});
     }
-    t.Note(fmt::format("num_moe_emb_chunks={}: each chunk's wi all-gather over {} can overlap the previous chunk's "
-                       "gmm_up", chunks, m_axes.empty() ? "(no fsdp axes: none needed)" : PartitionSpec::EntryToString(m_axes)));
+    t.Note(fmt::format(
+        "num_moe_emb_chunks={}: each chunk's wi all-gather over {} can overlap the previous "
+        "chunk's "
+        "gmm_up",
+        chunks,
+        m_axes.empty() ? "(no fsdp axes: none needed)" : PartitionSpec::EntryToString(m_axes)));
   }
   {
     const auto sc = t.Scope("maybe_tp_reduce");
     if (s.tp_transpose > 1) {
       const auto cond = t.Condition("tensor_transpose > 1");
-      layer_w0 = t.Psum(layer_w0, {"tensor_transpose"}, {"layer_w0", t.trace().tensors[layer_w0.tensor].dims});
-      layer_w1 = t.Psum(layer_w1, {"tensor_transpose"}, {"layer_w1", t.trace().tensors[layer_w1.tensor].dims});
+      layer_w0 = t.Psum(layer_w0, {"tensor_transpose"},
+                        {"layer_w0", t.trace().tensors[layer_w0.tensor].dims});
+      layer_w1 = t.Psum(layer_w1, {"tensor_transpose"},
+                        {"layer_w1", t.trace().tensors[layer_w1.tensor].dims});
     }
   }
   std::optional<Value> w0_bias = op.w0_bias, w1_bias = op.w1_bias, wo_bias = op.wo_bias;
@@ -197,8 +221,10 @@ PathOutput SparsePipeline(const MoeContext& ctx, const Value& inputs, const Valu
     w0_bias = TransformBias(ctx, route.selected_experts, *w0_bias, "w0_bias");
     w1_bias = TransformBias(ctx, route.selected_experts, *w1_bias, "w1_bias");
     wo_bias = TransformBias(ctx, route.selected_experts, *wo_bias, "wo_bias");
-    layer_w0 = tr::Binary(t, "add", layer_w0, *w0_bias, {"layer_w0", t.trace().tensors[layer_w0.tensor].dims});
-    layer_w1 = tr::Binary(t, "add", layer_w1, *w1_bias, {"layer_w1", t.trace().tensors[layer_w1.tensor].dims});
+    layer_w0 = tr::Binary(t, "add", layer_w0, *w0_bias,
+                          {"layer_w0", t.trace().tensors[layer_w0.tensor].dims});
+    layer_w1 = tr::Binary(t, "add", layer_w1, *w1_bias,
+                          {"layer_w1", t.trace().tensors[layer_w1.tensor].dims});
   }
   const Value intermediate_layer = ApplyFfnActivation(ctx, layer_w0, layer_w1);
   Value out;
@@ -218,28 +244,34 @@ PathOutput SparsePipeline(const MoeContext& ctx, const Value& inputs, const Valu
     const int64_t batch_size = op.x.dim(0), seq = op.x.dim(1);
     if (s.ring_of_experts) {
       out = MaskRowsPastGroups(ctx, out, route.group_sizes, "intermediate_output");
-      output = Unpermute(ctx, out, route.routing.sorted_selected_experts, route.routing.weights, batch_size, seq);
+      output = Unpermute(ctx, out, route.routing.sorted_selected_experts, route.routing.weights,
+                         batch_size, seq);
       output = tr::Reshape(t, output, {-1, seq, m / s.tp}, {"output", "BSM"});
       output = t.PsumScatter(output, s.expert_axes, 0, true, {"output", "BSM"});
     } else {
       if (s.ep > 1) {
-        const Value back = tr::Zeros(t, {batch_size * seq * s.top_k, m / s.tp}, out.dtype(), {"output_shape", "RM"});
+        const Value back = tr::Zeros(t, {batch_size * seq * s.top_k, m / s.tp}, out.dtype(),
+                                     {"output_shape", "RM"});
         if (s.batch_sharded_by_ep) {
           const Value inverse = tr::Argsort(t, *meta.local_sorted_indices, {"unsort_indices", "U"});
           const Value local = tr::Take(t, out, inverse, 0, {"local_output", "UM"});
           const Value transposed = t.Apply({"transpose", "", {}}, {&*meta.all_shards_group_sizes},
-                                           {"all_shards_group_sizes_T", "PP"},
-                                           [](const Args& a) { return Transpose(*a[0], {1, 0}); });
-          const AllToAllParams p = GetAllToAllParams(ctx, transposed, meta.expert_shard_id, s.ep, true);
-          out = t.RaggedAllToAll(local, back, p.input_offsets, p.send_sizes, p.output_offsets, p.recv_sizes,
-                                 s.expert_axes, {"intermediate_output", "RM"});
+                                           {"all_shards_group_sizes_T", "PP"}, [](const Args& a) {
+                                             return Transpose(*a[0], {1, 0});
+                                           });
+          const AllToAllParams p =
+              GetAllToAllParams(ctx, transposed, meta.expert_shard_id, s.ep, true);
+          out = t.RaggedAllToAll(local, back, p.input_offsets, p.send_sizes, p.output_offsets,
+                                 p.recv_sizes, s.expert_axes, {"intermediate_output", "RM"});
         } else {
-          const AllToAllParams p = GetAllToAllParams(ctx, *meta.reshaped_group_sizes, meta.expert_shard_id, s.ep, false);
-          out = t.RaggedAllToAll(out, back, p.input_offsets, p.send_sizes, p.output_offsets, p.recv_sizes,
-                                 s.expert_axes, {"intermediate_output", "RM"});
+          const AllToAllParams p =
+              GetAllToAllParams(ctx, *meta.reshaped_group_sizes, meta.expert_shard_id, s.ep, false);
+          out = t.RaggedAllToAll(out, back, p.input_offsets, p.send_sizes, p.output_offsets,
+                                 p.recv_sizes, s.expert_axes, {"intermediate_output", "RM"});
         }
       }
-      output = Unpermute(ctx, out, route.routing.sorted_selected_experts, route.routing.weights, batch_size, seq);
+      output = Unpermute(ctx, out, route.routing.sorted_selected_experts, route.routing.weights,
+                         batch_size, seq);
     }
   }
   return ExitSparseShardMap(ctx, op.shardings, output, route.routing, route.routed_batch_spec);

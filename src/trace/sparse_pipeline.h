@@ -14,6 +14,7 @@
 namespace shardtrace {
 
 PathOutput SparsePipeline(const MoeContext& ctx, const Value& inputs, const Value& gate_logits,
-                          const std::optional<Value>& pre_bias_logits, const ExpertKernels& kernels);
+                          const std::optional<Value>& pre_bias_logits,
+                          const ExpertKernels& kernels);
 
 }  // namespace shardtrace

@@ -1,8 +1,8 @@
 #include "trace/sparse_shard_map.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "numeric/index_ops.h"
 #include "numeric/shape_ops.h"
@@ -12,7 +12,6 @@
 namespace shardtrace {
 
 namespace {
-
 
 LogicalAxes Axes(std::initializer_list<const char*> names) {
   LogicalAxes axes;
@@ -73,9 +72,10 @@ PartitionSpec WithoutAxes(const PartitionSpec& spec, const std::vector<std::stri
   return PartitionSpec(entries);
 }
 
-ShardMapOperands EnterSparseShardMap(const MoeContext& ctx, const Value& inputs_in, const Value& gate_logits_in,
-                                     const std::optional<Value>& pre_bias_in, const ExpertKernels& k_in,
-                                     const std::string& body_scope,
+ShardMapOperands EnterSparseShardMap(const MoeContext& ctx, const Value& inputs_in,
+                                     const Value& gate_logits_in,
+                                     const std::optional<Value>& pre_bias_in,
+                                     const ExpertKernels& k_in, const std::string& body_scope,
                                      const std::optional<PartitionSpec>& wi_spec_override) {
   Tracer& t = ctx.t;
   const MoeSetup& s = ctx.setup;
@@ -102,7 +102,8 @@ ShardMapOperands EnterSparseShardMap(const MoeContext& ctx, const Value& inputs_
   Value inputs = t.ShardWithLogical(inputs_in, "inputs", "BSM", sh.input_axes);
   Value gate_logits = t.ShardWithLogical(gate_logits_in, "gate_logits", "BSE", sh.gate_axes);
   std::optional<Value> pre_bias = pre_bias_in;
-  if (pre_bias && s.deepseek3_routing) pre_bias = t.ShardWithLogical(*pre_bias, "pre_bias_logits", "BSE", sh.gate_axes);
+  if (pre_bias && s.deepseek3_routing)
+    pre_bias = t.ShardWithLogical(*pre_bias, "pre_bias_logits", "BSE", sh.gate_axes);
   k.w0 = t.ShardWithPspec(k.w0, "w0_kernel", "EMH", sh.w0);
   k.w1 = t.ShardWithPspec(k.w1, "w1_kernel", "EMH", sh.w1);
   k.wo = t.ShardWithPspec(k.wo, "wo_kernel", "EHM", sh.wo);
@@ -118,7 +119,8 @@ ShardMapOperands EnterSparseShardMap(const MoeContext& ctx, const Value& inputs_
   op.shardings = sh;
   op.x = t.ShardMapIn(inputs, "x", "BSM", sh.input);
   op.logits = t.ShardMapIn(gate_logits, "logits", "BSE", sh.gate_logits);
-  if (pre_bias && sh.pre_bias_logits) op.pre_bias_logits = t.ShardMapIn(*pre_bias, "pre_bias_logits", "BSE", *sh.pre_bias_logits);
+  if (pre_bias && sh.pre_bias_logits)
+    op.pre_bias_logits = t.ShardMapIn(*pre_bias, "pre_bias_logits", "BSE", *sh.pre_bias_logits);
   op.w0 = t.ShardMapIn(k.w0, "w0", "EMH", wi_spec_override.value_or(sh.w0));
   op.w1 = t.ShardMapIn(k.w1, "w1", "EMH", wi_spec_override.value_or(sh.w1));
   op.wo = t.ShardMapIn(k.wo, "wo", "EHM", sh.wo);
@@ -131,8 +133,9 @@ ShardMapOperands EnterSparseShardMap(const MoeContext& ctx, const Value& inputs_
   return op;
 }
 
-PathOutput ExitSparseShardMap(const MoeContext& ctx, const RoutedShardings& shardings, const Value& output,
-                              const PermuteOutput& routing, const PartitionSpec& routed_batch_spec) {
+PathOutput ExitSparseShardMap(const MoeContext& ctx, const RoutedShardings& shardings,
+                              const Value& output, const PermuteOutput& routing,
+                              const PartitionSpec& routed_batch_spec) {
   Tracer& t = ctx.t;
   const MoeSetup& s = ctx.setup;
   // Routing captured as global arrays for golden checks.
@@ -145,8 +148,11 @@ PathOutput ExitSparseShardMap(const MoeContext& ctx, const RoutedShardings& shar
   t.ExitShardMapBody();
   PathOutput result;
   result.output = t.ShardMapOut(output, "output", "BSM", shardings.output);
-  if (routing.lb_loss) result.lb_loss = t.ShardMapOut(*routing.lb_loss, "lb_loss", "", PartitionSpec());
-  if (routing.bias_updates) result.bias_updates = t.ShardMapOut(*routing.bias_updates, "bias_updates", "E", PartitionSpec());
+  if (routing.lb_loss)
+    result.lb_loss = t.ShardMapOut(*routing.lb_loss, "lb_loss", "", PartitionSpec());
+  if (routing.bias_updates)
+    result.bias_updates =
+        t.ShardMapOut(*routing.bias_updates, "bias_updates", "E", PartitionSpec());
   return result;
 }
 

@@ -36,16 +36,18 @@ struct ShardMapOperands {
 // replaces the w0/w1 in_spec (the chunked pipeline keeps their embed dim sharded). The
 // sliced operands are recorded under `body_scope` (the shard_map'd function's name); the
 // tracer is left inside the shard_map body.
-ShardMapOperands EnterSparseShardMap(const MoeContext& ctx, const Value& inputs, const Value& gate_logits,
-                                     const std::optional<Value>& pre_bias_logits, const ExpertKernels& kernels,
-                                     const std::string& body_scope,
-                                     const std::optional<PartitionSpec>& wi_spec_override = std::nullopt);
+ShardMapOperands EnterSparseShardMap(
+    const MoeContext& ctx, const Value& inputs, const Value& gate_logits,
+    const std::optional<Value>& pre_bias_logits, const ExpertKernels& kernels,
+    const std::string& body_scope,
+    const std::optional<PartitionSpec>& wi_spec_override = std::nullopt);
 
 // Leaves the body: captures routing for golden checks (top_k_* assembled with
 // `routed_batch_spec`), then out_specs: output by (batch, norm_length, embed), lb_loss and
 // bias_updates as P() (device 0's per-shard value, as MaxText declares them replicated).
-PathOutput ExitSparseShardMap(const MoeContext& ctx, const RoutedShardings& shardings, const Value& output,
-                              const PermuteOutput& routing, const PartitionSpec& routed_batch_spec);
+PathOutput ExitSparseShardMap(const MoeContext& ctx, const RoutedShardings& shardings,
+                              const Value& output, const PermuteOutput& routing,
+                              const PartitionSpec& routed_batch_spec);
 
 // `spec` without the mesh axes `axes` (the ring's all-gathered batch).
 PartitionSpec WithoutAxes(const PartitionSpec& spec, const std::vector<std::string>& axes);

@@ -29,11 +29,11 @@ std::string ToString(TensorKind kind);  // "weight" | "act"
 // The explicit statement in moe.py/linears.py that fixed a tensor's sharding.
 enum class Constraint {
   kNone,
-  kKernelAxes,            // nnx.Param(..., out_sharding=kernel_axes)
-  kShardWithLogical,      // _maybe_shard_with_logical / maybe_shard_with_logical
-  kShardWithPspec,        // _maybe_shard_with_pspec
-  kShardMapIn,            // jax.shard_map in_specs
-  kShardMapOut,           // jax.shard_map out_specs
+  kKernelAxes,        // nnx.Param(..., out_sharding=kernel_axes)
+  kShardWithLogical,  // _maybe_shard_with_logical / maybe_shard_with_logical
+  kShardWithPspec,    // _maybe_shard_with_pspec
+  kShardMapIn,        // jax.shard_map in_specs
+  kShardMapOut,       // jax.shard_map out_specs
 };
 // "kernel_axes", "maybe_shard_with_logical", ..., "" for kNone.
 std::string ToString(Constraint constraint);
@@ -47,11 +47,11 @@ struct NumericSummary {
 
 struct TensorRecord {
   int id = 0;
-  std::string name;   // the moe.py variable name: gate_logits, dispatch_mask, layer_w0, ...
+  std::string name;  // the moe.py variable name: gate_logits, dispatch_mask, layer_w0, ...
   TensorKind kind = TensorKind::kAct;
   DType dtype = DType::kFloat32;
-  std::string dims;   // one letter per dim, see the table above
-  Shape shape;        // global shape; inside shard_map the per-device block shape
+  std::string dims;  // one letter per dim, see the table above
+  Shape shape;       // global shape; inside shard_map the per-device block shape
   std::optional<LogicalAxes> logical_axes;
   Constraint constraint = Constraint::kNone;
   std::optional<PartitionSpec> partition_spec;  // after size-1 removal; set with a constraint
@@ -66,9 +66,9 @@ struct TensorRecord {
 
 // A collective between virtual devices, with the bytes it moves.
 struct CollectiveRecord {
-  std::vector<std::string> axes;    // mesh axes it runs over
-  int64_t participants = 1;         // group size
-  int64_t groups = 1;               // independent groups on the mesh
+  std::vector<std::string> axes;  // mesh axes it runs over
+  int64_t participants = 1;       // group size
+  int64_t groups = 1;             // independent groups on the mesh
   // Per device (indexed by device), bytes sent and received; symbolic: static sizes.
   std::vector<int64_t> bytes_sent;
   std::vector<int64_t> bytes_received;
@@ -106,7 +106,7 @@ struct Trace {
   std::string block;  // "moe" | "mlp" | "shared"
   std::string path;   // e.g. "sparse_matmul/ragged_all_to_all"
   bool numeric = false;
-  std::string mesh;   // Mesh::ToString()
+  std::string mesh;  // Mesh::ToString()
   int64_t num_devices = 1;
   std::vector<TensorRecord> tensors;
   std::vector<OpRecord> ops;

@@ -19,11 +19,12 @@ std::string Squash(const std::string& s) {
 
 }  // namespace
 
-Value Einsum(Tracer& t, const std::string& equation, const Value& a, const Value& b, DType out_dtype,
-             const Out& out) {
+Value Einsum(Tracer& t, const std::string& equation, const Value& a, const Value& b,
+             DType out_dtype, const Out& out) {
   const ParsedEinsum parsed = ParseEinsum(equation);
-  return t.Apply({"einsum", Squash(equation), {}}, {&a, &b}, out,
-                 [&](const Args& x) { return shardtrace::Einsum(parsed, *x[0], *x[1], out_dtype); });
+  return t.Apply({"einsum", Squash(equation), {}}, {&a, &b}, out, [&](const Args& x) {
+    return shardtrace::Einsum(parsed, *x[0], *x[1], out_dtype);
+  });
 }
 
 Value Cast(Tracer& t, const Value& x, DType dtype, const Out& out_in) {
@@ -95,16 +96,18 @@ Value Cumsum(Tracer& t, const Value& x, int64_t axis, const Out& out) {
 }
 
 Value OneHot(Tracer& t, const Value& indices, int64_t depth, DType dtype, const Out& out) {
-  return t.Apply({"one_hot", "", {{"num_classes", std::to_string(depth)}, {"dtype", ToString(dtype)}}},
-                 {&indices}, out, [&](const Args& a) { return shardtrace::OneHot(*a[0], depth, dtype); });
+  return t.Apply(
+      {"one_hot", "", {{"num_classes", std::to_string(depth)}, {"dtype", ToString(dtype)}}},
+      {&indices}, out, [&](const Args& a) { return shardtrace::OneHot(*a[0], depth, dtype); });
 }
 
-std::pair<Value, Value> TopK(Tracer& t, const Value& x, int64_t k, const Out& values, const Out& indices) {
-  std::vector<Value> r = t.ApplyN({"top_k", "", {{"k", std::to_string(k)}}}, {&x}, {values, indices},
-                                  [&](const Args& a) {
-                                    TopKResult top = shardtrace::TopK(*a[0], k);
-                                    return std::vector<Array>{std::move(top.values), std::move(top.indices)};
-                                  });
+std::pair<Value, Value> TopK(Tracer& t, const Value& x, int64_t k, const Out& values,
+                             const Out& indices) {
+  std::vector<Value> r = t.ApplyN(
+      {"top_k", "", {{"k", std::to_string(k)}}}, {&x}, {values, indices}, [&](const Args& a) {
+        TopKResult top = shardtrace::TopK(*a[0], k);
+        return std::vector<Array>{std::move(top.values), std::move(top.indices)};
+      });
   return {std::move(r[0]), std::move(r[1])};
 }
 
@@ -129,13 +132,14 @@ Value Bincount(Tracer& t, const Value& x, int64_t length, const Out& out) {
 }
 
 Value Repeat(Tracer& t, const Value& x, int64_t repeats, int64_t axis, const Out& out) {
-  return t.Apply({"repeat", "", {{"repeats", std::to_string(repeats)}, {"axis", std::to_string(axis)}}}, {&x},
-                 out, [&](const Args& a) { return shardtrace::Repeat(*a[0], repeats, axis); });
+  return t.Apply(
+      {"repeat", "", {{"repeats", std::to_string(repeats)}, {"axis", std::to_string(axis)}}}, {&x},
+      out, [&](const Args& a) { return shardtrace::Repeat(*a[0], repeats, axis); });
 }
 
 Value RepeatBy(Tracer& t, const Value& x, const Value& repeats, int64_t total, const Out& out) {
-  return t.Apply({"repeat", "", {{"total_repeat_length", std::to_string(total)}}}, {&x, &repeats}, out,
-                 [&](const Args& a) { return shardtrace::Repeat(*a[0], *a[1], 0, total); });
+  return t.Apply({"repeat", "", {{"total_repeat_length", std::to_string(total)}}}, {&x, &repeats},
+                 out, [&](const Args& a) { return shardtrace::Repeat(*a[0], *a[1], 0, total); });
 }
 
 Value Where(Tracer& t, const Value& cond, const Value& a, const Value& b, const Out& out) {
@@ -143,15 +147,23 @@ Value Where(Tracer& t, const Value& cond, const Value& a, const Value& b, const 
                  [&](const Args& x) { return shardtrace::Where(*x[0], *x[1], *x[2]); });
 }
 
-Value Clip(Tracer& t, const Value& x, std::optional<float> lo, std::optional<float> hi, const Out& out) {
-  return t.Apply({"clip", "", {{"min", lo ? fmt::format("{}", *lo) : "None"}, {"max", hi ? fmt::format("{}", *hi) : "None"}}},
+Value Clip(Tracer& t, const Value& x, std::optional<float> lo, std::optional<float> hi,
+           const Out& out) {
+  return t.Apply({"clip",
+                  "",
+                  {{"min", lo ? fmt::format("{}", *lo) : "None"},
+                   {"max", hi ? fmt::format("{}", *hi) : "None"}}},
                  {&x}, out, [&](const Args& a) { return shardtrace::Clip(*a[0], lo, hi); });
 }
 
 Value Slice(Tracer& t, const Value& x, int64_t axis, int64_t start, int64_t size, const Out& out) {
-  return t.Apply({"slice", "", {{"axis", std::to_string(axis)}, {"start", std::to_string(start)},
-                                {"size", std::to_string(size)}}},
-                 {&x}, out, [&](const Args& a) { return shardtrace::Slice(*a[0], axis, start, size); });
+  return t.Apply({"slice",
+                  "",
+                  {{"axis", std::to_string(axis)},
+                   {"start", std::to_string(start)},
+                   {"size", std::to_string(size)}}},
+                 {&x}, out,
+                 [&](const Args& a) { return shardtrace::Slice(*a[0], axis, start, size); });
 }
 
 }  // namespace shardtrace::traced

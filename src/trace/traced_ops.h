@@ -18,8 +18,8 @@
 
 namespace shardtrace::traced {
 
-Value Einsum(Tracer& t, const std::string& equation, const Value& a, const Value& b, DType out_dtype,
-             const Out& out);
+Value Einsum(Tracer& t, const std::string& equation, const Value& a, const Value& b,
+             DType out_dtype, const Out& out);
 Value Cast(Tracer& t, const Value& x, DType dtype, const Out& out);
 Value Reshape(Tracer& t, const Value& x, const Shape& shape, const Out& out);
 Value Activation(Tracer& t, const std::string& name, const Value& x, const Out& out);
@@ -34,7 +34,8 @@ Value Sum(Tracer& t, const Value& x, int64_t axis, bool keepdims, const Out& out
 Value Mean(Tracer& t, const Value& x, int64_t axis, const Out& out);
 Value Cumsum(Tracer& t, const Value& x, int64_t axis, const Out& out);
 Value OneHot(Tracer& t, const Value& indices, int64_t depth, DType dtype, const Out& out);
-std::pair<Value, Value> TopK(Tracer& t, const Value& x, int64_t k, const Out& values, const Out& indices);
+std::pair<Value, Value> TopK(Tracer& t, const Value& x, int64_t k, const Out& values,
+                             const Out& indices);
 Value TakeAlongAxis(Tracer& t, const Value& x, const Value& indices, int64_t axis, const Out& out);
 Value Take(Tracer& t, const Value& x, const Value& indices, int64_t axis, const Out& out);
 Value Argsort(Tracer& t, const Value& x, const Out& out);
@@ -42,7 +43,8 @@ Value Bincount(Tracer& t, const Value& x, int64_t length, const Out& out);
 Value Repeat(Tracer& t, const Value& x, int64_t repeats, int64_t axis, const Out& out);
 Value RepeatBy(Tracer& t, const Value& x, const Value& repeats, int64_t total, const Out& out);
 Value Where(Tracer& t, const Value& cond, const Value& a, const Value& b, const Out& out);
-Value Clip(Tracer& t, const Value& x, std::optional<float> lo, std::optional<float> hi, const Out& out);
+Value Clip(Tracer& t, const Value& x, std::optional<float> lo, std::optional<float> hi,
+           const Out& out);
 Value Slice(Tracer& t, const Value& x, int64_t axis, int64_t start, int64_t size, const Out& out);
 
 }  // namespace shardtrace::traced

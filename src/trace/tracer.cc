@@ -1,10 +1,10 @@
 #include "trace/tracer.h"
 
-#include <algorithm>
-#include <cmath>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
 
 #include "shard/blocks.h"
 #include "shard/sharding.h"
@@ -233,8 +233,9 @@ Value Tracer::ShardMapIn(const Value& x, const std::string& name, const std::str
   TensorRecord& t = trace_.tensors[v.tensor];
   t.constraint = Constraint::kShardMapIn;
   t.partition_spec = spec;
-  RecordOp({"shard_map_in", "", {{"spec", spec.ToString()}, {"global_shape", ShapeToString(x.shape())}}},
-           {x.tensor}, {v.tensor});
+  RecordOp(
+      {"shard_map_in", "", {{"spec", spec.ToString()}, {"global_shape", ShapeToString(x.shape())}}},
+      {x.tensor}, {v.tensor});
   return v;
 }
 

@@ -62,15 +62,20 @@ class Tracer {
   // RAII scope ("RoutedMoE", "dense_matmul", "dispatch") and condition ("mlp_bias").
   class ScopeGuard {
    public:
-    ScopeGuard(std::vector<std::string>* stack, std::string name) : stack_(stack) { stack_->push_back(std::move(name)); }
+    ScopeGuard(std::vector<std::string>* stack, std::string name) : stack_(stack) {
+      stack_->push_back(std::move(name));
+    }
     ~ScopeGuard() { stack_->pop_back(); }
     ScopeGuard(const ScopeGuard&) = delete;
     ScopeGuard& operator=(const ScopeGuard&) = delete;
+
    private:
     std::vector<std::string>* stack_;
   };
   [[nodiscard]] ScopeGuard Scope(std::string name) { return ScopeGuard(&scopes_, std::move(name)); }
-  [[nodiscard]] ScopeGuard Condition(std::string condition) { return ScopeGuard(&conditions_, std::move(condition)); }
+  [[nodiscard]] ScopeGuard Condition(std::string condition) {
+    return ScopeGuard(&conditions_, std::move(condition));
+  }
   // Brackets the body of a shard_map: every tensor recorded in between is a per-device
   // block, including constants the body creates.
   void EnterShardMapBody() { ++shard_map_depth_; }

@@ -5,10 +5,10 @@
 // only a bug in shardtrace could break use SHARDTRACE_CHECK instead.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <stdexcept>
 #include <string>
-
-#include <fmt/format.h>
 
 namespace shardtrace {
 
@@ -26,9 +26,9 @@ template <typename... Args>
 }  // namespace shardtrace
 
 // A broken internal invariant: a shardtrace bug, not a user error.
-#define SHARDTRACE_CHECK(cond)                                                             \
-  do {                                                                                     \
-    if (!(cond))                                                                           \
+#define SHARDTRACE_CHECK(cond)                                                                \
+  do {                                                                                        \
+    if (!(cond))                                                                              \
       throw std::logic_error(std::string("internal check failed: " #cond " at ") + __FILE__ + \
-                             ":" + std::to_string(__LINE__));                              \
+                             ":" + std::to_string(__LINE__));                                 \
   } while (0)
