@@ -54,7 +54,32 @@ Array SliceAxis(const Array& a, int axis, int64_t start, int64_t size) {
   return Array::FromData(shape, a.dtype, std::move(data));
 }
 
+// The element-wise sum of `x` over the devices of `device`'s group along `axes`, rounded
+// to x's dtype once (XLA reduces in the wider type and rounds the result).
+Array GroupSum(const Value& x, const Mesh& mesh, int64_t device,
+               const std::vector<std::string>& axes) {
+  std::vector<double> sum(static_cast<size_t>(x.array().size()), 0.0);
+  for (const int64_t peer : mesh.Group(device, axes)) {
+    const std::vector<float>& src = x.shards[peer].values();
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += src[i];
+  }
+  std::vector<float> out(sum.size());
+  for (size_t i = 0; i < sum.size(); ++i) out[i] = RoundTo(x.dtype(), static_cast<float>(sum[i]));
+  return Array::FromData(x.shape(), x.dtype(), std::move(out));
+}
+
 }  // namespace
+
+int Tracer::RecordCollective(OpDesc op, const std::vector<int>& inputs, int output,
+                             const std::vector<std::string>& axes, std::vector<int64_t> sent,
+                             std::vector<int64_t> received) {
+  const int64_t n = mesh_.Size(axes);
+  op.attrs.insert(op.attrs.begin(), {"axis_name", AxesToString(axes)});
+  const int id = RecordOp(std::move(op), inputs, {output});
+  trace_.ops[id].collective =
+      CollectiveRecord{axes, n, mesh_.num_devices() / n, std::move(sent), std::move(received)};
+  return id;
+}
 
 Value Tracer::AxisIndex(const std::vector<std::string>& axes, const Out& out) {
   Value v;
@@ -92,17 +117,11 @@ Value Tracer::AllGather(const Value& x, const std::vector<std::string>& axes, in
     v.shards.push_back(std::move(gathered));
   }
   v.tensor = Record(out, v.shards, true);
-  const int64_t block = TensorBytes(x.shape(), x.dtype());
-  CollectiveRecord c{axes, n, mesh_.num_devices() / n,
-                     std::vector<int64_t>(mesh_.num_devices(), (n - 1) * block),
-                     std::vector<int64_t>(mesh_.num_devices(), (n - 1) * block)};
-  const int op = RecordOp({"all_gather",
-                           "",
-                           {{"axis_name", AxesToString(axes)},
-                            {"axis", std::to_string(axis)},
-                            {"tiled", tiled ? "True" : "False"}}},
-                          {x.tensor}, {v.tensor});
-  trace_.ops[op].collective = std::move(c);
+  const std::vector<int64_t> moved(mesh_.num_devices(),
+                                   (n - 1) * TensorBytes(x.shape(), x.dtype()));
+  RecordCollective(
+      {"all_gather", "", {{"axis", std::to_string(axis)}, {"tiled", tiled ? "True" : "False"}}},
+      {x.tensor}, v.tensor, axes, moved, moved);
   return v;
 }
 
@@ -111,29 +130,12 @@ Value Tracer::Psum(const Value& x, const std::vector<std::string>& axes, const O
   const int64_t n = mesh_.Size(axes);
   Value v;
   v.per_device = true;
-  for (size_t d = 0; d < x.shards.size(); ++d) {
-    if (!numeric_) {
-      v.shards.push_back(x.shards[d]);
-      continue;
-    }
-    Array sum = Array::Filled(x.shape(), x.dtype(), 0.0f);
-    for (const int64_t peer : mesh_.Group(static_cast<int64_t>(d), axes)) {
-      const std::vector<float>& src = x.shards[peer].values();
-      std::vector<float>& dst = sum.mutable_values();
-      for (size_t i = 0; i < dst.size(); ++i) dst[i] += src[i];
-    }
-    for (float& e : sum.mutable_values()) e = RoundTo(x.dtype(), e);
-    v.shards.push_back(std::move(sum));
-  }
+  for (size_t d = 0; d < x.shards.size(); ++d)
+    v.shards.push_back(numeric_ ? GroupSum(x, mesh_, static_cast<int64_t>(d), axes) : x.shards[d]);
   v.tensor = Record(out, v.shards, true);
   const int64_t bytes = TensorBytes(x.shape(), x.dtype());
-  const int64_t moved = n > 1 ? 2 * (n - 1) * bytes / n : 0;
-  CollectiveRecord c{axes, n, mesh_.num_devices() / n,
-                     std::vector<int64_t>(mesh_.num_devices(), moved),
-                     std::vector<int64_t>(mesh_.num_devices(), moved)};
-  const int op =
-      RecordOp({"psum", "", {{"axis_name", AxesToString(axes)}}}, {x.tensor}, {v.tensor});
-  trace_.ops[op].collective = std::move(c);
+  const std::vector<int64_t> moved(mesh_.num_devices(), n > 1 ? 2 * (n - 1) * bytes / n : 0);
+  RecordCollective({"psum", "", {}}, {x.tensor}, v.tensor, axes, moved, moved);
   return v;
 }
 
@@ -153,33 +155,19 @@ Value Tracer::PsumScatter(const Value& x, const std::vector<std::string>& axes,
   v.per_device = true;
   for (size_t d = 0; d < x.shards.size(); ++d) {
     const int64_t index = numeric_ ? mesh_.AxisIndex(static_cast<int64_t>(d), axes) : 0;
-    Array sum = x.shards[d];
-    if (numeric_) {
-      std::fill(sum.mutable_values().begin(), sum.mutable_values().end(), 0.0f);
-      for (const int64_t peer : mesh_.Group(static_cast<int64_t>(d), axes)) {
-        const std::vector<float>& src = x.shards[peer].values();
-        std::vector<float>& dst = sum.mutable_values();
-        for (size_t i = 0; i < dst.size(); ++i) dst[i] += src[i];
-      }
-      for (float& e : sum.mutable_values()) e = RoundTo(x.dtype(), e);
-    }
+    const Array sum = numeric_ ? GroupSum(x, mesh_, static_cast<int64_t>(d), axes) : x.shards[d];
     Array block = SliceAxis(sum, scatter_dimension, index * (size / n), size / n);
     if (!tiled) block.shape.erase(block.shape.begin() + scatter_dimension);
     v.shards.push_back(std::move(block));
   }
   v.tensor = Record(out, v.shards, true);
-  const int64_t bytes = TensorBytes(x.shape(), x.dtype());
-  const int64_t moved = (n - 1) * bytes / n;
-  CollectiveRecord c{axes, n, mesh_.num_devices() / n,
-                     std::vector<int64_t>(mesh_.num_devices(), moved),
-                     std::vector<int64_t>(mesh_.num_devices(), moved)};
-  const int op = RecordOp({"psum_scatter",
-                           "",
-                           {{"axis_name", AxesToString(axes)},
-                            {"scatter_dimension", std::to_string(scatter_dimension)},
-                            {"tiled", tiled ? "True" : "False"}}},
-                          {x.tensor}, {v.tensor});
-  trace_.ops[op].collective = std::move(c);
+  const std::vector<int64_t> moved(mesh_.num_devices(),
+                                   (n - 1) * TensorBytes(x.shape(), x.dtype()) / n);
+  RecordCollective({"psum_scatter",
+                    "",
+                    {{"scatter_dimension", std::to_string(scatter_dimension)},
+                     {"tiled", tiled ? "True" : "False"}}},
+                   {x.tensor}, v.tensor, axes, moved, moved);
   return v;
 }
 
@@ -278,12 +266,10 @@ Value Tracer::RaggedAllToAll(const Value& operand, const Value& output, const Va
           {out.name + ": recv_sizes disagreeing with the senders", "", {devices}, mismatched, ""});
   }
   v.tensor = Record(out, v.shards, true);
-  CollectiveRecord c{axes, n, devices / n, sent, received};
-  const int op = RecordOp({"ragged_all_to_all", "", {{"axis_name", AxesToString(axes)}}},
-                          {operand.tensor, output.tensor, input_offsets.tensor, send_sizes.tensor,
-                           output_offsets.tensor, recv_sizes.tensor},
-                          {v.tensor});
-  trace_.ops[op].collective = std::move(c);
+  RecordCollective({"ragged_all_to_all", "", {}},
+                   {operand.tensor, output.tensor, input_offsets.tensor, send_sizes.tensor,
+                    output_offsets.tensor, recv_sizes.tensor},
+                   v.tensor, axes, sent, received);
   return v;
 }
 

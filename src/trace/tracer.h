@@ -145,6 +145,10 @@ class Tracer {
   // Appends a tensor record for `shards` (shape from shard 0) and returns its id.
   int Record(const Out& out, const std::vector<Array>& shards, bool per_device);
   int RecordOp(OpDesc op, std::vector<int> inputs, std::vector<int> outputs);
+  // Records a collective op over `axes` with the bytes each device sends and receives.
+  int RecordCollective(OpDesc op, const std::vector<int>& inputs, int output,
+                       const std::vector<std::string>& axes, std::vector<int64_t> sent,
+                       std::vector<int64_t> received);
   void Dump(const std::string& name, const Array& value, const std::string& logical,
             const PartitionSpec& spec);
   Value Constrain(const Value& x, const std::string& name, const std::string& dims,
