@@ -1,8 +1,6 @@
 // End-to-end tests of the shardtrace binary: run it in a shell, capture stdout, stderr and
 // the exit status, and check the documented contract (cli/cli.h): 0 on success, 2 and a
 // single "shardtrace: error: ..." line on bad input, atomic -o output.
-#include <sys/wait.h>
-
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
@@ -14,68 +12,19 @@
 #include <string>
 #include <vector>
 
+#include "test_support.h"
+
 namespace shardtrace {
 namespace {
 
 namespace fs = std::filesystem;
 
-// A scratch directory, removed when the test ends.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "shardtrace_cli_test_XXXXXX").string();
-    REQUIRE(mkdtemp(pattern.data()) != nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
+using testing::CommandResult;
+using testing::ReadFile;
+using testing::RunShardtrace;
+using testing::TempDir;
 
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-std::string ShellQuote(const std::string& arg) {
-  std::string out = "'";
-  for (const char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-struct RunResult {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-// Runs the shardtrace binary with `args`, stdout and stderr captured separately.
-RunResult Run(const std::vector<std::string>& args) {
-  TempDir capture;
-  std::string command = ShellQuote(SHARDTRACE_BINARY);
-  for (const std::string& arg : args) command += " " + ShellQuote(arg);
-  command += " >" + ShellQuote((capture / "stdout").string()) + " 2>" +
-             ShellQuote((capture / "stderr").string()) + " </dev/null";
-  const int raw = std::system(command.c_str());
-  RunResult result;
-  REQUIRE(raw != -1);
-  REQUIRE(WIFEXITED(raw));
-  result.status = WEXITSTATUS(raw);
-  result.out = ReadFile(capture / "stdout");
-  result.err = ReadFile(capture / "stderr");
-  return result;
-}
-
-std::string Describe(const std::vector<std::string>& args, const RunResult& r) {
+std::string Describe(const std::vector<std::string>& args, const CommandResult& r) {
   std::string text = "shardtrace";
   for (const std::string& a : args) text += " " + a;
   return text + "\nstatus " + std::to_string(r.status) + "\nstdout:\n" + r.out + "\nstderr:\n" +
@@ -83,8 +32,8 @@ std::string Describe(const std::vector<std::string>& args, const RunResult& r) {
 }
 
 // A bad-input failure: status 2, nothing on stdout, one "shardtrace: error:" line on stderr.
-RunResult ExpectUserError(const std::vector<std::string>& args) {
-  const RunResult r = Run(args);
+CommandResult ExpectUserError(const std::vector<std::string>& args) {
+  const CommandResult r = RunShardtrace(args);
   INFO(Describe(args, r));
   CHECK(r.status == 2);
   CHECK(r.out.empty());
@@ -107,7 +56,7 @@ const std::vector<std::string> kExplainArgs = {"explain",
 TEST_CASE("explain --format json gives the resolved spec and local shape and bytes", "[cli]") {
   std::vector<std::string> args = kExplainArgs;
   args.insert(args.end(), {"--format", "json"});
-  const RunResult r = Run(args);
+  const CommandResult r = RunShardtrace(args);
   INFO(Describe(args, r));
   REQUIRE(r.status == 0);
   CHECK(r.err.empty());
@@ -125,7 +74,7 @@ TEST_CASE("explain --format json gives the resolved spec and local shape and byt
 }
 
 TEST_CASE("explain text output shows the blocked embed_moe variant", "[cli]") {
-  const RunResult r = Run(kExplainArgs);
+  const CommandResult r = RunShardtrace(kExplainArgs);
   INFO(Describe(kExplainArgs, r));
   REQUIRE(r.status == 0);
   CHECK_THAT(r.out, Catch::Contains("P('expert', 'fsdp', None)"));
@@ -140,12 +89,12 @@ TEST_CASE("explain text output shows the blocked embed_moe variant", "[cli]") {
 }
 
 TEST_CASE("An unknown config key exits 2 and suggests the right key", "[cli]") {
-  const RunResult r = ExpectUserError({"config", "num_expert=4"});
+  const CommandResult r = ExpectUserError({"config", "num_expert=4"});
   CHECK_THAT(r.err, Catch::Contains("num_expert") && Catch::Contains("num_experts"));
 }
 
 TEST_CASE("A value of the wrong type exits 2 naming the key", "[cli]") {
-  const RunResult r = ExpectUserError({"config", "num_experts=abc"});
+  const CommandResult r = ExpectUserError({"config", "num_experts=abc"});
   CHECK_THAT(r.err, Catch::Contains("num_experts"));
 }
 
@@ -153,35 +102,35 @@ TEST_CASE("A malformed YAML file exits 2 naming the file and a line:column", "[c
   TempDir dir;
   const fs::path bad = dir / "broken_config.yml";
   std::ofstream(bad) << "num_experts: 4\nmlp_activations: ['silu', 'linear'\nbase_emb_dim: 16\n";
-  const RunResult r = ExpectUserError({"config", bad.string()});
+  const CommandResult r = ExpectUserError({"config", bad.string()});
   CHECK_THAT(r.err, Catch::Contains("broken_config.yml"));
   CHECK(std::regex_search(r.err, std::regex(R"(\d+:\d+)")));
 }
 
 TEST_CASE("An impossible mesh exits 2", "[cli]") {
-  const RunResult r = ExpectUserError({"config", "ici_expert_parallelism=3", "--devices", "8"});
+  const CommandResult r = ExpectUserError({"config", "ici_expert_parallelism=3", "--devices", "8"});
   CHECK_THAT(r.err, Catch::Contains("expert"));
 }
 
 TEST_CASE("An unknown command-line flag exits 2", "[cli]") {
-  const RunResult r = ExpectUserError({"config", "--no-such-flag"});
+  const CommandResult r = ExpectUserError({"config", "--no-such-flag"});
   CHECK_THAT(r.err, Catch::Contains("--no-such-flag"));
 }
 
 TEST_CASE("An unsupported --format exits 2", "[cli]") {
-  const RunResult r = ExpectUserError({"config", "--format", "xml"});
+  const CommandResult r = ExpectUserError({"config", "--format", "xml"});
   CHECK_THAT(r.err, Catch::Contains("xml"));
 }
 
 TEST_CASE("The --version flag prints the version and exits 0", "[cli]") {
-  const RunResult r = Run({"--version"});
+  const CommandResult r = RunShardtrace({"--version"});
   INFO(Describe({"--version"}, r));
   CHECK(r.status == 0);
   CHECK_THAT(r.out, Catch::Contains(SHARDTRACE_VERSION));
 }
 
 TEST_CASE("The --help flag exits 0 and lists every subcommand", "[cli]") {
-  const RunResult r = Run({"--help"});
+  const CommandResult r = RunShardtrace({"--help"});
   INFO(Describe({"--help"}, r));
   CHECK(r.status == 0);
   for (const char* command : {"config", "explain", "trace", "dump", "check"}) {
@@ -195,10 +144,10 @@ TEST_CASE("The -o flag writes the output to the file instead of stdout", "[cli]"
   const fs::path file = dir / "out.json";
   std::vector<std::string> args = kExplainArgs;
   args.insert(args.end(), {"--format", "json"});
-  const RunResult to_stdout = Run(args);
+  const CommandResult to_stdout = RunShardtrace(args);
   REQUIRE(to_stdout.status == 0);
   args.insert(args.end(), {"-o", file.string()});
-  const RunResult r = Run(args);
+  const CommandResult r = RunShardtrace(args);
   INFO(Describe(args, r));
   CHECK(r.status == 0);
   CHECK(r.out.empty());

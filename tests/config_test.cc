@@ -14,6 +14,7 @@
 
 #include "config/embedded_configs.h"
 #include "config/key_suggest.h"
+#include "test_support.h"
 #include "util/error.h"
 
 namespace shardtrace {
@@ -30,37 +31,8 @@ Config LoadEmbedded(std::vector<std::string> overrides) {
   return Config::Load(ConfigSource{{}, std::move(overrides)});
 }
 
-// A scratch directory under the system temp dir, removed when the test ends.
-class TempDir {
- public:
-  TempDir() {
-    path_ =
-        fs::temp_directory_path() /
-        ("shardtrace_config_test_" + std::to_string(reinterpret_cast<uintptr_t>(this)) + "_" +
-         std::to_string(std::hash<std::string>{}(Catch::getResultCapture().getCurrentTestName())));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  std::string Write(const std::string& relative, const std::string& text) const {
-    const fs::path file = path_ / relative;
-    fs::create_directories(file.parent_path());
-    std::ofstream(file) << text;
-    return file.string();
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
+using testing::ReadFile;
+using testing::TempDir;
 
 int CountRules(const Config& config, const std::string& name) {
   const AxisRules& rules = config.logical_axis_rules();

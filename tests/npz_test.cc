@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "io/atomic_file.h"
+#include "test_support.h"
 #include "util/error.h"
 
 namespace shardtrace {
@@ -34,42 +35,12 @@ std::string Golden(const std::string& relative) {
   return std::string(SHARDTRACE_SOURCE_DIR) + "/testdata/goldens/" + relative;
 }
 
-// A fresh directory under the system temp dir, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "npz_test.XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  std::string File(const std::string& name) const { return (path_ / name).string(); }
-  std::vector<std::string> Entries() const {
-    std::vector<std::string> names;
-    for (const auto& entry : fs::directory_iterator(path_)) {
-      names.push_back(entry.path().filename().string());
-    }
-    return names;
-  }
-
- private:
-  fs::path path_;
-};
+using testing::ReadFile;
+using testing::TempDir;
 
 void WriteBytes(const std::string& path, std::string_view bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-std::string ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 // The message of the Error `f` throws; fails the test if it throws nothing or something else.
@@ -348,7 +319,7 @@ TEST_CASE("WriteNpz replaces atomically and leaves nothing behind on error", "[n
   const TempDir dir;
   const std::string path = dir.File("out.npz");
   WriteNpz(path, {{"a", Array::Filled({2}, DType::kFloat32, 1.0f)}});
-  const std::string before = ReadBytes(path);
+  const std::string before = ReadFile(path);
 
   SECTION("a symbolic array") {
     const std::string message = ErrorOf([&] {
@@ -369,7 +340,7 @@ TEST_CASE("WriteNpz replaces atomically and leaves nothing behind on error", "[n
     const std::string message = ErrorOf([&] { WriteNpz(missing, {}); });
     CHECK(message.starts_with(missing + ": cannot write: directory '"));
   }
-  CHECK(ReadBytes(path) == before);
+  CHECK(ReadFile(path) == before);
   CHECK(dir.Entries() == std::vector<std::string>{"out.npz"});
 
   // A successful write replaces the old content.
@@ -385,7 +356,7 @@ TEST_CASE("WriteNpz is deterministic", "[npz]") {
   const std::map<std::string, Array> arrays = {{"x", Array::Filled({3, 2}, DType::kFloat32, 0.5f)}};
   WriteNpz(dir.File("a.npz"), arrays);
   WriteNpz(dir.File("b.npz"), arrays);
-  CHECK(ReadBytes(dir.File("a.npz")) == ReadBytes(dir.File("b.npz")));
+  CHECK(ReadFile(dir.File("a.npz")) == ReadFile(dir.File("b.npz")));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -630,7 +601,7 @@ TEST_CASE("ReadNpz errors name the file and the array", "[npz]") {
   SECTION("a corrupted member (CRC mismatch)") {
     const std::string path = dir.File("crc.npz");
     WriteNpz(path, {{"output", Array::Filled({16}, DType::kFloat32, 1.0f)}});
-    std::string bytes = ReadBytes(path);
+    std::string bytes = ReadFile(path);
     const size_t data = bytes.find(std::string("\x00\x00\x80\x3f", 4));  // first 1.0f
     REQUIRE(data != std::string::npos);
     bytes[data + 3] = '\x40';
@@ -653,9 +624,9 @@ TEST_CASE("WriteTextAtomically writes and replaces files", "[npz]") {
   const TempDir dir;
   const std::string path = dir.File("report.txt");
   WriteTextAtomically(path, "first\n");
-  CHECK(ReadBytes(path) == "first\n");
+  CHECK(ReadFile(path) == "first\n");
   WriteTextAtomically(path, std::string("second\0line", 11));
-  CHECK(ReadBytes(path) == std::string("second\0line", 11));
+  CHECK(ReadFile(path) == std::string("second\0line", 11));
   CHECK(dir.Entries() == std::vector<std::string>{"report.txt"});
 }
 
@@ -672,13 +643,13 @@ TEST_CASE("WriteFileAtomically removes the temp file and rethrows on error", "[n
   CHECK_THROWS_WITH(WriteFileAtomically(path, failing), "disk on fire");
   CHECK(fs::path(seen_tmp).parent_path() == fs::path(path).parent_path());
   CHECK(!fs::exists(seen_tmp));
-  CHECK(ReadBytes(path) == "original");
+  CHECK(ReadFile(path) == "original");
   CHECK(dir.Entries() == std::vector<std::string>{"data.bin"});
 
   const std::string message =
       ErrorOf([&] { WriteFileAtomically(path, [](const std::string&) {}); });
   CHECK(message.starts_with(path + ": the writer did not create temporary file '"));
-  CHECK(ReadBytes(path) == "original");
+  CHECK(ReadFile(path) == "original");
 }
 
 }  // namespace

@@ -7,7 +7,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
+#include <system_error>
 
 namespace shardtrace::testing {
 
@@ -15,11 +17,11 @@ std::string SourcePath(const std::string& relative) {
   return std::string(SHARDTRACE_SOURCE_DIR) + "/" + relative;
 }
 
-std::string ReadFile(const std::string& path) {
+namespace fs = std::filesystem;
+
+std::string ReadFile(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 void CompareWithGolden(const std::string& relative, const std::string& actual) {
@@ -55,24 +57,56 @@ void CompareWithGolden(const std::string& relative, const std::string& actual) {
   CHECK(golden_matches);
 }
 
-CommandResult RunShardtrace(const std::vector<std::string>& args) {
-  const std::string dir =
-      std::filesystem::temp_directory_path() / ("shardtrace_test_" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  std::string command = std::string("'") + SHARDTRACE_BINARY + "'";
-  for (const std::string& a : args) {
-    std::string quoted = "'";
-    for (const char c : a) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    command += " " + quoted + "'";
+TempDir::TempDir() {
+  std::string pattern = (fs::temp_directory_path() / "shardtrace_test.XXXXXX").string();
+  REQUIRE(mkdtemp(pattern.data()) != nullptr);
+  path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code ignored;
+  fs::remove_all(path_, ignored);
+}
+
+std::string TempDir::Write(const std::string& relative, const std::string& text) const {
+  const fs::path file = path_ / relative;
+  fs::create_directories(file.parent_path());
+  std::ofstream(file) << text;
+  return file.string();
+}
+
+std::vector<std::string> TempDir::Entries() const {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(path_)) {
+    names.push_back(entry.path().filename().string());
   }
-  command += " >" + dir + "/out 2>" + dir + "/err";
+  return names;
+}
+
+namespace {
+
+std::string ShellQuote(const std::string& arg) {
+  std::string out = "'";
+  for (const char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+}  // namespace
+
+CommandResult RunShardtrace(const std::vector<std::string>& args) {
+  TempDir capture;
+  std::string command = ShellQuote(SHARDTRACE_BINARY);
+  for (const std::string& arg : args) command += " " + ShellQuote(arg);
+  command += " >" + ShellQuote((capture / "stdout").string()) + " 2>" +
+             ShellQuote((capture / "stderr").string()) + " </dev/null";
   const int raw = std::system(command.c_str());
-  CommandResult r;
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  r.out = ReadFile(dir + "/out");
-  r.err = ReadFile(dir + "/err");
-  std::filesystem::remove_all(dir);
-  return r;
+  REQUIRE(raw != -1);
+  REQUIRE(WIFEXITED(raw));
+  CommandResult result;
+  result.status = WEXITSTATUS(raw);
+  result.out = ReadFile(capture / "stdout");
+  result.err = ReadFile(capture / "stderr");
+  return result;
 }
 
 }  // namespace shardtrace::testing

@@ -1,22 +1,48 @@
-// Helpers shared by the tests: paths into the source tree and golden text comparison.
+// Helpers shared by the tests: paths into the source tree, golden text comparison, scratch
+// directories, file reading and running the built binary.
 // CompareWithGolden(rel, actual) compares `actual` with testdata/<rel> byte for byte; with
 // UPDATE_GOLDEN=1 in the environment it rewrites the file instead (review with git diff).
 #pragma once
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
 namespace shardtrace::testing {
 
 std::string SourcePath(const std::string& relative);  // SHARDTRACE_SOURCE_DIR/relative
-std::string ReadFile(const std::string& path);
+// The whole file, read in binary mode ("" if it cannot be opened).
+std::string ReadFile(const std::filesystem::path& path);
 void CompareWithGolden(const std::string& relative, const std::string& actual);
 
+// A fresh directory under the system temp dir (mkdtemp), removed with everything in it when
+// the object goes away. Construction fails the current test if the directory can't be made.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+  // The path of `name` inside the directory, as a string; the file is not created.
+  std::string File(const std::string& name) const { return (path_ / name).string(); }
+  // Writes `text` to `relative` (creating parent directories) and returns the file's path.
+  std::string Write(const std::string& relative, const std::string& text) const;
+  // The names (not paths) of the directory's direct entries, in directory order.
+  std::vector<std::string> Entries() const;
+
+ private:
+  std::filesystem::path path_;
+};
+
 struct CommandResult {
-  int status = 0;
+  int status = -1;
   std::string out, err;
 };
-// Runs the built shardtrace binary with `args` (shell-quoted here), capturing both streams.
+// Runs the built shardtrace binary with `args` (shell-quoted here) and stdin from /dev/null,
+// capturing stdout and stderr separately. Fails the test unless the binary exited normally.
 CommandResult RunShardtrace(const std::vector<std::string>& args);
 
 }  // namespace shardtrace::testing

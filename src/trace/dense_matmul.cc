@@ -254,8 +254,12 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
         t.ShardWithLogical(masks.dispatch, "dispatch_mask", lead + "SEC", mask_axes);
     const Value combine_mask =
         t.ShardWithLogical(masks.combine, "combine_mask", lead + "SEC", mask_axes);
-    ctx.Capture("dispatch_mask", dispatch_mask.array());
-    ctx.Capture("combine_mask", combine_mask.array());
+    // Golden cases hold [B,S,E,C] masks; the inference masks' [B,N,S/N,E,C] is the same data.
+    auto as_bsec = [&](const Array& mask) {
+      return mask.rank() == 5 ? Reshape(mask, {b, seq, mask.shape[3], mask.shape[4]}) : mask;
+    };
+    ctx.Capture("dispatch_mask", as_bsec(dispatch_mask.array()));
+    ctx.Capture("combine_mask", as_bsec(combine_mask.array()));
     Value dispatch;
     {
       const auto sc = t.Scope("dispatch");

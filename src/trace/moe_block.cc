@@ -163,6 +163,8 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
       // Every path reports the routing load: (token, k) choices per expert, whole batch.
       const Array counts =
           Bincount(Reshape(indices->second, {indices->second.size()}), setup.num_experts);
+      // The golden format's group_sizes is this whole-batch count, on every path.
+      run.captures.try_emplace("group_sizes", counts);
       t.AddFact({"tokens per expert (routed choices, whole batch)",
                  "RoutedMoE",
                  {setup.num_experts},

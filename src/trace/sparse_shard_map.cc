@@ -137,14 +137,9 @@ PathOutput ExitSparseShardMap(const MoeContext& ctx, const RoutedShardings& shar
                               const Value& output, const PermuteOutput& routing,
                               const PartitionSpec& routed_batch_spec) {
   Tracer& t = ctx.t;
-  const MoeSetup& s = ctx.setup;
   // Routing captured as global arrays for golden checks.
   ctx.Capture("top_k_indices", t.Assemble(routing.top_k_indices, routed_batch_spec));
   ctx.Capture("top_k_weights", t.Assemble(routing.weights, routed_batch_spec));
-  if (t.numeric()) {
-    const Array indices = t.Assemble(routing.top_k_indices, routed_batch_spec);
-    ctx.Capture("group_sizes", Bincount(Reshape(indices, {indices.size()}), s.num_experts));
-  }
   t.ExitShardMapBody();
   PathOutput result;
   result.output = t.ShardMapOut(output, "output", "BSM", shardings.output);
