@@ -29,10 +29,14 @@ std::string StatusText(ArrayCheck::Status s) {
 }  // namespace
 
 bool RunCheckCommand(const CheckCommandOptions& options, std::ostream& out) {
-  std::vector<std::string> cases, base_args;
+  // Directories are cases; CONFIG files go before each case's config.yml (a base.yml), and
+  // key=value overrides after it, so they win over the case's own values.
+  std::vector<std::string> cases, base_args, overrides;
   for (const std::string& arg : options.common.args) {
     if (std::filesystem::is_directory(arg))
       cases.push_back(arg);
+    else if (arg.find('=') != std::string::npos)
+      overrides.push_back(arg);
     else
       base_args.push_back(arg);
   }
@@ -45,6 +49,7 @@ bool RunCheckCommand(const CheckCommandOptions& options, std::ostream& out) {
   CheckOptions check_options;
   check_options.atol = options.atol;
   check_options.rtol = options.rtol;
+  check_options.extra_args = overrides;
   std::vector<GoldenReport> reports;
   for (const std::string& c : cases)
     reports.push_back(CheckGoldenCase(c, base_args, check_options));

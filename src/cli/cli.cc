@@ -14,7 +14,13 @@ void AddCommon(CLI::App* cmd, CommonOptions& common, const std::vector<std::stri
   cmd->add_option("args", common.args, "CONFIG.yml files and key=value overrides (MaxText style)");
   cmd->add_option("--devices", common.devices,
                   "device count (default: the product of the explicit *_parallelism values)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Validator(
+          [](std::string& value) {
+            return value.find_first_not_of("0123456789") == std::string::npos && value.find_first_not_of('0') != std::string::npos
+                       ? std::string()
+                       : "expected a positive device count, got '" + value + "'";
+          },
+          "N"));
   if (!formats.empty()) {
     common.format = formats.front();
     cmd->add_option("--format", common.format, "output format")

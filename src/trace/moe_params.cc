@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "trace/moe_setup.h"
@@ -45,7 +46,26 @@ MlpParams MakeMlp(Rng* rng, int64_t in, int64_t hidden, int n, DType dtype) {
 
 }  // namespace
 
+void CheckNumericSize(const MoeSetup& s) {
+  // The largest array each path materialises, per simulated device or globally.
+  const int64_t wide = std::max({s.hidden, s.wi_hidden, s.emb, s.mlp_dim, s.shared_hidden});
+  const std::vector<std::pair<std::string, int64_t>> candidates = {
+      {"the expert kernels wi_0/wi_1/wo", s.num_experts * s.emb * std::max(s.hidden, s.wi_hidden)},
+      {"the dense MLP kernels", s.emb * s.mlp_dim},
+      {"a [B,S,E,H] activation", s.batch * s.seq * s.num_experts * wide},
+      {"the routed rows x buffer", s.batch * s.seq * s.top_k * wide * std::min<int64_t>(s.ep, s.num_experts)},
+  };
+  constexpr int64_t kLimit = int64_t{1} << 26;  // 64 Mi floats = 256 MiB per array
+  for (const auto& [what, elements] : candidates)
+    if (elements > kLimit)
+      Fail("--numeric: {} would hold {} floats (limit {}); numeric mode is for small configs: shrink "
+           "base_emb_dim / base_moe_mlp_dim / max_target_length / per_device_batch_size, or trace "
+           "symbolically",
+           what, elements, kLimit);
+}
+
 MoeParams MakeParams(const MoeSetup& s, int num_mlp_activations, bool numeric, uint64_t seed) {
+  if (numeric) CheckNumericSize(s);
   Rng generator(seed);
   Rng* rng = numeric ? &generator : nullptr;
   const DType w = s.weight_dtype;

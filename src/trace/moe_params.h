@@ -37,7 +37,9 @@ struct MoeParams {
 // Shape-only (numeric = false) or seeded values: inputs ~ N(0,1), kernels ~ N(0, 1/fan_in)
 // with fan_in the contracted dim, biases ~ N(0, 0.1^2), per_expert_scale 1. The generator
 // is splitmix64 + Box-Muller, so a seed gives the same numbers on every machine.
+// Numeric mode refuses configs whose largest array would exceed 256 MiB (Error naming it).
 MoeParams MakeParams(const MoeSetup& setup, int num_mlp_activations, bool numeric, uint64_t seed);
+void CheckNumericSize(const MoeSetup& setup);
 
 // From named arrays (golden-format names: inputs, gate_kernel, gate_bias, wi_0, wi_1, wo,
 // wi_0_bias, wi_1_bias, wo_bias, shared_wi_0, shared_wi_1, shared_wo). Missing optional
