@@ -293,7 +293,7 @@ std::string HeadValue(const TableRow& row) {
 // "('expert')"); Python (and ToTupleString) print "(None,)". Restores the comma.
 std::string TupleFromTable(std::string text, size_t rank) {
   if (rank == 1 && text.size() >= 2 && text.substr(text.size() - 2) != ",)")
-    text.insert(text.size() - 1, ",");
+    text = text.substr(0, text.size() - 1).append(",)");
   return text;
 }
 

@@ -96,9 +96,9 @@ std::string ShellQuote(const std::string& arg) {
 CommandResult RunShardtrace(const std::vector<std::string>& args) {
   TempDir capture;
   std::string command = ShellQuote(SHARDTRACE_BINARY);
-  for (const std::string& arg : args) command += " " + ShellQuote(arg);
-  command += " >" + ShellQuote((capture / "stdout").string()) + " 2>" +
-             ShellQuote((capture / "stderr").string()) + " </dev/null";
+  for (const std::string& arg : args) command.append(" ").append(ShellQuote(arg));
+  command.append(" >").append(ShellQuote((capture / "stdout").string()));
+  command.append(" 2>").append(ShellQuote((capture / "stderr").string())).append(" </dev/null");
   const int raw = std::system(command.c_str());
   REQUIRE(raw != -1);
   REQUIRE(WIFEXITED(raw));

@@ -45,7 +45,7 @@ std::string PythonFloatRepr(double v) {
     return out;
   }
   out += digits.substr(0, 1);
-  if (digits.size() > 1) out += "." + digits.substr(1);
+  if (digits.size() > 1) out.append(".").append(digits.substr(1));
   out += fmt::format("e{}{:02d}", exponent < 0 ? '-' : '+', std::abs(exponent));
   return out;
 }

@@ -32,6 +32,9 @@ std::string PartitionSpec::ToTupleString() const {
   return out + ")";
 }
 
-std::string PartitionSpec::ToString() const { return "P" + ToTupleString(); }
+std::string PartitionSpec::ToString() const {
+  std::string out = "P";  // appended, not "P" + ...: g++ 12 -O2 warns (-Wrestrict) on that
+  return out.append(ToTupleString());
+}
 
 }  // namespace shardtrace
