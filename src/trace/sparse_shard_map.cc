@@ -80,7 +80,10 @@ ShardMapOperands EnterSparseShardMap(const MoeContext& ctx, const Value& inputs_
   Tracer& t = ctx.t;
   const MoeSetup& s = ctx.setup;
   const Config& c = ctx.config;
-  const RoutedShardings sh = GetRoutedMoeShardings(ctx, s.batch_sharded_by_ep);
+  RoutedShardings sh = GetRoutedMoeShardings(ctx, s.batch_sharded_by_ep);
+  // The chunked pipeline keeps wi_0/wi_1 sharded along the embedding up to and into the
+  // shard_map, so both the constraint and the in_spec use its spec.
+  if (wi_spec_override) sh.w0 = sh.w1 = *wi_spec_override;
   t.Note(fmt::format("gmm kernel: {}", s.gmm_kernel));
   ExpertKernels k = k_in;
   if (c.Bool("moe_fsdp_use_two_stage_all_gather")) {
@@ -121,8 +124,8 @@ ShardMapOperands EnterSparseShardMap(const MoeContext& ctx, const Value& inputs_
   op.logits = t.ShardMapIn(gate_logits, "logits", "BSE", sh.gate_logits);
   if (pre_bias && sh.pre_bias_logits)
     op.pre_bias_logits = t.ShardMapIn(*pre_bias, "pre_bias_logits", "BSE", *sh.pre_bias_logits);
-  op.w0 = t.ShardMapIn(k.w0, "w0", "EMH", wi_spec_override.value_or(sh.w0));
-  op.w1 = t.ShardMapIn(k.w1, "w1", "EMH", wi_spec_override.value_or(sh.w1));
+  op.w0 = t.ShardMapIn(k.w0, "w0", "EMH", sh.w0);
+  op.w1 = t.ShardMapIn(k.w1, "w1", "EMH", sh.w1);
   op.wo = t.ShardMapIn(k.wo, "wo", "EHM", sh.wo);
   if (k.w0_bias) {
     op.w0_bias = t.ShardMapIn(*k.w0_bias, "w0_bias", "EH", sh.w0_bias);
