@@ -140,10 +140,10 @@ Value ReshapeAndUpdateWeights(const MoeContext& ctx, const Value& weights, const
   // The index helpers are constrained too; MaxText's dump names them by the caller's variable.
   Value batch_index = tr::Constant(t, Reshape(Arange(b), {b, 1, 1}), {"index_batch", "B11"});
   batch_index = t.ShardWithLogical(batch_index, "index_batch", "B11",
-                                   Axes({"activation_batch", nullptr, nullptr}));
+                                   Axes({"activation_batch", nullptr, nullptr}), "");
   Value seq_index = tr::Constant(t, Reshape(Arange(s), {s, 1}), {"index_length", "S1"});
   seq_index =
-      t.ShardWithLogical(seq_index, "index_length", "S1", Axes({"activation_length", nullptr}));
+      t.ShardWithLogical(seq_index, "index_length", "S1", Axes({"activation_length", nullptr}), "");
   const Value zeros = tr::Zeros(t, {b, s, e}, ctx.dtype(), {"update_weights", "BSE"});
   return t.Apply({"scatter_set",
                   "",
@@ -280,7 +280,9 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
       Value k = kernel;
       if (s.ep > 1) {
         const auto c2 = t.Condition("expert parallelism > 1");
-        k = t.ShardWithLogical(k, kernel_name, "EMH", Axes({"exp", nullptr, "mlp"}));
+        // Constrained inside maybe_all_gather_kernel_weight_in_expert_parallelism, whose
+        // local variable is `kernel`: that is the name MaxText's dump records.
+        k = t.ShardWithLogical(k, kernel_name, "EMH", Axes({"exp", nullptr, "mlp"}), "kernel");
       }
       const std::string name = scope_name == std::string("wi_0") ? "layer_w0" : "layer_w1";
       Value out = tr::Einsum(t, up_eq, dispatch, k, s.dtype, {name, e_lead + "CH"});
@@ -305,7 +307,7 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
       Value k = kernels.wo;
       if (s.ep > 1) {
         const auto c2 = t.Condition("expert parallelism > 1");
-        k = t.ShardWithLogical(k, "wo_kernel", "EHM", Axes({"exp", "mlp", nullptr}));
+        k = t.ShardWithLogical(k, "wo_kernel", "EHM", Axes({"exp", "mlp", nullptr}), "kernel");
       }
       intermediate =
           tr::Einsum(t, down_eq, layer_multiply, k, s.dtype, {"intermediate_layer", e_lead + "CM"});

@@ -162,7 +162,9 @@ Value Tracer::Apply(const OpDesc& op, const std::vector<const Value*>& inputs, c
 
 void Tracer::Dump(const std::string& name, const Array& value, const std::string& logical,
                   const PartitionSpec& spec) {
-  DumpEntry entry{fmt::format("{}/{}", dump_file_, name),
+  // MaxText names an entry "<file stem>/<variable>", or just "Unknown" when no local
+  // variable of the calling frame holds the array.
+  DumpEntry entry{name.empty() ? std::string("Unknown") : fmt::format("{}/{}", dump_file_, name),
                   fmt::format("{}{}", ToString(value.dtype), ShapeToString(value.shape)), logical,
                   spec};
   // MaxText logs each distinct (description, type, spec) once.
@@ -194,13 +196,14 @@ Value Tracer::Constrain(const Value& x, const std::string& name, const std::stri
 }
 
 Value Tracer::ShardWithLogical(const Value& x, const std::string& name, const std::string& dims,
-                               const LogicalAxes& axes) {
+                               const LogicalAxes& axes,
+                               const std::optional<std::string>& dump_variable) {
   if (axes.size() != x.shape().size())
     Fail("maybe_shard_with_logical on '{}' in {}: {} logical axes {} for a rank-{} tensor {}", name,
          CurrentScope(), axes.size(), LogicalAxesToString(axes), x.shape().size(),
          ShapeToString(x.shape()));
   const PartitionSpec spec = ResolveLogicalAxes(axes, rules_, &mesh_).spec;
-  Dump(name, x.array(), LogicalAxesToString(axes), spec);
+  Dump(dump_variable.value_or(name), x.array(), LogicalAxesToString(axes), spec);
   return Constrain(x, name, dims, axes, spec, Constraint::kShardWithLogical, "sharding_constraint");
 }
 

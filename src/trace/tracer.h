@@ -98,8 +98,12 @@ class Tracer {
 
   // _maybe_shard_with_logical(x, axes): resolves with the rules, records the constrained
   // tensor under `name` and a debug-dump entry "<file>/<name>" (MaxText's naming).
+  // `dump_variable` is the local variable MaxText's frame inspection finds when it differs
+  // from `name` (e.g. "kernel" inside maybe_all_gather_kernel_weight_in_expert_parallelism);
+  // an empty string means none does (a temporary) and the dump says "Unknown".
   Value ShardWithLogical(const Value& x, const std::string& name, const std::string& dims,
-                         const LogicalAxes& axes);
+                         const LogicalAxes& axes,
+                         const std::optional<std::string>& dump_variable = std::nullopt);
   // _maybe_shard_with_pspec(x, spec): dump entry logical "Unknown".
   Value ShardWithPspec(const Value& x, const std::string& name, const std::string& dims,
                        const PartitionSpec& spec);
