@@ -214,3 +214,31 @@ TEST_CASE("Trace JSON is byte-identical across runs and carries every field", "[
 }
 
 }  // namespace shardtrace
+
+namespace shardtrace {
+
+TEST_CASE("The dense-dropping dump names entries as MaxText's frame inspection does", "[trace][dump]") {
+  const RunInputs in = LoadRunInputs({"model_name=mixtral-8x7b", "sparse_matmul=false", "capacity_factor=1.25",
+                                      "ici_expert_parallelism=4"},
+                                     8);
+  std::vector<std::string> keys;
+  for (const DumpEntry& e : DumpModel(in.config, in.mesh)) keys.push_back(e.description + ": " + e.type);
+  const std::vector<std::string> expected = {
+      "moe/gate_logits: bfloat16[96,2048,8]",
+      "Unknown: int32[96,1,1]",  // arange(B)[:, None, None] is a temporary: no variable name
+      "Unknown: int32[2048,1]",
+      "moe/expert_mask_fused: int32[96,4096,8]",
+      "moe/expert_token_count: int32[96,2048,2,8]",
+      "moe/dispatch_mask: bool[96,2048,8,640]",  // C = int(max(ceil(2048*2/8)*1.25, 1.25)) = 640
+      "moe/combine_mask: bfloat16[96,2048,8,640]",
+      "moe/dispatch: bfloat16[8,96,640,4096]",
+      "moe/kernel: bfloat16[8,4096,14336]",  // the EP all-gather helper's local variable
+      "moe/layer_w0: bfloat16[8,96,640,14336]",
+      "moe/layer_w1: bfloat16[8,96,640,14336]",
+      "moe/kernel: bfloat16[8,14336,4096]",
+      "moe/intermediate_layer: bfloat16[8,96,640,4096]",
+  };
+  CHECK(keys == expected);
+}
+
+}  // namespace shardtrace
