@@ -149,6 +149,7 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
                          ? "masked_loop (reference: every expert on every token, masked by top-k)"
                          : setup.PathLabel();
     for (const std::string& r : setup.path_reasons) t.Note("path: " + r);
+    for (const std::string& n : setup.notes) t.Note(n);
     const auto scope = t.Scope(shared ? "RoutedAndSharedMoE" : "");
     const Value inputs = t.Input({"inputs", "BSM"}, params.inputs);
     PathOutput routed = RoutedMoE(ctx, inputs, params, shared, masked_loop);
