@@ -185,8 +185,8 @@ TEST_CASE("Impossible MoE runs are one-line errors with exit status 2", "[cli]")
   const std::vector<Case> cases = {
       {{"trace", "model_name=mixtral-8x7b", "--numeric"}, "numeric mode is for small configs"},
       {{"trace", "num_experts=8", "num_experts_per_tok=2", "base_moe_mlp_dim=16", "base_mlp_dim=16",
-        "base_emb_dim=16", "max_target_length=8", "per_device_batch_size=1", "use_random_routing=true",
-        "--numeric"},
+        "base_emb_dim=16", "max_target_length=8", "per_device_batch_size=1",
+        "use_random_routing=true", "--numeric"},
        "use_random_routing"},
       {{"trace", "model_name=mixtral-8x7b", "ici_expert_parallelism=3", "--devices", "3"},
        "not divisible by the expert-parallel size 3"},
@@ -205,8 +205,8 @@ TEST_CASE("Impossible MoE runs are one-line errors with exit status 2", "[cli]")
 
 TEST_CASE("check exits 1 when a golden case does not match", "[cli]") {
   const CommandResult r = testing::RunShardtrace(
-      {"check", testing::SourcePath("testdata/goldens/dense_dropless_mixtral"), "capacity_factor=0.5",
-       "sparse_matmul=false"});
+      {"check", testing::SourcePath("testdata/goldens/dense_dropless_mixtral"),
+       "capacity_factor=0.5", "sparse_matmul=false"});
   CHECK(r.status == 1);
   CHECK_THAT(r.out, Catch::Contains("FAIL") && Catch::Contains("0 passed, 1 failed"));
 }

@@ -95,7 +95,9 @@ TEST_CASE("Every sparse_matmul mesh agrees with dense dropless", "[paths]") {
        kBatch},
       {{"ici_expert_parallelism=2", "ragged_buffer_factor=4.0"}, 2, kBatch},
       // The custom_mesh_and_rule files: cp-as-ep routes over ('context', 'expert').
-      {{"custom_mesh_and_rule=cp-as-ep", "ici_context_parallelism=2", "ici_expert_parallelism=2"}, 4, kBatch},
+      {{"custom_mesh_and_rule=cp-as-ep", "ici_context_parallelism=2", "ici_expert_parallelism=2"},
+       4,
+       kBatch},
       {{"custom_mesh_and_rule=ep-as-cp", "ici_expert_parallelism=2"}, 4, kBatch},
       {{"custom_mesh_and_rule=pure-fsdp"}, 4, kBatch},
   };

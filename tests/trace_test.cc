@@ -176,7 +176,8 @@ TEST_CASE("The trace table of every path matches its golden text", "[trace][gold
        {"model_name=deepseek3-tiny", "n_routing_groups=4", "topk_routing_group=2",
         "ici_expert_parallelism=4", "max_target_length=16", "per_device_batch_size=1"},
        8},
-      {"sparse_pipeline_ep2_chunks2", with({"ici_expert_parallelism=2", "num_moe_emb_chunks=2"}), 4},
+      {"sparse_pipeline_ep2_chunks2", with({"ici_expert_parallelism=2", "num_moe_emb_chunks=2"}),
+       4},
       {"mlp_block", with({}), 4, Block::kMlp},
       {"shared_experts",
        {"model_name=deepseek3-tiny", "max_target_length=16", "per_device_batch_size=1"},
@@ -190,11 +191,12 @@ TEST_CASE("The trace table of every path matches its golden text", "[trace][gold
   }
 }
 
-TEST_CASE("The trace JSON of the EP=2 sparse path matches its golden file", "[trace][golden-text]") {
-  const std::vector<std::string> args = {"base_emb_dim=16", "base_mlp_dim=32", "base_moe_mlp_dim=32",
-                                         "num_experts=4", "num_experts_per_tok=2", "max_target_length=4",
-                                         "per_device_batch_size=1", "decoder_block=mixtral",
-                                         "ici_expert_parallelism=2"};
+TEST_CASE("The trace JSON of the EP=2 sparse path matches its golden file",
+          "[trace][golden-text]") {
+  const std::vector<std::string> args = {
+      "base_emb_dim=16",         "base_mlp_dim=32",       "base_moe_mlp_dim=32",
+      "num_experts=4",           "num_experts_per_tok=2", "max_target_length=4",
+      "per_device_batch_size=1", "decoder_block=mixtral", "ici_expert_parallelism=2"};
   CompareWithGolden("expected/trace_sparse_ep2.json", TraceToJson(Symbolic(args, 2).trace));
 }
 
@@ -217,12 +219,14 @@ TEST_CASE("Trace JSON is byte-identical across runs and carries every field", "[
 
 namespace shardtrace {
 
-TEST_CASE("The dense-dropping dump names entries as MaxText's frame inspection does", "[trace][dump]") {
-  const RunInputs in = LoadRunInputs({"model_name=mixtral-8x7b", "sparse_matmul=false", "capacity_factor=1.25",
-                                      "ici_expert_parallelism=4"},
+TEST_CASE("The dense-dropping dump names entries as MaxText's frame inspection does",
+          "[trace][dump]") {
+  const RunInputs in = LoadRunInputs({"model_name=mixtral-8x7b", "sparse_matmul=false",
+                                      "capacity_factor=1.25", "ici_expert_parallelism=4"},
                                      8);
   std::vector<std::string> keys;
-  for (const DumpEntry& e : DumpModel(in.config, in.mesh)) keys.push_back(e.description + ": " + e.type);
+  for (const DumpEntry& e : DumpModel(in.config, in.mesh))
+    keys.push_back(e.description + ": " + e.type);
   const std::vector<std::string> expected = {
       "moe/gate_logits: bfloat16[96,2048,8]",
       "Unknown: int32[96,1,1]",  // arange(B)[:, None, None] is a temporary: no variable name

@@ -16,7 +16,8 @@ void AddCommon(CLI::App* cmd, CommonOptions& common, const std::vector<std::stri
                   "device count (default: the product of the explicit *_parallelism values)")
       ->check(CLI::Validator(
           [](std::string& value) {
-            return value.find_first_not_of("0123456789") == std::string::npos && value.find_first_not_of('0') != std::string::npos
+            return value.find_first_not_of("0123456789") == std::string::npos &&
+                           value.find_first_not_of('0') != std::string::npos
                        ? std::string()
                        : "expected a positive device count, got '" + value + "'";
           },

@@ -59,7 +59,8 @@ std::string DecisionText(const RuleDecision& d) {
 void RunExplainCommand(const ExplainOptions& options, std::ostream& out) {
   const RunInputs in = LoadRunInputs(options.common.args, options.common.devices);
   if (options.axes.find_first_not_of(" ,()") == std::string::npos)
-    Fail("--axes '{}': expected logical axis names separated by commas, e.g. exp,embed_moe,mlp_moe", options.axes);
+    Fail("--axes '{}': expected logical axis names separated by commas, e.g. exp,embed_moe,mlp_moe",
+         options.axes);
   const LogicalAxes axes = ParseLogicalAxes(options.axes);
   const Resolution res = ResolveLogicalAxes(axes, in.config.logical_axis_rules(), &in.mesh);
   std::optional<Sharding> sharding;

@@ -8,6 +8,12 @@
 
 namespace shardtrace {
 
+LogicalAxes LogicalNames(std::initializer_list<const char*> names) {
+  LogicalAxes axes;
+  for (const char* n : names) axes.push_back(n ? std::optional<std::string>(n) : std::nullopt);
+  return axes;
+}
+
 std::string LogicalAxesToString(const LogicalAxes& axes) {
   std::string out = "(";
   for (size_t i = 0; i < axes.size(); ++i) {

@@ -9,6 +9,7 @@
 //   on mesh fsdp=4 x expert=2 -> P('expert', 'fsdp', None).
 #pragma once
 
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,6 +29,10 @@ using AxisRules = std::vector<AxisRule>;
 
 // Logical names of a tensor's dims; std::nullopt is an unnamed dim (None).
 using LogicalAxes = std::vector<std::optional<std::string>>;
+
+// Logical axes written as in moe.py: LogicalNames({"exp", nullptr, "mlp"}) is
+// ('exp', None, 'mlp').
+LogicalAxes LogicalNames(std::initializer_list<const char*> names);
 
 // "('activation_batch', None, 'activation_embed')" (Python tuple repr).
 std::string LogicalAxesToString(const LogicalAxes& axes);

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "trace/capacity_masks.h"
 #include "trace/routing.h"
 #include "trace/traced_ops.h"
 #include "util/error.h"
@@ -13,126 +14,6 @@ namespace shardtrace {
 namespace tr = traced;
 using Args = std::vector<const Array*>;
 
-namespace {
-
-LogicalAxes Axes(std::initializer_list<const char*> names) {
-  LogicalAxes axes;
-  for (const char* n : names) axes.push_back(n ? std::optional<std::string>(n) : std::nullopt);
-  return axes;
-}
-
-struct Masks {
-  Value dispatch, combine;
-  int64_t capacity = 0;
-};
-
-// The capacity formula of generate_masks / generate_masks_subgroup.
-int64_t Capacity(int64_t tokens_per_batch, int64_t num_experts, double capacity_factor) {
-  return static_cast<int64_t>(
-      std::max(std::ceil(static_cast<double>(tokens_per_batch) / static_cast<double>(num_experts)) *
-                   capacity_factor,
-               capacity_factor));
-}
-
-// generate_masks (cp == 0) or generate_masks_subgroup (cp groups): identical arithmetic on a
-// [B, (N,) S, K, E] view; `groups` is 0 for the 4-D training masks.
-Masks GenerateMasks(const MoeContext& ctx, const Value& top_k_indices, const Value& probs,
-                    int64_t groups) {
-  Tracer& t = ctx.t;
-  const bool sub = groups > 0;
-  const auto scope = t.Scope(sub ? "generate_masks_subgroup" : "generate_masks");
-  const int64_t b = top_k_indices.dim(0), seq = top_k_indices.dim(1), k = ctx.setup.top_k;
-  const int64_t e = ctx.setup.num_experts;
-  const int64_t cp = sub ? groups : 1, sub_seq = seq / cp;
-  const int64_t c = Capacity(sub_seq * k, e, ctx.config.Float("capacity_factor"));
-  const std::string lead = sub ? "BN" : "B";
-  const Shape lead_shape = sub ? Shape{b, cp} : Shape{b};
-  auto with = [&](std::initializer_list<int64_t> rest) {
-    Shape s = lead_shape;
-    s.insert(s.end(), rest);
-    return s;
-  };
-  Value idx = top_k_indices;
-  if (sub) idx = tr::Reshape(t, idx, with({sub_seq, k}), {"top_k_indices", lead + "SK"});
-  const Value expert_mask = tr::OneHot(t, idx, e, DType::kInt32, {"expert_mask", lead + "SKE"});
-  Value fused =
-      tr::Reshape(t, expert_mask, with({sub_seq * k, e}), {"expert_mask_fused", lead + "RE"});
-  fused = sub ? t.ShardWithLogical(fused, "expert_mask_fused", "BNRE",
-                                   Axes({"activation_batch", nullptr, nullptr, nullptr}))
-              : t.ShardWithLogical(fused, "expert_mask_fused", "BRE",
-                                   Axes({"activation_batch_moe", nullptr, nullptr}));
-  const Value count_fused =
-      tr::Cumsum(t, fused, sub ? 2 : 1, {"expert_token_count_fused", lead + "RE"});
-  Value count =
-      tr::Reshape(t, count_fused, with({sub_seq, k, e}), {"expert_token_count", lead + "SKE"});
-  count = sub ? t.ShardWithLogical(
-                    count, "expert_token_count", "BNSKE",
-                    Axes({"activation_batch", "activation_norm_length", nullptr, nullptr, nullptr}))
-              : t.ShardWithLogical(
-                    count, "expert_token_count", "BSKE",
-                    Axes({"activation_batch", "activation_norm_length", nullptr, nullptr}));
-  const Value cap = tr::Constant(t, Scalar(static_cast<float>(c), DType::kInt32),
-                                 {"expert_capacity_per_batch", ""});
-  const Value within = tr::Binary(t, "less_equal", count, cap, {"within_capacity", lead + "SKE"});
-  const Value trunc =
-      tr::Binary(t, "mul", expert_mask, within, {"trunc_expert_mask", lead + "SKE"});
-  const int64_t k_axis = sub ? 3 : 2;
-  const Value combined_mask =
-      tr::Sum(t, trunc, k_axis, false, {"combined_expert_mask", lead + "SE"});
-  Value weights = probs;
-  if (sub) weights = tr::Reshape(t, weights, with({sub_seq, e}), {"softmax_probs", "BNSE"});
-  weights = tr::Binary(t, "mul", weights, combined_mask, {"softmax_probs", lead + "SE"});
-  const Value position_fused =
-      tr::Binary(t, "mul", fused, count_fused, {"expert_token_position_fused", lead + "RE"});
-  const Value position = tr::Reshape(t, position_fused, with({sub_seq, k, e}),
-                                     {"expert_token_position", lead + "SKE"});
-  const Value summed =
-      tr::Sum(t, position, k_axis, false, {"combined_expert_token_position", lead + "SE"});
-  const Value combined_position =
-      tr::Binary(t, "mul", summed, combined_mask, {"combined_expert_token_position", lead + "SE"});
-  const Value in_capacity = tr::OneHot(t, combined_position, c + 1, DType::kInt32,
-                                       {"expert_token_position_in_capacity", lead + "SEC"});
-  // combine_mask = softmax_probs[..., None] * one_hot, then drop slot 0 (= not kept).
-  Value combine =
-      t.Apply({"mul", "", {{"broadcast", "softmax_probs[..., None]"}}}, {&weights, &in_capacity},
-              {"combine_mask", lead + "SEC"}, [](const Args& a) {
-                Shape s = a[0]->shape;
-                s.push_back(1);
-                return Mul(Reshape(*a[0], s), *a[1]);
-              });
-  combine = tr::Slice(t, combine, -1 + static_cast<int64_t>(combine.shape().size()), 1, c,
-                      {"combine_mask", lead + "SEC"});
-  const Value dispatch = tr::Cast(t, combine, DType::kBool, {"dispatch_mask", lead + "SEC"});
-  ctx.t.AddFact(
-      {"expert_capacity_per_batch",
-       "",
-       {},
-       {static_cast<double>(c)},
-       fmt::format("C = int(max(ceil({} * {} / {}) * {}, {}))", sub_seq, k, e,
-                   ctx.config.Float("capacity_factor"), ctx.config.Float("capacity_factor"))});
-  if (t.numeric()) {
-    // Routing facts: per expert, choices routed and choices dropped by capacity.
-    std::vector<double> routed(e, 0.0), kept(e, 0.0);
-    const std::vector<float>& m = expert_mask.array().values();
-    const std::vector<float>& tm = trunc.array().values();
-    for (size_t i = 0; i < m.size(); ++i) {
-      routed[i % e] += m[i];
-      kept[i % e] += tm[i];
-    }
-    std::vector<double> dropped(e);
-    double total = 0;
-    for (int64_t i = 0; i < e; ++i) total += dropped[i] = routed[i] - kept[i];
-    ctx.t.AddFact({"tokens dropped per expert",
-                   "",
-                   {e},
-                   dropped,
-                   fmt::format("{} of {} choices dropped by capacity {}", total, m.size() / e, c)});
-  }
-  return {dispatch, combine, c};
-}
-
-}  // namespace
-
 Value ReshapeAndUpdateWeights(const MoeContext& ctx, const Value& weights, const Value& indices) {
   Tracer& t = ctx.t;
   const auto scope = t.Scope("reshape_and_update_weights");
@@ -140,10 +21,10 @@ Value ReshapeAndUpdateWeights(const MoeContext& ctx, const Value& weights, const
   // The index helpers are constrained too; MaxText's dump names them by the caller's variable.
   Value batch_index = tr::Constant(t, Reshape(Arange(b), {b, 1, 1}), {"index_batch", "B11"});
   batch_index = t.ShardWithLogical(batch_index, "index_batch", "B11",
-                                   Axes({"activation_batch", nullptr, nullptr}), "");
+                                   LogicalNames({"activation_batch", nullptr, nullptr}), "");
   Value seq_index = tr::Constant(t, Reshape(Arange(s), {s, 1}), {"index_length", "S1"});
-  seq_index =
-      t.ShardWithLogical(seq_index, "index_length", "S1", Axes({"activation_length", nullptr}), "");
+  seq_index = t.ShardWithLogical(seq_index, "index_length", "S1",
+                                 LogicalNames({"activation_length", nullptr}), "");
   const Value zeros = tr::Zeros(t, {b, s, e}, ctx.dtype(), {"update_weights", "BSE"});
   return t.Apply({"scatter_set",
                   "",
@@ -160,11 +41,12 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
   const auto scope = t.Scope("dense_matmul");
   const Value gate_logits =
       t.ShardWithLogical(gate_logits_in, "gate_logits", "BSE",
-                         Axes({"activation_batch_moe", "activation_length_moe", nullptr}));
+                         LogicalNames({"activation_batch_moe", "activation_length_moe", nullptr}));
   std::optional<Value> pre_bias = pre_bias_in;
   if (s.deepseek3_routing && pre_bias)
-    pre_bias = t.ShardWithLogical(*pre_bias, "pre_bias_logits", "BSE",
-                                  Axes({"activation_batch_moe", "activation_length_moe", nullptr}));
+    pre_bias = t.ShardWithLogical(
+        *pre_bias, "pre_bias_logits", "BSE",
+        LogicalNames({"activation_batch_moe", "activation_length_moe", nullptr}));
   const TopKOutput top = GetTopK(ctx, gate_logits, pre_bias);
   ctx.Capture("top_k_weights", top.weights.array());
   ctx.Capture("top_k_indices", top.indices.array());
@@ -212,10 +94,12 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
             "weights "
             "for generate_masks in this case (weights is unbound); use capacity_factor <= 0");
       masks = GenerateMasks(ctx, top.indices, *weights, 0);
-      mask_axes = Axes({"activation_batch_moe", "activation_norm_length_moe", nullptr, nullptr});
+      mask_axes =
+          LogicalNames({"activation_batch_moe", "activation_norm_length_moe", nullptr, nullptr});
       dispatch_axis =
-          Axes({"activation_exp", "activation_batch_moe", nullptr, "activation_embed_moe"});
-      mlp_axis = Axes({"activation_exp", "activation_batch_moe", nullptr, "activation_mlp"});
+          LogicalNames({"activation_exp", "activation_batch_moe", nullptr, "activation_embed_moe"});
+      mlp_axis =
+          LogicalNames({"activation_exp", "activation_batch_moe", nullptr, "activation_mlp"});
       dispatch_eq = "BSM,BSEC -> EBCM";
       up_eq = "EBCM,EMH -> EBCH";
       down_eq = "EBCH,EHM -> EBCM";
@@ -227,20 +111,20 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
       LogicalAxes input_axis;
       // moe.py tests context_autoregressive size > 0 (always true) and cp == 1.
       if (s.cp_autoregressive > 0 && cp == 1) {
-        mask_axes =
-            Axes({"activation_norm_length_moe", "activation_batch_moe", nullptr, nullptr, nullptr});
-        input_axis = Axes({"activation_norm_length_moe", "activation_batch_moe", nullptr,
-                           "activation_embed_moe"});
+        mask_axes = LogicalNames(
+            {"activation_norm_length_moe", "activation_batch_moe", nullptr, nullptr, nullptr});
+        input_axis = LogicalNames({"activation_norm_length_moe", "activation_batch_moe", nullptr,
+                                   "activation_embed_moe"});
       } else {
-        mask_axes =
-            Axes({"activation_batch_moe", "activation_norm_length_moe", nullptr, nullptr, nullptr});
-        input_axis = Axes({"activation_batch_moe", "activation_norm_length_moe", nullptr,
-                           "activation_embed_moe"});
+        mask_axes = LogicalNames(
+            {"activation_batch_moe", "activation_norm_length_moe", nullptr, nullptr, nullptr});
+        input_axis = LogicalNames({"activation_batch_moe", "activation_norm_length_moe", nullptr,
+                                   "activation_embed_moe"});
       }
-      dispatch_axis = Axes(
+      dispatch_axis = LogicalNames(
           {"activation_exp", "activation_batch_moe", nullptr, nullptr, "activation_embed_moe"});
-      mlp_axis =
-          Axes({"activation_exp", "activation_batch_moe", nullptr, nullptr, "activation_mlp"});
+      mlp_axis = LogicalNames(
+          {"activation_exp", "activation_batch_moe", nullptr, nullptr, "activation_mlp"});
       dispatch_eq = "BNSM,BNSEC -> EBNCM";
       up_eq = "EBNCM,EMH -> EBNCH";
       down_eq = "EBNCH,EHM -> EBNCM";
@@ -267,10 +151,10 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
                             {"dispatch", e_lead + "CM"});
       if (cp > 1) {
         const auto c2 = t.Condition("cp > 1");
-        dispatch =
-            t.ShardWithLogical(dispatch, "dispatch", e_lead + "CM",
-                               Axes({nullptr, "activation_batch_moe", "activation_norm_length_moe",
-                                     nullptr, "activation_embed_moe"}));
+        dispatch = t.ShardWithLogical(
+            dispatch, "dispatch", e_lead + "CM",
+            LogicalNames({nullptr, "activation_batch_moe", "activation_norm_length_moe", nullptr,
+                          "activation_embed_moe"}));
       }
       dispatch = t.ShardWithLogical(dispatch, "dispatch", e_lead + "CM", dispatch_axis);
     }
@@ -282,7 +166,8 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
         const auto c2 = t.Condition("expert parallelism > 1");
         // Constrained inside maybe_all_gather_kernel_weight_in_expert_parallelism, whose
         // local variable is `kernel`: that is the name MaxText's dump records.
-        k = t.ShardWithLogical(k, kernel_name, "EMH", Axes({"exp", nullptr, "mlp"}), "kernel");
+        k = t.ShardWithLogical(k, kernel_name, "EMH", LogicalNames({"exp", nullptr, "mlp"}),
+                               "kernel");
       }
       const std::string name = scope_name == std::string("wi_0") ? "layer_w0" : "layer_w1";
       Value out = tr::Einsum(t, up_eq, dispatch, k, s.dtype, {name, e_lead + "CH"});
@@ -307,7 +192,8 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
       Value k = kernels.wo;
       if (s.ep > 1) {
         const auto c2 = t.Condition("expert parallelism > 1");
-        k = t.ShardWithLogical(k, "wo_kernel", "EHM", Axes({"exp", "mlp", nullptr}), "kernel");
+        k = t.ShardWithLogical(k, "wo_kernel", "EHM", LogicalNames({"exp", "mlp", nullptr}),
+                               "kernel");
       }
       intermediate =
           tr::Einsum(t, down_eq, layer_multiply, k, s.dtype, {"intermediate_layer", e_lead + "CM"});
@@ -325,9 +211,9 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
             tr::Cast(t, intermediate, DType::kFloat32, {"intermediate_layer", e_lead + "CM"});
       }
       if (!s.inference)
-        intermediate = t.ShardWithLogical(
-            intermediate, "intermediate_layer", e_lead + "CM",
-            Axes({"activation_exp", "activation_batch_moe", nullptr, "activation_embed_moe"}));
+        intermediate = t.ShardWithLogical(intermediate, "intermediate_layer", e_lead + "CM",
+                                          LogicalNames({"activation_exp", "activation_batch_moe",
+                                                        nullptr, "activation_embed_moe"}));
     }
     {
       const auto sc = t.Scope("combine");
@@ -346,7 +232,7 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
   const auto cond = t.Condition("capacity_factor <= 0");
   inputs = t.ShardWithLogical(
       inputs, "inputs", "BSM",
-      Axes({"activation_batch_moe", "activation_norm_length_moe", "activation_embed_moe"}));
+      LogicalNames({"activation_batch_moe", "activation_norm_length_moe", "activation_embed_moe"}));
   auto up = [&](const char* scope_name, const char* name, const Value& kernel,
                 const std::optional<Value>& bias) {
     const auto sc = t.Scope(scope_name);

@@ -53,15 +53,18 @@ void CheckNumericSize(const MoeSetup& s) {
       {"the expert kernels wi_0/wi_1/wo", s.num_experts * s.emb * std::max(s.hidden, s.wi_hidden)},
       {"the dense MLP kernels", s.emb * s.mlp_dim},
       {"a [B,S,E,H] activation", s.batch * s.seq * s.num_experts * wide},
-      {"the routed rows x buffer", s.batch * s.seq * s.top_k * wide * std::min<int64_t>(s.ep, s.num_experts)},
+      {"the routed rows x buffer",
+       s.batch * s.seq * s.top_k * wide * std::min<int64_t>(s.ep, s.num_experts)},
   };
   constexpr int64_t kLimit = int64_t{1} << 26;  // 64 Mi floats = 256 MiB per array
   for (const auto& [what, elements] : candidates)
     if (elements > kLimit)
-      Fail("--numeric: {} would hold {} floats (limit {}); numeric mode is for small configs: shrink "
-           "base_emb_dim / base_moe_mlp_dim / max_target_length / per_device_batch_size, or trace "
-           "symbolically",
-           what, elements, kLimit);
+      Fail(
+          "--numeric: {} would hold {} floats (limit {}); numeric mode is for small configs: "
+          "shrink "
+          "base_emb_dim / base_moe_mlp_dim / max_target_length / per_device_batch_size, or trace "
+          "symbolically",
+          what, elements, kLimit);
 }
 
 MoeParams MakeParams(const MoeSetup& s, int num_mlp_activations, bool numeric, uint64_t seed) {

@@ -104,14 +104,17 @@ MoeSetup MakeMoeSetup(const Config& config, const Mesh& mesh) {
   }
   const std::string quantization = config.Str("quantization");
   if (!quantization.empty() || config.Bool("use_qwix_quantization"))
-    s.notes.push_back(fmt::format("quantization '{}' is not modeled: weights are traced unquantized in dtype",
-                                  quantization.empty() ? "qwix" : quantization));
+    s.notes.push_back(
+        fmt::format("quantization '{}' is not modeled: weights are traced unquantized in dtype",
+                    quantization.empty() ? "qwix" : quantization));
   if (config.Str("shard_mode") == "explicit")
-    s.notes.push_back("shard_mode explicit: every constraint is a jax.sharding.reshard (same specs); the gate "
-                      "matmul's out_sharding is not recorded separately");
+    s.notes.push_back(
+        "shard_mode explicit: every constraint is a jax.sharding.reshard (same specs); the gate "
+        "matmul's out_sharding is not recorded separately");
   if (config.Bool("shard_exp_on_fsdp"))
-    s.notes.push_back("shard_exp_on_fsdp: the qwix fixed-calibration weight rule needs quantization; the "
-                      "unquantized dsv3 shard_map specs are used");
+    s.notes.push_back(
+        "shard_exp_on_fsdp: the qwix fixed-calibration weight rule needs quantization; the "
+        "unquantized dsv3 shard_map specs are used");
   if (config.Bool("use_tokamax_gmm"))
     s.gmm_kernel =
         config.Str("quantization").empty() ? "tokamax ragged_dot" : "megablox (tokamax backend)";

@@ -11,18 +11,8 @@
 
 namespace shardtrace {
 
-namespace {
-
-LogicalAxes Axes(std::initializer_list<const char*> names) {
-  LogicalAxes axes;
-  for (const char* n : names) axes.push_back(n ? std::optional<std::string>(n) : std::nullopt);
-  return axes;
-}
-
 // get_routed_moe_shardings. The seed resolves these with config.logical_axis_rules (the
 // ambient rules only under pipeline parallelism, which are the same rules here).
-}  // namespace
-
 RoutedShardings GetRoutedMoeShardings(const MoeContext& ctx, bool batch_sharded_by_expert) {
   const Config& c = ctx.config;
   auto resolve = [&](const LogicalAxes& axes) {
@@ -32,31 +22,31 @@ RoutedShardings GetRoutedMoeShardings(const MoeContext& ctx, bool batch_sharded_
   r.batch_logical_axis = batch_sharded_by_expert ? "activation_batch" : "decode_batch_moe";
   const char* batch = r.batch_logical_axis.c_str();
   if (ctx.setup.tp_transpose > 1) {
-    r.input_axes = Axes({batch, "activation_norm_length", "activation_embed"});
-    r.w0_bias = resolve(Axes({"exp", nullptr}));
-    r.w1_bias = resolve(Axes({"exp", nullptr}));
+    r.input_axes = LogicalNames({batch, "activation_norm_length", "activation_embed"});
+    r.w0_bias = resolve(LogicalNames({"exp", nullptr}));
+    r.w1_bias = resolve(LogicalNames({"exp", nullptr}));
   } else {
-    r.input_axes = Axes({batch, "activation_norm_length", nullptr});
-    r.w0_bias = resolve(Axes({"exp", "activation_mlp"}));
-    r.w1_bias = resolve(Axes({"exp", "activation_mlp"}));
+    r.input_axes = LogicalNames({batch, "activation_norm_length", nullptr});
+    r.w0_bias = resolve(LogicalNames({"exp", "activation_mlp"}));
+    r.w1_bias = resolve(LogicalNames({"exp", "activation_mlp"}));
   }
-  r.wo_bias = resolve(Axes({"exp", "activation_embed"}));
+  r.wo_bias = resolve(LogicalNames({"exp", "activation_embed"}));
   r.input = resolve(r.input_axes);
-  r.gate_axes = Axes({batch, "activation_norm_length", nullptr});
+  r.gate_axes = LogicalNames({batch, "activation_norm_length", nullptr});
   r.gate_logits = resolve(r.gate_axes);
   if (ctx.setup.deepseek3_routing) r.pre_bias_logits = r.gate_logits;
   if (c.Bool("shard_exp_on_fsdp")) {
     // The fixed-calibration qwix rule (init axes) needs quantization, which shardtrace does
     // not model; unquantized runs take the dsv3 rule.
-    r.w0 = r.w1 = resolve(Axes({"embed_tensor_transpose", nullptr, "mlp_no_fsdp"}));
-    r.wo = resolve(Axes({"embed_tensor_transpose", "mlp_no_fsdp", nullptr}));
+    r.w0 = r.w1 = resolve(LogicalNames({"embed_tensor_transpose", nullptr, "mlp_no_fsdp"}));
+    r.wo = resolve(LogicalNames({"embed_tensor_transpose", "mlp_no_fsdp", nullptr}));
   } else if (c.Bool("use_2d_fsdp_sharding")) {
-    r.w0 = r.w1 = r.wo = resolve(Axes({"embed_tensor_transpose", "mlp_no_fsdp", nullptr}));
+    r.w0 = r.w1 = r.wo = resolve(LogicalNames({"embed_tensor_transpose", "mlp_no_fsdp", nullptr}));
   } else {
-    r.w0 = r.w1 = resolve(Axes({"exp", "embed_tensor_transpose", "mlp_no_fsdp"}));
-    r.wo = resolve(Axes({"exp", "mlp_no_fsdp", "embed_tensor_transpose"}));
+    r.w0 = r.w1 = resolve(LogicalNames({"exp", "embed_tensor_transpose", "mlp_no_fsdp"}));
+    r.wo = resolve(LogicalNames({"exp", "mlp_no_fsdp", "embed_tensor_transpose"}));
   }
-  r.output = resolve(Axes({batch, "activation_norm_length", "activation_embed"}));
+  r.output = resolve(LogicalNames({batch, "activation_norm_length", "activation_embed"}));
   return r;
 }
 
@@ -88,16 +78,18 @@ ShardMapOperands EnterSparseShardMap(const MoeContext& ctx, const Value& inputs_
   ExpertKernels k = k_in;
   if (c.Bool("moe_fsdp_use_two_stage_all_gather")) {
     const auto cond = t.Condition("moe_fsdp_use_two_stage_all_gather");
-    const LogicalAxes wi1 = Axes({"exp_with_fsdp", "embed_tensor_transpose", "mlp"});
-    const LogicalAxes wo1 = Axes({"exp_with_fsdp", "mlp", "embed_tensor_transpose"});
+    const LogicalAxes wi1 = LogicalNames({"exp_with_fsdp", "embed_tensor_transpose", "mlp"});
+    const LogicalAxes wo1 = LogicalNames({"exp_with_fsdp", "mlp", "embed_tensor_transpose"});
     k.w0 = t.ShardWithLogical(k.w0, "w0_kernel", "EMH", wi1);
     k.w1 = t.ShardWithLogical(k.w1, "w1_kernel", "EMH", wi1);
     k.wo = t.ShardWithLogical(k.wo, "wo_kernel", "EHM", wo1);
     k.w0 = t.OptimizationBarrier(k.w0);
     k.w1 = t.OptimizationBarrier(k.w1);
     k.wo = t.OptimizationBarrier(k.wo);
-    const LogicalAxes wi2 = Axes({"exp_with_fsdp", "embed_tensor_transpose", "mlp_no_fsdp"});
-    const LogicalAxes wo2 = Axes({"exp_with_fsdp", "mlp_no_fsdp", "embed_tensor_transpose"});
+    const LogicalAxes wi2 =
+        LogicalNames({"exp_with_fsdp", "embed_tensor_transpose", "mlp_no_fsdp"});
+    const LogicalAxes wo2 =
+        LogicalNames({"exp_with_fsdp", "mlp_no_fsdp", "embed_tensor_transpose"});
     k.w0 = t.ShardWithLogical(k.w0, "w0_kernel", "EMH", wi2);
     k.w1 = t.ShardWithLogical(k.w1, "w1_kernel", "EMH", wi2);
     k.wo = t.ShardWithLogical(k.wo, "wo_kernel", "EHM", wo2);
