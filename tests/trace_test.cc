@@ -246,3 +246,27 @@ TEST_CASE("The dense-dropping dump names entries as MaxText's frame inspection d
 }
 
 }  // namespace shardtrace
+
+namespace shardtrace {
+
+TEST_CASE("A golden case whose arrays or keys disagree with its config is an input error", "[trace][golden]") {
+  testing::TempDir dir;
+  const std::string source = testing::SourcePath("testdata/goldens/sparse_ep1_mixtral");
+  const std::string config = testing::ReadFile(source + "/config.yml");
+  const std::string npz = testing::ReadFile(source + "/tensors.npz");
+  // Arrays of the wrong shape: the case now claims 16 tokens per sequence, its npz holds 8.
+  std::string longer = config;
+  const size_t at = longer.find("max_target_length: 8");
+  REQUIRE(at != std::string::npos);
+  longer.replace(at, std::string("max_target_length: 8").size(), "max_target_length: 16");
+  dir.Write("long/config.yml", longer);
+  dir.Write("long/tensors.npz", npz);
+  CHECK_THROWS_WITH(CheckGoldenCase((dir / "long").string(), {}, {}),
+                    Catch::Contains("tensors.npz: array 'inputs' has shape [4,8,16] but the config implies [4,16,16]"));
+  dir.Write("typo/config.yml", config + "num_expertz: 3\n");
+  dir.Write("typo/tensors.npz", npz);
+  CHECK_THROWS_WITH(CheckGoldenCase((dir / "typo").string(), {}, {}),
+                    Catch::Contains("typo/config.yml: unknown config key 'num_expertz'"));
+}
+
+}  // namespace shardtrace

@@ -74,7 +74,15 @@ GoldenReport CheckGoldenCase(const std::string& case_dir, const std::vector<std:
   args.insert(args.end(), overrides.begin(), overrides.end());
   args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
   // The case's mesh is its *_parallelism keys: no --devices.
-  const RunInputs in = LoadRunInputs(args, std::nullopt);
+  const std::optional<RunInputs> loaded = [&]() -> std::optional<RunInputs> {
+    try {
+      return LoadRunInputs(args, std::nullopt);
+    } catch (const Error& e) {
+      // Name the case file: its keys arrive as overrides, so the loader cannot.
+      throw Error(fmt::format("{}/config.yml: {}", case_dir, e.what()));
+    }
+  }();
+  const RunInputs& in = *loaded;
   const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
   if (in.config.Bool("use_random_routing"))
     Fail("{}: use_random_routing cannot be reproduced outside JAX's PRNG; golden checks exclude it",
@@ -101,6 +109,9 @@ GoldenReport CheckGoldenCase(const std::string& case_dir, const std::vector<std:
                                0});
       continue;
     }
+    if (actual->second.shape != expected->second.shape)
+      Fail("{}: array '{}' has shape {} but the config implies {}", npz, name,
+           ShapeToString(expected->second.shape), ShapeToString(actual->second.shape));
     report.checks.push_back(
         CompareArrays(name, actual->second, expected->second, options.atol, options.rtol));
   }
