@@ -249,7 +249,8 @@ TEST_CASE("The dense-dropping dump names entries as MaxText's frame inspection d
 
 namespace shardtrace {
 
-TEST_CASE("A golden case whose arrays or keys disagree with its config is an input error", "[trace][golden]") {
+TEST_CASE("A golden case whose arrays or keys disagree with its config is an input error",
+          "[trace][golden]") {
   testing::TempDir dir;
   const std::string source = testing::SourcePath("testdata/goldens/sparse_ep1_mixtral");
   const std::string config = testing::ReadFile(source + "/config.yml");
@@ -261,12 +262,45 @@ TEST_CASE("A golden case whose arrays or keys disagree with its config is an inp
   longer.replace(at, std::string("max_target_length: 8").size(), "max_target_length: 16");
   dir.Write("long/config.yml", longer);
   dir.Write("long/tensors.npz", npz);
-  CHECK_THROWS_WITH(CheckGoldenCase((dir / "long").string(), {}, {}),
-                    Catch::Contains("tensors.npz: array 'inputs' has shape [4,8,16] but the config implies [4,16,16]"));
+  CHECK_THROWS_WITH(
+      CheckGoldenCase((dir / "long").string(), {}, {}),
+      Catch::Contains(
+          "tensors.npz: array 'inputs' has shape [4,8,16] but the config implies [4,16,16]"));
   dir.Write("typo/config.yml", config + "num_expertz: 3\n");
   dir.Write("typo/tensors.npz", npz);
   CHECK_THROWS_WITH(CheckGoldenCase((dir / "typo").string(), {}, {}),
                     Catch::Contains("typo/config.yml: unknown config key 'num_expertz'"));
+}
+
+}  // namespace shardtrace
+
+namespace shardtrace {
+
+TEST_CASE("Every embedded MoE model traces symbolically on every path at full size", "[trace]") {
+  const std::vector<std::string> models = {"deepseek2-16b",  "deepseek2-236b", "deepseek3-671b",
+                                           "deepseek3-test", "deepseek3-tiny", "gemma4-26b",
+                                           "gpt-oss-20b",    "llama4-17b-16e", "mixtral-8x22b",
+                                           "mixtral-8x7b",   "qwen3-30b-a3b"};
+  struct PathCase {
+    std::vector<std::string> overrides;
+    std::string label;
+  };
+  const std::vector<PathCase> paths = {
+      {{}, "sparse_matmul/ragged_all_to_all"},
+      {{"sparse_matmul=false", "capacity_factor=-1"}, "dense_matmul (dropless)"},
+      {{"use_ring_of_experts=true"}, "sparse_matmul/ring_of_experts"},
+      {{"num_moe_emb_chunks=2"}, "2 emb chunks"},
+  };
+  for (const std::string& model : models) {
+    for (const PathCase& p : paths) {
+      INFO(model << " " << p.label);
+      std::vector<std::string> args = {"model_name=" + model, "ici_expert_parallelism=4"};
+      args.insert(args.end(), p.overrides.begin(), p.overrides.end());
+      const BlockRun run = Symbolic(args, 16);
+      CHECK(run.trace.path.find(p.label) != std::string::npos);
+      CHECK(run.trace.FindLast("output") != nullptr);
+    }
+  }
 }
 
 }  // namespace shardtrace

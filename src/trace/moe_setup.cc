@@ -89,7 +89,7 @@ MoeSetup MakeMoeSetup(const Config& config, const Mesh& mesh) {
   } else if (config.Bool("sparse_matmul")) {
     s.path = MoePath::kSparse;
     s.path_reasons.push_back("sparse_matmul == True");
-    if (s.num_experts % s.ep != 0)
+    if (s.num_experts > 1 && s.num_experts % s.ep != 0)
       Fail(
           "num_experts {} is not divisible by the expert-parallel size {} (mesh axes {}); set "
           "ici_expert_parallelism to a divisor of {}",
@@ -99,7 +99,7 @@ MoeSetup MakeMoeSetup(const Config& config, const Mesh& mesh) {
     s.path_reasons.push_back("sparse_matmul == False");
     s.path_reasons.push_back(fmt::format("capacity_factor {} {} 0", s.capacity_factor,
                                          s.capacity_factor > 0 ? ">" : "<="));
-    if (s.num_experts % s.ep != 0)
+    if (s.num_experts > 1 && s.num_experts % s.ep != 0)
       Fail("num_experts {} is not divisible by the expert-parallel size {}", s.num_experts, s.ep);
   }
   const std::string quantization = config.Str("quantization");

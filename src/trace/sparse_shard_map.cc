@@ -124,6 +124,18 @@ ShardMapOperands EnterSparseShardMap(const MoeContext& ctx, const Value& inputs_
     op.w1_bias = t.ShardMapIn(*k.w1_bias, "w1_bias", "EH", sh.w1_bias);
     op.wo_bias = t.ShardMapIn(*k.wo_bias, "wo_bias", "EM", sh.wo_bias);
   }
+  // The gmm needs every local expert's kernel on the device: E/EP of them.
+  const int64_t local_experts = s.num_experts / s.ep;
+  if (op.w0.dim(0) != local_experts)
+    Fail(
+        "sparse_matmul: w0 enters shard_map as {} per device ({} of the {} experts) but expert "
+        "parallelism {} over {} needs {} local experts; the logical rules shard 'exp' as {}{}",
+        ShapeToString(op.w0.shape()), op.w0.dim(0), s.num_experts, s.ep,
+        PartitionSpec::EntryToString(s.expert_axes), local_experts, sh.w0.ToString(),
+        c.Bool("use_batch_split_schedule")
+            ? " (with use_batch_split_schedule MaxText runs the DeepSeek batch-split layer, not "
+              "sparse_matmul)"
+            : "");
   t.EnterShardMapBody();
   return op;
 }
