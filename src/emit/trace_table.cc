@@ -30,6 +30,13 @@ std::string FactValues(const Fact& f) {
   return f.shape.size() == 1 ? rows.front() : fmt::format("[{}]", fmt::join(rows, ", "));
 }
 
+// Floats: min/max/mean; ints and bools: nonzero count (masks, indices).
+std::string SummaryText(const NumericSummary& s, DType dtype) {
+  if (!IsFloating(dtype))
+    return fmt::format("nnz {}/{} max {}", s.nonzeros, s.elements, FormatValue(s.max));
+  return fmt::format("min {:.4g} max {:.4g} mean {:.4g}", s.min, s.max, s.mean);
+}
+
 }  // namespace
 
 std::string TraceToTable(const Trace& trace) {
@@ -45,16 +52,29 @@ std::string TraceToTable(const Trace& trace) {
     if (t.scope != scope) {
       scope = t.scope;
       tables.emplace_back(
-          scope, TextTable({"name", "kind", "dtype", "shape", "logical axes", "spec", "local",
-                            "bytes/dev", "constraint", "condition"}));
+          scope,
+          TextTable(trace.numeric
+                        ? std::vector<std::string>{"name", "kind", "dtype", "shape", "logical axes",
+                                                   "spec", "local", "bytes/dev", "constraint",
+                                                   "condition", "values"}
+                        : std::vector<std::string>{"name", "kind", "dtype", "shape", "logical axes",
+                                                   "spec", "local", "bytes/dev", "constraint",
+                                                   "condition"}));
       table = &tables.back().second;
     }
-    table->AddRow({t.name, ToString(t.kind), ToString(t.dtype),
-                   fmt::format("{} {}", ShapeToString(t.shape), t.dims),
-                   t.logical_axes ? LogicalAxesToString(*t.logical_axes) : "",
-                   t.partition_spec ? t.partition_spec->ToString() : "",
-                   ShapeToString(t.local_shape) + (t.in_shard_map ? " (per device)" : ""),
-                   HumanBytes(t.bytes_per_device), ToString(t.constraint), t.condition});
+    std::vector<std::string> row = {
+        t.name,
+        ToString(t.kind),
+        ToString(t.dtype),
+        fmt::format("{} {}", ShapeToString(t.shape), t.dims),
+        t.logical_axes ? LogicalAxesToString(*t.logical_axes) : "",
+        t.partition_spec ? t.partition_spec->ToString() : "",
+        ShapeToString(t.local_shape) + (t.in_shard_map ? " (per device)" : ""),
+        HumanBytes(t.bytes_per_device),
+        ToString(t.constraint),
+        t.condition};
+    if (t.summary) row.push_back(SummaryText(*t.summary, t.dtype));
+    table->AddRow(std::move(row));
   }
   for (const auto& [name, tab] : tables)
     out += fmt::format("\n{}\n{}", name.empty() ? "(top)" : name, tab.Render("  "));
