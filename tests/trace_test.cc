@@ -304,3 +304,29 @@ TEST_CASE("Every embedded MoE model traces symbolically on every path at full si
 }
 
 }  // namespace shardtrace
+
+namespace shardtrace {
+
+TEST_CASE("config and explain print exactly their golden text", "[cli][golden-text]") {
+  struct Case {
+    std::string file;
+    std::vector<std::string> args;
+  };
+  const std::vector<Case> cases = {
+      {"config_deepseek3-671b_ep64.txt",
+       {"config", "model_name=deepseek3-671b", "ici_expert_parallelism=64", "--devices", "256"}},
+      {"config_mixtral_dense_dropping.json",
+       {"config", "model_name=mixtral-8x7b", "sparse_matmul=false", "capacity_factor=1.25", "--format", "json"}},
+      {"explain_exp_embed_moe_mlp_moe.txt",
+       {"explain", "--axes", "exp,embed_moe,mlp_moe", "--shape", "64,2048,1408", "ici_expert_parallelism=2",
+        "--devices", "8"}},
+  };
+  for (const Case& c : cases) {
+    INFO(c.file);
+    const testing::CommandResult r = testing::RunShardtrace(c.args);
+    CHECK(r.status == 0);
+    CompareWithGolden("expected/" + c.file, r.out);
+  }
+}
+
+}  // namespace shardtrace
