@@ -22,10 +22,12 @@ demo: build
 test: build
 	@cd $(BUILD) && ctest -j$(JOBS) --output-on-failure
 
-# Rewrites every golden text file in testdata/ from the current binary; review with git diff.
+# Rewrites every golden text file in testdata/ and the rendered visualizations/*.md from the
+# current binary; review with git diff.
 golden: build
+	@$(BUILD)/shardtrace generate >/dev/null
 	@UPDATE_GOLDEN=1 $(BUILD)/shardtrace_tests >/dev/null || true
-	@git status --short testdata
+	@git status --short testdata visualizations
 
 bench: build
 	@$(BUILD)/shardtrace_bench

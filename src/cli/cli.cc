@@ -48,7 +48,8 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
       "num_experts_per_tok=2 --numeric\n"
       "  shardtrace dump path/to/maxtext/configs/base.yml model_name=deepseek2-16b "
       "ici_expert_parallelism=4 --devices 16\n"
-      "  shardtrace check testdata/goldens/sparse_ep2_mixtral");
+      "  shardtrace check testdata/goldens/sparse_ep2_mixtral\n"
+      "  shardtrace generate --check");
 
   CommonOptions config_options;
   CLI::App* config_cmd =
@@ -117,6 +118,15 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
       "Example: shardtrace check testdata/goldens/sparse_ep2_mixtral "
       "testdata/goldens/ring_ep2_mixtral");
 
+  GenerateOptions generate_options;
+  CLI::App* generate_cmd = app.add_subcommand(
+      "generate", "render visualizations/*.md from real traces of the embedded configs");
+  generate_cmd->add_option("--out", generate_options.out, "directory of the markdown files")
+      ->capture_default_str();
+  generate_cmd->add_flag("--check", generate_options.check,
+                         "write nothing; exit 1 naming the files that differ from a fresh render");
+  generate_cmd->footer("Example: shardtrace generate --check");
+
   try {
     app.parse(argc, argv);
     if (config_cmd->parsed()) RunConfigCommand(config_options, out);
@@ -124,6 +134,7 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
     if (trace_cmd->parsed()) RunTraceCommand(trace_options, out);
     if (dump_cmd->parsed()) RunDumpCommand(dump_options, out);
     if (check_cmd->parsed() && !RunCheckCommand(check_options, out)) return 1;
+    if (generate_cmd->parsed() && !RunGenerateCommand(generate_options, out)) return 1;
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e, out, err);
   } catch (const CLI::CallForAllHelp& e) {

@@ -40,12 +40,21 @@ struct CheckCommandOptions {
   double rtol = 1e-4;
 };
 
+struct GenerateOptions {
+  std::string out = "visualizations";  // directory of the *.md files
+  bool check = false;                  // compare with the files in `out`, write nothing
+};
+
 void RunConfigCommand(const CommonOptions& options, std::ostream& out);
 void RunExplainCommand(const ExplainOptions& options, std::ostream& out);
 void RunTraceCommand(const TraceOptions& options, std::ostream& out);
 void RunDumpCommand(const CommonOptions& options, std::ostream& out);
 // Returns false when a check failed (exit status 1).
 bool RunCheckCommand(const CheckCommandOptions& options, std::ostream& out);
+
+// Renders visualizations/*.md (see generate_command.cc for the list). With `check`, writes
+// nothing and returns false when a file in options.out is missing or differs (exit 1).
+bool RunGenerateCommand(const GenerateOptions& options, std::ostream& out);
 
 // Writes `text` to options.output atomically, or to `out` when no output file is given.
 void WriteOutput(const CommonOptions& options, const std::string& text, std::ostream& out);

@@ -6,34 +6,17 @@
 #include <algorithm>
 #include <cmath>
 
+#include "emit/fact_text.h"
 #include "emit/text_table.h"
 #include "emit/trace_totals.h"
 
 namespace shardtrace {
 namespace {
 
-std::string FormatValue(double v) {
-  if (v == static_cast<double>(static_cast<int64_t>(v)) && std::abs(v) < 1e15)
-    return fmt::format("{}", static_cast<int64_t>(v));
-  return fmt::format("{:.6g}", v);
-}
-
-std::string FactValues(const Fact& f) {
-  if (f.shape.empty()) return FormatValue(f.values.empty() ? 0.0 : f.values[0]);
-  const int64_t cols = f.shape.back();
-  std::vector<std::string> rows;
-  for (size_t r = 0; r * cols < f.values.size(); ++r) {
-    std::vector<std::string> items;
-    for (int64_t c = 0; c < cols; ++c) items.push_back(FormatValue(f.values[r * cols + c]));
-    rows.push_back(fmt::format("[{}]", fmt::join(items, ", ")));
-  }
-  return f.shape.size() == 1 ? rows.front() : fmt::format("[{}]", fmt::join(rows, ", "));
-}
-
 // Floats: min/max/mean; ints and bools: nonzero count (masks, indices).
 std::string SummaryText(const NumericSummary& s, DType dtype) {
   if (!IsFloating(dtype))
-    return fmt::format("nnz {}/{} max {}", s.nonzeros, s.elements, FormatValue(s.max));
+    return fmt::format("nnz {}/{} max {}", s.nonzeros, s.elements, FactValueText(s.max));
   return fmt::format("min {:.4g} max {:.4g} mean {:.4g}", s.min, s.max, s.mean);
 }
 
@@ -100,7 +83,7 @@ std::string TraceToTable(const Trace& trace) {
   if (!trace.facts.empty()) {
     out += "\nfacts\n";
     for (const Fact& f : trace.facts)
-      out += fmt::format("  {} = {}{}\n", f.name, FactValues(f),
+      out += fmt::format("  {} = {}{}\n", f.name, FactValuesText(f),
                          f.note.empty() ? "" : "   # " + f.note);
   }
   const TraceTotals totals = ComputeTotals(trace);

@@ -31,6 +31,8 @@ class Rng {
 };
 
 Array Make(Rng* rng, Shape shape, DType dtype, double stddev) {
+  // A dense model has no expert dims (moe_mlp_dim -1): its unused MoE arrays are empty.
+  for (int64_t& d : shape) d = std::max<int64_t>(d, 0);
   if (!rng) return Array::Symbolic(std::move(shape), dtype);
   std::vector<float> data(static_cast<size_t>(NumElements(shape)));
   for (float& v : data) v = RoundTo(dtype, static_cast<float>(rng->Normal() * stddev));

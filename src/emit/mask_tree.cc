@@ -1,0 +1,77 @@
+#include "emit/mask_tree.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <vector>
+
+#include "util/error.h"
+
+namespace shardtrace {
+namespace {
+
+std::string Value(float v, bool weighted) {
+  if (v == 0.0f) return "0";  // also folds -0
+  if (!weighted) return fmt::format("{}", static_cast<int64_t>(v));
+  return fmt::format("{:.4g}", v);
+}
+
+}  // namespace
+
+std::string MaskTree(const std::string& name, const Array& mask, int64_t batch,
+                     const Array* top_k_indices) {
+  if (mask.rank() != 4)
+    Fail("mask tree of {}: expected a [B,S,E,C] mask, got shape {}", name,
+         ShapeToString(mask.shape));
+  if (!mask.numeric()) Fail("mask tree of {}: the mask has no values (symbolic run)", name);
+  const int64_t b_size = mask.shape[0], s_size = mask.shape[1], e_size = mask.shape[2],
+                c_size = mask.shape[3];
+  if (batch < 0 || batch >= b_size)
+    Fail("mask tree of {}: batch {} is outside [0, {})", name, batch, b_size);
+  if (top_k_indices && (top_k_indices->rank() != 3 || !top_k_indices->numeric() ||
+                        top_k_indices->shape[0] != b_size || top_k_indices->shape[1] != s_size))
+    Fail("mask tree of {}: top_k_indices of shape {} does not match the mask's [B={},S={}]", name,
+         ShapeToString(top_k_indices->shape), b_size, s_size);
+  const bool weighted = IsFloating(mask.dtype);
+  const std::vector<float>& v = mask.values();
+  const auto at = [&](int64_t s, int64_t e, int64_t c) {
+    return v[((batch * s_size + s) * e_size + e) * c_size + c];
+  };
+  std::string out = fmt::format("{}[b={}] as E → C → S (of [B={},S={},E={},C={}]):\n", name, batch,
+                                b_size, s_size, e_size, c_size);
+  for (int64_t e = 0; e < e_size; ++e) {
+    out += fmt::format("\nExpert {}:\n", e);
+    for (int64_t c = 0; c < c_size; ++c) {
+      std::vector<std::string> leaves, holders;
+      for (int64_t s = 0; s < s_size; ++s) {
+        const float x = at(s, e, c);
+        leaves.push_back(fmt::format("T{}={}", s, Value(x, weighted)));
+        if (x != 0.0f)
+          holders.push_back(weighted ? fmt::format("T{} with weight {}", s, Value(x, true))
+                                     : fmt::format("T{}", s));
+      }
+      const std::string meaning = holders.empty() ? "empty"
+                                                  : (weighted ? "" : "contains ") +
+                                                        fmt::format("{}", fmt::join(holders, ", "));
+      out += fmt::format("{} slot {}: [{}] → {}\n", c + 1 == c_size ? "└──" : "├──", c,
+                         fmt::join(leaves, ", "), meaning);
+    }
+    if (!top_k_indices) continue;
+    // Tokens that chose this expert but hold none of its slots: dropped by capacity.
+    const int64_t k_size = top_k_indices->shape[2];
+    std::vector<std::string> dropped;
+    for (int64_t s = 0; s < s_size; ++s) {
+      bool chose = false, placed = false;
+      for (int64_t k = 0; k < k_size; ++k)
+        chose |= top_k_indices->values()[(batch * s_size + s) * k_size + k] == e;
+      for (int64_t c = 0; c < c_size; ++c) placed |= at(s, e, c) != 0.0f;
+      if (chose && !placed) dropped.push_back(fmt::format("T{}", s));
+    }
+    if (!dropped.empty())
+      out += fmt::format("    (dropped: {} chose expert {}, but its {} slots were full)\n",
+                         fmt::join(dropped, ", "), e, c_size);
+  }
+  return out;
+}
+
+}  // namespace shardtrace

@@ -1,0 +1,29 @@
+// The tree view of a [B, S, E, C] routing mask (dense_matmul's dispatch_mask and
+// combine_mask) that the visualization conventions ask for: a 4-D tensor is unreadable as
+// nested lists, so one batch row is fixed and the rest is shown as Expert -> slot -> tokens,
+// the hierarchy the dispatch einsum (BSM,BSEC->EBCM: contracts S) consumes it in:
+//
+//   Expert 1:
+//   ├── slot 0: [T0=1, T1=0, T2=0, T3=0] → contains T0
+//   └── slot 1: [T0=0, T1=0, T2=0, T3=0] → empty
+//
+// A weighted mask (combine_mask) shows the routing weights at the leaves. The values come
+// from a numeric run (BlockRun::captures); the emitter only formats them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "numeric/array.h"
+
+namespace shardtrace {
+
+// REQUIRES mask.numeric(). Throws Error unless `mask` is rank 4 and 0 <= batch < B.
+// Leaves of boolean/integer masks show 0/1; float masks show their weights (4 significant
+// digits) and the annotation names the weight. With the routing choices (`top_k_indices`,
+// [B, S, K], numeric), each expert also lists the tokens that chose it but hold no slot:
+// the choices capacity dropped. Ends with a newline.
+std::string MaskTree(const std::string& name, const Array& mask, int64_t batch = 0,
+                     const Array* top_k_indices = nullptr);
+
+}  // namespace shardtrace

@@ -1,0 +1,392 @@
+#include "emit/spec_markdown.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <array>
+#include <kainjow/mustache.hpp>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "emit/fact_text.h"
+#include "emit/trace_totals.h"
+#include "util/error.h"
+
+namespace shardtrace {
+namespace {
+
+using kainjow::mustache::data;
+using kainjow::mustache::mustache;
+
+// The dim letters of trace.h, in the order the Definitions table lists them.
+std::string_view LetterMeaning(char letter) {
+  static constexpr std::array<std::pair<char, std::string_view>, 18> kLetters = {{
+      {'B', "batch"},
+      {'S', "sequence (per context group inside context parallelism)"},
+      {'N', "context groups"},
+      {'M', "model / embed"},
+      {'E', "experts (local ones inside shard_map)"},
+      {'K', "top-k choices per token"},
+      {'C', "expert capacity"},
+      {'H', "expert hidden"},
+      {'G', "routing groups"},
+      {'g', "experts per routing group"},
+      {'F', "dense / shared MLP hidden"},
+      {'T', "tokens = B*S, flattened"},
+      {'R', "routed rows = T*K, sorted by expert"},
+      {'U', "ragged buffer rows"},
+      {'P', "expert-parallel peers"},
+      {'A', "activations of a fused wi"},
+      {'1', "broadcast dim of size 1"},
+      {'-', "unnamed dim"},
+  }};
+  for (const auto& [l, meaning] : kLetters)
+    if (l == letter) return meaning;
+  return "";
+}
+
+constexpr std::string_view kLetterOrder = "BSNMEKCHGgFTRUPA1-";
+
+// Markdown table cells cannot hold a bare '|'.
+std::string Cell(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '|') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+// A table cell in code font; empty stays empty (no stray backticks).
+std::string Code(const std::string& text) {
+  return text.empty() ? "" : fmt::format("`{}`", Cell(text));
+}
+
+std::string DimsShape(const TensorRecord& t) {
+  return t.dims.empty() ? ShapeToString(t.shape) : ShapeToString(t.shape) + " " + t.dims;
+}
+
+data List() { return data(data::type::list); }
+
+// Sizes each letter takes, outside shard_map (global) and inside (per device), in order of
+// first appearance.
+data Definitions(const Trace& trace) {
+  std::map<char, std::pair<std::vector<int64_t>, std::vector<int64_t>>> sizes;
+  for (const TensorRecord& t : trace.tensors) {
+    if (t.dims.size() != t.shape.size()) continue;
+    for (size_t i = 0; i < t.dims.size(); ++i) {
+      auto& seen = t.in_shard_map ? sizes[t.dims[i]].second : sizes[t.dims[i]].first;
+      if (std::find(seen.begin(), seen.end(), t.shape[i]) == seen.end()) seen.push_back(t.shape[i]);
+    }
+  }
+  data rows = List();
+  for (const char letter : kLetterOrder) {
+    const auto found = sizes.find(letter);
+    if (found == sizes.end()) continue;
+    const auto& [global, local] = found->second;
+    // Inside shard_map only the sizes that differ from the global ones say something.
+    std::vector<int64_t> only_local;
+    for (const int64_t size : local)
+      if (std::find(global.begin(), global.end(), size) == global.end()) only_local.push_back(size);
+    std::vector<std::string> parts;
+    if (!global.empty()) parts.push_back(fmt::format("{}", fmt::join(global, ", ")));
+    if (!only_local.empty())
+      parts.push_back(fmt::format("{} inside shard_map", fmt::join(only_local, ", ")));
+    data row;
+    row.set("letter", std::string(1, letter));
+    row.set("meaning", std::string(LetterMeaning(letter)));
+    row.set("sizes", fmt::format("{}", fmt::join(parts, "; ")));
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+// One row per distinct (name, type, shape, placement), in order of first appearance.
+data DataStructures(const Trace& trace) {
+  std::set<std::vector<std::string>> seen;
+  data rows = List();
+  for (const TensorRecord& t : trace.tensors) {
+    const std::string logical = t.logical_axes ? LogicalAxesToString(*t.logical_axes) : "";
+    const std::string spec = t.partition_spec ? t.partition_spec->ToString() : "";
+    const std::string local =
+        t.constraint != Constraint::kNone || t.in_shard_map
+            ? fmt::format("{} ({})", ShapeToString(t.local_shape), HumanBytes(t.bytes_per_device))
+            : "";
+    const std::vector<std::string> key = {
+        t.name, ToString(t.kind),      ToString(t.dtype), DimsShape(t), logical, spec,
+        local,  ToString(t.constraint)};
+    if (!seen.insert(key).second) continue;
+    data row;
+    row.set("name", Cell(t.name));
+    row.set("kind", ToString(t.kind));
+    row.set("dtype", ToString(t.dtype));
+    row.set("shape", Cell(DimsShape(t)));
+    row.set("logical", Code(logical));
+    row.set("spec", Code(spec));
+    row.set("local", Cell(local));
+    row.set("constraint", ToString(t.constraint));
+    row.set("scope", Cell(t.scope.empty() ? "(top)" : t.scope));
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+std::string Names(const Trace& trace, const std::vector<int>& ids) {
+  std::vector<std::string> names;
+  for (const int id : ids) names.push_back(trace.tensors[id].name);
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+// The recorded ops as numbered pseudocode, `name = op("equation", inputs, key=value, ...)`,
+// with a `# scope` header where the scope changes. Tensors are named as moe.py names them,
+// so names repeat (`x = mul(x, x)`): a bare name is the latest value of that name, and
+// `name@N` the value step N produced when a later step has since reused the name.
+std::string Algorithm(const Trace& trace) {
+  std::vector<int> step_of(trace.tensors.size(), 0);  // tensor id -> 1-based producing step
+  std::map<std::string, int> latest;                  // name -> id of its latest value
+  const int width = static_cast<int>(std::to_string(trace.ops.size()).size());
+  std::string out;
+  std::string scope = "\x01";
+  for (size_t i = 0; i < trace.ops.size(); ++i) {
+    const OpRecord& op = trace.ops[i];
+    std::vector<std::string> args;
+    if (!op.equation.empty()) args.push_back(fmt::format("\"{}\"", op.equation));
+    for (const int in : op.inputs) {
+      const std::string& name = trace.tensors[in].name;
+      const auto found = latest.find(name);
+      const bool stale = found != latest.end() && found->second != in && step_of[in] > 0;
+      args.push_back(stale ? fmt::format("{}@{}", name, step_of[in]) : name);
+    }
+    for (const auto& [key, value] : op.attrs) args.push_back(fmt::format("{}={}", key, value));
+    for (const int o : op.outputs) {
+      step_of[o] = static_cast<int>(i + 1);
+      latest[trace.tensors[o].name] = o;
+    }
+    if (op.scope != scope) {
+      scope = op.scope;
+      out += fmt::format("{}# {}\n", out.empty() ? "" : "\n", scope.empty() ? "(top)" : scope);
+    }
+    out += fmt::format("{:>{}}. {} = {}({})\n", i + 1, width, Names(trace, op.outputs), op.kind,
+                       fmt::join(args, ", "));
+  }
+  return out;
+}
+
+std::string Indexed(const std::string& name, const std::string& letters) {
+  std::vector<std::string> idx;
+  for (const char c : letters) idx.push_back(std::string(1, c));
+  return fmt::format("{}[{}]", name, fmt::join(idx, ","));
+}
+
+// What an equation computes, written out as a sum: `out[B,S,E] = Σ_M x[B,S,M] · w[M,E]`.
+std::string EinsumMeaning(const Trace& trace, const OpRecord& op) {
+  std::string eq;
+  for (const char c : op.equation)
+    if (c != ' ') eq += c;
+  const size_t arrow = eq.find("->");
+  const std::string out_name = trace.tensors[op.outputs.front()].name;
+  if (op.kind == "gmm" && op.inputs.size() >= 3) {
+    std::string kernel;
+    for (const auto& [key, value] : op.attrs)
+      if (key == "kernel") kernel = ", " + value;
+    return fmt::format(
+        "grouped matmul{}: `{}[r,:] = {}[r,:] · {}[group(r)]`, row r's group from the sizes in "
+        "`{}` (rows are sorted by expert)",
+        kernel, out_name, trace.tensors[op.inputs[0]].name, trace.tensors[op.inputs[1]].name,
+        trace.tensors[op.inputs[2]].name);
+  }
+  if (arrow == std::string::npos) return "";
+  const std::string out_letters = eq.substr(arrow + 2);
+  std::vector<std::string> operands;
+  for (size_t start = 0; start <= arrow;) {
+    const size_t comma = std::min(eq.find(',', start), arrow);
+    operands.push_back(eq.substr(start, comma - start));
+    start = comma + 1;
+  }
+  if (operands.size() != op.inputs.size()) return "";
+  std::string contracted;
+  std::vector<std::string> factors;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    factors.push_back(Indexed(trace.tensors[op.inputs[i]].name, operands[i]));
+    for (const char c : operands[i])
+      if (out_letters.find(c) == std::string::npos && contracted.find(c) == std::string::npos)
+        contracted += c;
+  }
+  const std::string product = fmt::format("{}", fmt::join(factors, " · "));
+  if (contracted.empty())
+    return fmt::format("`{} = {}`: no contraction (broadcast product)",
+                       Indexed(out_name, out_letters), product);
+  std::vector<std::string> what;
+  for (const char c : contracted) what.push_back(fmt::format("{} ({})", c, LetterMeaning(c)));
+  const std::string over =
+      contracted.size() == 1 ? contracted : fmt::format("{{{}}}", fmt::join(contracted, ","));
+  return fmt::format("`{} = Σ_{} {}`: contracts {}", Indexed(out_name, out_letters), over, product,
+                     fmt::join(what, ", "));
+}
+
+data Einsums(const Trace& trace) {
+  std::vector<std::pair<std::string, const OpRecord*>> order;
+  std::map<std::string, int> counts;
+  for (const OpRecord& op : trace.ops) {
+    if (op.equation.empty() || op.outputs.empty()) continue;
+    std::vector<std::string> in_names;
+    for (const int in : op.inputs) in_names.push_back(trace.tensors[in].name);
+    const std::string call = fmt::format("{} = {}(\"{}\", {})", Names(trace, op.outputs), op.kind,
+                                         op.equation, fmt::join(in_names, ", "));
+    if (counts[call]++ == 0) order.emplace_back(call, &op);
+  }
+  data rows = List();
+  for (const auto& [call, op] : order) {
+    const int n = counts[call];
+    data row;
+    row.set("call", Cell(call));
+    row.set("meaning", Cell(EinsumMeaning(trace, *op) + (n > 1 ? fmt::format(" (x{})", n) : "")));
+    row.set("scope", Cell(op->scope));
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+std::string ByteRange(const std::vector<int64_t>& bytes) {
+  if (bytes.empty()) return "";
+  const auto [lo, hi] = std::minmax_element(bytes.begin(), bytes.end());
+  return *lo == *hi ? HumanBytes(*hi) : fmt::format("{}–{}", HumanBytes(*lo), HumanBytes(*hi));
+}
+
+data Collectives(const Trace& trace) {
+  data rows = List();
+  for (const OpRecord& op : trace.ops) {
+    if (!op.collective) continue;
+    const CollectiveRecord& c = *op.collective;
+    data row;
+    row.set("op", op.kind);
+    row.set("axes", Cell(fmt::format("{}", fmt::join(c.axes, ", "))));
+    row.set("participants", std::to_string(c.participants));
+    row.set("input", op.inputs.empty() ? "" : Cell(trace.tensors[op.inputs.front()].name));
+    row.set("output", Cell(Names(trace, op.outputs)));
+    row.set("scope", Cell(op.scope));
+    row.set("sent", ByteRange(c.bytes_sent));
+    row.set("received", ByteRange(c.bytes_received));
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+data Invariants(const std::vector<Invariant>& invariants) {
+  data rows = List();
+  int n = 0;
+  for (const Invariant& inv : invariants) {
+    data row;
+    row.set("n", std::to_string(++n));
+    row.set("statement", inv.statement);
+    row.set("reason", inv.reason);
+    row.set("result", inv.result);
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+data Facts(const Trace& trace) {
+  data rows = List();
+  for (const Fact& f : trace.facts) {
+    data row;
+    row.set("name", f.name);
+    row.set("values", FactValuesText(f));
+    row.set("note", f.note.empty() ? "" : " (" + f.note + ")");
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+data Strings(const std::vector<std::string>& items) {
+  data list = List();
+  for (const std::string& s : items) list.push_back(data(s));
+  return list;
+}
+
+// kainjow keeps the newline after the closing tag of a section that renders nothing, so
+// an empty list or a false flag leaves a blank line; squeeze runs of blank lines outside
+// fenced code blocks (whose contents stay byte-exact) and end with one newline.
+std::string SqueezeBlankLines(const std::string& text) {
+  std::string out;
+  bool in_fence = false, previous_blank = false;
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t end = std::min(text.find('\n', start), text.size());
+    const std::string line = text.substr(start, end - start);
+    start = end + 1;
+    if (line.rfind("```", 0) == 0) in_fence = !in_fence;
+    const bool blank = line.empty();
+    if (blank && previous_blank && !in_fence) continue;
+    out += line + "\n";
+    previous_blank = blank && !in_fence;
+  }
+  while (out.size() > 1 && out[out.size() - 1] == '\n' && out[out.size() - 2] == '\n')
+    out.pop_back();
+  return out;
+}
+
+}  // namespace
+
+std::string RenderVisualization(const VisualizationDoc& doc, const Trace& trace) {
+  std::vector<std::string> triggers, notes;
+  for (const std::string& note : trace.notes) {
+    if (note.rfind("path: ", 0) == 0)
+      triggers.push_back(note.substr(6));
+    else
+      notes.push_back(note);
+  }
+  data examples = List();
+  for (const MarkdownExample& e : doc.examples) {
+    data example;
+    example.set("heading", e.heading);
+    example.set("intro", e.intro);
+    example.set("text", e.text);
+    examples.push_back(example);
+  }
+  const bool has_einsums = std::any_of(trace.ops.begin(), trace.ops.end(),
+                                       [](const OpRecord& op) { return !op.equation.empty(); });
+  const bool has_collectives = std::any_of(trace.ops.begin(), trace.ops.end(),
+                                           [](const OpRecord& op) { return op.collective; });
+  data view;
+  view.set("title", doc.title);
+  view.set("summary", doc.summary);
+  view.set("command", doc.command);
+  view.set("block", trace.block);
+  view.set("path", trace.path);
+  view.set("mesh", trace.mesh);
+  view.set("devices", std::to_string(trace.num_devices));
+  view.set("mode", trace.numeric ? "numeric: real values on every simulated device"
+                                 : "symbolic: shapes and shardings only");
+  view.set("numeric", trace.numeric);
+  view.set("has_triggers", !triggers.empty());
+  view.set("triggers", Strings(triggers));
+  view.set("has_notes", !notes.empty());
+  view.set("notes", Strings(notes));
+  view.set("flow", doc.flow);
+  view.set("examples", examples);
+  view.set("definitions", Definitions(trace));
+  view.set("tensors", DataStructures(trace));
+  view.set("algorithm", Algorithm(trace));
+  view.set("has_einsums", has_einsums);
+  view.set("einsums", Einsums(trace));
+  view.set("has_collectives", has_collectives);
+  view.set("collectives", Collectives(trace));
+  view.set("invariants", Invariants(doc.invariants));
+  view.set("has_facts", !trace.facts.empty());
+  view.set("facts", Facts(trace));
+
+  mustache tmpl{std::string(VisualizationTemplate())};
+  if (!tmpl.is_valid())
+    Fail("the embedded visualization template does not parse: {}", tmpl.error_message());
+  // The output is markdown: mustache's default HTML escaping would mangle `<` and `&`.
+  tmpl.set_custom_escape([](const std::string& text) { return text; });
+  const std::string out = tmpl.render(view);
+  if (!tmpl.is_valid())
+    Fail("rendering the visualization template failed: {}", tmpl.error_message());
+  return SqueezeBlankLines(out);
+}
+
+}  // namespace shardtrace

@@ -1,0 +1,263 @@
+// The visualization emitters and `shardtrace generate`: the ASCII flow draws rectangular
+// boxes (checked cell by cell, since box characters are multi-byte UTF-8) with double-line
+// boxes for constrained tensors and `(if ...)` for conditional ones; the mask tree of a
+// hand-built mask has the expected leaves; the invariants report a violation instead of
+// hiding it; and the committed visualizations/ are exactly what `generate` renders.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "emit/ascii_flow.h"
+#include "emit/mask_tree.h"
+#include "emit/text_table.h"
+#include "emit/trace_invariants.h"
+#include "test_support.h"
+
+namespace shardtrace {
+namespace {
+
+using testing::CommandResult;
+using testing::ReadFile;
+using testing::RunShardtrace;
+using testing::SourcePath;
+using testing::TempDir;
+
+// A line as code points, so box corners can be found by column.
+std::vector<std::u32string> Grid(const std::string& text) {
+  std::vector<std::u32string> rows(1);
+  for (size_t i = 0; i < text.size();) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    const int len = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+    char32_t cp = len == 1 ? c : c & (0x7F >> len);
+    for (int k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
+    i += len;
+    if (cp == U'\n') {
+      rows.emplace_back();
+    } else {
+      rows.back() += cp;
+    }
+  }
+  return rows;
+}
+
+char32_t At(const std::vector<std::u32string>& grid, size_t row, size_t col) {
+  return row < grid.size() && col < grid[row].size() ? grid[row][col] : U' ';
+}
+
+// Every box that opens with `tl` at (row, col) closes: the top edge runs to `tr`, each
+// following row has `v` at both edge columns until the row with `bl` ... `br`. Returns the
+// number of boxes checked.
+int CheckBoxes(const std::vector<std::u32string>& grid, char32_t tl, char32_t tr, char32_t bl,
+               char32_t br, char32_t v) {
+  int boxes = 0;
+  for (size_t r = 0; r < grid.size(); ++r) {
+    for (size_t c = 0; c < grid[r].size(); ++c) {
+      if (grid[r][c] != tl) continue;
+      ++boxes;
+      const size_t right = grid[r].find(tr, c);
+      INFO("box at row " << r << ", column " << c);
+      REQUIRE(right != std::u32string::npos);
+      size_t end = r + 1;
+      while (end < grid.size() && At(grid, end, c) != bl) {
+        INFO("row " << end);
+        CHECK(At(grid, end, c) == v);
+        CHECK(At(grid, end, right) == v);
+        ++end;
+      }
+      REQUIRE(end < grid.size());
+      CHECK(At(grid, end, right) == br);
+    }
+  }
+  return boxes;
+}
+
+TensorRecord Tensor(int id, std::string name, std::string scope, std::string dims, Shape shape) {
+  TensorRecord t;
+  t.id = id;
+  t.name = std::move(name);
+  t.scope = std::move(scope);
+  t.dims = std::move(dims);
+  t.shape = shape;
+  t.local_shape = std::move(shape);
+  t.dtype = DType::kBfloat16;
+  return t;
+}
+
+// inputs -> gate einsum -> a constrained gate_logits -> a conditional mask -> an
+// all-gathered group_sizes, then the `gate` scope entered again.
+Trace SmallTrace() {
+  Trace trace;
+  trace.block = "moe";
+  trace.path = "dense_matmul (token dropping)";
+  trace.tensors.push_back(Tensor(0, "inputs", "", "BSM", {2, 4, 8}));
+  trace.tensors.push_back(Tensor(1, "kernel", "RoutedMoE/gate", "ME", {8, 4}));
+  trace.tensors.push_back(Tensor(2, "output", "RoutedMoE/gate", "BSE", {2, 4, 4}));
+  TensorRecord logits = Tensor(3, "gate_logits", "RoutedMoE/dense_matmul", "BSE", {2, 4, 4});
+  logits.constraint = Constraint::kShardWithLogical;
+  logits.logical_axes = LogicalNames({"activation_batch", "activation_length", nullptr});
+  logits.partition_spec = PartitionSpec({{"fsdp"}, {}, {}});
+  logits.local_shape = {1, 4, 4};
+  logits.bytes_per_device = 32;
+  trace.tensors.push_back(logits);
+  TensorRecord mask = Tensor(4, "dispatch_mask", "RoutedMoE/dense_matmul", "BSEC", {2, 4, 4, 2});
+  mask.condition = "capacity_factor > 0";
+  trace.tensors.push_back(mask);
+  trace.tensors.push_back(Tensor(5, "group_sizes", "RoutedMoE/dense_matmul", "PE", {2, 4}));
+  trace.tensors.push_back(Tensor(6, "output", "RoutedMoE/gate", "BSE", {2, 4, 4}));
+  trace.ops.push_back(OpRecord{0, "einsum", "BSM,ME->BSE", {0, 1}, {2}, {}, "RoutedMoE/gate", {}});
+  trace.ops.push_back(OpRecord{1, "sharding_constraint", "", {2}, {3}, {}, "", {}});
+  CollectiveRecord gather;
+  gather.axes = {"expert"};
+  gather.participants = 2;
+  gather.bytes_sent = {16, 16};
+  gather.bytes_received = {16, 16};
+  trace.ops.push_back(OpRecord{2, "all_gather", "", {4}, {5}, {}, "", gather});
+  return trace;
+}
+
+TEST_CASE("ascii flow draws rectangular nested boxes", "[viz]") {
+  const std::string flow = AsciiFlow(SmallTrace());
+  INFO(flow);
+  const std::vector<std::u32string> grid = Grid(flow);
+  CHECK(CheckBoxes(grid, U'┌', U'┐', U'└', U'┘', U'│') == 4);  // RoutedMoE, gate x2, dense_matmul
+  CHECK(CheckBoxes(grid, U'╔', U'╗', U'╚', U'╝', U'║') == 1);  // gate_logits
+
+  // Every line between a top-level box's top and bottom edge has the same display width.
+  std::istringstream lines(flow);
+  std::string line;
+  size_t box_width = 0;
+  bool in_box = false;
+  while (std::getline(lines, line)) {
+    if (line.rfind("┌", 0) == 0) {
+      in_box = true;
+      box_width = DisplayWidth(line);
+    }
+    if (in_box) CHECK(DisplayWidth(line) == box_width);
+    if (line.rfind("└", 0) == 0) in_box = false;
+  }
+
+  CHECK(flow.find("╔═ maybe_shard_with_logical") != std::string::npos);
+  CHECK(flow.find("spec     P('fsdp', None, None)") != std::string::npos);
+  CHECK(flow.find("local    [1,4,4] per device, 32 B") != std::string::npos);
+  CHECK(flow.find("(if capacity_factor > 0)") != std::string::npos);
+  CHECK(flow.find("einsum(\"BSM,ME->BSE\", inputs, kernel)") != std::string::npos);
+  CHECK(flow.find("⇄ all_gather over expert") != std::string::npos);
+  CHECK(flow.find("output: [B=2,S=4,E=4] bfloat16") != std::string::npos);
+  // The gate scope entered again after dense_matmul gets a second box below it.
+  CHECK(flow.find("┌─ gate ", flow.find("┌─ dense_matmul")) != std::string::npos);
+}
+
+TEST_CASE("ascii flow collapses a chain of same-name records", "[viz]") {
+  Trace trace;
+  for (int i = 0; i < 3; ++i) {
+    trace.tensors.push_back(Tensor(i, "top_k_weights", "get_topk", "BSK", {1, 4, 2}));
+    trace.ops.push_back(OpRecord{i, i == 0 ? "top_k" : "astype", "", {}, {i}, {}, "get_topk", {}});
+  }
+  const std::string flow = AsciiFlow(trace);
+  INFO(flow);
+  CHECK(flow.find("← top_k, astype, astype (x3 ops)") != std::string::npos);
+  CHECK(flow.find("▼") == std::string::npos);  // one line, nothing to flow between
+}
+
+TEST_CASE("mask tree shows expert -> slot -> tokens", "[viz]") {
+  // [B=2, S=3, E=2, C=2]; batch 0: expert 0 slot 0 <- T1, slot 1 <- T2; expert 1 slot 0 <- T0.
+  std::vector<float> values(2 * 3 * 2 * 2, 0.0f);
+  const auto set = [&](int b, int s, int e, int c, float v) {
+    values[((b * 3 + s) * 2 + e) * 2 + c] = v;
+  };
+  set(0, 1, 0, 0, 1);
+  set(0, 2, 0, 1, 1);
+  set(0, 0, 1, 0, 1);
+  set(1, 0, 0, 0, 1);  // batch 1 must not show
+  const Array dispatch = Array::FromData({2, 3, 2, 2}, DType::kBool, values);
+  CHECK(MaskTree("dispatch_mask", dispatch) ==
+        "dispatch_mask[b=0] as E → C → S (of [B=2,S=3,E=2,C=2]):\n"
+        "\n"
+        "Expert 0:\n"
+        "├── slot 0: [T0=0, T1=1, T2=0] → contains T1\n"
+        "└── slot 1: [T0=0, T1=0, T2=1] → contains T2\n"
+        "\n"
+        "Expert 1:\n"
+        "├── slot 0: [T0=1, T1=0, T2=0] → contains T0\n"
+        "└── slot 1: [T0=0, T1=0, T2=0] → empty\n");
+
+  // Weighted: the leaves carry the routing weights; with the top-k choices, a token that
+  // chose an expert but holds no slot is named as dropped.
+  std::vector<float> weights(values.size(), 0.0f);
+  for (size_t i = 0; i < values.size(); ++i) weights[i] = values[i] * 0.25f;
+  const Array combine = Array::FromData({2, 3, 2, 2}, DType::kFloat32, weights);
+  // top_k_indices [B=2, S=3, K=1]: batch 0's tokens chose experts 1, 0, 1, and T2 holds no
+  // slot of expert 1 (the mask put it in expert 0).
+  const Array choices = Array::FromData({2, 3, 1}, DType::kInt32, {1, 0, 1, 0, 0, 0});
+  const std::string tree = MaskTree("combine_mask", combine, 0, &choices);
+  INFO(tree);
+  CHECK(tree.find("├── slot 0: [T0=0, T1=0.25, T2=0] → T1 with weight 0.25\n") !=
+        std::string::npos);
+  CHECK(tree.find("    (dropped: T2 chose expert 1, but its 2 slots were full)\n") !=
+        std::string::npos);
+
+  CHECK_THROWS_WITH(MaskTree("m", Array::Filled({2, 3}, DType::kBool, 0)),
+                    Catch::Contains("expected a [B,S,E,C] mask"));
+  CHECK_THROWS_WITH(MaskTree("m", dispatch, 2), Catch::Contains("batch 2 is outside [0, 2)"));
+}
+
+TEST_CASE("invariants report a violation instead of hiding it", "[viz]") {
+  Trace trace = SmallTrace();
+  trace.tensors.push_back(Tensor(7, "top_k_indices", "RoutedMoE", "BSK", {2, 4, 2}));
+  // B*S*K = 16 choices, but the counts add up to 15.
+  trace.facts.push_back(
+      Fact{"tokens per expert (routed choices, whole batch)", "RoutedMoE", {4}, {4, 4, 4, 3}, ""});
+  const std::vector<Invariant> invariants = TraceInvariants(trace);
+  bool found = false;
+  for (const Invariant& inv : invariants) {
+    if (inv.statement != "sum(tokens per expert) == B*S*K") continue;
+    found = true;
+    CHECK(inv.violated);
+    CHECK(inv.result == "VIOLATED: sum([4, 4, 4, 3]) = 15, B*S*K = 2*4*2 = 16");
+  }
+  CHECK(found);
+}
+
+TEST_CASE("generate --check passes on the committed visualizations", "[viz]") {
+  const CommandResult r =
+      RunShardtrace({"generate", "--check", "--out", SourcePath("visualizations")});
+  INFO(r.out << r.err);
+  CHECK(r.status == 0);
+  CHECK(r.out.find("is up to date (8 files)") != std::string::npos);
+}
+
+TEST_CASE("generate --check names a stale file and exits 1", "[viz]") {
+  namespace fs = std::filesystem;
+  const TempDir dir;
+  for (const auto& entry : fs::directory_iterator(SourcePath("visualizations")))
+    fs::copy_file(entry.path(), dir.path() / entry.path().filename());
+  const std::string stale = dir.File("moe_dense_dropping.md");
+  dir.Write("moe_dense_dropping.md", ReadFile(stale) + "edited by hand\n");
+
+  const CommandResult r = RunShardtrace({"generate", "--check", "--out", dir.path().string()});
+  INFO(r.out << r.err);
+  CHECK(r.status == 1);
+  CHECK(r.out.find("differs  " + stale) != std::string::npos);
+  CHECK(r.out.find("is stale: moe_dense_dropping.md; run shardtrace generate --out ") !=
+        std::string::npos);
+  CHECK(ReadFile(stale).find("edited by hand") != std::string::npos);  // --check writes nothing
+
+  // generate rewrites it, and the directory then checks clean.
+  const CommandResult fix = RunShardtrace({"generate", "--out", dir.path().string()});
+  CHECK(fix.status == 0);
+  CHECK(ReadFile(stale) == ReadFile(SourcePath("visualizations/moe_dense_dropping.md")));
+  CHECK(RunShardtrace({"generate", "--check", "--out", dir.path().string()}).status == 0);
+}
+
+TEST_CASE("generate --check reports missing files", "[viz]") {
+  const TempDir dir;
+  const CommandResult r = RunShardtrace({"generate", "--check", "--out", dir.path().string()});
+  CHECK(r.status == 1);
+  CHECK(r.out.find("missing  " + dir.File("mlp_block.md")) != std::string::npos);
+  CHECK(dir.Entries().empty());
+}
+
+}  // namespace
+}  // namespace shardtrace
