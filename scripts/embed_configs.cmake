@@ -7,6 +7,8 @@
 # rewritten when its content changes, so an unrelated re-run does not force a recompile.
 cmake_minimum_required(VERSION 3.22)
 
+include("${CMAKE_CURRENT_LIST_DIR}/embed_common.cmake")
+
 if(NOT DEFINED ROOT OR NOT DEFINED OUT)
   message(FATAL_ERROR "embed_configs.cmake: pass -DROOT=<dir> and -DOUT=<file.cc>")
 endif()
@@ -19,15 +21,7 @@ set(body "")
 set(table "")
 set(index 0)
 foreach(rel IN LISTS rel_paths)
-  file(READ "${ROOT}/${rel}" hex HEX)
-  string(LENGTH "${hex}" hex_len)
-  math(EXPR size "${hex_len} / 2")
-  # Every byte becomes a \xNN escape inside a string literal: 4 source bytes per byte, and
-  # adjacent escapes cannot merge because each one ends where the next backslash starts.
-  string(REGEX REPLACE "([0-9a-f][0-9a-f])" "\\\\x\\1" escaped "${hex}")
-  # 32 bytes per line; CMake regexes have no {n}, so the group is spelled out.
-  string(REPEAT "\\\\x[0-9a-f][0-9a-f]" 32 line_pattern)
-  string(REGEX REPLACE "(${line_pattern})" "\\1\"\n    \"" escaped "${escaped}")
+  embed_escape("${ROOT}/${rel}" escaped size)
   # sizeof - 1 would also work, but the explicit size documents the file length.
   string(APPEND body
     "// ${rel} (${size} bytes)\n"
@@ -64,8 +58,4 @@ ${table}  };
 }  // namespace shardtrace
 ")
 
-get_filename_component(out_dir "${OUT}" DIRECTORY)
-file(MAKE_DIRECTORY "${out_dir}")
-file(WRITE "${OUT}.tmp" "${content}")
-file(COPY_FILE "${OUT}.tmp" "${OUT}" ONLY_IF_DIFFERENT)
-file(REMOVE "${OUT}.tmp")
+embed_write("${OUT}" "${content}")

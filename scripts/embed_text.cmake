@@ -3,20 +3,15 @@
 # on the source tree or the working directory. Run as a script:
 #   cmake -DIN=<templates/x.mustache> -DOUT=<build>/generated/x.cc -DFUNCTION=<Name> \
 #         -P scripts/embed_text.cmake
-# Like embed_configs.cmake, bytes become \xNN escapes (no content can break the literal) and
-# the output is only rewritten when it changes.
+# Escaping and writing: embed_common.cmake.
 cmake_minimum_required(VERSION 3.22)
 
 if(NOT DEFINED IN OR NOT DEFINED OUT OR NOT DEFINED FUNCTION)
   message(FATAL_ERROR "embed_text.cmake: pass -DIN=<file> -DOUT=<file.cc> -DFUNCTION=<name>")
 endif()
 
-file(READ "${IN}" hex HEX)
-string(LENGTH "${hex}" hex_len)
-math(EXPR size "${hex_len} / 2")
-string(REGEX REPLACE "([0-9a-f][0-9a-f])" "\\\\x\\1" escaped "${hex}")
-string(REPEAT "\\\\x[0-9a-f][0-9a-f]" 32 line_pattern)
-string(REGEX REPLACE "(${line_pattern})" "\\1\"\n    \"" escaped "${escaped}")
+include("${CMAKE_CURRENT_LIST_DIR}/embed_common.cmake")
+embed_escape("${IN}" escaped size)
 get_filename_component(name "${IN}" NAME)
 
 set(content
@@ -34,8 +29,4 @@ std::string_view ${FUNCTION}() {
 }  // namespace shardtrace
 ")
 
-get_filename_component(out_dir "${OUT}" DIRECTORY)
-file(MAKE_DIRECTORY "${out_dir}")
-file(WRITE "${OUT}.tmp" "${content}")
-file(COPY_FILE "${OUT}.tmp" "${OUT}" ONLY_IF_DIFFERENT)
-file(REMOVE "${OUT}.tmp")
+embed_write("${OUT}" "${content}")
