@@ -181,7 +181,9 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
         const auto c3 = t.Condition("activations_in_float32");
         out = tr::Cast(t, out, DType::kFloat32, {name, e_lead + "CH"});
       }
-      return t.ShardWithLogical(out, name, e_lead + "CH", mlp_axis);
+      out = t.ShardWithLogical(out, name, e_lead + "CH", mlp_axis);
+      return tr::CheckpointName(t, out,
+                                name == std::string("layer_w0") ? "moe_mlpwi_0" : "moe_mlpwi_1");
     };
     const Value layer_w0 = up("wi_0", "w0_kernel", kernels.w0, kernels.w0_bias);
     const Value layer_w1 = up("wi_1", "w1_kernel", kernels.w1, kernels.w1_bias);
@@ -214,6 +216,7 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
         intermediate = t.ShardWithLogical(intermediate, "intermediate_layer", e_lead + "CM",
                                           LogicalNames({"activation_exp", "activation_batch_moe",
                                                         nullptr, "activation_embed_moe"}));
+      intermediate = tr::CheckpointName(t, intermediate, "moe_mlpwo");
     }
     {
       const auto sc = t.Scope("combine");
@@ -245,7 +248,8 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
       const auto c3 = t.Condition("activations_in_float32");
       out = tr::Cast(t, out, DType::kFloat32, {name, "BSEH"});
     }
-    return out;
+    return tr::CheckpointName(t, out,
+                              name == std::string("layer_w0") ? "moe_mlpwi_0" : "moe_mlpwi_1");
   };
   const Value layer_w0 = up("wi_0", "layer_w0", kernels.w0, kernels.w0_bias);
   const Value layer_w1 = up("wi_1", "layer_w1", kernels.w1, kernels.w1_bias);
@@ -264,6 +268,7 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
       const auto c3 = t.Condition("activations_in_float32");
       intermediate = tr::Cast(t, intermediate, DType::kFloat32, {"intermediate_layer", "BSEM"});
     }
+    intermediate = tr::CheckpointName(t, intermediate, "moe_mlpwo");
   }
   {
     const auto sc = t.Scope("weight_sum");

@@ -139,8 +139,7 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
       const auto c2 = t.Condition("mlp_bias");
       out = tr::Binary(t, "add", out, *bias, {name, t.trace().tensors[out.tensor].dims});
     }
-    (void)ckpt;
-    return out;
+    return tr::CheckpointName(t, out, ckpt);
   };
   const Value layer_w0 = up(w0, w0_bias, "layer_w0", "moe_mlpwi_0");
   const Value layer_w1 = up(w1, w1_bias, "layer_w1", "moe_mlpwi_1");
@@ -161,6 +160,7 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
       intermediate_output =
           tr::Binary(t, "add", intermediate_output, *wo_bias, {"intermediate_output", dims});
     }
+    intermediate_output = tr::CheckpointName(t, intermediate_output, "moe_mlpwo");
   }
   Value output;
   if (s.ring_of_experts) {

@@ -74,6 +74,12 @@ Value Constant(Tracer& t, const Array& value, const Out& out) {
   });
 }
 
+Value CheckpointName(Tracer& t, const Value& x, const std::string& name) {
+  const TensorRecord& in = t.trace().tensors[x.tensor];
+  return t.Apply({"checkpoint_name", "", {{"name", name}}}, {&x}, {in.name, in.dims, in.kind},
+                 [](const Args& a) { return *a[0]; });
+}
+
 Value Zeros(Tracer& t, const Shape& shape, DType dtype, const Out& out) {
   return t.Apply({"zeros", "", {{"shape", ShapeToString(shape)}}}, {}, out, [&](const Args&) {
     return t.numeric() ? Array::Filled(shape, dtype, 0.0f) : Array::Symbolic(shape, dtype);

@@ -28,6 +28,8 @@ Value Softmax(Tracer& t, const Value& x, const Out& out);  // over the last axis
 Value Binary(Tracer& t, const std::string& kind, const Value& a, const Value& b, const Out& out);
 // A constant (scalar or array) that is not a tensor of the model: recorded as an input.
 Value Constant(Tracer& t, const Array& value, const Out& out);
+// adc.checkpoint_name(x, name): the remat tag MaxText puts on an activation (identity).
+Value CheckpointName(Tracer& t, const Value& x, const std::string& name);
 // jnp.zeros / jax.lax.empty: allocated only in numeric mode.
 Value Zeros(Tracer& t, const Shape& shape, DType dtype, const Out& out);
 Value Sum(Tracer& t, const Value& x, int64_t axis, bool keepdims, const Out& out);
