@@ -2,6 +2,7 @@
 #include "cli/commands.h"
 #include "config/override_file.h"
 #include "config/run_inputs.h"
+#include "emit/dot_graph.h"
 #include "emit/maxtext_dump.h"
 #include "emit/trace_json.h"
 #include "emit/trace_table.h"
@@ -34,8 +35,12 @@ void RunTraceCommand(const TraceOptions& options, std::ostream& out) {
   }
   const BlockRun run = RunBlock(in.config, in.mesh, setup, params, ParseBlock(options.block),
                                 numeric, options.path == "masked_loop");
-  WriteOutput(common, common.format == "json" ? TraceToJson(run.trace) : TraceToTable(run.trace),
-              out);
+  const Trace& trace = run.trace;
+  const std::string text = common.format == "json"  ? TraceToJson(trace)
+                           : common.format == "dot" ? TraceToDot(trace)
+                           : common.format == "svg" ? TraceToSvg(trace)
+                                                    : TraceToTable(trace);
+  WriteOutput(common, text, out);
 }
 
 void RunDumpCommand(const CommonOptions& options, std::ostream& out) {
