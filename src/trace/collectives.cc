@@ -242,28 +242,21 @@ Value Tracer::RaggedAllToAll(const Value& operand, const Value& output, const Va
              {devices, n},
              matrix,
              "ragged_all_to_all send_sizes of every device"});
+    // Problems are facts only when they happened: a per-device count with a nonzero total.
+    auto report = [&](const std::string& what, const std::vector<double>& per_device,
+                      const std::string& note) {
+      double total = 0;
+      for (const double x : per_device) total += x;
+      if (total > 0) AddFact({out.name + ": " + what, "", {devices}, per_device, note});
+    };
     double total_dropped = 0;
     for (const double x : dropped) total_dropped += x;
-    if (total_dropped > 0)
-      AddFact({out.name + ": rows dropped (buffer full) per receiving device",
-               "",
-               {devices},
-               dropped,
-               fmt::format("{} rows did not fit the receive buffer of {} rows", total_dropped,
-                           capacity)});
-    double total_unsent = 0;
-    for (const double x : unsent) total_unsent += x;
-    if (total_unsent > 0)
-      AddFact({out.name + ": rows missing at the sender per device",
-               "",
-               {devices},
-               unsent,
-               "send_sizes reach past the operand: rows an earlier full buffer dropped"});
-    double total_mismatch = 0;
-    for (const double x : mismatched) total_mismatch += x;
-    if (total_mismatch > 0)
-      AddFact(
-          {out.name + ": recv_sizes disagreeing with the senders", "", {devices}, mismatched, ""});
+    report(
+        "rows dropped (buffer full) per receiving device", dropped,
+        fmt::format("{} rows did not fit the receive buffer of {} rows", total_dropped, capacity));
+    report("rows missing at the sender per device", unsent,
+           "send_sizes reach past the operand: rows an earlier full buffer dropped");
+    report("recv_sizes disagreeing with the senders", mismatched, "");
   }
   v.tensor = Record(out, v.shards, true);
   RecordCollective({"ragged_all_to_all", "", {}},
