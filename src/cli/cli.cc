@@ -118,6 +118,23 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
       "Example: shardtrace check testdata/goldens/sparse_ep2_mixtral "
       "testdata/goldens/ring_ep2_mixtral");
 
+  CompareDumpOptions compare_dump_options;
+  CLI::App* compare_dump_cmd = app.add_subcommand(
+      "compare-dump", "compare a MaxText sharding_info dump with shardtrace's trace of that run");
+  compare_dump_cmd
+      ->add_option("dump_dir", compare_dump_options.dump_dir,
+                   "MaxText sharding_info directory (named_shardings.json, logical_shardings.json, "
+                   "input_shardings.json)")
+      ->required();
+  AddCommon(compare_dump_cmd, compare_dump_options.common, {"text", "markdown", "json"});
+  compare_dump_cmd->footer(
+      "Model, overrides and device count come from the dump's directory name and mesh; "
+      "CONFIG.yml, key=value and --devices override them. Exit 0 all agree, 1 a difference.\n"
+      "Example: shardtrace compare-dump "
+      "maxtext/tests/utils/sharding_info/gpt-oss-20b/tpu7x-16/slice_1/"
+      "rule_default_ici_fsdp_parallelism=-1_ici_expert_parallelism=2 "
+      "maxtext/src/maxtext/configs/base.yml");
+
   GenerateOptions generate_options;
   CLI::App* generate_cmd = app.add_subcommand(
       "generate", "render visualizations/*.md from real traces of the embedded configs");
@@ -134,6 +151,7 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
     if (trace_cmd->parsed()) RunTraceCommand(trace_options, out);
     if (dump_cmd->parsed()) RunDumpCommand(dump_options, out);
     if (check_cmd->parsed() && !RunCheckCommand(check_options, out)) return 1;
+    if (compare_dump_cmd->parsed() && !RunCompareDumpCommand(compare_dump_options, out)) return 1;
     if (generate_cmd->parsed() && !RunGenerateCommand(generate_options, out)) return 1;
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e, out, err);

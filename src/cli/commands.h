@@ -45,12 +45,20 @@ struct GenerateOptions {
   bool check = false;                  // compare with the files in `out`, write nothing
 };
 
+struct CompareDumpOptions {
+  std::string dump_dir;  // a MaxText sharding_info directory
+  CommonOptions common;  // args: CONFIG.yml / key=value over what the dump's name says
+};
+
 void RunConfigCommand(const CommonOptions& options, std::ostream& out);
 void RunExplainCommand(const ExplainOptions& options, std::ostream& out);
 void RunTraceCommand(const TraceOptions& options, std::ostream& out);
 void RunDumpCommand(const CommonOptions& options, std::ostream& out);
 // Returns false when a check failed (exit status 1).
 bool RunCheckCommand(const CheckCommandOptions& options, std::ostream& out);
+
+// Returns false when the dump and the trace differ (exit 1).
+bool RunCompareDumpCommand(const CompareDumpOptions& options, std::ostream& out);
 
 // Renders visualizations/*.md (see generate_command.cc for the list). With `check`, writes
 // nothing and returns false when a file in options.out is missing or differs (exit 1).

@@ -179,6 +179,19 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
   return run;
 }
 
+std::vector<Block> ModelBlocks(const Config& config, const MoeSetup& setup) {
+  const bool moe = setup.num_experts > 1;
+  const bool dense_layers =
+      !moe || setup.dense_layers > 0 || config.Int("interleave_moe_layer_step") > 1;
+  std::vector<Block> blocks;
+  if (dense_layers) blocks.push_back(Block::kMlp);
+  if (moe) {
+    blocks.push_back(Block::kMoe);
+    if (UsesSharedExperts(setup)) blocks.push_back(Block::kShared);
+  }
+  return blocks;
+}
+
 std::vector<DumpEntry> DumpModel(const Config& config, const Mesh& mesh) {
   const MoeSetup setup = MakeMoeSetup(config, mesh);
   const int n_act = static_cast<int>(config.StrList("mlp_activations").size());
@@ -192,14 +205,7 @@ std::vector<DumpEntry> DumpModel(const Config& config, const Mesh& mesh) {
       if (!seen) entries.push_back(std::move(e));
     }
   };
-  const bool moe = setup.num_experts > 1;
-  const bool dense_layers =
-      !moe || setup.dense_layers > 0 || config.Int("interleave_moe_layer_step") > 1;
-  if (dense_layers) append(Block::kMlp);
-  if (moe) {
-    append(Block::kMoe);
-    if (UsesSharedExperts(setup)) append(Block::kShared);
-  }
+  for (const Block block : ModelBlocks(config, setup)) append(block);
   return entries;
 }
 

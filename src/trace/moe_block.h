@@ -7,6 +7,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "trace/moe_params.h"
 #include "trace/moe_setup.h"
@@ -32,6 +33,10 @@ bool UsesSharedExperts(const MoeSetup& setup);
 // RoutedMoE.__call__ would select.
 BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
                   const MoeParams& params, Block block, bool numeric, bool masked_loop = false);
+
+// The blocks a model's decoder layers run, in MaxText's order: a dense MlpBlock (when the
+// model has dense layers), the routed MoE block, then its shared experts.
+std::vector<Block> ModelBlocks(const Config& config, const MoeSetup& setup);
 
 // input_shardings.json entries of the model's blocks in MaxText's order: a dense MlpBlock
 // (when the model has dense layers), the MoE block, then its shared experts.

@@ -1,0 +1,57 @@
+// shardtrace's prediction held against a MaxText sharding_info dump, tensor by tensor.
+// Parameters: every MoE and MLP parameter of the dump (`.params/` entries whose module path
+// ends in a routed-expert kernel, the router gate, or an MlpBlock kernel; shared_experts
+// ones belong to the shared block) against the kernel_axes weight of the same name in the
+// trace of that block. MaxText stacks scanned layers on one extra dim (logical `layers`,
+// `moe_layers` or `dense_layers`); it is taken out of the dump's logical axes, spec and
+// shape before comparing. PartitionSpecs compare after MaxText's size-1 removal (the dump
+// records flax's spec, with axes of size 1 still in). Activations: the `moe/` and
+// `linears/` entries of input_shardings.json against shardtrace's own dump of the same
+// blocks, aligned by name and occurrence. The result is plain data; emit/ formats it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "check/sharding_dump.h"
+#include "config/config.h"
+#include "shard/mesh.h"
+
+namespace shardtrace {
+
+struct TensorComparison {
+  enum class Kind { kParam, kActivation };
+  enum class Status { kAgree, kDiffer, kOnlyInDump, kOnlyInTrace };
+  Kind kind = Kind::kParam;
+  Status status = Status::kAgree;
+  std::string dump_name;   // "decoder/moe_layers/.../wi_0" or "moe/gate_logits"; "" if none
+  std::string trace_name;  // "moe RoutedAndSharedMoE/RoutedMoE/wi_0"; "" if none
+  // Each side as JAX prints it; empty on the side that lacks the tensor.
+  std::string dump_logical, dump_spec, dump_shape;
+  std::string trace_logical, trace_spec, trace_shape;
+  std::vector<std::string> differing;  // "logical axes", "spec", "shape"
+};
+
+struct DumpComparison {
+  std::string dump_dir;
+  InferredRun inferred;
+  std::vector<std::string> traced_args;  // CONFIG files and overrides the trace ran with
+  int64_t devices = 0;
+  std::vector<std::string> config_files;  // Config::loaded_files()
+  std::string dump_mesh, trace_mesh;
+  std::vector<std::string> blocks;  // "moe: sparse_matmul/ragged_all_to_all (...)"
+  std::vector<TensorComparison> tensors;
+  int params_not_compared = 0;  // attention, norms, embeddings: not traced
+  int activations_not_compared = 0;
+
+  bool mesh_agrees() const { return dump_mesh == trace_mesh; }
+  bool agrees() const;
+  int Count(TensorComparison::Status status) const;
+};
+
+// Traces every block `config` implies (symbolically) and compares with `dump`.
+DumpComparison CompareWithDump(const ShardingDump& dump, const Config& config, const Mesh& mesh);
+
+std::string ToString(TensorComparison::Status status);  // agree | differ | only in dump | ...
+
+}  // namespace shardtrace

@@ -1,0 +1,235 @@
+#include "check/sharding_dump.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "util/error.h"
+
+namespace shardtrace {
+namespace {
+
+using Json = nlohmann::json;
+
+Json ReadJson(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) Fail("{}: cannot read (expected a MaxText sharding_info file)", path.string());
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  Json json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object())
+    Fail("{}: not a JSON object (expected a MaxText sharding_info file)", path.string());
+  return json;
+}
+
+// ".params/['params']/['decoder']/['moe_layers']/['wi_0']" -> {"decoder", "moe_layers", "wi_0"}.
+std::vector<std::string> ParamModules(const std::string& key) {
+  std::vector<std::string> modules;
+  size_t pos = 0;
+  while ((pos = key.find("['", pos)) != std::string::npos) {
+    const size_t end = key.find("']", pos + 2);
+    if (end == std::string::npos) break;
+    modules.push_back(key.substr(pos + 2, end - pos - 2));
+    pos = end + 2;
+  }
+  if (!modules.empty() && modules.front() == "params") modules.erase(modules.begin());
+  return modules;
+}
+
+Shape ReadShape(const Json& value, const std::string& file, const std::string& key) {
+  if (!value.is_array()) Fail("{}: '{}': expected \"shape\" to be a list of ints", file, key);
+  Shape shape;
+  for (const Json& d : value) {
+    if (!d.is_number_integer())
+      Fail("{}: '{}': expected \"shape\" to be a list of ints", file, key);
+    shape.push_back(d.get<int64_t>());
+  }
+  return shape;
+}
+
+const Json& Field(const Json& entry, const char* name, const std::string& file,
+                  const std::string& key) {
+  if (!entry.is_object() || !entry.contains(name))
+    Fail("{}: '{}': expected a \"{}\" field", file, key, name);
+  return entry.at(name);
+}
+
+// named_shardings.json: per dim null, "axis" or ["axis", ...].
+PartitionSpec ReadNamedSpec(const Json& value, const std::string& file, const std::string& key) {
+  if (!value.is_array()) Fail("{}: '{}': expected \"partition_spec\" to be a list", file, key);
+  std::vector<PartitionSpec::Entry> entries;
+  for (const Json& d : value) {
+    if (d.is_null()) {
+      entries.emplace_back();
+    } else if (d.is_string()) {
+      entries.push_back({d.get<std::string>()});
+    } else if (d.is_array()) {
+      PartitionSpec::Entry entry;
+      for (const Json& a : d) {
+        if (!a.is_string()) Fail("{}: '{}': expected mesh axis names", file, key);
+        entry.push_back(a.get<std::string>());
+      }
+      entries.push_back(entry);
+    } else {
+      Fail("{}: '{}': expected null, a mesh axis or a list of mesh axes per dim", file, key);
+    }
+  }
+  return PartitionSpec(entries);
+}
+
+// logical_shardings.json: per dim null or a logical axis name.
+LogicalAxes ReadLogical(const Json& value, const std::string& file, const std::string& key) {
+  if (!value.is_array()) Fail("{}: '{}': expected \"partition_spec\" to be a list", file, key);
+  LogicalAxes axes;
+  for (const Json& d : value) {
+    if (d.is_null())
+      axes.push_back(std::nullopt);
+    else if (d.is_string())
+      axes.push_back(d.get<std::string>());
+    else
+      Fail("{}: '{}': expected null or a logical axis name per dim", file, key);
+  }
+  return axes;
+}
+
+// Splits "key=value_key2=value2" (or with '-' for '=') into "key=value" overrides. Values
+// run to the next '_' and may start with the separator (a negative number: "--1").
+std::vector<std::string> ParseOverrideRun(const std::string& text, char separator) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const size_t sep = text.find(separator, pos);
+    if (sep == std::string::npos || sep == pos) break;
+    size_t value_end = text.find('_', sep + 2);
+    if (value_end == std::string::npos) value_end = text.size();
+    out.push_back(text.substr(pos, sep - pos) + "=" + text.substr(sep + 1, value_end - sep - 1));
+    pos = value_end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+ShardingDump ReadShardingDump(const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(dir))
+    Fail(
+        "{}: not a directory (expected a MaxText sharding_info directory with "
+        "named_shardings.json, logical_shardings.json and input_shardings.json)",
+        dir);
+  ShardingDump dump;
+  dump.dir = dir;
+  const fs::path named_path = fs::path(dir) / "named_shardings.json";
+  const fs::path logical_path = fs::path(dir) / "logical_shardings.json";
+  const fs::path input_path = fs::path(dir) / "input_shardings.json";
+  const Json named = ReadJson(named_path);
+  const Json logical = ReadJson(logical_path);
+  const Json input = ReadJson(input_path);
+
+  for (const auto& [key, entry] : named.items()) {
+    if (dump.mesh.empty() && entry.is_object() && entry.contains("mesh")) {
+      const Json& mesh = entry.at("mesh");
+      const Json& names = Field(mesh, "axis_names", named_path.string(), key);
+      const Json& sizes = Field(mesh, "shape", named_path.string(), key);
+      for (const Json& name : names) {
+        if (!name.is_string() || !sizes.contains(name.get<std::string>()) ||
+            !sizes.at(name.get<std::string>()).is_number_integer())
+          Fail("{}: '{}': mesh axis_names and shape do not match", named_path.string(), key);
+        MeshAxis axis;
+        axis.name = name.get<std::string>();
+        axis.size = axis.ici = sizes.at(axis.name).get<int64_t>();
+        dump.mesh.push_back(axis);
+      }
+    }
+    if (key.rfind(".params/", 0) != 0) continue;
+    DumpParam p;
+    p.modules = ParamModules(key);
+    p.path = fmt::format("{}", fmt::join(p.modules, "/"));
+    p.flax_spec = ReadNamedSpec(Field(entry, "partition_spec", named_path.string(), key),
+                                named_path.string(), key);
+    if (!logical.contains(key))
+      Fail("{}: no entry '{}' (named_shardings.json has it)", logical_path.string(), key);
+    const Json& l = logical.at(key);
+    p.logical = ReadLogical(Field(l, "partition_spec", logical_path.string(), key),
+                            logical_path.string(), key);
+    p.shape = ReadShape(Field(l, "shape", logical_path.string(), key), logical_path.string(), key);
+    if (p.logical.size() != p.shape.size() || p.flax_spec.rank() != p.shape.size())
+      Fail("{}: '{}': logical axes, PartitionSpec and shape have different ranks", dir, key);
+    dump.params.push_back(std::move(p));
+  }
+  if (dump.mesh.empty()) Fail("{}: no entry carries a \"mesh\"", named_path.string());
+
+  const char* kList = "Activation Sharding Dump";
+  if (!input.contains(kList) || !input.at(kList).is_array())
+    Fail("{}: expected a \"{}\" list", input_path.string(), kList);
+  for (const Json& item : input.at(kList)) {
+    if (!item.is_object() || item.size() != 1)
+      Fail("{}: expected one {{\"name: type\": {{...}}}} object per entry", input_path.string());
+    const std::string key = item.begin().key();
+    const size_t colon = key.find(": ");
+    const Json& value = item.begin().value();
+    const Json& la = Field(value, "logic_axes", input_path.string(), key);
+    const Json& ps = Field(value, "PartitionSpec", input_path.string(), key);
+    if (colon == std::string::npos || !la.is_string() || !ps.is_string())
+      Fail("{}: '{}': expected \"name: dtype[shape]\" with string logic_axes and PartitionSpec",
+           input_path.string(), key);
+    dump.activations.push_back({key.substr(0, colon), key.substr(colon + 2), la.get<std::string>(),
+                                ps.get<std::string>()});
+  }
+  return dump;
+}
+
+InferredRun InferRun(const ShardingDump& dump) {
+  namespace fs = std::filesystem;
+  InferredRun run;
+  int64_t devices = 1;
+  for (const MeshAxis& a : dump.mesh) devices *= a.size;
+  run.devices = devices;
+  fs::path path = fs::path(dump.dir);
+  if (path.filename().empty()) path = path.parent_path();
+  const std::string name = path.filename().string();
+  if (name.rfind("rule_", 0) == 0) {
+    // MaxText's own layout: <model>/<topology>/slice_<n>/rule_<rule>_<key>=<value>_...
+    const std::string rest = name.substr(5);
+    const size_t us = rest.find('_');
+    run.rule = rest.substr(0, us);
+    if (us != std::string::npos) run.overrides = ParseOverrideRun(rest.substr(us + 1), '=');
+    const fs::path slice = path.parent_path();
+    if (slice.filename().string().rfind("slice_", 0) == 0) {
+      run.topology = slice.parent_path().filename().string();
+      run.model_name = slice.parent_path().parent_path().filename().string();
+    }
+  } else {
+    // The flattened copy: <model>_<topology>_<rule>_<key>-<value>_...
+    std::vector<std::string> head;
+    size_t pos = 0;
+    while (head.size() < 3 && pos <= name.size()) {
+      const size_t us = name.find('_', pos);
+      head.push_back(name.substr(pos, us == std::string::npos ? std::string::npos : us - pos));
+      if (us == std::string::npos) {
+        pos = name.size() + 1;
+        break;
+      }
+      pos = us + 1;
+    }
+    if (head.size() == 3) {
+      run.model_name = head[0];
+      run.topology = head[1];
+      run.rule = head[2];
+      if (pos < name.size()) run.overrides = ParseOverrideRun(name.substr(pos), '-');
+    }
+  }
+  return run;
+}
+
+std::string DumpMeshString(const ShardingDump& dump) {
+  std::vector<MeshAxis> axes;
+  for (const MeshAxis& a : dump.mesh)
+    if (a.size > 1) axes.push_back(a);
+  return Mesh(axes).ToString();
+}
+
+}  // namespace shardtrace

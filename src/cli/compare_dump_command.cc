@@ -1,0 +1,55 @@
+// `shardtrace compare-dump DUMP_DIR [CONFIG.yml ...] [key=value ...]`: reads a MaxText
+// sharding_info directory, traces the run its name and mesh describe (model, overrides,
+// custom_mesh_and_rule, device count; the user's own arguments win), and reports tensor by
+// tensor. Exit status 0 when everything agrees, 1 on a difference.
+#include <algorithm>
+
+#include "check/dump_comparison.h"
+#include "check/sharding_dump.h"
+#include "cli/commands.h"
+#include "config/run_inputs.h"
+#include "emit/dump_comparison_report.h"
+
+namespace shardtrace {
+namespace {
+
+std::string KeyOf(const std::string& override_arg) {
+  return override_arg.substr(0, override_arg.find('='));
+}
+
+}  // namespace
+
+bool RunCompareDumpCommand(const CompareDumpOptions& options, std::ostream& out) {
+  const ShardingDump dump = ReadShardingDump(options.dump_dir);
+  const InferredRun inferred = InferRun(dump);
+  std::vector<std::string> files, user_overrides, args;
+  for (const std::string& a : options.common.args)
+    (a.find('=') == std::string::npos ? files : user_overrides).push_back(a);
+  std::vector<std::string> from_dump;
+  if (!inferred.model_name.empty()) from_dump.push_back("model_name=" + inferred.model_name);
+  if (!inferred.rule.empty() && inferred.rule != "default")
+    from_dump.push_back("custom_mesh_and_rule=" + inferred.rule);
+  from_dump.insert(from_dump.end(), inferred.overrides.begin(), inferred.overrides.end());
+  args = files;
+  for (const std::string& o : from_dump) {
+    const bool overridden = std::any_of(user_overrides.begin(), user_overrides.end(),
+                                        [&](const std::string& u) { return KeyOf(u) == KeyOf(o); });
+    if (!overridden) args.push_back(o);
+  }
+  args.insert(args.end(), user_overrides.begin(), user_overrides.end());
+  const std::optional<int64_t> devices =
+      options.common.devices ? options.common.devices : inferred.devices;
+  const RunInputs in = LoadRunInputs(args, devices);
+  DumpComparison comparison = CompareWithDump(dump, in.config, in.mesh);
+  comparison.dump_dir = options.dump_dir;
+  comparison.traced_args = args;
+  const std::string& format = options.common.format;
+  WriteOutput(options.common,
+              format == "json"       ? DumpComparisonToJson(comparison)
+              : format == "markdown" ? DumpComparisonToMarkdown(comparison)
+                                     : DumpComparisonToText(comparison),
+              out);
+  return comparison.agrees();
+}
+
+}  // namespace shardtrace
