@@ -3,12 +3,16 @@
 // boxes for constrained tensors and `(if ...)` for conditional ones; the mask tree of a
 // hand-built mask has the expected leaves; the invariants report a violation instead of
 // hiding it; and the committed visualizations/ are exactly what `generate` renders.
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "cli/visualization_pages.h"
 #include "emit/ascii_flow.h"
 #include "emit/mask_tree.h"
 #include "emit/text_table.h"
@@ -93,6 +97,7 @@ Trace SmallTrace() {
   trace.path = "dense_matmul (token dropping)";
   trace.tensors.push_back(Tensor(0, "inputs", "", "BSM", {2, 4, 8}));
   trace.tensors.push_back(Tensor(1, "kernel", "RoutedMoE/gate", "ME", {8, 4}));
+  trace.tensors.back().kind = TensorKind::kWeight;
   trace.tensors.push_back(Tensor(2, "output", "RoutedMoE/gate", "BSE", {2, 4, 4}));
   TensorRecord logits = Tensor(3, "gate_logits", "RoutedMoE/dense_matmul", "BSE", {2, 4, 4});
   logits.constraint = Constraint::kShardWithLogical;
@@ -117,11 +122,12 @@ Trace SmallTrace() {
   return trace;
 }
 
-TEST_CASE("ascii flow draws rectangular nested boxes", "[viz]") {
+TEST_CASE("ascii flow draws one rectangular box per stage", "[viz]") {
   const std::string flow = AsciiFlow(SmallTrace());
   INFO(flow);
   const std::vector<std::u32string> grid = Grid(flow);
-  CHECK(CheckBoxes(grid, U'┌', U'┐', U'└', U'┘', U'│') == 4);  // RoutedMoE, gate x2, dense_matmul
+  // gate, dense_matmul, gate again: stages, not nested boxes.
+  CHECK(CheckBoxes(grid, U'┌', U'┐', U'└', U'┘', U'│') == 3);
   CHECK(CheckBoxes(grid, U'╔', U'╗', U'╚', U'╝', U'║') == 1);  // gate_logits
 
   // Every line between a top-level box's top and bottom edge has the same display width.
@@ -139,26 +145,70 @@ TEST_CASE("ascii flow draws rectangular nested boxes", "[viz]") {
   }
 
   CHECK(flow.find("╔═ maybe_shard_with_logical") != std::string::npos);
-  CHECK(flow.find("spec     P('fsdp', None, None)") != std::string::npos);
-  CHECK(flow.find("local    [1,4,4] per device, 32 B") != std::string::npos);
+  CHECK(flow.find("gate_logits: act [B=2,S=4,E=4] bf16  ← output") != std::string::npos);
+  // The logical axis behind each PartitionSpec entry, per dim.
+  CHECK(flow.find("B=2  'activation_batch'  → 'fsdp'") != std::string::npos);
+  CHECK(flow.find("E=4  None                → None") != std::string::npos);
+  CHECK(flow.find("P('fsdp', None, None): [1,4,4] per device, 32 B") != std::string::npos);
   CHECK(flow.find("(if capacity_factor > 0)") != std::string::npos);
-  CHECK(flow.find("einsum(\"BSM,ME->BSE\", inputs, kernel)") != std::string::npos);
-  CHECK(flow.find("⇄ all_gather over expert") != std::string::npos);
-  CHECK(flow.find("output: [B=2,S=4,E=4] bfloat16") != std::string::npos);
+  CHECK(flow.find("← einsum(\"BSM,ME->BSE\", inputs, kernel)") != std::string::npos);
+  CHECK(flow.find("⇄ all_gather(dispatch_mask) over expert, groups of 2") != std::string::npos);
+  CHECK(flow.find("output: act [B=2,S=4,E=4] bf16") != std::string::npos);
+  CHECK(flow.find("kernel: weight [M=8,E=4] bf16") != std::string::npos);
+  // Connectors name the tensors a stage takes from earlier stages.
+  CHECK(flow.find("  ▼ output\n┌─ RoutedMoE/dense_matmul") != std::string::npos);
   // The gate scope entered again after dense_matmul gets a second box below it.
-  CHECK(flow.find("┌─ gate ", flow.find("┌─ dense_matmul")) != std::string::npos);
+  CHECK(flow.find("┌─ RoutedMoE/gate ", flow.find("┌─ RoutedMoE/dense_matmul")) !=
+        std::string::npos);
 }
 
-TEST_CASE("ascii flow collapses a chain of same-name records", "[viz]") {
+TEST_CASE("ascii flow folds a chain of casts into one line", "[viz]") {
   Trace trace;
   for (int i = 0; i < 3; ++i) {
     trace.tensors.push_back(Tensor(i, "top_k_weights", "get_topk", "BSK", {1, 4, 2}));
-    trace.ops.push_back(OpRecord{i, i == 0 ? "top_k" : "astype", "", {}, {i}, {}, "get_topk", {}});
+    trace.ops.push_back(OpRecord{i,
+                                 i == 0 ? "top_k" : "astype",
+                                 "",
+                                 {},
+                                 {i},
+                                 {{"dtype", i == 1 ? "float32" : "bfloat16"}},
+                                 "get_topk",
+                                 {}});
+    if (i > 0) trace.ops.back().inputs = {i - 1};
   }
   const std::string flow = AsciiFlow(trace);
   INFO(flow);
-  CHECK(flow.find("← top_k, astype, astype (x3 ops)") != std::string::npos);
-  CHECK(flow.find("▼") == std::string::npos);  // one line, nothing to flow between
+  CHECK(flow.find("top_k_weights: act [B=1,S=4,K=2] bf16  ← top_k, as f32, as bf16 ") !=
+        std::string::npos);
+  CHECK(flow.find("▼") == std::string::npos);  // one stage, nothing to flow between
+}
+
+TEST_CASE("ascii flow draws independent branches side by side and wraps at the width", "[viz]") {
+  // x feeds two independent stages (wi_0, wi_1) whose outputs a third stage multiplies.
+  Trace trace;
+  trace.tensors.push_back(Tensor(0, "x", "moe", "TM", {4, 8}));
+  trace.tensors.push_back(Tensor(1, "layer_w0", "moe/wi_0", "TH", {4, 16}));
+  trace.tensors.push_back(Tensor(2, "layer_w1", "moe/wi_1", "TH", {4, 16}));
+  trace.tensors.push_back(Tensor(3, "out", "moe/act", "TH", {4, 16}));
+  trace.ops.push_back(OpRecord{0, "einsum", "TM,MH->TH", {0}, {1}, {}, "moe/wi_0", {}});
+  trace.ops.push_back(OpRecord{1, "einsum", "TM,MH->TH", {0}, {2}, {}, "moe/wi_1", {}});
+  trace.ops.push_back(OpRecord{2, "mul", "", {1, 2}, {3}, {}, "moe/act", {}});
+  const std::string flow = AsciiFlow(trace);
+  INFO(flow);
+  CHECK(flow.find("  ├──") != std::string::npos);
+  CHECK(flow.find("┌─ moe/wi_0 ─") < flow.find("\n", flow.find("┌─ moe/wi_1 ─")));
+  CHECK(flow.find("┌─ moe/wi_1 ─") != std::string::npos);
+  const size_t join = flow.find("  ├──", flow.find("┌─ moe/wi_1"));
+  CHECK(join != std::string::npos);
+  CHECK(flow.find("  ▼ layer_w0, layer_w1\n┌─ moe/act") != std::string::npos);
+
+  // At 60 columns the branches no longer fit side by side; long lines wrap.
+  const std::string narrow = AsciiFlow(trace, 60);
+  INFO(narrow);
+  std::istringstream lines(narrow);
+  std::string line;
+  while (std::getline(lines, line)) CHECK(DisplayWidth(line) <= 60);
+  CHECK(narrow.find("┌─ moe/wi_1") > narrow.find("└", narrow.find("┌─ moe/wi_0")));
 }
 
 TEST_CASE("mask tree shows expert -> slot -> tokens", "[viz]") {
@@ -220,12 +270,116 @@ TEST_CASE("invariants report a violation instead of hiding it", "[viz]") {
   CHECK(found);
 }
 
+// The lines of every fenced code block of a markdown document.
+std::vector<std::string> CodeLines(const std::string& markdown) {
+  std::vector<std::string> out;
+  std::istringstream lines(markdown);
+  std::string line;
+  bool in_fence = false;
+  while (std::getline(lines, line)) {
+    if (line.rfind("```", 0) == 0) {
+      in_fence = !in_fence;
+    } else if (in_fence) {
+      out.push_back(line);
+    }
+  }
+  return out;
+}
+
+// The text of the ```text block that follows `heading`.
+std::string BlockAfter(const std::string& markdown, const std::string& heading) {
+  const size_t at = markdown.find(heading);
+  if (at == std::string::npos) return "";
+  const size_t start = markdown.find("```text\n", at);
+  if (start == std::string::npos) return "";
+  const size_t end = markdown.find("\n```", start + 8);
+  return markdown.substr(start + 8, end - start - 8 + 1);
+}
+
+std::string Utf8(const std::u32string& text) {
+  std::string out;
+  for (const char32_t c : text) {
+    if (c < 0x80) {
+      out += static_cast<char>(c);
+    } else if (c < 0x800) {
+      out += static_cast<char>(0xC0 | (c >> 6));
+      out += static_cast<char>(0x80 | (c & 0x3F));
+    } else {
+      out += static_cast<char>(0xE0 | (c >> 12));
+      out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (c & 0x3F));
+    }
+  }
+  return out;
+}
+
+// The first line inside each double-line box of a flow (boxes may stand side by side):
+// the constrained tensor's head.
+std::vector<std::string> HeavyBoxHeads(const std::string& flow) {
+  const std::vector<std::u32string> grid = Grid(flow);
+  std::vector<std::string> heads;
+  for (size_t r = 0; r + 1 < grid.size(); ++r)
+    for (size_t c = 0; c < grid[r].size(); ++c) {
+      if (grid[r][c] != U'╔') continue;
+      const size_t right = grid[r].find(U'╗', c);
+      if (At(grid, r + 1, c) != U'║' || right == std::u32string::npos) continue;
+      heads.push_back(Utf8(grid[r + 1].substr(c + 2, right - c - 2)));
+    }
+  return heads;
+}
+
+TEST_CASE("every visualization page keeps the conventions", "[viz]") {
+  for (const VisualizationPage& v : VisualizationPages()) {
+    const RenderedPage page = RenderPage(v);
+    INFO(v.file);
+    // Committed and current agree (the CLI test below checks the same through generate).
+    CHECK(page.text == ReadFile(SourcePath("visualizations/" + v.file)));
+
+    // Code blocks read without scrolling.
+    for (const std::string& line : CodeLines(page.text)) {
+      INFO(line);
+      CHECK(DisplayWidth(line) <= 120);
+    }
+
+    // Every explicit constraint of the trace sits in a ╔ box headed by its tensor, and the
+    // flow draws no other ╔ box.
+    const std::string flow = BlockAfter(page.text, "## Tensor flow");
+    REQUIRE(!flow.empty());
+    const std::vector<std::string> heads = HeavyBoxHeads(flow);
+    size_t constrained = 0;
+    for (const TensorRecord& t : page.trace.tensors) {
+      if (t.constraint == Constraint::kNone) continue;
+      ++constrained;
+      const std::string head =
+          fmt::format("{}: {} ", t.name, t.kind == TensorKind::kWeight ? "weight" : "act");
+      INFO(t.name << " (" << ToString(t.constraint) << ")");
+      CHECK(std::any_of(heads.begin(), heads.end(),
+                        [&](const std::string& h) { return h.rfind(head, 0) == 0; }));
+    }
+    CHECK(heads.size() == constrained);
+
+    // No unconstrained activation shows a sharding: every PartitionSpec of the flow is inside
+    // a ╔ box, and every line names weight or act.
+    std::istringstream lines(flow);
+    std::string line;
+    while (std::getline(lines, line)) {
+      INFO(line);
+      if (line.find("P(") != std::string::npos) CHECK(line.find("║") != std::string::npos);
+    }
+
+    // The header names the source the page models and the base.yml it traced.
+    CHECK(page.text.find("| source | ") != std::string::npos);
+    CHECK(page.text.find("| config | ") != std::string::npos);
+    CHECK(page.text.find("base.yml") != std::string::npos);
+  }
+}
+
 TEST_CASE("generate --check passes on the committed visualizations", "[viz]") {
   const CommandResult r =
       RunShardtrace({"generate", "--check", "--out", SourcePath("visualizations")});
   INFO(r.out << r.err);
   CHECK(r.status == 0);
-  CHECK(r.out.find("is up to date (8 files)") != std::string::npos);
+  CHECK(r.out.find("is up to date (14 files)") != std::string::npos);
 }
 
 TEST_CASE("generate --check names a stale file and exits 1", "[viz]") {

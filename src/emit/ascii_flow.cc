@@ -4,7 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <optional>
+#include <array>
 
 #include "emit/text_table.h"
 #include "emit/trace_totals.h"
@@ -12,54 +12,16 @@
 namespace shardtrace {
 namespace {
 
-// One entry of a box: a run of records of one tensor (indices into Trace::tensors), or a
-// nested box (index into the node list).
+// One entry of a stage: a folded run of records of one tensor (indices into
+// Trace::tensors); a constrained record is always alone.
 struct Item {
   std::vector<int> tensors;
-  int child = -1;
 };
 
-struct Node {
-  std::string title;  // the last segment of the scope path
+// A run of records in one scope, drawn as one box.
+struct Stage {
+  std::string scope;
   std::vector<Item> items;
-};
-
-// The boxes, built in program order: node 0 is the top level (scope ""). A record's
-// scope path is matched against the boxes open for the previous record; the common
-// prefix stays open, the rest closes, and a box opens for each remaining segment. So a
-// parent box stays open across its children, and a scope entered again after a sibling
-// gets a second box: the flow never reorders records.
-class ScopeTree {
- public:
-  ScopeTree() : nodes_(1) {}
-
-  int NodeFor(const std::string& scope) {
-    std::vector<std::string> segments;
-    for (size_t start = 0; start < scope.size();) {
-      const size_t end = std::min(scope.find('/', start), scope.size());
-      segments.push_back(scope.substr(start, end - start));
-      start = end + 1;
-    }
-    size_t keep = 0;
-    while (keep < open_.size() && keep < segments.size() &&
-           nodes_[open_[keep]].title == segments[keep])
-      ++keep;
-    open_.resize(keep);
-    for (size_t i = keep; i < segments.size(); ++i) {
-      const int id = static_cast<int>(nodes_.size());
-      nodes_.push_back(Node{segments[i], {}});
-      nodes_[open_.empty() ? 0 : open_.back()].items.push_back(Item{{}, id});
-      open_.push_back(id);
-    }
-    return open_.empty() ? 0 : open_.back();
-  }
-
-  Node& node(int id) { return nodes_[id]; }
-  const Node& node(int id) const { return nodes_[id]; }
-
- private:
-  std::vector<Node> nodes_;
-  std::vector<int> open_;  // the boxes of the current scope path, outermost first
 };
 
 std::string Repeat(const std::string& piece, size_t n) {
@@ -70,6 +32,13 @@ std::string Repeat(const std::string& piece, size_t n) {
 
 std::string PadTo(const std::string& text, size_t width) {
   return text + std::string(width - std::min(width, DisplayWidth(text)), ' ');
+}
+
+std::vector<std::string> WrapAll(const std::vector<std::string>& lines, size_t width) {
+  std::vector<std::string> out;
+  for (const std::string& line : lines)
+    for (std::string& piece : WrapText(line, width)) out.push_back(std::move(piece));
+  return out;
 }
 
 // Draws `lines` in a box whose top edge carries `title`; every output line has the same
@@ -89,12 +58,16 @@ std::vector<std::string> Frame(const std::string& title, const std::vector<std::
   return out;
 }
 
+char Letter(const TensorRecord& t, size_t i) {
+  return t.dims.size() == t.shape.size() ? t.dims[i] : '-';
+}
+
 // "[B=4,S=8,M=16]"; letters that name no dim ('-', '1') and dims without letters show the
 // bare size.
 std::string DimShape(const TensorRecord& t) {
   std::vector<std::string> parts;
   for (size_t i = 0; i < t.shape.size(); ++i) {
-    const char letter = i < t.dims.size() && t.dims.size() == t.shape.size() ? t.dims[i] : '-';
+    const char letter = Letter(t, i);
     parts.push_back(letter == '-' || letter == '1' ? std::to_string(t.shape[i])
                                                    : fmt::format("{}={}", letter, t.shape[i]));
   }
@@ -102,7 +75,7 @@ std::string DimShape(const TensorRecord& t) {
 }
 
 // The tracer joins nested conditions with " && "; each clause is stated once, on the
-// outermost box all of whose records share it.
+// stage box when all its records share it, else on the line.
 std::vector<std::string> Clauses(const std::string& condition) {
   std::vector<std::string> out;
   for (size_t start = 0; start < condition.size();) {
@@ -122,20 +95,44 @@ std::string IfText(const std::vector<std::string>& clauses, const Stated& stated
   return fresh.empty() ? "" : fmt::format("(if {})", fmt::join(fresh, " && "));
 }
 
+std::string DtypeOf(const OpRecord& op) {
+  for (const auto& [key, value] : op.attrs)
+    if (key == "dtype") return value;
+  return "";
+}
+
 class FlowRenderer {
  public:
-  explicit FlowRenderer(const Trace& trace) : trace_(trace) {
+  FlowRenderer(const Trace& trace, size_t max_width, std::string_view only_scope)
+      : trace_(trace), width_(max_width) {
     producer_.assign(trace.tensors.size(), -1);
     for (size_t i = 0; i < trace.ops.size(); ++i)
       for (const int out : trace.ops[i].outputs)
         if (out >= 0 && out < static_cast<int>(producer_.size()))
           producer_[out] = static_cast<int>(i);
-    for (size_t i = 0; i < trace.tensors.size(); ++i) Place(static_cast<int>(i));
+    stage_of_.assign(trace.tensors.size(), -1);
+    for (size_t i = 0; i < trace.tensors.size(); ++i)
+      if (only_scope.empty() || trace.tensors[i].scope.find(only_scope) != std::string::npos)
+        Place(static_cast<int>(i));
   }
 
   std::string Render() const {
+    std::vector<std::string> lines;
+    size_t i = 0;
+    while (i < stages_.size()) {
+      size_t column_width = 0;
+      const size_t end = GroupEnd(i, &column_width);
+      const std::vector<std::string> part =
+          end - i > 1 ? Parallel(i, end, column_width) : Sequential(i);
+      lines.insert(lines.end(), part.begin(), part.end());
+      i = end;
+    }
     std::string out;
-    for (const std::string& line : Contents(0, {})) out += line + "\n";
+    for (const std::string& line : lines) {
+      std::string trimmed = line;
+      while (!trimmed.empty() && trimmed.back() == ' ') trimmed.pop_back();
+      out += trimmed + "\n";
+    }
     return out;
   }
 
@@ -145,41 +142,78 @@ class FlowRenderer {
     return op < 0 ? nullptr : &trace_.ops[op];
   }
 
+  bool Collective(int tensor) const {
+    const OpRecord* op = Producer(tensor);
+    return op && op->collective;
+  }
+
   // A record joins the previous item when both are unconstrained records of one name and
   // shape and neither moves data between devices: a chain of casts reads as one line.
   bool Joins(const Item& last, int id) const {
-    if (last.child >= 0 || last.tensors.empty()) return false;
     const TensorRecord& prev = trace_.tensors[last.tensors.back()];
     const TensorRecord& t = trace_.tensors[id];
-    const OpRecord* prev_op = Producer(last.tensors.back());
-    const OpRecord* op = Producer(id);
     return prev.name == t.name && prev.shape == t.shape && prev.condition == t.condition &&
            prev.constraint == Constraint::kNone && t.constraint == Constraint::kNone &&
-           !(prev_op && prev_op->collective) && !(op && op->collective);
+           !Collective(last.tensors.back()) && !Collective(id);
   }
 
   void Place(int id) {
-    const int node = tree_.NodeFor(trace_.tensors[id].scope);
-    std::vector<Item>& items = tree_.node(node).items;
+    const TensorRecord& t = trace_.tensors[id];
+    if (stages_.empty() || stages_.back().scope != t.scope) stages_.push_back(Stage{t.scope, {}});
+    std::vector<Item>& items = stages_.back().items;
     if (!items.empty() && Joins(items.back(), id)) {
       items.back().tensors.push_back(id);
     } else {
-      items.push_back(Item{{id}, -1});
+      items.push_back(Item{{id}});
     }
+    stage_of_[id] = static_cast<int>(stages_.size()) - 1;
   }
 
-  std::string InputNames(const OpRecord& op) const {
+  // The tensors a stage reads that earlier stages made, in order of first use.
+  std::vector<int> ExternalInputs(size_t stage) const {
+    std::vector<int> out;
+    for (const Item& item : stages_[stage].items)
+      for (const int id : item.tensors)
+        if (const OpRecord* op = Producer(id))
+          for (const int in : op->inputs)
+            if (stage_of_[in] >= 0 && stage_of_[in] < static_cast<int>(stage) &&
+                std::find(out.begin(), out.end(), in) == out.end())
+              out.push_back(in);
+    return out;
+  }
+
+  std::string InputNames(const std::vector<int>& ids) const {
     std::vector<std::string> names;
-    for (const int in : op.inputs) names.push_back(trace_.tensors[in].name);
+    for (const int id : ids) {
+      const std::string& n = trace_.tensors[id].name;
+      if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+    }
     return fmt::format("{}", fmt::join(names, ", "));
   }
 
-  // How the op made the tensor: `einsum("BSM,ME->BSE", inputs, kernel)` for contractions
-  // (their equation is the point), the op kind otherwise.
-  std::string OpText(const OpRecord& op) const {
+  // How one op made a record: `einsum("BSM,ME->BSE", inputs, kernel)`, `as bf16` for a
+  // cast, `top_k(gate_logits)`. `chained` is the record the previous op of the same line
+  // made: it is the line's own tensor, so it is not repeated as an argument.
+  std::string OpText(const OpRecord& op, int chained) const {
+    std::vector<int> args;
+    for (const int in : op.inputs)
+      if (in != chained) args.push_back(in);
+    if (op.kind == "astype") {
+      const std::string dtype = ShortName(DtypeOf(op));
+      return args.empty() ? "as " + dtype : InputNames(args) + " as " + dtype;
+    }
     if (!op.equation.empty())
-      return fmt::format("{}(\"{}\", {})", op.kind, op.equation, InputNames(op));
-    return op.kind;
+      return fmt::format("{}(\"{}\", {})", op.kind, op.equation, InputNames(op.inputs));
+    if (args.empty()) return op.kind;
+    return fmt::format("{}({})", op.kind, InputNames(args));
+  }
+
+  static std::string ShortName(const std::string& dtype) {
+    if (dtype == "bfloat16") return "bf16";
+    if (dtype == "float32") return "f32";
+    if (dtype == "float16") return "f16";
+    if (dtype == "int32") return "i32";
+    return dtype;
   }
 
   std::string CollectiveText(const OpRecord& op) const {
@@ -187,9 +221,14 @@ class FlowRenderer {
     const auto max_of = [](const std::vector<int64_t>& v) {
       return v.empty() ? int64_t{0} : *std::max_element(v.begin(), v.end());
     };
-    return fmt::format("⇄ {} over {} ({} devices per group): sent {}, received {} per device (max)",
-                       op.kind, fmt::join(c.axes, ","), c.participants,
-                       HumanBytes(max_of(c.bytes_sent)), HumanBytes(max_of(c.bytes_received)));
+    return fmt::format("⇄ {}({}) over {}, groups of {}: sent {}, received {} per device (max)",
+                       op.kind, op.inputs.empty() ? "" : trace_.tensors[op.inputs.front()].name,
+                       fmt::join(c.axes, ","), c.participants, HumanBytes(max_of(c.bytes_sent)),
+                       HumanBytes(max_of(c.bytes_received)));
+  }
+
+  std::string Head(const TensorRecord& t) const {
+    return fmt::format("{}: {} {} {}", t.name, ToString(t.kind), DimShape(t), ShortDtype(t.dtype));
   }
 
   std::string Condition(const TensorRecord& t, const Stated& stated) const {
@@ -197,97 +236,265 @@ class FlowRenderer {
     return text.empty() ? "" : "  " + text;
   }
 
-  // The condition clauses every record under `node` shares, in the order of the first.
-  std::vector<std::string> Common(int node) const {
-    std::optional<std::vector<std::string>> common;
-    const auto meet = [&](const std::vector<std::string>& clauses) {
-      if (!common) {
-        common = clauses;
-        return;
+  // The condition clauses every record of a stage shares, in the order of the first.
+  std::vector<std::string> Common(size_t stage) const {
+    std::vector<std::string> common;
+    bool first = true;
+    for (const Item& item : stages_[stage].items)
+      for (const int id : item.tensors) {
+        const std::vector<std::string> clauses = Clauses(trace_.tensors[id].condition);
+        if (first) {
+          common = clauses;
+          first = false;
+          continue;
+        }
+        std::erase_if(common, [&](const std::string& c) {
+          return std::find(clauses.begin(), clauses.end(), c) == clauses.end();
+        });
       }
-      std::erase_if(*common, [&](const std::string& c) {
-        return std::find(clauses.begin(), clauses.end(), c) == clauses.end();
-      });
-    };
-    for (const Item& item : tree_.node(node).items) {
-      if (item.child >= 0) {
-        meet(Common(item.child));
-      } else {
-        for (const int id : item.tensors) meet(Clauses(trace_.tensors[id].condition));
-      }
-    }
-    return common.value_or(std::vector<std::string>{});
+    return common;
   }
 
-  // An unconstrained run of records: `name: [dims] dtype  ← op, op (xN ops)  (if cond)`.
-  std::vector<std::string> PlainLines(const std::vector<int>& ids, const Stated& stated) const {
+  // An unconstrained run of records: `name: act [dims] dtype ← op, op  (if cond)`.
+  std::vector<std::string> PlainLines(const std::vector<int>& ids, const Stated& stated,
+                                      size_t width) const {
     const TensorRecord& t = trace_.tensors[ids.back()];
     std::vector<std::string> ops;
-    for (const int id : ids)
-      if (const OpRecord* op = Producer(id)) ops.push_back(OpText(*op));
-    std::string line = fmt::format("{}: {} {}", t.name, DimShape(t), ToString(t.dtype));
+    int chained = -1;
+    for (const int id : ids) {
+      if (const OpRecord* op = Producer(id)) ops.push_back(OpText(*op, chained));
+      chained = id;
+    }
+    std::string line = Head(t);
     if (!ops.empty()) line += fmt::format("  ← {}", fmt::join(ops, ", "));
-    if (ids.size() > 1) line += fmt::format(" (x{} ops)", ids.size());
-    std::vector<std::string> lines = {line + Condition(t, stated)};
+    std::vector<std::string> lines = WrapText(line + Condition(t, stated), width);
     for (const int id : ids)
-      if (const OpRecord* op = Producer(id); op && op->collective)
-        lines.push_back("  " + CollectiveText(*op));
+      if (Collective(id))
+        for (std::string& l : WrapText("  " + CollectiveText(*Producer(id)), width, 6))
+          lines.push_back(std::move(l));
     return lines;
+  }
+
+  // Per dim: the logical axis and the mesh axes of the PartitionSpec entry it resolved to.
+  std::vector<std::string> DimLines(const TensorRecord& t) const {
+    const PartitionSpec& spec = *t.partition_spec;
+    std::vector<std::array<std::string, 3>> rows = {{"dim", "logical axis", "mesh axes"}};
+    for (size_t i = 0; i < t.shape.size(); ++i) {
+      const char letter = Letter(t, i);
+      const std::string dim = letter == '-' || letter == '1'
+                                  ? std::to_string(t.shape[i])
+                                  : fmt::format("{}={}", letter, t.shape[i]);
+      std::string logical = "-";
+      if (t.logical_axes && i < t.logical_axes->size() && (*t.logical_axes)[i])
+        logical = "'" + *(*t.logical_axes)[i] + "'";
+      else if (t.logical_axes)
+        logical = "None";
+      rows.push_back({dim, logical, PartitionSpec::EntryToString(spec[i])});
+    }
+    size_t w0 = 0, w1 = 0;
+    for (const auto& r : rows) {
+      w0 = std::max(w0, DisplayWidth(r[0]));
+      w1 = std::max(w1, DisplayWidth(r[1]));
+    }
+    std::vector<std::string> out;
+    for (const auto& r : rows)
+      out.push_back(t.logical_axes
+                        ? fmt::format("  {}  {} → {}", PadTo(r[0], w0), PadTo(r[1], w1), r[2])
+                        : fmt::format("  {}  → {}", PadTo(r[0], w0), r[2]));
+    return out;
   }
 
   // A record an explicit statement placed: a double-line box titled by the statement.
-  std::vector<std::string> ConstrainedLines(int id, const Stated& stated) const {
+  std::vector<std::string> ConstrainedLines(int id, const Stated& stated, size_t width) const {
     const TensorRecord& t = trace_.tensors[id];
-    std::vector<std::string> body = {
-        fmt::format("{}: {} {}{}", t.name, DimShape(t), ToString(t.dtype), Condition(t, stated))};
-    if (t.logical_axes) body.push_back("logical  " + LogicalAxesToString(*t.logical_axes));
-    if (t.partition_spec) body.push_back("spec     " + t.partition_spec->ToString());
-    body.push_back(fmt::format("local    {} per device, {}", ShapeToString(t.local_shape),
-                               HumanBytes(t.bytes_per_device)));
-    std::vector<std::string> lines = Frame(ToString(t.constraint), body, /*heavy=*/true);
-    if (const OpRecord* op = Producer(id); op && op->collective)
-      lines.push_back("  " + CollectiveText(*op));
+    std::string head = Head(t);
+    if (const OpRecord* op = Producer(id); op && !op->inputs.empty()) {
+      std::vector<int> renamed;
+      for (const int in : op->inputs)
+        if (trace_.tensors[in].name != t.name) renamed.push_back(in);
+      if (!renamed.empty()) head += "  ← " + InputNames(renamed);
+    }
+    std::vector<std::string> body = {head + Condition(t, stated)};
+    if (t.partition_spec && t.partition_spec->rank() == t.shape.size()) {
+      for (std::string& l : DimLines(t)) body.push_back(std::move(l));
+    } else {
+      if (t.logical_axes) body.push_back("logical " + LogicalAxesToString(*t.logical_axes));
+    }
+    body.push_back(fmt::format("{}: {} per device, {}",
+                               t.partition_spec ? t.partition_spec->ToString() : "P()",
+                               ShapeToString(t.local_shape), HumanBytes(t.bytes_per_device)));
+    std::vector<std::string> lines =
+        Frame(ToString(t.constraint), WrapAll(body, width - 4), /*heavy=*/true);
+    if (Collective(id))
+      for (std::string& l : WrapText("  " + CollectiveText(*Producer(id)), width, 6))
+        lines.push_back(std::move(l));
     return lines;
   }
 
-  // A node's box: its title carries the condition clauses all its records share that no
-  // enclosing box has stated yet.
-  std::vector<std::string> Box(int node, const Stated& stated) const {
-    const std::vector<std::string> common = Common(node);
-    const std::string condition = IfText(common, stated);
-    Stated inner = stated;
-    for (const std::string& c : common)
-      if (std::find(inner.begin(), inner.end(), c) == inner.end()) inner.push_back(c);
-    const std::string& title = tree_.node(node).title;
-    return Frame(condition.empty() ? title : title + " " + condition, Contents(node, inner),
-                 /*heavy=*/false);
-  }
-
-  // The lines inside a node's box (or, for the top level, the whole diagram).
-  std::vector<std::string> Contents(int node, const Stated& stated) const {
+  std::vector<std::string> Contents(size_t stage, const Stated& stated, size_t width) const {
     std::vector<std::string> lines;
-    for (const Item& item : tree_.node(node).items) {
-      if (!lines.empty()) lines.push_back("  ▼");
-      std::vector<std::string> part;
-      if (item.child >= 0) {
-        part = Box(item.child, stated);
-      } else if (trace_.tensors[item.tensors.front()].constraint != Constraint::kNone) {
-        part = ConstrainedLines(item.tensors.front(), stated);
-      } else {
-        part = PlainLines(item.tensors, stated);
-      }
+    for (const Item& item : stages_[stage].items) {
+      const std::vector<std::string> part =
+          trace_.tensors[item.tensors.front()].constraint != Constraint::kNone
+              ? ConstrainedLines(item.tensors.front(), stated, width)
+              : PlainLines(item.tensors, stated, width);
       lines.insert(lines.end(), part.begin(), part.end());
     }
     return lines;
   }
 
+  // A stage as lines at most `width` wide: a box titled by its scope (and the conditions
+  // all its records share), or bare lines at the top level.
+  std::vector<std::string> StageLines(size_t stage, size_t width) const {
+    const Stage& s = stages_[stage];
+    if (s.scope.empty()) return Contents(stage, {}, width);
+    const std::vector<std::string> common = Common(stage);
+    const std::string condition = IfText(common, {});
+    // A deep scope path keeps its last segments; a condition that does not fit beside the
+    // title becomes the box's first line.
+    std::string title = s.scope;
+    std::vector<std::string> segments;
+    for (size_t start = 0; start <= title.size();) {
+      const size_t end = std::min(title.find('/', start), title.size());
+      segments.push_back(title.substr(start, end - start));
+      start = end + 1;
+    }
+    while (DisplayWidth(title) + 8 > width && segments.size() > 2) {
+      segments.erase(segments.begin());
+      title = fmt::format("…/{}", fmt::join(segments, "/"));
+    }
+    std::vector<std::string> body;
+    if (!condition.empty() && DisplayWidth(title) + DisplayWidth(condition) + 7 <= width) {
+      title += " " + condition;
+    } else if (!condition.empty()) {
+      body = WrapText(condition, width - 4);
+    }
+    for (std::string& l : Contents(stage, common, width - 4)) body.push_back(std::move(l));
+    return Frame(title, body, /*heavy=*/false);
+  }
+
+  std::string Connector(size_t stage) const {
+    const std::vector<int> in = ExternalInputs(stage);
+    return in.empty() ? "  ▼" : "  ▼ " + InputNames(in);
+  }
+
+  std::vector<std::string> Sequential(size_t stage) const {
+    std::vector<std::string> lines;
+    if (stage > 0)
+      for (std::string& l : WrapText(Connector(stage), width_, 4)) lines.push_back(std::move(l));
+    for (std::string& l : StageLines(stage, width_)) lines.push_back(std::move(l));
+    return lines;
+  }
+
+  static size_t Width(const std::vector<std::string>& lines) {
+    size_t w = 0;
+    for (const std::string& l : lines) w = std::max(w, DisplayWidth(l));
+    return w;
+  }
+
+  // Stages [begin, end) are drawn side by side when they form a fork: each reads a tensor
+  // an earlier stage made that all of them read (wi_0 and wi_1 both read the dispatched
+  // tokens), none reads another's tensors, and they fit, at their natural width or
+  // wrapped to an equal share of it. Returns `end` and sets `column_width` (0: natural).
+  size_t GroupEnd(size_t begin, size_t* column_width) const {
+    *column_width = 0;
+    if (begin == 0 || stages_[begin].scope.empty()) return begin + 1;
+    std::vector<int> shared = ExternalInputs(begin);
+    size_t end = begin + 1;
+    while (end < stages_.size() && end - begin < 3 && !stages_[end].scope.empty()) {
+      const std::vector<int> in = ExternalInputs(end);
+      bool independent = true;
+      for (const int id : in)
+        if (stage_of_[id] >= static_cast<int>(begin)) independent = false;
+      std::vector<int> common;
+      for (const int id : shared)
+        if (std::find(in.begin(), in.end(), id) != in.end()) common.push_back(id);
+      if (!independent || common.empty()) break;
+      shared = common;
+      ++end;
+    }
+    while (end - begin > 1) {
+      const size_t n = end - begin;
+      size_t natural = 2 * (n - 1);
+      for (size_t s = begin; s < end; ++s) natural += Width(StageLines(s, width_));
+      if (natural <= width_) return end;
+      const size_t share = (width_ - 2 * (n - 1)) / n;
+      if (share >= 56) {
+        *column_width = share;
+        return end;
+      }
+      --end;
+    }
+    return end;
+  }
+
+  // Independent stages under a fork from the flow's column, closed by a join.
+  std::vector<std::string> Parallel(size_t begin, size_t end, size_t column_width) const {
+    std::vector<std::vector<std::string>> columns;
+    std::vector<size_t> starts;
+    size_t x = 0;
+    for (size_t s = begin; s < end; ++s) {
+      const std::vector<std::string> box = StageLines(s, column_width ? column_width : width_);
+      std::vector<std::string> col = WrapText(Connector(s), Width(box), 4);
+      col.insert(col.end(), box.begin(), box.end());
+      starts.push_back(x);
+      x += Width(col) + 2;
+      columns.push_back(std::move(col));
+    }
+    const auto edge = [&](const std::string& left, const std::string& mid,
+                          const std::string& right) {
+      std::string line = "  " + left;
+      size_t at = 3;
+      for (size_t k = 1; k < starts.size(); ++k) {
+        line += Repeat("─", starts[k] + 2 - at) + (k + 1 == starts.size() ? right : mid);
+        at = starts[k] + 3;
+      }
+      return line;
+    };
+    std::vector<std::string> lines;
+    lines.push_back(edge("├", "┬", "┐"));
+    size_t height = 0;
+    for (const auto& col : columns) height = std::max(height, col.size());
+    for (size_t row = 0; row < height; ++row) {
+      std::string line;
+      for (size_t k = 0; k < columns.size(); ++k) {
+        // A column that ended early continues its flow line down to the join.
+        line = PadTo(line, starts[k]);
+        line += row < columns[k].size() ? columns[k][row] : "  │";
+      }
+      lines.push_back(line);
+    }
+    lines.push_back(edge("├", "┴", "┘"));
+    return lines;
+  }
+
   const Trace& trace_;
+  size_t width_;
   std::vector<int> producer_;  // tensor id -> index of the op that made it, -1 if none
-  ScopeTree tree_;
+  std::vector<int> stage_of_;  // tensor id -> stage index
+  std::vector<Stage> stages_;
 };
 
 }  // namespace
 
-std::string AsciiFlow(const Trace& trace) { return FlowRenderer(trace).Render(); }
+std::string ShortDtype(DType dtype) {
+  switch (dtype) {
+    case DType::kBfloat16:
+      return "bf16";
+    case DType::kFloat16:
+      return "f16";
+    case DType::kFloat32:
+      return "f32";
+    case DType::kInt32:
+      return "i32";
+    case DType::kBool:
+      return "bool";
+  }
+  return ToString(dtype);
+}
+
+std::string AsciiFlow(const Trace& trace, size_t max_width, std::string_view only_scope) {
+  return FlowRenderer(trace, max_width, only_scope).Render();
+}
 
 }  // namespace shardtrace

@@ -1,25 +1,36 @@
 // The ASCII box diagram of a Trace, drawn the way the visualization conventions
-// (../shared/seeds/visualization-conventions.md) ask: one `┌─┐` box per scope, nested by
-// the '/'-separated scope path, holding the scope's tensors in program order with `▼` flow
-// arrows between them. A tensor whose sharding an explicit statement fixed (kernel_axes,
+// (../shared/seeds/visualization-conventions.md) ask, within a fixed width (120 columns by
+// default) so it reads on GitHub and in a terminal. The trace is cut into stages: one
+// `┌─┐` box per run of records in one scope (titled with the scope path, so boxes never
+// nest more than one constraint deep), holding that scope's tensors in program order,
+// each line saying the tensor's name, weight/act, shape and dtype, and the op that made it
+// with its inputs (`← einsum("BSM,ME->BSE", inputs, kernel)`); a chain of casts and
+// elementwise ops on one name folds into that one line (`← as f32, softmax, as bf16`).
+// A tensor whose sharding an explicit statement fixed (kernel_axes,
 // maybe_shard_with_logical/pspec, shard_map in/out specs) sits in a double-line `╔═╗` box
-// with its logical axes, PartitionSpec and per-device shape; einsum and gmm results show
-// their equation, collectives their axes and bytes, conditional tensors `(if <condition>)`.
-// It only formats what the Trace recorded: nothing here resolves a sharding.
+// with, per dim, the logical axis and the mesh axes behind its PartitionSpec, and the
+// per-device block. Between stages a `▼` names the tensors the next stage takes from
+// earlier ones (its data dependencies); consecutive stages that do not depend on each
+// other (wi_0 and wi_1) are drawn side by side under a fork when they fit. Collectives get
+// their own `⇄` line. It only formats what the Trace recorded: nothing here resolves a
+// sharding.
 #pragma once
 
+#include <cstddef>
 #include <string>
+#include <string_view>
 
 #include "trace/trace.h"
 
 namespace shardtrace {
 
-// Boxes are rectangular: every line between a box's top and bottom edge has the same
-// display width. Consecutive unconstrained records of one name, shape and scope (a cast
-// after a cast) collapse into one line noting `(xN ops)`, so large traces stay readable.
-// Boxes follow program order: a parent's box stays open around its children's boxes, and
-// a scope entered again after a sibling scope gets a second box rather than moving records
-// out of order. Ends with a newline.
-std::string AsciiFlow(const Trace& trace);
+// Every output line is at most `max_width` display columns (long op descriptions wrap
+// with a hanging indent; parallel stages fall back to one below the other). Boxes are
+// rectangular. With `only_scope`, only the stages whose scope path contains it are drawn
+// (the routing stages of a trace: "get_topk"). Ends with a newline.
+std::string AsciiFlow(const Trace& trace, size_t max_width = 120, std::string_view only_scope = "");
+
+// "bf16", "f32", "i32", "bool": the short dtype names the flow and the Mermaid graph use.
+std::string ShortDtype(DType dtype);
 
 }  // namespace shardtrace

@@ -74,4 +74,34 @@ std::string MaskTree(const std::string& name, const Array& mask, int64_t batch,
   return out;
 }
 
+std::string RoutingTree(const Array& top_k_indices, const Array& top_k_weights, int64_t batch) {
+  if (top_k_indices.rank() != 3 || top_k_weights.shape != top_k_indices.shape)
+    Fail(
+        "routing tree: expected [B,S,K] top_k_indices and top_k_weights of one shape, got {} "
+        "and {}",
+        ShapeToString(top_k_indices.shape), ShapeToString(top_k_weights.shape));
+  if (!top_k_indices.numeric() || !top_k_weights.numeric())
+    Fail("routing tree: the top-k arrays have no values (symbolic run)");
+  const int64_t b_size = top_k_indices.shape[0], s_size = top_k_indices.shape[1],
+                k_size = top_k_indices.shape[2];
+  if (batch < 0 || batch >= b_size)
+    Fail("routing tree: batch {} is outside [0, {})", batch, b_size);
+  std::string out = fmt::format(
+      "top_k_indices, top_k_weights[b={}] as Token → choice → expert (of [B={},S={},K={}]):\n",
+      batch, b_size, s_size, k_size);
+  for (int64_t s = 0; s < s_size; ++s) {
+    double sum = 0;
+    std::string lines;
+    for (int64_t k = 0; k < k_size; ++k) {
+      const int64_t at = (batch * s_size + s) * k_size + k;
+      const float w = top_k_weights.values()[at];
+      sum += w;
+      lines += fmt::format("{} k={} → expert {}, weight {}\n", k + 1 == k_size ? "└──" : "├──", k,
+                           static_cast<int64_t>(top_k_indices.values()[at]), Value(w, true));
+    }
+    out += fmt::format("\nT{} (sum of weights {:.4g})\n{}", s, sum, lines);
+  }
+  return out;
+}
+
 }  // namespace shardtrace

@@ -26,4 +26,16 @@ namespace shardtrace {
 std::string MaskTree(const std::string& name, const Array& mask, int64_t batch = 0,
                      const Array* top_k_indices = nullptr);
 
+// The routing of one batch row as a tree Token → choice → expert with its weight: the
+// [B, S, K] top_k_indices and top_k_weights read together, which is what dense_matmul's
+// dropless `weights` [B, S, E] holds (each token's K weights scattered to their experts)
+// and what permute sorts by. Each token also shows the sum of its weights.
+//
+//   T0 (sum 1.0)
+//   ├── k=0 → expert 2, weight 0.5312
+//   └── k=1 → expert 0, weight 0.4688
+//
+// REQUIRES both numeric, rank 3, the same shape. Throws Error otherwise. Ends with a newline.
+std::string RoutingTree(const Array& top_k_indices, const Array& top_k_weights, int64_t batch = 0);
+
 }  // namespace shardtrace

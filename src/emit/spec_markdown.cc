@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "emit/fact_text.h"
+#include "emit/text_table.h"
 #include "emit/trace_totals.h"
 #include "util/error.h"
 
@@ -46,6 +47,9 @@ std::string_view LetterMeaning(char letter) {
     if (l == letter) return meaning;
   return "";
 }
+
+// Code blocks stay within this many columns (GitHub shows ~120 without scrolling).
+constexpr size_t kCodeWidth = 120;
 
 constexpr std::string_view kLetterOrder = "BSNMEKCHGgFTRUPA1-";
 
@@ -168,8 +172,9 @@ std::string Algorithm(const Trace& trace) {
       scope = op.scope;
       out += fmt::format("{}# {}\n", out.empty() ? "" : "\n", scope.empty() ? "(top)" : scope);
     }
-    out += fmt::format("{:>{}}. {} = {}({})\n", i + 1, width, Names(trace, op.outputs), op.kind,
-                       fmt::join(args, ", "));
+    const std::string line = fmt::format("{:>{}}. {} = {}({})", i + 1, width,
+                                         Names(trace, op.outputs), op.kind, fmt::join(args, ", "));
+    for (const std::string& piece : WrapText(line, kCodeWidth, width + 6)) out += piece + "\n";
   }
   return out;
 }
@@ -300,6 +305,36 @@ data Facts(const Trace& trace) {
   return rows;
 }
 
+// Rows = explicitly placed weights (in the order the first variant records them), columns =
+// variants; a weight a variant does not place shows "-".
+std::string VariantTable(const std::vector<VariantColumn>& variants) {
+  if (variants.empty()) return "";
+  std::vector<std::string> rows;
+  for (const VariantColumn& v : variants)
+    for (const auto& [name, spec] : v.specs)
+      if (std::find(rows.begin(), rows.end(), name) == rows.end()) rows.push_back(name);
+  std::string out = "| weight |";
+  std::string rule = "|---|";
+  for (const VariantColumn& v : variants) {
+    out += " " + Cell(v.label) + " |";
+    rule += "---|";
+  }
+  out += "\n" + rule + "\n| mesh |";
+  for (const VariantColumn& v : variants) out += " " + Code(v.mesh) + " |";
+  out += "\n";
+  for (const std::string& name : rows) {
+    out += "| " + Cell(name) + " |";
+    for (const VariantColumn& v : variants) {
+      std::string cell = "-";
+      for (const auto& [n, spec] : v.specs)
+        if (n == name) cell = Code(spec);
+      out += " " + cell + " |";
+    }
+    out += "\n";
+  }
+  return out;
+}
+
 data Strings(const std::vector<std::string>& items) {
   data list = List();
   for (const std::string& s : items) list.push_back(data(s));
@@ -366,6 +401,10 @@ std::string RenderVisualization(const VisualizationDoc& doc, const Trace& trace)
   view.set("has_notes", !notes.empty());
   view.set("notes", Strings(notes));
   view.set("flow", doc.flow);
+  view.set("source", doc.source);
+  view.set("config_files", Cell(fmt::format("{}", fmt::join(doc.config_files, " ← "))));
+  view.set("has_variants", !doc.variants.empty());
+  view.set("variants", VariantTable(doc.variants));
   view.set("examples", examples);
   view.set("definitions", Definitions(trace));
   view.set("tensors", DataStructures(trace));

@@ -28,12 +28,23 @@ struct MarkdownExample {
   std::string text;   // shown verbatim in a code block; ends with a newline
 };
 
+// One column of the config-variant table: a variant of the page's config and the
+// PartitionSpec its trace recorded for each explicitly placed weight ("`wi_0` (kernel_axes)").
+struct VariantColumn {
+  std::string label;  // "`shard_exp_on_fsdp=true`"
+  std::string mesh;   // Mesh::ToString() of that run
+  std::vector<std::pair<std::string, std::string>> specs;
+};
+
 // What the caller knows about the document beyond the trace.
 struct VisualizationDoc {
   std::string title;
   std::string summary;  // one markdown paragraph
   std::string command;  // the `shardtrace trace ...` line that reproduces the trace
-  std::string flow;     // AsciiFlow(trace)
+  std::string source;   // what the trace follows: moe.py at a revision, or a proposal
+  std::vector<std::string> config_files;  // Config::loaded_files(): base.yml first
+  std::vector<VariantColumn> variants;    // empty: no variant table
+  std::string flow;                       // AsciiFlow(trace)
   std::vector<MarkdownExample> examples;
   std::vector<Invariant> invariants;  // TraceInvariants(trace, &captures)
 };

@@ -88,6 +88,7 @@ MoeSetup MakeMoeSetup(const Config& config, const Mesh& mesh) {
     s.notes.push_back("the fused vLLM kernel lives in tpu_inference and is not simulated");
   } else if (config.Bool("sparse_matmul")) {
     s.path = MoePath::kSparse;
+    s.path_reasons.push_back("attention != 'vllm_rpa'");
     s.path_reasons.push_back("sparse_matmul == True");
     if (s.num_experts > 1 && s.num_experts % s.ep != 0)
       Fail(
@@ -96,9 +97,18 @@ MoeSetup MakeMoeSetup(const Config& config, const Mesh& mesh) {
           s.num_experts, s.ep, fmt::join(s.expert_axes, " x "), s.num_experts);
   } else {
     s.path = s.capacity_factor > 0 ? MoePath::kDenseDropping : MoePath::kDenseDropless;
+    s.path_reasons.push_back("attention != 'vllm_rpa'");
     s.path_reasons.push_back("sparse_matmul == False");
     s.path_reasons.push_back(fmt::format("capacity_factor {} {} 0", s.capacity_factor,
                                          s.capacity_factor > 0 ? ">" : "<="));
+    // dense_matmul picks the masks by call mode only when it drops tokens.
+    if (s.capacity_factor > 0)
+      s.path_reasons.push_back(
+          s.inference
+              ? "model_call_mode == 'inference': generate_masks_subgroup (tokens grouped by "
+                "context-parallel subgroup)"
+              : fmt::format("model_call_mode '{}' != 'inference': generate_masks",
+                            config.Str("model_call_mode")));
     if (s.num_experts > 1 && s.num_experts % s.ep != 0)
       Fail("num_experts {} is not divisible by the expert-parallel size {}", s.num_experts, s.ep);
   }
@@ -122,10 +132,37 @@ MoeSetup MakeMoeSetup(const Config& config, const Mesh& mesh) {
     s.gmm_kernel = "megablox";
   else
     s.gmm_kernel = "jax.lax.ragged_dot";
-  if (s.path == MoePath::kSparse && s.ring_of_experts)
-    s.path_reasons.push_back("use_ring_of_experts == True");
-  if (s.path == MoePath::kSparse && s.ep > 1 && !s.ring_of_experts)
-    s.path_reasons.push_back(fmt::format("expert parallelism {} > 1: ragged_all_to_all", s.ep));
+  if (s.path == MoePath::kSparse) {
+    s.path_reasons.push_back(fmt::format("gmm kernel {} (megablox={}, use_tokamax_gmm={})",
+                                         s.gmm_kernel, config.Bool("megablox") ? "True" : "False",
+                                         config.Bool("use_tokamax_gmm") ? "True" : "False"));
+    if (s.ring_of_experts)
+      s.path_reasons.push_back(fmt::format(
+          "use_ring_of_experts == True (expert parallelism {}): all-gather + psum_scatter", s.ep));
+    else if (s.ep > 1)
+      s.path_reasons.push_back(fmt::format(
+          "expert parallelism {} > 1 && use_ring_of_experts == False: ragged_all_to_all", s.ep));
+    else
+      s.path_reasons.push_back("expert parallelism 1: no all-to-all");
+    if (s.ep > 1 && !s.ring_of_experts)
+      s.path_reasons.push_back(
+          s.batch_sharded_by_ep
+              ? fmt::format("global batch {} > 1: the batch is sharded by expert", s.batch)
+              : "global batch 1 (decode): the batch is not sharded by expert, every device "
+                "routes the same tokens");
+    if (s.tp > 1)
+      s.path_reasons.push_back(fmt::format(
+          "tensor parallelism {} > 1: the wo gmm output is psum_scatter'ed over 'tensor'", s.tp));
+    if (s.tp_transpose > 1)
+      s.path_reasons.push_back(
+          fmt::format("tensor_transpose parallelism {} > 1: the wi gmm outputs are psum'ed over "
+                      "'tensor_transpose'",
+                      s.tp_transpose));
+    if (s.emb_chunks > 1)
+      s.path_reasons.push_back(fmt::format(
+          "num_moe_emb_chunks {} > 1: the chunked pipeline of PR 3981 (not in moe.py 313890777)",
+          s.emb_chunks));
+  }
   return s;
 }
 

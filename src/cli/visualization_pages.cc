@@ -1,0 +1,477 @@
+#include "cli/visualization_pages.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "config/run_inputs.h"
+#include "emit/ascii_flow.h"
+#include "emit/fact_text.h"
+#include "emit/mask_tree.h"
+#include "emit/spec_markdown.h"
+#include "emit/text_table.h"
+#include "emit/trace_invariants.h"
+#include "trace/moe_block.h"
+#include "util/error.h"
+
+namespace shardtrace {
+namespace {
+
+constexpr uint64_t kSeed = 1;
+
+std::vector<std::string> With(std::vector<std::string> base, const std::vector<std::string>& more) {
+  base.insert(base.end(), more.begin(), more.end());
+  return base;
+}
+
+}  // namespace
+
+// The documented list. Every MoE page shares the same small Mixtral-style dims (M=16,
+// H=32, K=2, S=4, one sequence per device) so values stay readable; only the path switches
+// differ.
+std::vector<VisualizationPage> VisualizationPages() {
+  const std::vector<std::string> dims = {"base_emb_dim=16",      "base_mlp_dim=32",
+                                         "base_moe_mlp_dim=32",  "num_experts_per_tok=2",
+                                         "max_target_length=4",  "per_device_batch_size=1",
+                                         "decoder_block=mixtral"};
+  return {
+      {.file = "mlp_block.md",
+       .title = "MlpBlock: the dense feed-forward block",
+       .summary =
+           "The dense transformer MLP (`linears.py` `MlpBlock`, used by dense models and by the "
+           "first dense layers of MoE models): `wi_0`/`wi_1` up-projections, the gated "
+           "activation, and `wo` down-projection, on an fsdp x tensor mesh so the kernel "
+           "shardings and the constrained hidden activation are visible.",
+       .selected_by = "dense layers; `--block mlp`",
+       .learn = "kernel shardings of wi_0/wi_1/wo and the one constrained hidden activation",
+       .args = {"base_emb_dim=16", "base_mlp_dim=32", "base_moe_mlp_dim=32", "max_target_length=4",
+                "per_device_batch_size=1", "ici_tensor_parallelism=2"},
+       .devices = 4,
+       .block = "mlp",
+       .routing_tree = false},
+      {.file = "moe_dense_dropless.md",
+       .title = "MoE dense_matmul, dropless (`capacity_factor <= 0`)",
+       .summary =
+           "`RoutedMoE` with `sparse_matmul=false` and no capacity: every token goes through "
+           "every expert's matmul and the top-k routing weights, scattered into a dense "
+           "`[B,S,E]` tensor (the routing tree below), weight-sum the expert outputs. Nothing "
+           "is dropped.",
+       .selected_by = "`sparse_matmul=false`, `capacity_factor<=0`",
+       .learn = "how top-k weights become a dense [B,S,E] weight tensor; every expert on "
+                "every token",
+       .args = With(dims, {"num_experts=4", "sparse_matmul=false", "ici_expert_parallelism=2"}),
+       .devices = 4},
+      {.file = "moe_dense_dropping.md",
+       .title = "MoE dense_matmul, token dropping in training (`capacity_factor > 0`)",
+       .summary =
+           "`RoutedMoE` with `sparse_matmul=false`, `capacity_factor=1` outside inference: "
+           "`generate_masks` gives each expert `C` slots per batch row; `dispatch_mask` gathers "
+           "tokens into the slots (`BSM,BSEC->EBCM`), `combine_mask` scatters the expert "
+           "outputs back with their routing weights. Choices beyond capacity are dropped; the "
+           "mask trees below show which.",
+       .selected_by = "`sparse_matmul=false`, `capacity_factor>0`, `model_call_mode!=inference`",
+       .learn = "capacity C, dispatch/combine masks as trees, which choices are dropped",
+       .args = With(dims, {"num_experts=4", "sparse_matmul=false", "capacity_factor=1",
+                           "ici_expert_parallelism=2"}),
+       .devices = 4,
+       .mask_trees = true},
+      {.file = "moe_dense_dropping_inference.md",
+       .title = "MoE dense_matmul, token dropping in inference (`generate_masks_subgroup`)",
+       .summary =
+           "`RoutedMoE` with `sparse_matmul=false`, `capacity_factor=1` and "
+           "`model_call_mode=inference`: the masks come from `generate_masks_subgroup`, which "
+           "splits each sequence into context-parallel subgroups (one here) and gives each "
+           "expert its slots per subgroup, from the softmax probabilities rather than the "
+           "scattered top-k weights. The mask trees show the slots of batch row 0.",
+       .selected_by = "`sparse_matmul=false`, `capacity_factor>0`, `model_call_mode=inference`",
+       .learn = "the subgroup masks of inference, their 5-D shardings, dropped choices",
+       .args = With(dims, {"num_experts=4", "sparse_matmul=false", "capacity_factor=1",
+                           "model_call_mode=inference", "ici_expert_parallelism=2"}),
+       .devices = 4,
+       .mask_trees = true},
+      {.file = "moe_sparse_megablox.md",
+       .title = "MoE sparse_matmul with megablox, no expert parallelism (EP=1)",
+       .summary =
+           "`RoutedMoE` with `sparse_matmul=true` and `megablox=true` on a pure fsdp mesh: "
+           "inside `shard_map` each device sorts its routed rows by expert (`permute`), runs "
+           "the grouped matmuls (`gmm`) over its own rows with every expert's full kernel, and "
+           "unpermutes. No token crosses devices.",
+       .selected_by = "`sparse_matmul=true`, `megablox=true`, expert parallelism 1",
+       .learn = "permute/gmm/unpermute inside shard_map, group sizes, in_specs",
+       .args = With(dims, {"num_experts=4"}),
+       .devices = 4},
+      {.file = "moe_sparse_ragged_all_to_all.md",
+       .title = "MoE sparse_matmul with ragged_all_to_all expert parallelism (EP=4)",
+       .summary =
+           "`RoutedMoE` with `sparse_matmul=true` and 4-way expert parallelism: each device "
+           "routes its tokens, all-gathers the group sizes, and sends each routed row to the "
+           "device holding its expert with `ragged_all_to_all`; after the local `gmm`s a "
+           "second `ragged_all_to_all` returns the rows. The send matrices below are the "
+           "actual ragged sizes of this run.",
+       .selected_by = "`sparse_matmul=true`, `ici_expert_parallelism>1`, global batch > 1",
+       .learn = "all-to-all offsets and sizes, local_permute, the ragged send matrices",
+       .args = With(dims, {"num_experts=8", "ici_expert_parallelism=4"}),
+       .devices = 4,
+       .send_matrices = true},
+      {.file = "moe_sparse_ep_decode.md",
+       .title = "MoE sparse_matmul with expert parallelism in decode (EP=4, batch not sharded)",
+       .summary =
+           "`RoutedMoE` with `sparse_matmul=true`, 4-way expert parallelism and a global batch "
+           "of 1 (decode): `is_batch_sharded_by_ep` is false, so the batch is not split over "
+           "`expert`; every device routes the same token, keeps only the rows of its own "
+           "experts (the all-to-all parameters of the replicated case), and the outputs are "
+           "summed over `expert`.",
+       .selected_by = "`sparse_matmul=true`, `ici_expert_parallelism>1`, global batch 1",
+       .learn = "the decode (batch-replicated) all-to-all parameters and collectives",
+       .args =
+           With(dims, {"num_experts=8", "ici_expert_parallelism=4", "per_device_batch_size=0.25",
+                       "max_target_length=1", "model_call_mode=inference"}),
+       .devices = 4,
+       .send_matrices = true},
+      {.file = "moe_sparse_tensor_parallel.md",
+       .title = "MoE sparse_matmul with tensor and tensor_transpose parallelism",
+       .summary =
+           "`RoutedMoE` with `sparse_matmul=true` on an fsdp x `tensor` mesh: the expert "
+           "kernels' hidden dim is sharded over `tensor`, so each device's `gmm_wo` computes a "
+           "partial sum over its slice of H, which `psum_scatter` over `tensor` adds up. The "
+           "section after the flow shows the `tensor_transpose` variant, where the embedding "
+           "dim is sharded and the wi outputs are `psum`'ed.",
+       .selected_by = "`sparse_matmul=true`, `ici_tensor_parallelism>1` or "
+                      "`ici_tensor_transpose_parallelism>1`",
+       .learn = "which kernel dims tensor parallelism shards and the collectives it needs",
+       .args = With(dims, {"num_experts=4", "ici_tensor_parallelism=2"}),
+       .devices = 4,
+       // use_2d_fsdp_sharding's in_specs put 'mlp_no_fsdp' (here 'tensor') on the kernels'
+       // embedding dim, which the tensor-sharded hidden activations cannot meet.
+       .variant_keys = {"shard_exp_on_fsdp"},
+       .more_runs = {{.heading = "tensor_transpose parallelism: the wi outputs psum'ed",
+                      .intro = "The same config on a `tensor_transpose` mesh instead: the "
+                               "kernels' embedding dim is sharded, so each `gmm_wi` output is "
+                               "a partial sum over the local slice of M and is `psum`'ed over "
+                               "`tensor_transpose` (the gmm stages of that trace).",
+                      .args = With(dims, {"num_experts=4", "ici_tensor_transpose_parallelism=2"}),
+                      .devices = 4,
+                      .only_scope = "gmm",
+                      .routing_tree = false}}},
+      {.file = "moe_ring_of_experts.md",
+       .title = "MoE sparse_matmul, ring of experts (EP=2)",
+       .summary =
+           "`RoutedMoE` with `use_ring_of_experts=true`: instead of an all-to-all, every device "
+           "all-gathers the tokens (and router logits) of its expert-parallel group, runs its "
+           "local experts on the rows routed to them, and a reduce-scatter (`psum_scatter`) "
+           "returns each device the summed outputs of its own tokens.",
+       .selected_by = "`sparse_matmul=true`, `use_ring_of_experts=true`, "
+                      "`ici_expert_parallelism>1`",
+       .learn = "the all-gather + psum_scatter alternative to all-to-all, rolled expert ids",
+       .args =
+           With(dims, {"num_experts=4", "use_ring_of_experts=true", "ici_expert_parallelism=2"}),
+       .devices = 4,
+       // Both fsdp switches leave 'exp' unsharded in the shard_map specs, and the ring needs
+       // expert parallelism: only the EP-on column applies.
+       .variant_keys = {}},
+      {.file = "moe_shared_experts.md",
+       .title = "RoutedAndSharedMoE: routed experts plus shared experts (deepseek3-tiny)",
+       .summary =
+           "DeepSeek-V3's MoE layer (`RoutedAndSharedMoE`, here `model_name=deepseek3-tiny`): "
+           "sigmoid scores plus the routing bias pick each token's top-8 experts "
+           "(`deepseek_routing`), whose unbiased scores are normalized and scaled by "
+           "`routed_scaling_factor`; the routed experts run on the sparse ragged_all_to_all "
+           "path, a shared-expert `MlpBlock` runs on every token, and the two outputs are "
+           "added.",
+       .selected_by = "`shared_experts>0` with decoder_block deepseek/llama4/gemma4",
+       .learn = "the shared-expert MlpBlock beside the routed experts, DeepSeek routing",
+       .args = {"model_name=deepseek3-tiny", "max_target_length=4", "per_device_batch_size=1",
+                "ici_expert_parallelism=2"},
+       .devices = 4},
+      {.file = "moe_routing_variants.md",
+       .title = "Routing variants: DeepSeek group-limited top-k, Llama 4, softmax top-k",
+       .summary =
+           "How `get_topk` turns gate logits into each token's experts and weights, on three "
+           "real configs. Main trace: DeepSeek-V3 routing (`deepseek3-tiny` with 4 routing "
+           "groups, top 2 groups): sigmoid scores plus the routing bias choose the experts "
+           "within the best groups, and the unbiased scores, normalized and scaled by "
+           "`routed_scaling_factor`, weight them. Below it, Llama 4 (top-1, sigmoid of the "
+           "chosen logit, applied to the inputs) and softmax top-k with `norm_topk_prob`.",
+       .selected_by = "`routed_score_func`, `routed_bias`, `n_routing_groups`, "
+                      "`topk_routing_group`, `decoder_block`, `norm_topk_prob`",
+       .learn = "each routing variant's ops and the real experts/weights they choose",
+       .args = {"model_name=deepseek3-tiny", "max_target_length=4", "per_device_batch_size=1",
+                "n_routing_groups=4", "topk_routing_group=2"},
+       .devices = 2,
+       .more_runs =
+           {{.heading = "Llama 4: top-1 with sigmoid scores on the inputs",
+             .intro = "`decoder_block=llama4` (sparse path, top-1): `get_topk` keeps the raw "
+                      "top logit, and `permute` multiplies each token's inputs by the "
+                      "sigmoid of it before the experts run; the weight-sum at unpermute "
+                      "then uses weight 1.",
+             .args = With(dims, {"decoder_block=llama4", "num_experts=4", "num_experts_per_tok=1"}),
+             .devices = 2,
+             .only_scope = "permute"},
+            {.heading = "Softmax top-k with `norm_topk_prob` (Qwen3 style)",
+             .intro = "`norm_topk_prob=true`: softmax over all experts, top-k, then the k "
+                      "weights are renormalized to sum to 1 per token.",
+             .args = With(dims, {"num_experts=4", "norm_topk_prob=true"}),
+             .devices = 2,
+             .only_scope = "get_topk"}}},
+      {.file = "moe_pipeline_chunked.md",
+       .title = "MoE sparse pipeline with 2 embedding chunks (PR 3981 as proposed)",
+       .summary =
+           "The refactored route / dispatch / gmm_up / maybe_tp_reduce / gmm_down / unpermute "
+           "pipeline that MaxText PR 3981 proposes, with `num_moe_emb_chunks=2`: the embedding "
+           "dim is split in two chunks, each with its own wi all-gather and dispatch, and the "
+           "gmm_up partials are accumulated before the activation. This is not moe.py at "
+           "313890777: the seed has no embedding chunking (PR 3981 lists it as a next step), "
+           "and its shard_map in_spec for wi_0/wi_1 is `P('expert', None, None)` where this "
+           "proposal keeps `P('expert', 'fsdp', None)`.",
+       .selected_by = "`num_moe_emb_chunks>1` (PR 3981), `sparse_matmul=true`, EP>1",
+       .learn = "the proposed chunked pipeline: per-chunk all-gathers and partial gmms",
+       .args = With(dims, {"num_experts=4", "num_moe_emb_chunks=2", "ici_expert_parallelism=2"}),
+       .devices = 4,
+       .source = PageSource::kPr3981},
+      {.file = "moe_masked_loop_port.md",
+       .title = "Masked-loop sparse MoE (the JAX port's reference formulation)",
+       .summary =
+           "The masked-loop formulation of the sparse-MoE JAX port "
+           "(`../shared/seeds/sparse-moe-jax-port.md`): instead of gathering each expert's "
+           "tokens (dynamic shapes, not jittable), every expert runs on every token and a "
+           "mask from the top-k choices zeroes the tokens that did not choose it, weighted by "
+           "the routing weights. The same routing as moe.py, so its output equals "
+           "dense_matmul's dropless output; shardtrace uses it as the reference path.",
+       .selected_by = "`shardtrace trace --path masked_loop` (any MoE config)",
+       .learn = "the jittable masked loop and why its output equals the dropless path",
+       .args = With(dims, {"num_experts=4", "ici_expert_parallelism=2"}),
+       .devices = 4,
+       .path = "masked_loop",
+       .source = PageSource::kJaxPort},
+  };
+}
+
+std::string PageSourceText(PageSource source) {
+  switch (source) {
+    case PageSource::kSeedMoe:
+      return "`src/MaxText/layers/moe.py` at MaxText 313890777 (the seed revision)";
+    case PageSource::kPr3981:
+      return "MaxText PR 3981's refactored MoE pipeline as proposed, on top of moe.py "
+             "313890777 (not merged there)";
+    case PageSource::kJaxPort:
+      return "the masked-loop sparse MoE of the JAX port (sparse-moe-jax-port.md), with "
+             "moe.py 313890777's routing";
+  }
+  return "";
+}
+
+namespace {
+
+// The reproducing command, wrapped with shell continuations to stay within 120 columns.
+std::string CommandLine(const VisualizationPage& v) {
+  std::vector<std::string> words = {"shardtrace", "trace"};
+  words.insert(words.end(), v.args.begin(), v.args.end());
+  for (const std::string& w :
+       {fmt::format("--devices {}", v.devices), v.block == "moe" ? "" : "--block " + v.block,
+        v.path.empty() ? "" : "--path " + v.path, std::string("--numeric"),
+        fmt::format("--seed {}", kSeed)})
+    if (!w.empty()) words.push_back(w);
+  std::string out, line;
+  for (const std::string& w : words) {
+    if (!line.empty() && line.size() + 1 + w.size() > 116) {
+      out += line + " \\\n";
+      line = "    ";
+    } else if (!line.empty() && line != "    ") {
+      line += " ";
+    }
+    line += w;
+  }
+  return out + line;
+}
+
+const Fact* FindFact(const Trace& trace, const std::string& name) {
+  for (const Fact& f : trace.facts)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+std::vector<MarkdownExample> MaskExamples(const BlockRun& run) {
+  std::string facts;
+  for (const char* name : {"expert_capacity_per_batch", "tokens dropped per expert"})
+    if (const Fact* f = FindFact(run.trace, name))
+      facts += fmt::format(" `{} = {}`{}.", f->name, FactValuesText(*f),
+                           f->note.empty() ? "" : " (" + f->note + ")");
+  std::vector<MarkdownExample> out;
+  const auto dispatch = run.captures.find("dispatch_mask");
+  const auto combine = run.captures.find("combine_mask");
+  const auto indices = run.captures.find("top_k_indices");
+  if (dispatch == run.captures.end() || combine == run.captures.end() ||
+      indices == run.captures.end())
+    Fail("generate: the dense dropping run captured no dispatch/combine masks or top_k_indices");
+  out.push_back({"Routing example: dispatch_mask",
+                 "Batch row 0 of this run, as a tree Expert → slot → tokens: the dispatch "
+                 "einsum `BSM,BSEC->EBCM` contracts the tokens `S`, so they are the leaves; a "
+                 "slot holds at most one token, and a choice that finds its expert's `C` slots "
+                 "full is dropped (it appears in no slot)." +
+                     facts,
+                 MaskTree("dispatch_mask", dispatch->second, 0, &indices->second)});
+  out.push_back({"Routing example: combine_mask",
+                 "The same slots with the routing weights the combine einsum `EBCM,BSEC->BSM` "
+                 "applies when it scatters expert outputs back to their tokens; a token whose "
+                 "choice was dropped gets fewer than K weighted outputs.",
+                 MaskTree("combine_mask", combine->second, 0, &indices->second)});
+  return out;
+}
+
+// Each `rows sent [device, peer]` fact as a grid, rows = sending device.
+std::vector<MarkdownExample> SendMatrixExamples(const Trace& trace) {
+  std::string text;
+  for (const Fact& f : trace.facts) {
+    if (f.name.find("rows sent [device, peer]") == std::string::npos || f.shape.size() != 2)
+      continue;
+    std::vector<std::string> header = {"device"};
+    for (int64_t p = 0; p < f.shape[1]; ++p) header.push_back(fmt::format("to {}", p));
+    header.push_back("total");
+    TextTable table(header);
+    for (int64_t d = 0; d < f.shape[0]; ++d) {
+      std::vector<std::string> row = {std::to_string(d)};
+      double total = 0;
+      for (int64_t p = 0; p < f.shape[1]; ++p) {
+        const double v = f.values[d * f.shape[1] + p];
+        total += v;
+        row.push_back(FactValueText(v));
+      }
+      row.push_back(FactValueText(total));
+      table.AddRow(row);
+    }
+    text += fmt::format("{}{}\n{}", text.empty() ? "" : "\n", f.name, table.Render("  "));
+  }
+  if (text.empty()) return {};
+  return {{"Routing example: ragged all-to-all send sizes",
+           "Rows each device sends to each expert-parallel peer in the forward all-to-all "
+           "(`x`, the routed token rows) and back (`intermediate_output`, the expert outputs): "
+           "the second matrix is the transpose of the first.",
+           text}};
+}
+
+BlockRun Run(const std::vector<std::string>& args, int64_t devices, const std::string& block,
+             const std::string& path, bool numeric) {
+  const RunInputs in = LoadRunInputs(args, devices);
+  const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
+  const int n_act = static_cast<int>(in.config.StrList("mlp_activations").size());
+  const MoeParams params = MakeParams(setup, n_act, numeric, kSeed);
+  return RunBlock(in.config, in.mesh, setup, params, ParseBlock(block), numeric,
+                  path == "masked_loop");
+}
+
+std::vector<MarkdownExample> RoutingExamples(const BlockRun& run, const std::string& intro) {
+  const auto indices = run.captures.find("top_k_indices");
+  const auto weights = run.captures.find("top_k_weights");
+  if (indices == run.captures.end() || weights == run.captures.end()) return {};
+  return {
+      {"Routing example: top-k choices", intro, RoutingTree(indices->second, weights->second, 0)}};
+}
+
+// The kernel specs of the page's config and of the variants a reader tunes: one row per
+// explicitly placed weight (name and statement), one column per variant, each cell the
+// PartitionSpec a symbolic trace of that variant recorded.
+std::vector<VariantColumn> KernelVariants(const VisualizationPage& v, const Trace& trace) {
+  int64_t ep = 1;
+  for (const std::string& a : v.args)
+    if (a.rfind("ici_expert_parallelism=", 0) == 0) ep = std::stoll(a.substr(23));
+  // shard_exp_on_fsdp and use_2d_fsdp_sharding give the sparse shard_map specs no 'exp'
+  // entry, so they go with expert parallelism 1 there.
+  const bool sparse_ep = ep > 1 && trace.path.rfind("sparse_matmul", 0) == 0;
+  const auto fsdp_variant = [&](const std::string& key) {
+    std::pair<std::string, std::vector<std::string>> out = {"`" + key + "=true`", {key + "=true"}};
+    if (sparse_ep) {
+      out.first += " (EP=1: its specs do not shard experts)";
+      out.second.push_back("ici_expert_parallelism=1");
+    }
+    return out;
+  };
+  std::vector<std::pair<std::string, std::vector<std::string>>> variants = {{"as traced", {}}};
+  for (const std::string& key : v.variant_keys) variants.push_back(fsdp_variant(key));
+  // The ring needs expert parallelism; the others show the EP switch both ways.
+  bool ring = false;
+  for (const std::string& a : v.args) ring |= a == "use_ring_of_experts=true";
+  if (ep > 1 && !ring)
+    variants.push_back({"EP off (`ici_expert_parallelism=1`)", {"ici_expert_parallelism=1"}});
+  if (ep == 1 && v.block == "moe")
+    variants.push_back({"EP on (`ici_expert_parallelism=2`)", {"ici_expert_parallelism=2"}});
+  std::vector<VariantColumn> out;
+  for (const auto& [label, extra] : variants) {
+    const Trace t = extra.empty() ? trace
+                                  : Run(With(v.args, extra), v.devices, v.block, v.path,
+                                        /*numeric=*/false)
+                                        .trace;
+    VariantColumn col{label, t.mesh, {}};
+    for (const TensorRecord& r : t.tensors)
+      if (r.kind == TensorKind::kWeight && r.constraint != Constraint::kNone && r.partition_spec)
+        col.specs.push_back({fmt::format("`{}` ({})", r.name, ToString(r.constraint)),
+                             r.partition_spec->ToString()});
+    out.push_back(std::move(col));
+  }
+  return out;
+}
+
+}  // namespace
+
+RenderedPage RenderPage(const VisualizationPage& v) {
+  const RunInputs in = LoadRunInputs(v.args, v.devices);
+  const BlockRun run = Run(v.args, v.devices, v.block, v.path, /*numeric=*/true);
+  VisualizationDoc doc;
+  doc.title = v.title;
+  doc.summary = v.summary;
+  doc.command = CommandLine(v);
+  doc.source = PageSourceText(v.source);
+  doc.config_files = in.config.loaded_files();
+  doc.flow = AsciiFlow(run.trace);
+  if (v.routing_tree)
+    doc.examples = RoutingExamples(
+        run,
+        "Batch row 0 of this run as a tree Token → choice → expert: the top-k indices and "
+        "weights read together (what dense_matmul scatters into `weights` [B,S,E], and what "
+        "permute sorts by).");
+  if (v.mask_trees)
+    for (MarkdownExample& e : MaskExamples(run)) doc.examples.push_back(std::move(e));
+  if (v.send_matrices)
+    for (MarkdownExample& e : SendMatrixExamples(run.trace)) doc.examples.push_back(std::move(e));
+  for (const PageRun& more : v.more_runs) {
+    const BlockRun other = Run(more.args, more.devices, "moe", "", /*numeric=*/true);
+    std::string text = AsciiFlow(other.trace, 120, more.only_scope);
+    const auto indices = other.captures.find("top_k_indices");
+    const auto weights = other.captures.find("top_k_weights");
+    if (more.routing_tree && indices != other.captures.end() && weights != other.captures.end())
+      text += "\n" + RoutingTree(indices->second, weights->second, 0);
+    doc.examples.push_back({more.heading,
+                            more.intro + fmt::format(" Traced with `{}` on {} devices.",
+                                                     fmt::join(more.args, " "), more.devices),
+                            text});
+  }
+  if (v.variants) doc.variants = KernelVariants(v, run.trace);
+  doc.invariants = TraceInvariants(run.trace, &run.captures);
+  RenderedPage page;
+  page.text = RenderVisualization(doc, run.trace);
+  page.trace = run.trace;
+  return page;
+}
+
+std::string VisualizationIndex(const std::vector<VisualizationPage>& pages) {
+  std::string out =
+      "<!-- Generated by `shardtrace generate`; do not edit: regenerate with `shardtrace "
+      "generate` or `make golden`. -->\n"
+      "# Visualizations\n\n"
+      "One page per path of MaxText's MoE layer (`src/MaxText/layers/moe.py`) and the dense "
+      "MLP, each rendered by `shardtrace generate` from a real numeric trace of a small config "
+      "(the page starts with the `shardtrace trace` command that reproduces it). Every page "
+      "has the same parts: when the path runs, the ASCII tensor flow (`┌─┐` scopes, `╔═╗` "
+      "explicit sharding constraints), a Mermaid graph of the same flow, trees of the routing "
+      "tensors, a config-variant table of the kernel specs, and a formal specification "
+      "(definitions, data structures, algorithm, einsums, collectives, invariants). "
+      "`shardtrace render` draws the same page for any config.\n\n"
+      "| page | config keys that select it | what you learn there | models |\n"
+      "|---|---|---|---|\n";
+  for (const VisualizationPage& p : pages)
+    out += fmt::format("| [{}]({}) | {} | {} | {} |\n", p.file, p.file, p.selected_by, p.learn,
+                       p.source == PageSource::kSeedMoe  ? "moe.py 313890777"
+                       : p.source == PageSource::kPr3981 ? "PR 3981 (proposed)"
+                                                         : "JAX port");
+  return out;
+}
+
+}  // namespace shardtrace

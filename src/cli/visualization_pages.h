@@ -1,0 +1,72 @@
+// The documented visualization pages (visualizations/*.md): which config each traces and
+// the words around it, and the one function that runs a page's trace and renders it. The
+// list is the documentation of what exists; `shardtrace generate` writes it, `--check`
+// compares, and the tests assert the conventions on every page.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trace/trace.h"
+
+namespace shardtrace {
+
+// What a page's trace follows: moe.py at the seed revision, or a proposal on top of it.
+enum class PageSource {
+  kSeedMoe,  // src/MaxText/layers/moe.py at MaxText 313890777
+  kPr3981,   // MaxText PR 3981's refactored pipeline, as proposed (not in moe.py 313890777)
+  kJaxPort,  // the masked-loop sparse MoE port (../shared/seeds/sparse-moe-jax-port.md)
+};
+
+// A second trace shown on a page (the routing variants beside the main one): its routing
+// stages and its routing tree.
+struct PageRun {
+  std::string heading;
+  std::string intro;  // one markdown paragraph
+  std::vector<std::string> args;
+  int64_t devices = 1;
+  std::string only_scope;    // draw only the stages whose scope contains this
+  bool routing_tree = true;  // and the top-k routing tree
+};
+
+// One document: the trace to run and the words around it.
+struct VisualizationPage {
+  std::string file;
+  std::string title;
+  std::string summary;            // one markdown paragraph
+  std::string selected_by;        // the index's "config keys that select it" (markdown)
+  std::string learn;              // the index's "what the reader learns there"
+  std::vector<std::string> args;  // key=value overrides of the embedded base.yml
+  int64_t devices = 1;
+  std::string block = "moe";
+  std::string path;  // --path (empty: the one RoutedMoE selects)
+  PageSource source = PageSource::kSeedMoe;
+  bool mask_trees = false;     // dense_matmul with capacity: dispatch/combine mask trees
+  bool routing_tree = true;    // the top-k routing of batch row 0 as a tree
+  bool send_matrices = false;  // ragged_all_to_all: the per-device send matrices
+  bool variants = true;        // the config-variant table of kernel specs
+  // The boolean switches the variant table turns on one at a time (beside EP on/off).
+  std::vector<std::string> variant_keys = {"shard_exp_on_fsdp", "use_2d_fsdp_sharding"};
+  std::vector<PageRun> more_runs;
+};
+
+// The pages, in index order.
+std::vector<VisualizationPage> VisualizationPages();
+
+// "`src/MaxText/layers/moe.py` at MaxText 313890777", ...: the page header's source line.
+std::string PageSourceText(PageSource source);
+
+// visualizations/README.md: one line per page (path, the config keys that select it, what
+// the reader learns there). Generated and checked with the pages.
+std::string VisualizationIndex(const std::vector<VisualizationPage>& pages);
+
+struct RenderedPage {
+  std::string text;  // the whole markdown document
+  Trace trace;       // the trace it was rendered from
+};
+
+// Runs the page's trace (numeric, seeded) and renders it. Deterministic.
+RenderedPage RenderPage(const VisualizationPage& page);
+
+}  // namespace shardtrace
