@@ -1,7 +1,7 @@
 // Tests for logical-axis resolution (flax's nn.logical_to_mesh_axes priority algorithm
 // followed by MaxText's remove_size_one_mesh_axis). The tables are copied verbatim from
-// /work/shared/research/maxtext-facts.md sections 2.4 and 2.5: they are MaxText's truth,
-// checked there against MaxText's own sharding goldens.
+// the project's MaxText research notes (maxtext-facts.md, sections 2.4 and 2.5): they are MaxText's
+// truth, checked there against MaxText's own sharding goldens.
 #include "shard/axis_rules.h"
 
 #include <catch2/catch.hpp>
@@ -19,7 +19,7 @@
 namespace shardtrace {
 namespace {
 
-constexpr char kHeadBase[] = SHARDTRACE_SOURCE_DIR "/../shared/maxtext-configs/base.yml";
+constexpr char kHeadBase[] = SHARDTRACE_SOURCE_DIR "/testdata/maxtext-configs/base.yml";
 
 // One row of a facts table: the logical names, the seed-rules value and the HEAD-rules
 // value ("same" = identical to the seed value), all as printed in the markdown.

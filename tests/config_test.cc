@@ -1,6 +1,6 @@
-// Tests for Config::Load: the embedded seed-era configs, the current-main configs in
-// /work/shared, pyconfig's merge order and rule merge, derived dims and every
-// validation error.
+// Tests for Config::Load: the embedded seed-era configs, the current-main configs copied into
+// testdata/maxtext-configs (see testdata/PROVENANCE.md), pyconfig's merge order and rule merge,
+// derived dims and every validation error.
 #include "config/config.h"
 
 #include <algorithm>
@@ -22,10 +22,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-#define SHARED_CONFIGS SHARDTRACE_SOURCE_DIR "/../shared/maxtext-configs"
-constexpr char kSharedConfigs[] = SHARED_CONFIGS;
-constexpr char kMainBase[] = SHARED_CONFIGS "/base.yml";
-#undef SHARED_CONFIGS
+// MaxText main's configs (testdata/PROVENANCE.md); the seed-era ones are embedded from
+// src/config/maxtext.
+#define MAIN_CONFIGS SHARDTRACE_SOURCE_DIR "/testdata/maxtext-configs"
+constexpr char kMainConfigs[] = MAIN_CONFIGS;
+constexpr char kMainBase[] = MAIN_CONFIGS "/base.yml";
+#undef MAIN_CONFIGS
+constexpr char kSeedBase[] = SHARDTRACE_SOURCE_DIR "/src/config/maxtext/base.yml";
 
 Config LoadEmbedded(std::vector<std::string> overrides) {
   return Config::Load(ConfigSource{{}, std::move(overrides)});
@@ -166,20 +169,19 @@ TEST_CASE("current-main base.yml loads with models beside it", "[config]") {
 
   const Config config = Config::Load(ConfigSource{{kMainBase}, {"model_name=deepseek2-16b"}});
   REQUIRE(config.loaded_files().size() == 2);
-  CHECK(config.loaded_files()[1] == std::string(kSharedConfigs) + "/models/deepseek2-16b.yml");
+  CHECK(config.loaded_files()[1] == std::string(kMainConfigs) + "/models/deepseek2-16b.yml");
   CHECK(config.Int("num_experts") == 64);
   CHECK(config.Int("num_experts_per_tok") == 6);
   CHECK(config.Int("moe_mlp_dim") == 1408);
   CHECK(config.Int("ici_tensor_transpose_parallelism") == 1);
 
-  for (const auto& entry : fs::directory_iterator(std::string(kSharedConfigs) + "/models")) {
+  for (const auto& entry : fs::directory_iterator(std::string(kMainConfigs) + "/models")) {
     INFO(entry.path().string());
     CHECK_NOTHROW(
         Config::Load(ConfigSource{{kMainBase}, {"model_name=" + entry.path().stem().string()}}));
   }
-  // The seed-era copy in /work/shared is the same base as the embedded one.
-  const Config seed =
-      Config::Load(ConfigSource{{std::string(kSharedConfigs) + "/at-313890777/base.yml"}, {}});
+  // The seed-era base.yml loaded from disk (not from the embedded copy) has the seed's rules.
+  const Config seed = Config::Load(ConfigSource{{kSeedBase}, {}});
   CHECK(seed.logical_axis_rules().size() == 82);
 }
 
@@ -234,8 +236,7 @@ TEST_CASE("merge precedence: base <- model file <- overrides", "[config]") {
 
 TEST_CASE("extra config files merge over the base like a model file", "[config]") {
   const TempDir dir;
-  const std::string base =
-      dir.Write("base.yml", ReadFile(std::string(kSharedConfigs) + "/at-313890777/base.yml"));
+  const std::string base = dir.Write("base.yml", ReadFile(kSeedBase));
   dir.Write("models/tiny.yml", "num_experts: 4\nbase_moe_mlp_dim: 7168\n");
   const std::string extra =
       dir.Write("extra.yml",
@@ -304,7 +305,7 @@ TEST_CASE("custom_mesh_and_rule replaces mesh axes, data sharding and rules", "[
   const Config main =
       Config::Load(ConfigSource{{kMainBase}, {"custom_mesh_and_rule=shard-exp-on-fsdp"}});
   CHECK(main.loaded_files()[1] ==
-        std::string(kSharedConfigs) + "/custom_mesh_and_rule/shard-exp-on-fsdp.yml");
+        std::string(kMainConfigs) + "/custom_mesh_and_rule/shard-exp-on-fsdp.yml");
   CHECK_THROWS_WITH(
       LoadEmbedded({"custom_mesh_and_rule=nope"}),
       Catch::Contains("custom_mesh_and_rule") && Catch::Contains("custom_mesh_and_rule/nope.yml"));
@@ -320,7 +321,7 @@ TEST_CASE("every custom_mesh_and_rule file loads with both bases", "[config]") {
     CHECK_FALSE(config.logical_axis_rules().empty());
   }
   for (const auto& entry :
-       fs::directory_iterator(std::string(kSharedConfigs) + "/custom_mesh_and_rule")) {
+       fs::directory_iterator(std::string(kMainConfigs) + "/custom_mesh_and_rule")) {
     INFO(entry.path().string());
     CHECK_NOTHROW(Config::Load(
         ConfigSource{{kMainBase}, {"custom_mesh_and_rule=" + entry.path().stem().string()}}));
@@ -389,8 +390,7 @@ TEST_CASE("unknown keys suggest the closest known keys", "[config]") {
   CHECK(config_internal::EditDistance("kitten", "sitting") == 3);
   // Unknown keys in a model file are named with the file.
   const TempDir dir;
-  const std::string base =
-      dir.Write("base.yml", ReadFile(std::string(kSharedConfigs) + "/at-313890777/base.yml"));
+  const std::string base = dir.Write("base.yml", ReadFile(kSeedBase));
   dir.Write("models/bad.yml", "num_expertz: 4\n");
   CHECK_THROWS_WITH(Config::Load(ConfigSource{{base}, {"model_name=bad"}}),
                     Catch::Contains("'num_expertz'") && Catch::Contains("models/bad.yml") &&
@@ -470,7 +470,7 @@ TEST_CASE("file and override errors name the file or argument", "[config]") {
       LoadEmbedded({"model_name=no-such-model"}),
       Catch::Contains("no-such-model") && Catch::Contains("embedded models/no-such-model.yml"));
   CHECK_THROWS_WITH(Config::Load(ConfigSource{{kMainBase}, {"model_name=no-such-model"}}),
-                    Catch::Contains(std::string(kSharedConfigs) + "/models/no-such-model.yml"));
+                    Catch::Contains(std::string(kMainConfigs) + "/models/no-such-model.yml"));
   CHECK_THROWS_WITH(Config::Load(ConfigSource{{"/nonexistent/base.yml"}, {}}),
                     Catch::Contains("/nonexistent/base.yml"));
 

@@ -52,7 +52,7 @@ TEST_CASE("ici_expert_parallelism=2 on 8 devices fills fsdp with 4", "[shard][me
 
 TEST_CASE("The HEAD base.yml builds its own mesh axes", "[shard][mesh]") {
   const Config config =
-      Config::Load({{SHARDTRACE_SOURCE_DIR "/../shared/maxtext-configs/base.yml"},
+      Config::Load({{SHARDTRACE_SOURCE_DIR "/testdata/maxtext-configs/base.yml"},
                     {"ici_fsdp_parallelism=2", "ici_context_usp_ulysses_parallelism=2",
                      "ici_expert_parallelism=2"}});
   const Mesh mesh = Mesh::FromConfig(config, 8);

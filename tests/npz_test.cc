@@ -30,7 +30,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The golden cases copied from /work/shared/goldens; see golden-format.md there.
+// The golden cases in testdata/goldens (format: testdata/golden-format.md).
 std::string Golden(const std::string& relative) {
   return std::string(SHARDTRACE_SOURCE_DIR) + "/testdata/goldens/" + relative;
 }

@@ -13,11 +13,11 @@
 
 namespace shardtrace::testing {
 
+namespace fs = std::filesystem;
+
 std::string SourcePath(const std::string& relative) {
   return std::string(SHARDTRACE_SOURCE_DIR) + "/" + relative;
 }
-
-namespace fs = std::filesystem;
 
 std::string ReadFile(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -28,12 +28,20 @@ void CompareWithGolden(const std::string& relative, const std::string& actual) {
   const std::string path = SourcePath("testdata/" + relative);
   const char* update = std::getenv("UPDATE_GOLDEN");
   if (update && std::string(update) == "1") {
-    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-    std::ofstream(path, std::ios::binary) << actual;
-    return;
+    // Regenerate, then still compare below: a failed write fails the test instead of
+    // leaving a stale golden that a later run reports far from its cause.
+    if (!fs::exists(path) || ReadFile(path) != actual) {
+      fs::create_directories(fs::path(path).parent_path());
+      std::ofstream out(path, std::ios::binary);
+      out << actual;
+      out.close();
+      INFO("rewriting golden file " << path);
+      REQUIRE(out.good());
+      WARN("updated golden file testdata/" << relative);
+    }
   }
   INFO("golden file " << path << " (regenerate with `make golden`)");
-  REQUIRE(std::filesystem::exists(path));
+  REQUIRE(fs::exists(path));
   const std::string expected = ReadFile(path);
   if (expected != actual) {
     // Show the first differing line: a readable failure beats two walls of text.

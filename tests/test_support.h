@@ -1,7 +1,8 @@
 // Helpers shared by the tests: paths into the source tree, golden text comparison, scratch
 // directories, file reading and running the built binary.
 // CompareWithGolden(rel, actual) compares `actual` with testdata/<rel> byte for byte; with
-// UPDATE_GOLDEN=1 in the environment it rewrites the file instead (review with git diff).
+// UPDATE_GOLDEN=1 in the environment it first rewrites the file when it differs (review with
+// git diff), then compares as usual, so a failed write still fails.
 #pragma once
 
 #include <filesystem>

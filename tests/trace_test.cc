@@ -99,7 +99,7 @@ TEST_CASE("shardtrace reproduces MaxText's own sharding dumps for the MoE and ML
                  "gpt-oss-20b", 2}}) {
     INFO(c.dir);
     const nlohmann::ordered_json real = nlohmann::ordered_json::parse(testing::ReadFile(
-        SourcePath("../shared/maxtext-sharding-dumps/" + c.dir + "/input_shardings.json")));
+        SourcePath("testdata/maxtext-sharding-dumps/" + c.dir + "/input_shardings.json")));
     nlohmann::ordered_json expected = nlohmann::ordered_json::array();
     for (const auto& entry : real["Activation Sharding Dump"]) {
       const std::string key = entry.begin().key();
@@ -107,7 +107,7 @@ TEST_CASE("shardtrace reproduces MaxText's own sharding dumps for the MoE and ML
     }
     REQUIRE(expected.size() >= 6);
     const RunInputs in =
-        LoadRunInputs({SourcePath("../shared/maxtext-configs/base.yml"), "model_name=" + c.model,
+        LoadRunInputs({SourcePath("testdata/maxtext-configs/base.yml"), "model_name=" + c.model,
                        "ici_fsdp_parallelism=-1", fmt::format("ici_expert_parallelism={}", c.ep)},
                       16);
     const auto ours =
@@ -316,10 +316,11 @@ TEST_CASE("config and explain print exactly their golden text", "[cli][golden-te
       {"config_deepseek3-671b_ep64.txt",
        {"config", "model_name=deepseek3-671b", "ici_expert_parallelism=64", "--devices", "256"}},
       {"config_mixtral_dense_dropping.json",
-       {"config", "model_name=mixtral-8x7b", "sparse_matmul=false", "capacity_factor=1.25", "--format", "json"}},
+       {"config", "model_name=mixtral-8x7b", "sparse_matmul=false", "capacity_factor=1.25",
+        "--format", "json"}},
       {"explain_exp_embed_moe_mlp_moe.txt",
-       {"explain", "--axes", "exp,embed_moe,mlp_moe", "--shape", "64,2048,1408", "ici_expert_parallelism=2",
-        "--devices", "8"}},
+       {"explain", "--axes", "exp,embed_moe,mlp_moe", "--shape", "64,2048,1408",
+        "ici_expert_parallelism=2", "--devices", "8"}},
   };
   for (const Case& c : cases) {
     INFO(c.file);

@@ -1,7 +1,7 @@
 // Golden checks: run the block a golden case's config.yml selects, on the case's inputs and
 // weights (tensors.npz), and compare every expected array it carries with what the run
 // captured: floats with |a-b| <= atol + rtol*|b|, ints and bools exactly. Format:
-// ../shared/golden-format.md. Missing expected arrays are reported as skipped; unknown
+// testdata/golden-format.md. Missing expected arrays are reported as skipped; unknown
 // array names are reported, never ignored.
 #pragma once
 
