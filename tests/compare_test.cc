@@ -3,6 +3,7 @@
 // render. Output is pinned as golden text in testdata/expected/.
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "check/sharding_dump.h"
 #include "test_support.h"
@@ -87,6 +88,107 @@ TEST_CASE("compare-dump: a directory without the dump files exits 2 naming the f
   CHECK(r.out.empty());
   CHECK(r.err.find("shardtrace: error: ") == 0);
   CHECK(r.err.find("named_shardings.json: cannot read") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace shardtrace
+
+namespace shardtrace {
+namespace {
+
+using testing::CompareWithGolden;
+using testing::RunShardtrace;
+
+TEST_CASE("diff: EP 1 vs 4 changes the path, names the key, adds the all-to-alls",
+          "[compare][diff]") {
+  const auto r = RunShardtrace({"diff", "model_name=mixtral-8x7b", "--devices", "8", "--a",
+                                "ici_expert_parallelism=1", "--b", "ici_expert_parallelism=4"});
+  CHECK(r.status == 1);
+  CHECK(r.err.empty());
+  CompareWithGolden("expected/diff_ep1_vs_ep4.txt", r.out);
+  CHECK(r.out.find("-> B sparse_matmul/ragged_all_to_all (EP=4, TP=1, megablox); selected by "
+                   "ici_expert_parallelism") != std::string::npos);
+  CHECK(r.out.find("  added   RoutedMoE/sparse_matmul/wrapper/ragged_all_to_all:x#0") !=
+        std::string::npos);
+  CHECK(r.out.find("  communication sent per layer") != std::string::npos);
+}
+
+TEST_CASE("diff: shard_exp_on_fsdp moves the expert kernels' fsdp sharding", "[compare][diff]") {
+  const auto r = RunShardtrace({"diff", "model_name=mixtral-8x7b", "--devices", "8", "--a",
+                                "shard_exp_on_fsdp=false", "--b", "shard_exp_on_fsdp=true"});
+  CHECK(r.status == 1);
+  CompareWithGolden("expected/diff_shard_exp_on_fsdp.txt", r.out);
+  CHECK(r.out.find("spec P(None, 'fsdp', None) -> P('fsdp', None, None)") != std::string::npos);
+}
+
+TEST_CASE("diff: use_2d_fsdp_sharding as Markdown for a PR review", "[compare][diff]") {
+  const auto r =
+      RunShardtrace({"diff", "model_name=mixtral-8x7b", "--devices", "8", "--format", "markdown",
+                     "--a", "use_2d_fsdp_sharding=false", "--b", "use_2d_fsdp_sharding=true"});
+  CHECK(r.status == 1);
+  CompareWithGolden("expected/diff_2d_fsdp.md", r.out);
+  CHECK(r.out.rfind("**shardtrace diff: sharding differs: 1 config keys", 0) == 0);
+}
+
+TEST_CASE("diff: TP on/off as JSON: psum_scatter added, halved expert kernels", "[compare][diff]") {
+  const auto r = RunShardtrace({"diff", "model_name=mixtral-8x7b", "--devices", "8",
+                                "ici_expert_parallelism=2", "--format", "json", "--a",
+                                "ici_tensor_parallelism=1", "--b", "ici_tensor_parallelism=2"});
+  CHECK(r.status == 1);
+  CompareWithGolden("expected/diff_tp_on_off.json", r.out);
+  const auto json = nlohmann::json::parse(r.out);
+  CHECK(json["schema"] == 1);
+  CHECK(json["same"] == false);
+  CHECK(json["path"]["selected_by"] == nlohmann::json::array({"ici_tensor_parallelism"}));
+  bool psum_scatter = false;
+  for (const auto& c : json["collectives"])
+    psum_scatter |= c["change"] == "added" && c["b"]["kind"] == "psum_scatter" &&
+                    c["b"]["axes"] == nlohmann::json::array({"tensor"});
+  CHECK(psum_scatter);
+  CHECK(json["totals_delta"]["collective_sent_bytes_per_device"] == 960LL * 1024 * 1024);
+}
+
+TEST_CASE("diff: custom_mesh_and_rule cp-as-ep vs ep-as-cp", "[compare][diff]") {
+  const auto r = RunShardtrace({"diff", "model_name=deepseek3-671b", "--devices", "256",
+                                "ici_expert_parallelism=64", "--a", "custom_mesh_and_rule=cp-as-ep",
+                                "--b", "custom_mesh_and_rule=ep-as-cp"});
+  CHECK(r.status == 1);
+  CompareWithGolden("expected/diff_cp_as_ep_vs_ep_as_cp.txt", r.out);
+}
+
+TEST_CASE("diff: the seed-era base.yml against current main's, same model", "[compare][diff]") {
+  const auto r =
+      RunShardtrace({"diff", "src/config/maxtext/base.yml", "testdata/maxtext-configs/base.yml",
+                     "model_name=mixtral-8x7b", "ici_expert_parallelism=4", "sparse_matmul=false",
+                     "--devices", "16"});
+  CHECK(r.status == 1);
+  CompareWithGolden("expected/diff_seed_vs_main_base.txt", r.out);
+  // Main's activation_batch_moe also shards over 'expert': the dense path's batch moves.
+  CHECK(r.out.find("  activation_batch_moe\n    A [data, fsdp, fsdp_transpose]\n    B [data, "
+                   "fsdp, fsdp_transpose, expert]") != std::string::npos);
+}
+
+TEST_CASE("diff: identical sides exit 0; bad arguments exit 2", "[compare][diff]") {
+  const auto same = RunShardtrace({"diff", "model_name=mixtral-8x7b", "--devices", "8", "--a",
+                                   "learning_rate=1e-4", "--b", "learning_rate=2e-4"});
+  CHECK(same.status == 0);
+  CHECK(same.out.find("same sharding: 1 config keys") != std::string::npos);
+  const auto three = RunShardtrace({"diff", "a.yml", "b.yml", "c.yml"});
+  CHECK(three.status == 2);
+  CHECK(three.err ==
+        "shardtrace: error: diff takes at most two CONFIG files (A and B), got 3: "
+        "a.yml, b.yml, c.yml\n");
+  const auto bad = RunShardtrace({"diff", "--a", "ici_expert_parallelism"});
+  CHECK(bad.status == 2);
+  CHECK(bad.err == "shardtrace: error: --a ici_expert_parallelism: expected key=value\n");
+  testing::TempDir dir;
+  const auto written = RunShardtrace({"diff", "model_name=mixtral-8x7b", "--devices", "8", "--a",
+                                      "ici_expert_parallelism=1", "--b", "ici_expert_parallelism=4",
+                                      "-o", dir.File("d.txt")});
+  CHECK(written.status == 1);
+  CHECK(written.out.empty());
+  CHECK(testing::ReadFile(dir / "d.txt") ==
+        testing::ReadFile(testing::SourcePath("testdata/expected/diff_ep1_vs_ep4.txt")));
 }
 
 }  // namespace

@@ -135,6 +135,27 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
       "rule_default_ici_fsdp_parallelism=-1_ici_expert_parallelism=2 "
       "maxtext/src/maxtext/configs/base.yml");
 
+  DiffOptions diff_options;
+  CLI::App* diff_cmd = app.add_subcommand(
+      "diff", "how sharding, collectives and per-device bytes differ between two configs");
+  AddCommon(diff_cmd, diff_options.common, {"text", "markdown", "json"});
+  diff_cmd->add_option("--a", diff_options.a, "key=value for side A only (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  diff_cmd->add_option("--b", diff_options.b, "key=value for side B only (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  diff_cmd
+      ->add_option("--block", diff_options.block,
+                   "moe (routed experts), mlp (dense MlpBlock), shared (shared-expert MlpBlock)")
+      ->check(CLI::IsMember({"moe", "mlp", "shared"}))
+      ->capture_default_str();
+  diff_cmd->footer(
+      "A.yml and B.yml are two configs (key=value applies to both), or one config (or none: "
+      "the embedded base.yml) with --a/--b overrides. Exit 0 same sharding, 1 different.\n"
+      "Example: shardtrace diff model_name=mixtral-8x7b --devices 8 --a "
+      "ici_expert_parallelism=1 --b ici_expert_parallelism=4");
+
   GenerateOptions generate_options;
   CLI::App* generate_cmd = app.add_subcommand(
       "generate", "render visualizations/*.md from real traces of the embedded configs");
@@ -151,6 +172,7 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
     if (trace_cmd->parsed()) RunTraceCommand(trace_options, out);
     if (dump_cmd->parsed()) RunDumpCommand(dump_options, out);
     if (check_cmd->parsed() && !RunCheckCommand(check_options, out)) return 1;
+    if (diff_cmd->parsed() && !RunDiffCommand(diff_options, out)) return 1;
     if (compare_dump_cmd->parsed() && !RunCompareDumpCommand(compare_dump_options, out)) return 1;
     if (generate_cmd->parsed() && !RunGenerateCommand(generate_options, out)) return 1;
   } catch (const CLI::CallForHelp& e) {

@@ -50,6 +50,13 @@ struct CompareDumpOptions {
   CommonOptions common;  // args: CONFIG.yml / key=value over what the dump's name says
 };
 
+struct DiffOptions {
+  CommonOptions common;        // args: up to two CONFIG files (A, B) and common key=value
+  std::vector<std::string> a;  // key=value for side A only
+  std::vector<std::string> b;  // key=value for side B only
+  std::string block = "moe";
+};
+
 void RunConfigCommand(const CommonOptions& options, std::ostream& out);
 void RunExplainCommand(const ExplainOptions& options, std::ostream& out);
 void RunTraceCommand(const TraceOptions& options, std::ostream& out);
@@ -59,6 +66,9 @@ bool RunCheckCommand(const CheckCommandOptions& options, std::ostream& out);
 
 // Returns false when the dump and the trace differ (exit 1).
 bool RunCompareDumpCommand(const CompareDumpOptions& options, std::ostream& out);
+
+// Returns false when the two sides' sharding differs (exit 1).
+bool RunDiffCommand(const DiffOptions& options, std::ostream& out);
 
 // Renders visualizations/*.md (see generate_command.cc for the list). With `check`, writes
 // nothing and returns false when a file in options.out is missing or differs (exit 1).

@@ -1,0 +1,282 @@
+#include "check/trace_diff.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "config/run_inputs.h"
+#include "emit/trace_totals.h"
+#include "trace/moe_block.h"
+#include "util/error.h"
+
+namespace shardtrace {
+namespace {
+
+TensorSide SideOf(const TensorRecord& t) {
+  TensorSide s;
+  s.kind = t.kind;
+  s.dtype = t.dtype;
+  s.dims = t.dims;
+  s.shape = t.shape;
+  s.logical_axes = t.logical_axes;
+  s.spec = t.partition_spec;
+  s.constraint = ToString(t.constraint);
+  s.bytes_per_device = KnownBytesPerDevice(t);
+  if (s.bytes_per_device) s.local_shape = t.local_shape;
+  return s;
+}
+
+std::vector<std::string> ChangedFields(const TensorSide& a, const TensorSide& b) {
+  std::vector<std::string> changed;
+  if (a.kind != b.kind) changed.push_back("kind");
+  if (a.dtype != b.dtype) changed.push_back("dtype");
+  if (a.shape != b.shape) changed.push_back("shape");
+  if (a.logical_axes != b.logical_axes) changed.push_back("logical axes");
+  if (a.spec != b.spec) changed.push_back("spec");
+  if (a.constraint != b.constraint) changed.push_back("constraint");
+  if (a.local_shape != b.local_shape) changed.push_back("local shape");
+  return changed;
+}
+
+int64_t MaxOf(const std::vector<int64_t>& v) {
+  return v.empty() ? 0 : *std::max_element(v.begin(), v.end());
+}
+
+std::vector<std::pair<std::string, CollectiveSide>> Collectives(const Trace& trace) {
+  std::vector<std::pair<std::string, CollectiveSide>> out;
+  std::map<std::string, int> occurrences;
+  for (const OpRecord& op : trace.ops) {
+    if (!op.collective) continue;
+    CollectiveSide s;
+    s.kind = op.kind;
+    s.axes = op.collective->axes;
+    s.participants = op.collective->participants;
+    if (!op.inputs.empty()) s.input = trace.tensors[op.inputs.front()].name;
+    if (!op.outputs.empty()) s.output = trace.tensors[op.outputs.front()].name;
+    s.sent_per_device = MaxOf(op.collective->bytes_sent);
+    s.received_per_device = MaxOf(op.collective->bytes_received);
+    const std::string base = fmt::format("{}/{}:{}", op.scope, op.kind, s.output);
+    out.push_back({fmt::format("{}#{}", base, occurrences[base]++), s});
+  }
+  return out;
+}
+
+SideTotals TotalsOf(const Trace& trace, const std::vector<std::string>& keys) {
+  // The numbers come from ComputeTotals, which counts exactly the records
+  // KnownBytesPerDevice knows; the unconstrained activations are listed beside them.
+  const TraceTotals t = ComputeTotals(trace);
+  SideTotals s;
+  s.weight_bytes = t.weight_bytes_per_device;
+  s.peak_activation_bytes = t.peak_activation_bytes_per_device;
+  s.collective_sent_bytes = t.collective_bytes_sent_per_device;
+  for (size_t i = 0; i < trace.tensors.size(); ++i)
+    if (trace.tensors[i].kind == TensorKind::kAct && !KnownBytesPerDevice(trace.tensors[i]))
+      s.unconstrained.push_back(keys[i]);
+  return s;
+}
+
+std::map<std::string, std::string> RulesByName(const AxisRules& rules) {
+  std::map<std::string, std::vector<std::string>> lists;
+  for (const AxisRule& r : rules)
+    lists[r.logical].push_back(fmt::format("[{}]", fmt::join(r.mesh_axes, ", ")));
+  std::map<std::string, std::string> out;
+  for (const auto& [name, l] : lists) out[name] = fmt::format("{}", fmt::join(l, " | "));
+  return out;
+}
+
+std::vector<KeyChange> ChangedKeys(const std::map<std::string, std::string>& a,
+                                   const std::map<std::string, std::string>& b) {
+  std::set<std::string> keys;
+  for (const auto& [k, v] : a) keys.insert(k);
+  for (const auto& [k, v] : b) keys.insert(k);
+  std::vector<KeyChange> out;
+  for (const std::string& k : keys) {
+    const auto ia = a.find(k), ib = b.find(k);
+    const std::string va = ia == a.end() ? "(unset)" : ia->second;
+    const std::string vb = ib == b.end() ? "(unset)" : ib->second;
+    if (va != vb) out.push_back({k, va, vb});
+  }
+  return out;
+}
+
+std::map<std::string, std::string> ValuesOf(const Config& config) {
+  std::map<std::string, std::string> out;
+  // logical_axis_rules are compared rule by rule (TraceDiff::axis_rules).
+  for (const auto& [k, v] : config.values())
+    if (k != "logical_axis_rules") out[k] = v.ToString();
+  std::vector<std::string> quoted;
+  for (const std::string& axis : config.mesh_axes()) quoted.push_back("'" + axis + "'");
+  out["mesh_axes"] = fmt::format("[{}]", fmt::join(quoted, ", "));
+  return out;
+}
+
+// The changed keys behind a path change: keys named in a path reason that only one side
+// gives, and the parallelism keys behind an expert/tensor-parallel reason.
+std::vector<std::string> PathSelectors(const TraceDiff& d) {
+  std::vector<std::string> reasons;
+  for (const auto* side : {&d.a, &d.b})
+    for (const std::string& r : side->path_reasons) {
+      const auto& other = side == &d.a ? d.b.path_reasons : d.a.path_reasons;
+      if (std::find(other.begin(), other.end(), r) == other.end()) reasons.push_back(r);
+    }
+  std::vector<std::string> out;
+  for (const KeyChange& k : d.config_keys) {
+    bool selects = false;
+    for (const std::string& r : reasons) {
+      selects |= r.find(k.key) != std::string::npos;
+      selects |= r.find("expert parallelism") != std::string::npos &&
+                 (k.key.find("expert_parallelism") != std::string::npos ||
+                  k.key == "custom_mesh_and_rule");
+      selects |= r.find("tensor parallelism") != std::string::npos &&
+                 k.key.find("tensor_parallelism") != std::string::npos;
+    }
+    if (selects) out.push_back(k.key);
+  }
+  // Same reasons, another label (EP=2 -> TP=2): the mesh keys changed the path's variant.
+  if (out.empty())
+    for (const KeyChange& k : d.config_keys)
+      if (k.key.ends_with("_parallelism") || k.key == "custom_mesh_and_rule") out.push_back(k.key);
+  return out;
+}
+
+struct Side {
+  RunInputs in;
+  Trace trace;
+};
+
+Side Load(const std::vector<std::string>& args, const std::string& block,
+          std::optional<int64_t> devices) {
+  RunInputs in = LoadRunInputs(args, devices);
+  const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
+  const int n_act = static_cast<int>(in.config.StrList("mlp_activations").size());
+  const MoeParams params = MakeParams(setup, n_act, /*numeric=*/false, 0);
+  Trace trace = RunBlock(in.config, in.mesh, setup, params, ParseBlock(block), false).trace;
+  return {std::move(in), std::move(trace)};
+}
+
+DiffSideInfo InfoOf(const std::vector<std::string>& args, const Side& s,
+                    const std::vector<std::string>& keys) {
+  DiffSideInfo info;
+  info.args = args;
+  info.config_files = s.in.config.loaded_files();
+  info.mesh = s.in.mesh.ToString();
+  info.devices = s.in.mesh.num_devices();
+  info.path = s.trace.path;
+  for (const std::string& n : s.trace.notes)
+    if (n.rfind("path: ", 0) == 0) info.path_reasons.push_back(n.substr(6));
+  info.totals = TotalsOf(s.trace, keys);
+  return info;
+}
+
+}  // namespace
+
+std::optional<int64_t> KnownBytesPerDevice(const TensorRecord& t) {
+  if (t.partition_spec || t.in_shard_map) return t.bytes_per_device;
+  return std::nullopt;
+}
+
+std::vector<std::string> AlignmentKeys(const Trace& trace) {
+  std::vector<std::string> keys;
+  std::map<std::string, int> occurrences;
+  for (const TensorRecord& t : trace.tensors) {
+    const std::string base = t.scope.empty() ? t.name : t.scope + "/" + t.name;
+    keys.push_back(fmt::format("{}#{}", base, occurrences[base]++));
+  }
+  return keys;
+}
+
+bool TraceDiff::same() const {
+  return !path_changed() && !mesh_changed() && tensors.empty() && collectives.empty();
+}
+
+TraceDiff DiffConfigs(const DiffRequest& request) {
+  const Side a = Load(request.args_a, request.block, request.devices);
+  const Side b = Load(request.args_b, request.block, request.devices);
+  const std::vector<std::string> keys_a = AlignmentKeys(a.trace), keys_b = AlignmentKeys(b.trace);
+  TraceDiff d;
+  d.block = request.block;
+  d.a = InfoOf(request.args_a, a, keys_a);
+  d.b = InfoOf(request.args_b, b, keys_b);
+  d.config_keys = ChangedKeys(ValuesOf(a.in.config), ValuesOf(b.in.config));
+  d.axis_rules = ChangedKeys(RulesByName(a.in.config.logical_axis_rules()),
+                             RulesByName(b.in.config.logical_axis_rules()));
+  if (d.path_changed()) d.path_selected_by = PathSelectors(d);
+
+  // Tensors: B's order first (then A-only rows in A's order); stable sort by impact keeps it.
+  std::map<std::string, size_t> index_a;
+  for (size_t i = 0; i < keys_a.size(); ++i) index_a[keys_a[i]] = i;
+  std::set<std::string> in_b(keys_b.begin(), keys_b.end());
+  for (size_t i = 0; i < keys_b.size(); ++i) {
+    TensorDiff t;
+    t.key = keys_b[i];
+    t.b = SideOf(b.trace.tensors[i]);
+    const auto it = index_a.find(keys_b[i]);
+    if (it != index_a.end()) {
+      t.a = SideOf(a.trace.tensors[it->second]);
+      t.changed = ChangedFields(*t.a, *t.b);
+      if (t.changed.empty()) continue;
+      if (t.a->bytes_per_device && t.b->bytes_per_device) {
+        t.delta_bytes = *t.b->bytes_per_device - *t.a->bytes_per_device;
+        t.impact = std::abs(t.delta_bytes);
+      } else {
+        // Placed on one side only: what that side holds is the impact; no delta is claimed.
+        t.impact = std::max(t.a->bytes_per_device.value_or(0), t.b->bytes_per_device.value_or(0));
+      }
+    } else {
+      t.impact = t.b->bytes_per_device.value_or(0);
+      t.delta_bytes = t.impact;
+    }
+    d.tensors.push_back(std::move(t));
+  }
+  for (size_t i = 0; i < keys_a.size(); ++i) {
+    if (in_b.count(keys_a[i])) continue;
+    TensorDiff t;
+    t.key = keys_a[i];
+    t.a = SideOf(a.trace.tensors[i]);
+    t.impact = t.a->bytes_per_device.value_or(0);
+    t.delta_bytes = -t.impact;
+    d.tensors.push_back(std::move(t));
+  }
+  std::stable_sort(d.tensors.begin(), d.tensors.end(),
+                   [](const TensorDiff& x, const TensorDiff& y) { return x.impact > y.impact; });
+
+  const auto coll_a = Collectives(a.trace), coll_b = Collectives(b.trace);
+  for (const auto& [key, sb] : coll_b) {
+    CollectiveDiff c;
+    c.key = key;
+    c.b = sb;
+    const auto it =
+        std::find_if(coll_a.begin(), coll_a.end(), [&](const auto& x) { return x.first == key; });
+    if (it != coll_a.end()) {
+      c.a = it->second;
+      if (c.a->axes != sb.axes) c.changed.push_back("axes");
+      if (c.a->participants != sb.participants) c.changed.push_back("participants");
+      if (c.a->sent_per_device != sb.sent_per_device ||
+          c.a->received_per_device != sb.received_per_device)
+        c.changed.push_back("bytes");
+      if (c.changed.empty()) continue;
+    }
+    c.delta_sent = sb.sent_per_device - (c.a ? c.a->sent_per_device : 0);
+    c.impact = std::abs(c.delta_sent);
+    d.collectives.push_back(std::move(c));
+  }
+  for (const auto& [key, sa] : coll_a) {
+    if (std::any_of(coll_b.begin(), coll_b.end(), [&](const auto& x) { return x.first == key; }))
+      continue;
+    CollectiveDiff c;
+    c.key = key;
+    c.a = sa;
+    c.delta_sent = -sa.sent_per_device;
+    c.impact = sa.sent_per_device;
+    d.collectives.push_back(std::move(c));
+  }
+  std::stable_sort(
+      d.collectives.begin(), d.collectives.end(),
+      [](const CollectiveDiff& x, const CollectiveDiff& y) { return x.impact > y.impact; });
+  return d;
+}
+
+}  // namespace shardtrace

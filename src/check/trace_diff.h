@@ -1,0 +1,121 @@
+// The sharding difference between two configs: each side is loaded and its block traced
+// (symbolically, at full size), then the two traces are aligned tensor by tensor and
+// collective by collective. The result says which config keys and logical-axis rules
+// differ, whether another moe.py path runs (and which changed key selected it), every
+// tensor only in A, only in B or changed (logical axes, PartitionSpec, per-device shape
+// and bytes), every collective added, removed or changed with its bytes per device, and
+// the per-device totals of both sides. Rows are sorted by impact (bytes per device), not
+// by program order. Plain data; emit/trace_diff_report.h formats it.
+//
+// Per-device numbers are only claimed where the trace knows them: tensors placed by kernel
+// axes, a sharding constraint or a shard_map spec. Every other tensor
+// is "unconstrained (XLA chooses)": listed, never counted at its global size.
+// KnownBytesPerDevice is the one place that decides this (a sharding-propagation model
+// plugs in there).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "shard/axis_rules.h"
+#include "shard/partition_spec.h"
+#include "trace/trace.h"
+
+namespace shardtrace {
+
+// One side of a tensor row.
+struct TensorSide {
+  TensorKind kind = TensorKind::kAct;
+  DType dtype = DType::kFloat32;
+  std::string dims;
+  Shape shape;
+  std::optional<LogicalAxes> logical_axes;
+  std::optional<PartitionSpec> spec;
+  std::string constraint;                   // "kernel_axes", ... or "" (none)
+  std::optional<Shape> local_shape;         // nullopt: unconstrained (XLA chooses)
+  std::optional<int64_t> bytes_per_device;  // nullopt: unconstrained (XLA chooses)
+};
+
+struct TensorDiff {
+  std::string key;  // alignment key, "RoutedMoE/sparse_matmul/wrapper/x#0"
+  std::optional<TensorSide> a, b;
+  std::vector<std::string> changed;  // dtype, shape, logical axes, spec, constraint, local shape
+  int64_t delta_bytes = 0;           // b - a per device (0 when either is unknown)
+  int64_t impact = 0;                // bytes per device this row moves (for sorting)
+};
+
+struct CollectiveSide {
+  std::string kind;  // all_gather, psum_scatter, ragged_all_to_all, ...
+  std::vector<std::string> axes;
+  int64_t participants = 1;
+  std::string input, output;        // tensor names
+  int64_t sent_per_device = 0;      // max over devices
+  int64_t received_per_device = 0;  // max over devices
+};
+
+struct CollectiveDiff {
+  std::string key;  // "<scope>/<kind>:<output>#<occurrence>"
+  std::optional<CollectiveSide> a, b;
+  std::vector<std::string> changed;  // axes, participants, bytes
+  int64_t delta_sent = 0;
+  int64_t impact = 0;
+};
+
+struct KeyChange {
+  std::string key;
+  std::string a, b;  // printed values; "(unset)" when a side lacks the key
+};
+
+struct SideTotals {
+  int64_t weight_bytes = 0;                // kernel_axes weights, per device
+  int64_t peak_activation_bytes = 0;       // peak of live activations with a known placement
+  int64_t collective_sent_bytes = 0;       // per layer (this block once), max over devices
+  std::vector<std::string> unconstrained;  // keys of activations XLA places (not totalled)
+};
+
+struct DiffSideInfo {
+  std::vector<std::string> args;          // CONFIG files and overrides
+  std::vector<std::string> config_files;  // Config::loaded_files()
+  std::string mesh;
+  int64_t devices = 0;
+  std::string path;
+  std::vector<std::string> path_reasons;
+  SideTotals totals;
+};
+
+struct TraceDiff {
+  std::string block;  // moe | mlp | shared
+  DiffSideInfo a, b;
+  std::vector<KeyChange> config_keys;         // resolved values that differ, by key
+  std::vector<KeyChange> axis_rules;          // logical_axis_rules by logical name
+  std::vector<std::string> path_selected_by;  // changed keys behind a path change
+  std::vector<TensorDiff> tensors;            // by impact, then program order
+  std::vector<CollectiveDiff> collectives;    // by impact, then program order
+
+  bool path_changed() const { return a.path != b.path; }
+  bool mesh_changed() const { return a.mesh != b.mesh; }
+  // The traces agree (the configs may still differ in keys that change no sharding).
+  bool same() const;
+};
+
+struct DiffRequest {
+  std::vector<std::string> args_a, args_b;  // CONFIG files and key=value, per side
+  std::string block = "moe";
+  std::optional<int64_t> devices;
+};
+
+// Loads both configs, traces the block on each, and aligns the traces.
+TraceDiff DiffConfigs(const DiffRequest& request);
+
+// The per-device bytes the trace supports for `t`, or nullopt when no statement placed it
+// (XLA's propagation chooses): a record has a known placement when kernel axes, a sharding
+// constraint or a shard_map spec set its PartitionSpec, or it lives inside shard_map.
+std::optional<int64_t> KnownBytesPerDevice(const TensorRecord& t);
+
+// The key two traces are aligned by: unique within a trace, and the same for the same
+// tensor of two configs (scope path, name, occurrence of that scope and name).
+std::vector<std::string> AlignmentKeys(const Trace& trace);
+
+}  // namespace shardtrace
