@@ -130,7 +130,7 @@ TEST_CASE("diff: use_2d_fsdp_sharding as Markdown for a PR review", "[compare][d
   CHECK(r.out.rfind("**shardtrace diff: sharding differs: 1 config keys", 0) == 0);
 }
 
-TEST_CASE("diff: TP on/off as JSON: psum_scatter added, halved expert kernels", "[compare][diff]") {
+TEST_CASE("diff: TP on/off as JSON: a psum_scatter is added and the expert kernels halve", "[compare][diff]") {
   const auto r = RunShardtrace({"diff", "model_name=mixtral-8x7b", "--devices", "8",
                                 "ici_expert_parallelism=2", "--format", "json", "--a",
                                 "ici_tensor_parallelism=1", "--b", "ici_tensor_parallelism=2"});
