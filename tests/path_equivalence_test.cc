@@ -194,8 +194,8 @@ TEST_CASE("The refactored route/dispatch/gmm pipeline, chunked or not, equals th
       CHECK(MaxDiff(seed.captures.at("lb_loss"), pipeline.captures.at("lb_loss")) < 1e-6);
       int gathers = 0;
       for (const OpRecord& op : pipeline.trace.ops)
-        gathers +=
-            op.kind == "all_gather" && pipeline.trace.tensors[op.outputs[0]].name == "w0_chunk";
+        gathers += op.kind == OpKind::kAllGather &&
+                   pipeline.trace.tensors[op.outputs[0]].name == "w0_chunk";
       // One all-gather of wi_0 per chunk when fsdp shards the embedding.
       const bool fsdp = pipeline.trace.mesh.find("'fsdp'") != std::string::npos;
       CHECK(gathers == (chunks > 1 && fsdp ? chunks : 0));
@@ -316,8 +316,11 @@ TEST_CASE("Inference-mode dense dropping gives the same output for 1 and 2 conte
   const BlockRun one = Run(base, 1);
   const BlockRun two =
       Run(With(base, {"ici_context_autoregressive_parallelism=2", "ici_fsdp_parallelism=1"}), 2);
-  CHECK(two.trace.FindLast("dispatch_mask")->shape.size() == 5);
-  CHECK(two.trace.FindLast("dispatch_mask")->shape[1] == 2);  // N = 2 context groups
+  const TensorRecord* mask = two.trace.At(two.trace.dispatch_mask);
+  REQUIRE(mask != nullptr);
+  CHECK(mask->stable_id == "RoutedMoE/dense_matmul/dispatch_mask#0");
+  CHECK(mask->shape.size() == 5);
+  CHECK(mask->shape[1] == 2);  // N = 2 context groups
   CHECK(MaxDiff(one.captures.at("output"), two.captures.at("output")) < 1e-5);
 }
 

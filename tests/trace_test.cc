@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <new>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "check/golden_check.h"
 #include "config/run_inputs.h"
@@ -82,7 +83,7 @@ TEST_CASE("A symbolic DeepSeek-V3 671B trace on 256 devices allocates no tensor 
     }
   CHECK(buffer_fact);
   int ragged = 0;
-  for (const OpRecord& op : run.trace.ops) ragged += op.kind == "ragged_all_to_all";
+  for (const OpRecord& op : run.trace.ops) ragged += op.kind == OpKind::kRaggedAllToAll;
   CHECK(ragged == 2);
 }
 
@@ -298,7 +299,14 @@ TEST_CASE("Every embedded MoE model traces symbolically on every path at full si
       args.insert(args.end(), p.overrides.begin(), p.overrides.end());
       const BlockRun run = Symbolic(args, 16);
       CHECK(run.trace.path.find(p.label) != std::string::npos);
-      CHECK(run.trace.FindLast("output") != nullptr);
+      const TensorRecord* output = run.trace.At(run.trace.output);
+      REQUIRE(output != nullptr);
+      CHECK(output->shape == run.trace.At(run.trace.input)->shape);
+      std::set<std::string> ids;
+      for (const TensorRecord& t : run.trace.tensors) {
+        CHECK(ids.insert(t.stable_id).second);
+        CHECK(run.trace.Find(t.stable_id) == &t);
+      }
     }
   }
 }
@@ -327,6 +335,35 @@ TEST_CASE("config and explain print exactly their golden text", "[cli][golden-te
     const testing::CommandResult r = testing::RunShardtrace(c.args);
     CHECK(r.status == 0);
     CompareWithGolden("expected/" + c.file, r.out);
+  }
+}
+
+}  // namespace shardtrace
+
+namespace shardtrace {
+
+TEST_CASE("Stable tensor ids name scope, name and occurrence, and unrelated ops do not shift them",
+          "[trace]") {
+  const std::vector<std::string> base = {"model_name=mixtral-8x7b", "ici_expert_parallelism=4"};
+  const BlockRun plain = Symbolic(base, 16);
+  CHECK(plain.trace.tensors[0].stable_id == "inputs#0");
+  const TensorRecord* gate = plain.trace.Find("RoutedMoE/gate/output#0");
+  REQUIRE(gate != nullptr);
+  CHECK(gate->shape == Shape{192, 2048, 8});
+  CHECK(plain.trace.At(plain.trace.top_k_indices)->stable_id ==
+        "RoutedMoE/sparse_matmul/wrapper/permute/get_topk/top_k_indices#0");
+  // The load-balance loss adds ops in the permute scope (and before later scopes); every
+  // tensor of the plain trace keeps its id and its shape.
+  std::vector<std::string> with_loss = base;
+  with_loss.push_back("load_balance_loss_weight=0.01");
+  const BlockRun loss = Symbolic(with_loss, 16);
+  REQUIRE(loss.trace.tensors.size() > plain.trace.tensors.size());
+  for (const TensorRecord& t : plain.trace.tensors) {
+    INFO(t.stable_id);
+    const TensorRecord* same = loss.trace.Find(t.stable_id);
+    REQUIRE(same != nullptr);
+    CHECK(same->shape == t.shape);
+    CHECK(same->dims == t.dims);
   }
 }
 

@@ -96,6 +96,7 @@ Trace SmallTrace() {
   trace.block = "moe";
   trace.path = "dense_matmul (token dropping)";
   trace.tensors.push_back(Tensor(0, "inputs", "", "BSM", {2, 4, 8}));
+  trace.input = 0;
   trace.tensors.push_back(Tensor(1, "kernel", "RoutedMoE/gate", "ME", {8, 4}));
   trace.tensors.back().kind = TensorKind::kWeight;
   trace.tensors.push_back(Tensor(2, "output", "RoutedMoE/gate", "BSE", {2, 4, 4}));
@@ -111,14 +112,16 @@ Trace SmallTrace() {
   trace.tensors.push_back(mask);
   trace.tensors.push_back(Tensor(5, "group_sizes", "RoutedMoE/dense_matmul", "PE", {2, 4}));
   trace.tensors.push_back(Tensor(6, "output", "RoutedMoE/gate", "BSE", {2, 4, 4}));
-  trace.ops.push_back(OpRecord{0, "einsum", "BSM,ME->BSE", {0, 1}, {2}, {}, "RoutedMoE/gate", {}});
-  trace.ops.push_back(OpRecord{1, "sharding_constraint", "", {2}, {3}, {}, "", {}});
+  trace.ops.push_back(
+      OpRecord{0, OpKind::kEinsum, "BSM,ME->BSE", {0, 1}, {2}, {}, "RoutedMoE/gate", {}, ""});
+  trace.ops.push_back(OpRecord{1, OpKind::kShardingConstraint, "", {2}, {3}, {}, "", {}, ""});
   CollectiveRecord gather;
+  gather.kind = CollectiveKind::kAllGather;
   gather.axes = {"expert"};
   gather.participants = 2;
   gather.bytes_sent = {16, 16};
   gather.bytes_received = {16, 16};
-  trace.ops.push_back(OpRecord{2, "all_gather", "", {4}, {5}, {}, "", gather});
+  trace.ops.push_back(OpRecord{2, OpKind::kAllGather, "", {4}, {5}, {}, "", gather, ""});
   return trace;
 }
 
@@ -167,13 +170,14 @@ TEST_CASE("ascii flow folds a chain of casts into one line", "[viz]") {
   for (int i = 0; i < 3; ++i) {
     trace.tensors.push_back(Tensor(i, "top_k_weights", "get_topk", "BSK", {1, 4, 2}));
     trace.ops.push_back(OpRecord{i,
-                                 i == 0 ? "top_k" : "astype",
+                                 i == 0 ? OpKind::kTopK : OpKind::kAstype,
                                  "",
                                  {},
                                  {i},
                                  {{"dtype", i == 1 ? "float32" : "bfloat16"}},
                                  "get_topk",
-                                 {}});
+                                 {},
+                                 ""});
     if (i > 0) trace.ops.back().inputs = {i - 1};
   }
   const std::string flow = AsciiFlow(trace);
@@ -190,9 +194,9 @@ TEST_CASE("ascii flow draws independent branches side by side and wraps at the w
   trace.tensors.push_back(Tensor(1, "layer_w0", "moe/wi_0", "TH", {4, 16}));
   trace.tensors.push_back(Tensor(2, "layer_w1", "moe/wi_1", "TH", {4, 16}));
   trace.tensors.push_back(Tensor(3, "out", "moe/act", "TH", {4, 16}));
-  trace.ops.push_back(OpRecord{0, "einsum", "TM,MH->TH", {0}, {1}, {}, "moe/wi_0", {}});
-  trace.ops.push_back(OpRecord{1, "einsum", "TM,MH->TH", {0}, {2}, {}, "moe/wi_1", {}});
-  trace.ops.push_back(OpRecord{2, "mul", "", {1, 2}, {3}, {}, "moe/act", {}});
+  trace.ops.push_back(OpRecord{0, OpKind::kEinsum, "TM,MH->TH", {0}, {1}, {}, "moe/wi_0", {}, ""});
+  trace.ops.push_back(OpRecord{1, OpKind::kEinsum, "TM,MH->TH", {0}, {2}, {}, "moe/wi_1", {}, ""});
+  trace.ops.push_back(OpRecord{2, OpKind::kMul, "", {1, 2}, {3}, {}, "moe/act", {}, ""});
   const std::string flow = AsciiFlow(trace);
   INFO(flow);
   CHECK(flow.find("  ├──") != std::string::npos);
@@ -256,6 +260,7 @@ TEST_CASE("mask tree shows expert -> slot -> tokens", "[viz]") {
 TEST_CASE("invariants report a violation instead of hiding it", "[viz]") {
   Trace trace = SmallTrace();
   trace.tensors.push_back(Tensor(7, "top_k_indices", "RoutedMoE", "BSK", {2, 4, 2}));
+  trace.top_k_indices = 7;
   // B*S*K = 16 choices, but the counts add up to 15.
   trace.facts.push_back(
       Fact{"tokens per expert (routed choices, whole batch)", "RoutedMoE", {4}, {4, 4, 4, 3}, ""});

@@ -198,14 +198,14 @@ class FlowRenderer {
     std::vector<int> args;
     for (const int in : op.inputs)
       if (in != chained) args.push_back(in);
-    if (op.kind == "astype") {
+    if (op.kind == OpKind::kAstype) {
       const std::string dtype = ShortName(DtypeOf(op));
       return args.empty() ? "as " + dtype : InputNames(args) + " as " + dtype;
     }
     if (!op.equation.empty())
-      return fmt::format("{}(\"{}\", {})", op.kind, op.equation, InputNames(op.inputs));
-    if (args.empty()) return op.kind;
-    return fmt::format("{}({})", op.kind, InputNames(args));
+      return fmt::format("{}(\"{}\", {})", op.Name(), op.equation, InputNames(op.inputs));
+    if (args.empty()) return op.Name();
+    return fmt::format("{}({})", op.Name(), InputNames(args));
   }
 
   static std::string ShortName(const std::string& dtype) {
@@ -221,10 +221,10 @@ class FlowRenderer {
     const auto max_of = [](const std::vector<int64_t>& v) {
       return v.empty() ? int64_t{0} : *std::max_element(v.begin(), v.end());
     };
-    return fmt::format("⇄ {}({}) over {}, groups of {}: sent {}, received {} per device (max)",
-                       op.kind, op.inputs.empty() ? "" : trace_.tensors[op.inputs.front()].name,
-                       fmt::join(c.axes, ","), c.participants, HumanBytes(max_of(c.bytes_sent)),
-                       HumanBytes(max_of(c.bytes_received)));
+    return fmt::format(
+        "⇄ {}({}) over {}, groups of {}: sent {}, received {} per device (max)", ToString(c.kind),
+        op.inputs.empty() ? "" : trace_.tensors[op.inputs.front()].name, fmt::join(c.axes, ","),
+        c.participants, HumanBytes(max_of(c.bytes_sent)), HumanBytes(max_of(c.bytes_received)));
   }
 
   std::string Head(const TensorRecord& t) const {

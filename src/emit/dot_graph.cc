@@ -42,13 +42,13 @@ std::string TensorLabel(const TensorRecord& t) {
 }
 
 std::string OpLabel(const OpRecord& op) {
-  if (!op.equation.empty()) return fmt::format("{} {}", op.kind, op.equation);
+  if (!op.equation.empty()) return fmt::format("{} {}", op.Name(), op.equation);
   if (op.collective) {
     std::string axes;
     for (const std::string& a : op.collective->axes) axes += (axes.empty() ? "" : ",") + a;
-    return fmt::format("{} over {}", op.kind, axes);
+    return fmt::format("{} over {}", op.Name(), axes);
   }
-  return op.kind;
+  return op.Name();
 }
 
 // Scopes form a tree ("RoutedMoE" > "sparse_matmul" > "wrapper"); each node lists the

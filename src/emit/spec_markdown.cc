@@ -172,8 +172,9 @@ std::string Algorithm(const Trace& trace) {
       scope = op.scope;
       out += fmt::format("{}# {}\n", out.empty() ? "" : "\n", scope.empty() ? "(top)" : scope);
     }
-    const std::string line = fmt::format("{:>{}}. {} = {}({})", i + 1, width,
-                                         Names(trace, op.outputs), op.kind, fmt::join(args, ", "));
+    const std::string line =
+        fmt::format("{:>{}}. {} = {}({})", i + 1, width, Names(trace, op.outputs), op.Name(),
+                    fmt::join(args, ", "));
     for (const std::string& piece : WrapText(line, kCodeWidth, width + 6)) out += piece + "\n";
   }
   return out;
@@ -192,7 +193,7 @@ std::string EinsumMeaning(const Trace& trace, const OpRecord& op) {
     if (c != ' ') eq += c;
   const size_t arrow = eq.find("->");
   const std::string out_name = trace.tensors[op.outputs.front()].name;
-  if (op.kind == "gmm" && op.inputs.size() >= 3) {
+  if (op.kind == OpKind::kGmm && op.inputs.size() >= 3) {
     std::string kernel;
     for (const auto& [key, value] : op.attrs)
       if (key == "kernel") kernel = ", " + value;
@@ -238,7 +239,7 @@ data Einsums(const Trace& trace) {
     if (op.equation.empty() || op.outputs.empty()) continue;
     std::vector<std::string> in_names;
     for (const int in : op.inputs) in_names.push_back(trace.tensors[in].name);
-    const std::string call = fmt::format("{} = {}(\"{}\", {})", Names(trace, op.outputs), op.kind,
+    const std::string call = fmt::format("{} = {}(\"{}\", {})", Names(trace, op.outputs), op.Name(),
                                          op.equation, fmt::join(in_names, ", "));
     if (counts[call]++ == 0) order.emplace_back(call, &op);
   }
@@ -266,7 +267,7 @@ data Collectives(const Trace& trace) {
     if (!op.collective) continue;
     const CollectiveRecord& c = *op.collective;
     data row;
-    row.set("op", op.kind);
+    row.set("op", ToString(c.kind));
     row.set("axes", Cell(fmt::format("{}", fmt::join(c.axes, ", "))));
     row.set("participants", std::to_string(c.participants));
     row.set("input", op.inputs.empty() ? "" : Cell(trace.tensors[op.inputs.front()].name));

@@ -18,12 +18,6 @@ const Fact* FindFact(const Trace& trace, const std::string& name) {
   return nullptr;
 }
 
-const TensorRecord* FindFirst(const Trace& trace, const std::string& name) {
-  for (const TensorRecord& t : trace.tensors)
-    if (t.name == name) return &t;
-  return nullptr;
-}
-
 // The size of dim `letter` of `t`, when its dims name it.
 std::optional<int64_t> DimSize(const TensorRecord& t, char letter) {
   if (t.dims.size() != t.shape.size()) return std::nullopt;
@@ -60,8 +54,8 @@ Invariant Unchecked(std::string statement, std::string reason, std::string why_n
 
 // Every block maps its [B,S,M] input to an output of the same shape.
 void ShapeInvariant(const Trace& trace, std::vector<Invariant>& out) {
-  const TensorRecord* in = FindFirst(trace, "inputs");
-  const TensorRecord* result = trace.FindLast("output");
+  const TensorRecord* in = trace.At(trace.input);
+  const TensorRecord* result = trace.At(trace.output);
   if (!in || !result) return;
   out.push_back(Checked(
       "output.shape == inputs.shape",
@@ -89,8 +83,8 @@ void BytesInvariant(const Trace& trace, std::vector<Invariant>& out) {
 
 // Top-k routes every token to exactly K experts.
 void RoutingInvariant(const Trace& trace, std::vector<Invariant>& out) {
-  const TensorRecord* in = FindFirst(trace, "inputs");
-  const TensorRecord* indices = FindFirst(trace, "top_k_indices");
+  const TensorRecord* in = trace.At(trace.input);
+  const TensorRecord* indices = trace.At(trace.top_k_indices);
   if (!in || !indices) return;
   const std::string statement = "sum(tokens per expert) == B*S*K";
   const std::string reason = "top_k picks exactly K distinct experts for each of the B*S tokens";
@@ -110,8 +104,8 @@ void RoutingInvariant(const Trace& trace, std::vector<Invariant>& out) {
 // dense_matmul with capacity: the masks and the drop counts agree.
 void CapacityInvariants(const Trace& trace, const std::map<std::string, Array>* captures,
                         std::vector<Invariant>& out) {
-  const TensorRecord* dispatch = trace.FindLast("dispatch_mask");
-  const TensorRecord* combine = trace.FindLast("combine_mask");
+  const TensorRecord* dispatch = trace.At(trace.dispatch_mask);
+  const TensorRecord* combine = trace.At(trace.combine_mask);
   if (!dispatch || !combine) return;
   {
     const std::string statement = "dispatch_mask == (combine_mask != 0)";

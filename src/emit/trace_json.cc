@@ -25,6 +25,7 @@ Json SpecJson(const PartitionSpec& spec) {
 Json TensorJson(const TensorRecord& t) {
   Json j;
   j["id"] = t.id;
+  j["stable_id"] = t.stable_id;
   j["name"] = t.name;
   j["kind"] = ToString(t.kind);
   j["dtype"] = ToString(t.dtype);
@@ -77,7 +78,7 @@ std::string TraceToJson(const Trace& trace) {
   for (const OpRecord& op : trace.ops) {
     Json o;
     o["id"] = op.id;
-    o["kind"] = op.kind;
+    o["kind"] = op.Name();
     if (!op.equation.empty()) o["equation"] = op.equation;
     o["inputs"] = op.inputs;
     o["outputs"] = op.outputs;

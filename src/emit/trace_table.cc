@@ -75,7 +75,7 @@ std::string TraceToTable(const Trace& trace) {
         c.bytes_received.empty()
             ? ""
             : HumanBytes(*std::max_element(c.bytes_received.begin(), c.bytes_received.end()));
-    collectives.AddRow({op.kind, fmt::format("{}", fmt::join(c.axes, ",")),
+    collectives.AddRow({ToString(c.kind), fmt::format("{}", fmt::join(c.axes, ",")),
                         std::to_string(c.participants), trace.tensors[op.outputs.front()].name,
                         op.scope, sent, recv});
   }

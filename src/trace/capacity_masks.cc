@@ -57,29 +57,30 @@ Masks GenerateMasks(const MoeContext& ctx, const Value& top_k_indices, const Val
                     LogicalNames({"activation_batch", "activation_norm_length", nullptr, nullptr}));
   const Value cap = tr::Constant(t, Scalar(static_cast<float>(c), DType::kInt32),
                                  {"expert_capacity_per_batch", ""});
-  const Value within = tr::Binary(t, "less_equal", count, cap, {"within_capacity", lead + "SKE"});
+  const Value within =
+      tr::Binary(t, OpKind::kLessEqual, count, cap, {"within_capacity", lead + "SKE"});
   const Value trunc =
-      tr::Binary(t, "mul", expert_mask, within, {"trunc_expert_mask", lead + "SKE"});
+      tr::Binary(t, OpKind::kMul, expert_mask, within, {"trunc_expert_mask", lead + "SKE"});
   const int64_t k_axis = sub ? 3 : 2;
   const Value combined_mask =
       tr::Sum(t, trunc, k_axis, false, {"combined_expert_mask", lead + "SE"});
   Value weights = probs;
   if (sub) weights = tr::Reshape(t, weights, with({sub_seq, e}), {"softmax_probs", "BNSE"});
-  weights = tr::Binary(t, "mul", weights, combined_mask, {"softmax_probs", lead + "SE"});
+  weights = tr::Binary(t, OpKind::kMul, weights, combined_mask, {"softmax_probs", lead + "SE"});
   const Value position_fused =
-      tr::Binary(t, "mul", fused, count_fused, {"expert_token_position_fused", lead + "RE"});
+      tr::Binary(t, OpKind::kMul, fused, count_fused, {"expert_token_position_fused", lead + "RE"});
   const Value position = tr::Reshape(t, position_fused, with({sub_seq, k, e}),
                                      {"expert_token_position", lead + "SKE"});
   const Value summed =
       tr::Sum(t, position, k_axis, false, {"combined_expert_token_position", lead + "SE"});
-  const Value combined_position =
-      tr::Binary(t, "mul", summed, combined_mask, {"combined_expert_token_position", lead + "SE"});
+  const Value combined_position = tr::Binary(t, OpKind::kMul, summed, combined_mask,
+                                             {"combined_expert_token_position", lead + "SE"});
   const Value in_capacity = tr::OneHot(t, combined_position, c + 1, DType::kInt32,
                                        {"expert_token_position_in_capacity", lead + "SEC"});
   // combine_mask = softmax_probs[..., None] * one_hot, then drop slot 0 (= not kept).
   Value combine =
-      t.Apply({"mul", "", {{"broadcast", "softmax_probs[..., None]"}}}, {&weights, &in_capacity},
-              {"combine_mask", lead + "SEC"}, [](const Args& a) {
+      t.Apply({OpKind::kMul, "", {{"broadcast", "softmax_probs[..., None]"}}},
+              {&weights, &in_capacity}, {"combine_mask", lead + "SEC"}, [](const Args& a) {
                 Shape s = a[0]->shape;
                 s.push_back(1);
                 return Mul(Reshape(*a[0], s), *a[1]);

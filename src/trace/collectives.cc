@@ -70,14 +70,21 @@ Array GroupSum(const Value& x, const Mesh& mesh, int64_t device,
 
 }  // namespace
 
-int Tracer::RecordCollective(OpDesc op, const std::vector<int>& inputs, int output,
+int Tracer::RecordCollective(CollectiveKind kind,
+                             std::vector<std::pair<std::string, std::string>> attrs,
+                             const std::vector<int>& inputs, int output,
                              const std::vector<std::string>& axes, std::vector<int64_t> sent,
                              std::vector<int64_t> received) {
   const int64_t n = mesh_.Size(axes);
-  op.attrs.insert(op.attrs.begin(), {"axis_name", AxesToString(axes)});
-  const int id = RecordOp(std::move(op), inputs, {output});
-  trace_.ops[id].collective =
-      CollectiveRecord{axes, n, mesh_.num_devices() / n, std::move(sent), std::move(received)};
+  attrs.insert(attrs.begin(), {"axis_name", AxesToString(axes)});
+  const int id = RecordOp({ToOpKind(kind), "", std::move(attrs)}, inputs, {output});
+  trace_.ops[id].collective = CollectiveRecord{kind,
+                                               CollectiveOrigin::kWritten,
+                                               axes,
+                                               n,
+                                               mesh_.num_devices() / n,
+                                               std::move(sent),
+                                               std::move(received)};
   return id;
 }
 
@@ -89,7 +96,7 @@ Value Tracer::AxisIndex(const std::vector<std::string>& axes, const Out& out) {
                                                   {static_cast<float>(mesh_.AxisIndex(d, axes))})
                                 : Array::Symbolic({}, DType::kInt32));
   v.tensor = Record(out, v.shards, true);
-  RecordOp({"axis_index", "", {{"axis_name", AxesToString(axes)}}}, {}, {v.tensor});
+  RecordOp({OpKind::kAxisIndex, "", {{"axis_name", AxesToString(axes)}}}, {}, {v.tensor});
   return v;
 }
 
@@ -119,9 +126,9 @@ Value Tracer::AllGather(const Value& x, const std::vector<std::string>& axes, in
   v.tensor = Record(out, v.shards, true);
   const std::vector<int64_t> moved(mesh_.num_devices(),
                                    (n - 1) * TensorBytes(x.shape(), x.dtype()));
-  RecordCollective(
-      {"all_gather", "", {{"axis", std::to_string(axis)}, {"tiled", tiled ? "True" : "False"}}},
-      {x.tensor}, v.tensor, axes, moved, moved);
+  RecordCollective(CollectiveKind::kAllGather,
+                   {{"axis", std::to_string(axis)}, {"tiled", tiled ? "True" : "False"}},
+                   {x.tensor}, v.tensor, axes, moved, moved);
   return v;
 }
 
@@ -135,7 +142,7 @@ Value Tracer::Psum(const Value& x, const std::vector<std::string>& axes, const O
   v.tensor = Record(out, v.shards, true);
   const int64_t bytes = TensorBytes(x.shape(), x.dtype());
   const std::vector<int64_t> moved(mesh_.num_devices(), n > 1 ? 2 * (n - 1) * bytes / n : 0);
-  RecordCollective({"psum", "", {}}, {x.tensor}, v.tensor, axes, moved, moved);
+  RecordCollective(CollectiveKind::kPsum, {}, {x.tensor}, v.tensor, axes, moved, moved);
   return v;
 }
 
@@ -163,10 +170,9 @@ Value Tracer::PsumScatter(const Value& x, const std::vector<std::string>& axes,
   v.tensor = Record(out, v.shards, true);
   const std::vector<int64_t> moved(mesh_.num_devices(),
                                    (n - 1) * TensorBytes(x.shape(), x.dtype()) / n);
-  RecordCollective({"psum_scatter",
-                    "",
-                    {{"scatter_dimension", std::to_string(scatter_dimension)},
-                     {"tiled", tiled ? "True" : "False"}}},
+  RecordCollective(CollectiveKind::kPsumScatter,
+                   {{"scatter_dimension", std::to_string(scatter_dimension)},
+                    {"tiled", tiled ? "True" : "False"}},
                    {x.tensor}, v.tensor, axes, moved, moved);
   return v;
 }
@@ -259,7 +265,7 @@ Value Tracer::RaggedAllToAll(const Value& operand, const Value& output, const Va
     report("recv_sizes disagreeing with the senders", mismatched, "");
   }
   v.tensor = Record(out, v.shards, true);
-  RecordCollective({"ragged_all_to_all", "", {}},
+  RecordCollective(CollectiveKind::kRaggedAllToAll, {},
                    {operand.tensor, output.tensor, input_offsets.tensor, send_sizes.tensor,
                     output_offsets.tensor, recv_sizes.tensor},
                    v.tensor, axes, sent, received);

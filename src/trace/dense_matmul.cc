@@ -26,7 +26,7 @@ Value ReshapeAndUpdateWeights(const MoeContext& ctx, const Value& weights, const
   seq_index = t.ShardWithLogical(seq_index, "index_length", "S1",
                                  LogicalNames({"activation_length", nullptr}), "");
   const Value zeros = tr::Zeros(t, {b, s, e}, ctx.dtype(), {"update_weights", "BSE"});
-  return t.Apply({"scatter_set",
+  return t.Apply({OpKind::kScatterSet,
                   "",
                   {{"index", "(arange(B)[:,None,None], arange(S)[:,None], top_k_indices)"}}},
                  {&zeros, &indices, &weights}, {"weights", "BSE"}, [](const Args& a) {
@@ -50,6 +50,7 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
   const TopKOutput top = GetTopK(ctx, gate_logits, pre_bias);
   ctx.Capture("top_k_weights", top.weights.array());
   ctx.Capture("top_k_indices", top.indices.array());
+  t.trace().top_k_indices = top.indices.tensor;
   const bool llama4 = s.decoder_block == "llama4";
   Value inputs = inputs_in;
   std::optional<Value> weights;
@@ -58,7 +59,7 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
     const Value f32 = tr::Cast(t, top.weights, DType::kFloat32, {"top_k_weights", "BSK"});
     const Value sig = tr::Activation(t, "sigmoid", f32, {"router_scores", "BSK"});
     const Value scores = tr::Cast(t, sig, s.dtype, {"router_scores", "BSK"});
-    inputs = tr::Binary(t, "mul", inputs, scores, {"inputs", "BSM"});
+    inputs = tr::Binary(t, OpKind::kMul, inputs, scores, {"inputs", "BSM"});
   } else {
     weights = ReshapeAndUpdateWeights(ctx, top.weights, top.indices);
   }
@@ -144,6 +145,8 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
     };
     ctx.Capture("dispatch_mask", as_bsec(dispatch_mask.array()));
     ctx.Capture("combine_mask", as_bsec(combine_mask.array()));
+    t.trace().dispatch_mask = dispatch_mask.tensor;
+    t.trace().combine_mask = combine_mask.tensor;
     Value dispatch;
     {
       const auto sc = t.Scope("dispatch");
@@ -175,7 +178,7 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
         const auto c3 = t.Condition("mlp_bias");
         const Value b4 =
             tr::Reshape(t, *bias, {bias->dim(0), 1, 1, bias->dim(1)}, {"bias", "E11H"});
-        out = tr::Binary(t, "add", out, b4, {name, e_lead + "CH"});
+        out = tr::Binary(t, OpKind::kAdd, out, b4, {name, e_lead + "CH"});
       }
       if (f32_acts) {
         const auto c3 = t.Condition("activations_in_float32");
@@ -205,7 +208,7 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
             tr::Reshape(t, *kernels.wo_bias,
                         {kernels.wo_bias->dim(0), 1, 1, kernels.wo_bias->dim(1)}, {"bias", "E11M"});
         intermediate =
-            tr::Binary(t, "add", intermediate, b4, {"intermediate_layer", e_lead + "CM"});
+            tr::Binary(t, OpKind::kAdd, intermediate, b4, {"intermediate_layer", e_lead + "CM"});
       }
       if (f32_acts) {
         const auto c3 = t.Condition("activations_in_float32");
@@ -242,7 +245,7 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
     Value out = tr::Einsum(t, "BSM,EMH -> BSEH", inputs, kernel, s.dtype, {name, "BSEH"});
     if (mlp_bias) {
       const auto c3 = t.Condition("mlp_bias");
-      out = tr::Binary(t, "add", out, *bias, {name, "BSEH"});
+      out = tr::Binary(t, OpKind::kAdd, out, *bias, {name, "BSEH"});
     }
     if (f32_acts) {
       const auto c3 = t.Condition("activations_in_float32");
@@ -261,8 +264,8 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
                               {"intermediate_layer", "BSEM"});
     if (mlp_bias) {
       const auto c3 = t.Condition("mlp_bias");
-      intermediate =
-          tr::Binary(t, "add", intermediate, *kernels.wo_bias, {"intermediate_layer", "BSEM"});
+      intermediate = tr::Binary(t, OpKind::kAdd, intermediate, *kernels.wo_bias,
+                                {"intermediate_layer", "BSEM"});
     }
     if (f32_acts) {
       const auto c3 = t.Condition("activations_in_float32");
@@ -273,8 +276,9 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
   {
     const auto sc = t.Scope("weight_sum");
     if (llama4) {
-      const Value ones = t.Apply({"ones_like", "", {}}, {&top.weights}, {"top_k_weights", "BSK"},
-                                 [](const Args& a) { return FullLike(*a[0], 1.0f, a[0]->dtype); });
+      const Value ones =
+          t.Apply({OpKind::kOnesLike, "", {}}, {&top.weights}, {"top_k_weights", "BSK"},
+                  [](const Args& a) { return FullLike(*a[0], 1.0f, a[0]->dtype); });
       weights = ReshapeAndUpdateWeights(ctx, ones, top.indices);
     }
     Value w = *weights;

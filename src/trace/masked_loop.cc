@@ -19,14 +19,15 @@ PathOutput MaskedLoop(const MoeContext& ctx, const Value& inputs, const Value& g
   const TopKOutput top = GetTopK(ctx, gate_logits, pre_bias_logits);
   ctx.Capture("top_k_weights", top.weights.array());
   ctx.Capture("top_k_indices", top.indices.array());
+  t.trace().top_k_indices = top.indices.tensor;
   const Value gating = ReshapeAndUpdateWeights(ctx, top.weights, top.indices);  // [B,S,E]
   const DType acc = ctx.config.Bool("float32_weight_sum") ? DType::kFloat32 : s.dtype;
   Value final_output = tr::Zeros(t, inputs.shape(), acc, {"final_output", "BSM"});
   for (int64_t e = 0; e < s.num_experts; ++e) {
     const auto expert = t.Scope(fmt::format("expert_{}", e));
     auto row = [&](const Value& w, const char* name, const char* dims) {
-      return t.Apply({"index", "", {{"expr", fmt::format("{}[{}]", name, e)}}}, {&w}, {name, dims},
-                     [&](const Args& a) {
+      return t.Apply({OpKind::kIndex, "", {{"expr", fmt::format("{}[{}]", name, e)}}}, {&w},
+                     {name, dims}, [&](const Args& a) {
                        Shape shape(a[0]->shape.begin() + 1, a[0]->shape.end());
                        return Reshape(Slice(*a[0], 0, e, 1), shape);
                      });
@@ -36,16 +37,16 @@ PathOutput MaskedLoop(const MoeContext& ctx, const Value& inputs, const Value& g
     Value h0 = tr::Einsum(t, "BSM,MH -> BSH", inputs, w0, s.dtype, {"layer_w0", "BSH"});
     Value h1 = tr::Einsum(t, "BSM,MH -> BSH", inputs, w1, s.dtype, {"layer_w1", "BSH"});
     if (k.w0_bias) {
-      h0 = tr::Binary(t, "add", h0, row(*k.w0_bias, "w0_bias", "H"), {"layer_w0", "BSH"});
-      h1 = tr::Binary(t, "add", h1, row(*k.w1_bias, "w1_bias", "H"), {"layer_w1", "BSH"});
+      h0 = tr::Binary(t, OpKind::kAdd, h0, row(*k.w0_bias, "w0_bias", "H"), {"layer_w0", "BSH"});
+      h1 = tr::Binary(t, OpKind::kAdd, h1, row(*k.w1_bias, "w1_bias", "H"), {"layer_w1", "BSH"});
     }
     const Value act = ApplyFfnActivation(ctx, h0, h1);
     Value y = tr::Einsum(t, "BSH,HM -> BSM", act, wo, s.dtype, {"expert_output", "BSM"});
     if (k.wo_bias)
-      y = tr::Binary(t, "add", y, row(*k.wo_bias, "wo_bias", "M"), {"expert_output", "BSM"});
+      y = tr::Binary(t, OpKind::kAdd, y, row(*k.wo_bias, "wo_bias", "M"), {"expert_output", "BSM"});
     // expert_mask = any(top_k_indices == e, -1); weight = gating[..., e]; both [B,S,1].
     const Value scale = t.Apply(
-        {"masked_weight",
+        {OpKind::kMaskedWeight,
          "",
          {{"expr", fmt::format("gating[..., {0}] * any(top_k_indices == {0}, -1)", e)}}},
         {&gating, &top.indices}, {"weighted_mask", "BS1"}, [&](const Args& a) {
@@ -55,9 +56,9 @@ PathOutput MaskedLoop(const MoeContext& ctx, const Value& inputs, const Value& g
               Sum(Equal(*a[1], Scalar(static_cast<float>(e), DType::kInt32)), 2, true);
           return Cast(Mul(Cast(g, acc), Cast(Greater(hit, Scalar(0, DType::kInt32)), acc)), acc);
         });
-    const Value masked = tr::Binary(t, "mul", tr::Cast(t, y, acc, {"expert_output", "BSM"}), scale,
-                                    {"masked_output", "BSM"});
-    final_output = tr::Binary(t, "add", final_output, masked, {"final_output", "BSM"});
+    const Value masked = tr::Binary(t, OpKind::kMul, tr::Cast(t, y, acc, {"expert_output", "BSM"}),
+                                    scale, {"masked_output", "BSM"});
+    final_output = tr::Binary(t, OpKind::kAdd, final_output, masked, {"final_output", "BSM"});
   }
   PathOutput out;
   out.output = tr::Cast(t, final_output, s.dtype, {"output", "BSM"});

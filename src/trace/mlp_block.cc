@@ -30,7 +30,7 @@ Value MlpBlock(Tracer& t, const Config& config, const Value& inputs_in, const Ml
       y = tr::Cast(t, y, DType::kFloat32, {"x", "BSF"});
     }
     if (activations[i] != "linear") y = tr::Activation(t, activations[i], y, {"x", "BSF"});
-    x = x ? tr::Binary(t, "mul", *x, y, {"x", "BSF"}) : y;
+    x = x ? tr::Binary(t, OpKind::kMul, *x, y, {"x", "BSF"}) : y;
   }
   Value product = tr::Cast(t, *x, dtype, {"x", "BSF"});
   product = t.ShardWithLogical(product, "x", "BSF",

@@ -84,8 +84,8 @@ PathOutput RoutedMoE(const MoeContext& ctx, const Value& inputs_in, const MoePar
   if (per_expert_scale) {
     const auto cond = t.Condition("decoder_block == gemma4");
     const Value scale = tr::Cast(t, *per_expert_scale, s.dtype, {"per_expert_scale", "E"});
-    k.wo = t.Apply({"mul", "", {{"broadcast", "per_expert_scale[:, None, None]"}}}, {&k.wo, &scale},
-                   {"wo_kernel", "EHM"}, [](const std::vector<const Array*>& a) {
+    k.wo = t.Apply({OpKind::kMul, "", {{"broadcast", "per_expert_scale[:, None, None]"}}},
+                   {&k.wo, &scale}, {"wo_kernel", "EHM"}, [](const std::vector<const Array*>& a) {
                      return Mul(*a[0], Reshape(*a[1], {a[1]->shape[0], 1, 1}));
                    });
   }
@@ -126,6 +126,8 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
     const Value inputs = t.Input({"inputs", "BSM"}, params.inputs);
     const Value out = MlpBlock(t, config, inputs, *params.dense, "MlpBlock");
     ctx.Capture("output", out.array());
+    t.trace().input = inputs.tensor;
+    t.trace().output = out.tensor;
   } else if (block == Block::kShared) {
     if (!shared)
       Fail(
@@ -138,6 +140,8 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
     const Value inputs = t.Input({"inputs", "BSM"}, params.inputs);
     const Value out = MlpBlock(t, config, inputs, *params.shared, "shared_experts");
     ctx.Capture("output", out.array());
+    t.trace().input = inputs.tensor;
+    t.trace().output = out.tensor;
   } else {
     if (setup.num_experts <= 1)
       Fail(
@@ -156,9 +160,11 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
     Value output = routed.output;
     if (shared) {
       const Value shared_out = MlpBlock(t, config, inputs, *params.shared, "shared_experts");
-      output = tr::Binary(t, "add", routed.output, shared_out, {"output", "BSM"});
+      output = tr::Binary(t, OpKind::kAdd, routed.output, shared_out, {"output", "BSM"});
     }
     ctx.Capture("output", output.array());
+    t.trace().input = inputs.tensor;
+    t.trace().output = output.tensor;
     const auto indices = run.captures.find("top_k_indices");
     if (indices != run.captures.end()) {
       // Every path reports the routing load: (token, k) choices per expert, whole batch.

@@ -33,11 +33,13 @@ PermuteOutput RouteTokens(const MoeContext& ctx, const Value& gate_logits,
   Value flat = tr::Reshape(t, top.indices, {rows}, {"flatten_selected_experts", "R"});
   if (roll_to_expert_id) {
     const auto cond = t.Condition("use_ring_of_experts");
-    flat = t.Apply(
-        {"roll", "", {{"expr", "(flatten_selected_experts - roll_to_expert_id) % num_experts"}}},
-        {&flat, &*roll_to_expert_id}, {"flatten_selected_experts", "R"}, [&](const Args& a) {
-          return Mod(Sub(*a[0], *a[1]), Scalar(static_cast<float>(e), DType::kInt32));
-        });
+    flat = t.Apply({OpKind::kRoll,
+                    "",
+                    {{"expr", "(flatten_selected_experts - roll_to_expert_id) % num_experts"}}},
+                   {&flat, &*roll_to_expert_id}, {"flatten_selected_experts", "R"},
+                   [&](const Args& a) {
+                     return Mod(Sub(*a[0], *a[1]), Scalar(static_cast<float>(e), DType::kInt32));
+                   });
   }
   out.sorted_selected_experts = tr::Argsort(t, flat, {"sorted_selected_experts", "R"});
   out.group_size = tr::Bincount(t, flat, e, {"group_size", "E"});
@@ -57,7 +59,7 @@ Value SortRows(const MoeContext& ctx, const Value& inputs, const PermuteOutput& 
     const Value f32 = tr::Cast(t, routing.weights, DType::kFloat32, {"weights", "BSK"});
     const Value scores = tr::Activation(t, "sigmoid", f32, {"router_scores", "BSK"});
     const Value flat_scores = tr::Reshape(t, scores, {b * seq, k}, {"router_scores", "TK"});
-    inputs_2d = tr::Binary(t, "mul", inputs_2d, flat_scores, {"inputs_2d", "TM"});
+    inputs_2d = tr::Binary(t, OpKind::kMul, inputs_2d, flat_scores, {"inputs_2d", "TM"});
   }
   const Value replicated = tr::Repeat(t, inputs_2d, k, 0, {"replicated_inputs_2d", "RM"});
   const Value sorted =
@@ -89,7 +91,7 @@ Value Unpermute(const MoeContext& ctx, const Value& intermediate,
   const auto ws = t.Scope("weight_sum");
   if (s.decoder_block == "llama4") {
     const auto cond = t.Condition("decoder_block == llama4");
-    w = t.Apply({"ones_like", "", {}}, {&w}, {"reshaped_weights", "TK"},
+    w = t.Apply({OpKind::kOnesLike, "", {}}, {&w}, {"reshaped_weights", "TK"},
                 [](const Args& a) { return FullLike(*a[0], 1.0f, a[0]->dtype); });
   }
   if (ctx.config.Bool("float32_weight_sum")) {
@@ -111,7 +113,7 @@ LocalPermuteOutput LocalSortOrder(const MoeContext& ctx, int64_t rows, const std
   Tracer& t = ctx.t;
   const int64_t shards = global_group_sizes.dim(0), l = local_expert_size;
   const Value local_sizes_2d = t.Apply(
-      {"dynamic_slice_in_dim",
+      {OpKind::kDynamicSliceInDim,
        "",
        {{"start", "shard_index * local_expert_size"}, {"size", std::to_string(l)}, {"axis", "1"}}},
       {&global_group_sizes, &shard_index}, {"all_shard_local_sizes", "PE"}, [&](const Args& a) {
@@ -125,7 +127,7 @@ LocalPermuteOutput LocalSortOrder(const MoeContext& ctx, int64_t rows, const std
   if (is_offset) {
     const auto cond = t.Condition("is_offset (batch replicated across expert shards)");
     expert_indices = t.Apply(
-        {"where", "", {{"expr", "divided == shard_index ? global_sorted_experts % L : L"}}},
+        {OpKind::kWhere, "", {{"expr", "divided == shard_index ? global_sorted_experts % L : L"}}},
         {&*global_sorted_experts, &shard_index}, {"expert_indices", row_dim}, [&](const Args& a) {
           const Array lsize = Scalar(static_cast<float>(l), DType::kInt32);
           const Array divided = FloorDivide(*a[0], lsize);
@@ -164,7 +166,7 @@ AllToAllParams GetAllToAllParams(const MoeContext& ctx, const Value& all_shards_
   const auto scope = t.Scope("get_all_to_all_params");
   const auto cond = t.Condition(is_batch_sharded ? "" : "batch not sharded by expert");
   auto make = [&](const char* name, const char* expr, auto fn) {
-    return t.Apply({"transform_array", "", {{"strategy", name}, {"expr", expr}}},
+    return t.Apply({OpKind::kTransformArray, "", {{"strategy", name}, {"expr", expr}}},
                    {&all_shards_group_sizes, &shard_id}, {name, "P"}, [&](const Args& a) {
                      if (!a[0]->numeric() || !a[1]->numeric())
                        return Array::Symbolic({n}, DType::kInt32);
@@ -241,7 +243,7 @@ Value Gmm(const MoeContext& ctx, const Value& inputs, const Value& kernel, const
   const std::string row = t.trace().tensors[inputs.tensor].dims.substr(0, 1);
   const std::string out_dims = row + (wo_tiles ? "M" : "H");
   return t.Apply(
-      {"gmm",
+      {OpKind::kGmm,
        "RK,GKN->RN",
        {{"kernel", s.gmm_kernel},
         {"tiling_fwd", tiling},
@@ -258,7 +260,7 @@ Value TransformBias(const MoeContext& ctx, const Value& expert_ids, const Value&
                     const std::string& name) {
   const std::string row = ctx.t.trace().tensors[expert_ids.tensor].dims.substr(0, 1);
   const std::string col = ctx.t.trace().tensors[bias.tensor].dims.substr(1);
-  return ctx.t.Apply({"take", "", {{"expr", "bias[expert_ids]"}, {"mode", "clip"}}},
+  return ctx.t.Apply({OpKind::kTake, "", {{"expr", "bias[expert_ids]"}, {"mode", "clip"}}},
                      {&bias, &expert_ids}, {name, row + col}, [](const Args& a) {
                        if (!a[0]->numeric() || !a[1]->numeric()) {
                          Shape s = a[1]->shape;
@@ -277,7 +279,7 @@ Value MaskRowsPastGroups(const MoeContext& ctx, const Value& rows, const Value& 
                          const std::string& name) {
   const std::string dims = ctx.t.trace().tensors[rows.tensor].dims;
   return ctx.t.Apply(
-      {"where", "", {{"expr", "arange(rows) < sum(group_sizes) ? rows : 0"}}},
+      {OpKind::kWhere, "", {{"expr", "arange(rows) < sum(group_sizes) ? rows : 0"}}},
       {&rows, &group_sizes}, {name, dims}, [](const Args& a) {
         if (!a[0]->numeric()) return *a[0];
         Array out = *a[0];

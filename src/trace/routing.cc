@@ -30,7 +30,7 @@ GateOutput GateLogit(const MoeContext& ctx, const Value& routing_inputs, const V
     const auto cond = t.Condition("routed_bias");
     SHARDTRACE_CHECK(bias.has_value());
     const Value b = tr::Cast(t, *bias, gate_dtype, {"bias", "E"});
-    result.gate_logits = tr::Binary(t, "add", result.gate_logits, b, {"output", "BSE"});
+    result.gate_logits = tr::Binary(t, OpKind::kAdd, result.gate_logits, b, {"output", "BSE"});
   }
   return result;
 }
@@ -56,7 +56,7 @@ Value ExpertGroupMask(const MoeContext& ctx, const Value& gate_logits) {
   const Value one_hot = tr::OneHot(t, group_idx, groups, DType::kFloat32, {"group_mask", "BSKG"});
   const Value group_mask = tr::Sum(t, one_hot, -2, false, {"group_mask", "BSG"});
   return t.Apply(
-      {"broadcast_to", "", {}}, {&group_mask}, {"score_mask", "BSE"},
+      {OpKind::kBroadcastTo, "", {}}, {&group_mask}, {"score_mask", "BSE"},
       [&](const std::vector<const Array*>& a) {
         const Array expanded = Reshape(*a[0], {s[0], s[1], groups, 1});
         return Reshape(BroadcastTo(expanded, {s[0], s[1], groups, e / groups}), {s[0], s[1], e});
@@ -78,10 +78,11 @@ TopKOutput GetTopK(const MoeContext& ctx, const Value& gate_logits,
           "numerically; "
           "run the trace without --numeric");
     const auto cond = t.Condition("use_random_routing");
-    const Value idx = t.Apply({"random_randint", "", {{"maxval", std::to_string(s.num_experts)}}},
-                              {}, {"top_k_indices", "BSK"}, [&](const std::vector<const Array*>&) {
-                                return Array::Symbolic({s.batch, s.seq, k}, DType::kInt32);
-                              });
+    const Value idx =
+        t.Apply({OpKind::kRandomRandint, "", {{"maxval", std::to_string(s.num_experts)}}}, {},
+                {"top_k_indices", "BSK"}, [&](const std::vector<const Array*>&) {
+                  return Array::Symbolic({s.batch, s.seq, k}, DType::kInt32);
+                });
     return {tr::TakeAlongAxis(t, gate_logits, idx, -1, {"top_k_weights", "BSK"}), idx};
   }
   std::optional<Value> weights, indices;
@@ -96,7 +97,7 @@ TopKOutput GetTopK(const MoeContext& ctx, const Value& gate_logits,
     Value candidates = gate_logits;
     if (ctx.config.Int("n_routing_groups") != -1) {
       const Value mask = ExpertGroupMask(ctx, gate_logits);
-      candidates = t.Apply({"where", "", {{"else", "-inf"}}}, {&mask, &gate_logits},
+      candidates = t.Apply({OpKind::kWhere, "", {{"else", "-inf"}}}, {&mask, &gate_logits},
                            {"masked_logits", "BSE"}, [](const std::vector<const Array*>& a) {
                              const Array zero = Scalar(0.0f, a[0]->dtype);
                              const Array ninf =
@@ -128,12 +129,12 @@ TopKOutput GetTopK(const MoeContext& ctx, const Value& gate_logits,
     const auto sc = t.Scope("deepseek_scale_weights");
     if (ctx.config.Str("routed_score_func") == "sigmoid") {
       const Value sum = tr::Sum(t, *weights, -1, true, {"weights_sum", "BS1"});
-      weights = tr::Binary(t, "div", *weights, sum, {"top_k_weights", "BSK"});
+      weights = tr::Binary(t, OpKind::kDiv, *weights, sum, {"top_k_weights", "BSK"});
     }
     const Value factor = tr::Constant(
         t, Scalar(static_cast<float>(ctx.config.Float("routed_scaling_factor")), weights->dtype()),
         {"routed_scaling_factor", ""});
-    weights = tr::Binary(t, "mul", *weights, factor, {"top_k_weights", "BSK"});
+    weights = tr::Binary(t, OpKind::kMul, *weights, factor, {"top_k_weights", "BSK"});
   } else if (s.decoder_block != "llama4" && s.decoder_block != "gemma4") {
     const Value f32 = tr::Cast(t, *weights, DType::kFloat32, {"top_k_weights", "BSK"});
     const Value soft = tr::Softmax(t, f32, {"top_k_weights", "BSK"});
@@ -142,7 +143,7 @@ TopKOutput GetTopK(const MoeContext& ctx, const Value& gate_logits,
   if (ctx.config.Bool("norm_topk_prob")) {
     const auto cond = t.Condition("norm_topk_prob");
     const Value sum = tr::Sum(t, *weights, -1, true, {"weights_sum", "BS1"});
-    weights = tr::Binary(t, "div", *weights, sum, {"top_k_weights", "BSK"});
+    weights = tr::Binary(t, OpKind::kDiv, *weights, sum, {"top_k_weights", "BSK"});
   }
   return {*weights, *indices};
 }
@@ -164,7 +165,7 @@ Value LoadBalanceLoss(const MoeContext& ctx, const Value& top_k_indices,
   const Value density_prob = tr::Mean(t, softmax_probs, 1, {"density_prob", "BE"});
   const float scale =
       static_cast<float>(static_cast<double>(e * e) * ctx.config.Float("load_balance_loss_weight"));
-  return t.Apply({"mean", "", {{"scale", "num_experts**2 * load_balance_loss_weight"}}},
+  return t.Apply({OpKind::kMean, "", {{"scale", "num_experts**2 * load_balance_loss_weight"}}},
                  {&density, &density_prob}, {"lb_loss", ""},
                  [&](const std::vector<const Array*>& a) {
                    const Array m = Mean(Mul(*a[0], *a[1]));
@@ -185,8 +186,8 @@ Value LoadBalanceUpdates(const MoeContext& ctx, const Value& top_k_indices) {
       tr::Reshape(t, top_k_indices, {top_k_indices.array().size()}, {"flat_indices", "R"});
   const Value counts = tr::Bincount(t, flat, e, {"expert_counts", "E"});
   const double average = static_cast<double>(flat.array().size()) / static_cast<double>(e);
-  return t.Apply({"sign", "", {{"rate", std::to_string(rate)}}}, {&counts}, {"bias_updates", "E"},
-                 [&](const std::vector<const Array*>& a) {
+  return t.Apply({OpKind::kSign, "", {{"rate", std::to_string(rate)}}}, {&counts},
+                 {"bias_updates", "E"}, [&](const std::vector<const Array*>& a) {
                    const Array direction =
                        Sign(Sub(Scalar(static_cast<float>(average), DType::kFloat32), *a[0]));
                    return Mul(direction, Scalar(rate, DType::kFloat32));
@@ -205,16 +206,17 @@ Value ApplyFfnActivation(const MoeContext& ctx, const Value& layer_w0, const Val
     const Value w0 = tr::Clip(t, layer_w0, std::nullopt, limit, {"layer_w0", dims});
     const Value w1 = tr::Clip(t, layer_w1, -limit, limit, {"layer_w1", dims});
     const Value scaled =
-        tr::Binary(t, "mul", w0, tr::Constant(t, Scalar(1.702f, w0.dtype()), {"1.702", ""}),
+        tr::Binary(t, OpKind::kMul, w0, tr::Constant(t, Scalar(1.702f, w0.dtype()), {"1.702", ""}),
                    {"layer_w0_scaled", dims});
     const Value layer_act = tr::Activation(t, act, scaled, {"layer_act", dims});
-    const Value glu = tr::Binary(t, "mul", w0, layer_act, {"glu", dims});
-    const Value w1p = tr::Binary(t, "add", w1, tr::Constant(t, Scalar(1.0f, w1.dtype()), {"1", ""}),
-                                 {"layer_w1", dims});
-    out = tr::Binary(t, "mul", glu, w1p, {"intermediate_layer", dims});
+    const Value glu = tr::Binary(t, OpKind::kMul, w0, layer_act, {"glu", dims});
+    const Value w1p =
+        tr::Binary(t, OpKind::kAdd, w1, tr::Constant(t, Scalar(1.0f, w1.dtype()), {"1", ""}),
+                   {"layer_w1", dims});
+    out = tr::Binary(t, OpKind::kMul, glu, w1p, {"intermediate_layer", dims});
   } else {
     const Value layer_act = tr::Activation(t, act, layer_w0, {"layer_act", dims});
-    out = tr::Binary(t, "mul", layer_act, layer_w1, {"intermediate_layer", dims});
+    out = tr::Binary(t, OpKind::kMul, layer_act, layer_w1, {"intermediate_layer", dims});
   }
   return tr::Cast(t, out, ctx.dtype(), {"intermediate_layer", dims});
 }

@@ -47,7 +47,7 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
     if (pre) pre = t.AllGather(*pre, ep_axes, 0, true, {"pre_bias_logits", "BSE"});
     routed_batch_spec = WithoutAxes(sh.gate_logits, ep_axes);
     const Value roll =
-        t.Apply({"mul", "", {{"expr", "num_experts_per_shard * expert_shard_id"}}},
+        t.Apply({OpKind::kMul, "", {{"expr", "num_experts_per_shard * expert_shard_id"}}},
                 {&expert_shard_id}, {"roll_to_expert_id", ""}, [&](const Args& a) {
                   return Mul(*a[0], Scalar(static_cast<float>(local_expert_size), DType::kInt32));
                 });
@@ -62,11 +62,11 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
     selected_experts = perm.sorted_experts;
     if (ep > 1) {
       const auto cond = t.Condition("expert parallelism > 1");
-      reshaped_group_sizes =
-          t.Apply({"sum", "", {{"expr", "group_sizes.reshape(-1, local_expert_size).sum(1)"}}},
-                  {&group_sizes}, {"reshaped_group_sizes", "P"}, [&](const Args& a) {
-                    return Sum(Reshape(*a[0], {ep, local_expert_size}), 1, false);
-                  });
+      reshaped_group_sizes = t.Apply(
+          {OpKind::kSum, "", {{"expr", "group_sizes.reshape(-1, local_expert_size).sum(1)"}}},
+          {&group_sizes}, {"reshaped_group_sizes", "P"}, [&](const Args& a) {
+            return Sum(Reshape(*a[0], {ep, local_expert_size}), 1, false);
+          });
       if (batch_sharded) {
         const auto c2 = t.Condition("batch sharded by expert");
         all_shards_group_sizes =
@@ -137,7 +137,7 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
     }
     if (bias) {
       const auto c2 = t.Condition("mlp_bias");
-      out = tr::Binary(t, "add", out, *bias, {name, t.trace().tensors[out.tensor].dims});
+      out = tr::Binary(t, OpKind::kAdd, out, *bias, {name, t.trace().tensors[out.tensor].dims});
     }
     return tr::CheckpointName(t, out, ckpt);
   };
@@ -158,7 +158,7 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
     if (wo_bias) {
       const auto c2 = t.Condition("mlp_bias");
       intermediate_output =
-          tr::Binary(t, "add", intermediate_output, *wo_bias, {"intermediate_output", dims});
+          tr::Binary(t, OpKind::kAdd, intermediate_output, *wo_bias, {"intermediate_output", dims});
     }
     intermediate_output = tr::CheckpointName(t, intermediate_output, "moe_mlpwo");
   }
@@ -181,7 +181,7 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
         const Value inverse = tr::Argsort(t, *local_sorted_indices, {"unsort_indices", "U"});
         const Value local_output =
             tr::Take(t, intermediate_output, inverse, 0, {"local_output", "UM"});
-        const Value transposed = t.Apply({"transpose", "", {}}, {&*all_shards_group_sizes},
+        const Value transposed = t.Apply({OpKind::kTranspose, "", {}}, {&*all_shards_group_sizes},
                                          {"all_shards_group_sizes_T", "PP"}, [](const Args& a) {
                                            return Transpose(*a[0], {1, 0});
                                          });

@@ -52,7 +52,7 @@ RouteOutput Route(const MoeContext& ctx, const ShardMapOperands& op, RouteMetada
     logits = t.AllGather(logits, s.expert_axes, 0, true, {"logits", "BSE"});
     if (pre) pre = t.AllGather(*pre, s.expert_axes, 0, true, {"pre_bias_logits", "BSE"});
     out.routed_batch_spec = WithoutAxes(op.shardings.gate_logits, s.expert_axes);
-    roll = t.Apply({"mul", "", {{"expr", "num_experts_per_shard * expert_shard_id"}}},
+    roll = t.Apply({OpKind::kMul, "", {{"expr", "num_experts_per_shard * expert_shard_id"}}},
                    {&meta.expert_shard_id}, {"roll_to_expert_id", ""}, [&](const Args& a) {
                      return Mul(*a[0], Scalar(static_cast<float>(local_experts), DType::kInt32));
                    });
@@ -66,8 +66,8 @@ RouteOutput Route(const MoeContext& ctx, const ShardMapOperands& op, RouteMetada
     const auto cond = t.Condition("expert parallelism > 1");
     const Value& gs = out.routing.group_size;
     meta.reshaped_group_sizes =
-        t.Apply({"sum", "", {{"expr", "group_sizes.reshape(-1, local_expert_size).sum(1)"}}}, {&gs},
-                {"reshaped_group_sizes", "P"}, [&](const Args& a) {
+        t.Apply({OpKind::kSum, "", {{"expr", "group_sizes.reshape(-1, local_expert_size).sum(1)"}}},
+                {&gs}, {"reshaped_group_sizes", "P"}, [&](const Args& a) {
                   return Sum(Reshape(*a[0], {ep, local_experts}), 1, false);
                 });
     const int64_t rows = out.routing.sorted_experts.dim(0);
@@ -195,8 +195,8 @@ PathOutput SparsePipeline(const MoeContext& ctx, const Value& inputs, const Valu
       const Value p0 = Gmm(ctx, x, w0_chunk, route.group_sizes, "layer_w0_partial", false);
       const Value p1 = Gmm(ctx, x, w1_chunk, route.group_sizes, "layer_w1_partial", false);
       const std::string dims = t.trace().tensors[p0.tensor].dims;
-      layer_w0 = chunk == 0 ? p0 : tr::Binary(t, "add", layer_w0, p0, {"layer_w0", dims});
-      layer_w1 = chunk == 0 ? p1 : tr::Binary(t, "add", layer_w1, p1, {"layer_w1", dims});
+      layer_w0 = chunk == 0 ? p0 : tr::Binary(t, OpKind::kAdd, layer_w0, p0, {"layer_w0", dims});
+      layer_w1 = chunk == 0 ? p1 : tr::Binary(t, OpKind::kAdd, layer_w1, p1, {"layer_w1", dims});
     }
     t.Note(fmt::format(
         "num_moe_emb_chunks={}: each chunk's wi all-gather over {} can overlap the previous "
@@ -221,9 +221,9 @@ PathOutput SparsePipeline(const MoeContext& ctx, const Value& inputs, const Valu
     w0_bias = TransformBias(ctx, route.selected_experts, *w0_bias, "w0_bias");
     w1_bias = TransformBias(ctx, route.selected_experts, *w1_bias, "w1_bias");
     wo_bias = TransformBias(ctx, route.selected_experts, *wo_bias, "wo_bias");
-    layer_w0 = tr::Binary(t, "add", layer_w0, *w0_bias,
+    layer_w0 = tr::Binary(t, OpKind::kAdd, layer_w0, *w0_bias,
                           {"layer_w0", t.trace().tensors[layer_w0.tensor].dims});
-    layer_w1 = tr::Binary(t, "add", layer_w1, *w1_bias,
+    layer_w1 = tr::Binary(t, OpKind::kAdd, layer_w1, *w1_bias,
                           {"layer_w1", t.trace().tensors[layer_w1.tensor].dims});
   }
   layer_w0 = tr::CheckpointName(t, layer_w0, "moe_mlpwi_0");
@@ -238,7 +238,7 @@ PathOutput SparsePipeline(const MoeContext& ctx, const Value& inputs, const Valu
       const auto cond = t.Condition("tensor parallelism > 1");
       out = t.PsumScatter(out, {"tensor"}, 1, true, {"intermediate_output", dims});
     }
-    if (wo_bias) out = tr::Binary(t, "add", out, *wo_bias, {"intermediate_output", dims});
+    if (wo_bias) out = tr::Binary(t, OpKind::kAdd, out, *wo_bias, {"intermediate_output", dims});
     out = tr::CheckpointName(t, out, "moe_mlpwo");
   }
   Value output;
@@ -258,10 +258,11 @@ PathOutput SparsePipeline(const MoeContext& ctx, const Value& inputs, const Valu
         if (s.batch_sharded_by_ep) {
           const Value inverse = tr::Argsort(t, *meta.local_sorted_indices, {"unsort_indices", "U"});
           const Value local = tr::Take(t, out, inverse, 0, {"local_output", "UM"});
-          const Value transposed = t.Apply({"transpose", "", {}}, {&*meta.all_shards_group_sizes},
-                                           {"all_shards_group_sizes_T", "PP"}, [](const Args& a) {
-                                             return Transpose(*a[0], {1, 0});
-                                           });
+          const Value transposed =
+              t.Apply({OpKind::kTranspose, "", {}}, {&*meta.all_shards_group_sizes},
+                      {"all_shards_group_sizes_T", "PP"}, [](const Args& a) {
+                        return Transpose(*a[0], {1, 0});
+                      });
           const AllToAllParams p =
               GetAllToAllParams(ctx, transposed, meta.expert_shard_id, s.ep, true);
           out = t.RaggedAllToAll(local, back, p.input_offsets, p.send_sizes, p.output_offsets,

@@ -146,6 +146,7 @@ PathOutput ExitSparseShardMap(const MoeContext& ctx, const RoutedShardings& shar
   Tracer& t = ctx.t;
   // Routing captured as global arrays for golden checks.
   ctx.Capture("top_k_indices", t.Assemble(routing.top_k_indices, routed_batch_spec));
+  t.trace().top_k_indices = routing.top_k_indices.tensor;
   ctx.Capture("top_k_weights", t.Assemble(routing.weights, routed_batch_spec));
   t.ExitShardMapBody();
   PathOutput result;

@@ -22,10 +22,18 @@ std::string ToString(Constraint constraint) {
   return "";
 }
 
-const TensorRecord* Trace::FindLast(std::string_view name) const {
-  for (auto it = tensors.rbegin(); it != tensors.rend(); ++it)
-    if (it->name == name) return &*it;
+std::string OpRecord::Name() const {
+  return kind == OpKind::kActivation ? function : ToString(kind);
+}
+
+const TensorRecord* Trace::Find(std::string_view stable_id) const {
+  for (const TensorRecord& t : tensors)
+    if (t.stable_id == stable_id) return &t;
   return nullptr;
+}
+
+const TensorRecord* Trace::At(int index) const {
+  return index >= 0 && index < static_cast<int>(tensors.size()) ? &tensors[index] : nullptr;
 }
 
 }  // namespace shardtrace

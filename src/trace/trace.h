@@ -1,6 +1,8 @@
 // Trace: what one run of a MaxText MoE/MLP path recorded, in program order. It is plain
 // data (ids are vector indices, no pointers) produced by the Tracer and consumed by the
-// emitters (table, json, dump, dot, ...), which never re-derive shardings.
+// emitters (table, json, dump, dot, ...), which never re-derive shardings. Besides its
+// index, every tensor has a stable id (scope path, name, occurrence) that names the same
+// tensor across configs and runs: the key diff and compare-dump align tensors by.
 //
 // Dim letters (`TensorRecord::dims`), one per dimension, fixed for life:
 //   B batch            S sequence (S/cp inside context groups)   N context groups (cp)
@@ -15,11 +17,14 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "numeric/array.h"
 #include "shard/axis_rules.h"
 #include "shard/partition_spec.h"
+#include "trace/collective_kind.h"
+#include "trace/op_kind.h"
 
 namespace shardtrace {
 
@@ -46,7 +51,11 @@ struct NumericSummary {
 };
 
 struct TensorRecord {
-  int id = 0;
+  int id = 0;  // index into Trace::tensors
+  // "<scope>/<name>#<n>": the n-th tensor named `name` recorded directly in `scope`
+  // ("RoutedMoE/gate/output#1"; "inputs#0" at the top). Unique within a trace; tensors
+  // elsewhere in the trace do not shift it, so it is stable across configs and paths.
+  std::string stable_id;
   std::string name;  // the moe.py variable name: gate_logits, dispatch_mask, layer_w0, ...
   TensorKind kind = TensorKind::kAct;
   DType dtype = DType::kFloat32;
@@ -66,6 +75,8 @@ struct TensorRecord {
 
 // A collective between virtual devices, with the bytes it moves.
 struct CollectiveRecord {
+  CollectiveKind kind = CollectiveKind::kAllGather;
+  CollectiveOrigin origin = CollectiveOrigin::kWritten;
   std::vector<std::string> axes;  // mesh axes it runs over
   int64_t participants = 1;       // group size
   int64_t groups = 1;             // independent groups on the mesh
@@ -76,13 +87,17 @@ struct CollectiveRecord {
 
 struct OpRecord {
   int id = 0;
-  std::string kind;      // einsum, top_k, all_gather, ragged_all_to_all, constraint, ...
+  OpKind kind = OpKind::kInput;
   std::string equation;  // einsum equation as moe.py writes it ("BSM,EMH->BSEH")
   std::vector<int> inputs;
   std::vector<int> outputs;
   std::vector<std::pair<std::string, std::string>> attrs;  // ordered, already formatted
   std::string scope;
   std::optional<CollectiveRecord> collective;
+  std::string function;  // kActivation: the activation ("silu", "sigmoid", ...)
+
+  // The name the op is written as: the activation for kActivation, else ToString(kind).
+  std::string Name() const;
 };
 
 // A named numeric fact: capacity, tokens per expert, the all-to-all matrix, ...
@@ -114,7 +129,17 @@ struct Trace {
   std::vector<DumpEntry> dump;
   std::vector<std::string> notes;  // path selection reasons, kernel choice, ...
 
-  const TensorRecord* FindLast(std::string_view name) const;
+  // Tensors the invariants and golden checks read by meaning; -1 when the path has none.
+  int input = -1;          // the block's input [B,S,M]
+  int output = -1;         // the block's output [B,S,M]
+  int top_k_indices = -1;  // the routing's chosen experts
+  int dispatch_mask = -1;  // dense_matmul with capacity: the constrained masks
+  int combine_mask = -1;
+
+  // The tensor with `stable_id`, or nullptr.
+  const TensorRecord* Find(std::string_view stable_id) const;
+  // tensors[index], or nullptr for -1.
+  const TensorRecord* At(int index) const;
 };
 
 }  // namespace shardtrace

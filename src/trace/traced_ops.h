@@ -22,10 +22,11 @@ Value Einsum(Tracer& t, const std::string& equation, const Value& a, const Value
              DType out_dtype, const Out& out);
 Value Cast(Tracer& t, const Value& x, DType dtype, const Out& out);
 Value Reshape(Tracer& t, const Value& x, const Shape& shape, const Out& out);
+// The activation `name` (numeric/activations.h), or softmax over the last axis.
 Value Activation(Tracer& t, const std::string& name, const Value& x, const Out& out);
 Value Softmax(Tracer& t, const Value& x, const Out& out);  // over the last axis
-// Elementwise binary op by name: add, sub, mul, div, less_equal, where-free ones.
-Value Binary(Tracer& t, const std::string& kind, const Value& a, const Value& b, const Out& out);
+// Elementwise binary op (IsBinary(kind)): add, sub, mul, div, comparisons, floor_divide, mod.
+Value Binary(Tracer& t, OpKind kind, const Value& a, const Value& b, const Out& out);
 // A constant (scalar or array) that is not a tensor of the model: recorded as an input.
 Value Constant(Tracer& t, const Array& value, const Out& out);
 // adc.checkpoint_name(x, name): the remat tag MaxText puts on an activation (identity).

@@ -68,6 +68,8 @@ int Tracer::Record(const Out& out, const std::vector<Array>& shards, bool per_de
   t.local_shape = a.shape;
   t.bytes_per_device = TensorBytes(a.shape, a.dtype);
   t.scope = CurrentScope();
+  const std::string path = t.scope.empty() ? t.name : t.scope + "/" + t.name;
+  t.stable_id = fmt::format("{}#{}", path, occurrences_[path]++);
   for (const std::string& c : conditions_)
     if (!c.empty()) t.condition += (t.condition.empty() ? "" : " && ") + c;
   t.in_shard_map = per_device || shard_map_depth_ > 0;
@@ -79,7 +81,8 @@ int Tracer::Record(const Out& out, const std::vector<Array>& shards, bool per_de
 int Tracer::RecordOp(OpDesc op, std::vector<int> inputs, std::vector<int> outputs) {
   OpRecord r;
   r.id = static_cast<int>(trace_.ops.size());
-  r.kind = std::move(op.kind);
+  r.kind = op.kind;
+  r.function = std::move(op.function);
   r.equation = std::move(op.equation);
   r.attrs = std::move(op.attrs);
   r.inputs = std::move(inputs);
@@ -102,14 +105,14 @@ Value Tracer::Weight(const Out& out, Array value, const LogicalAxes& kernel_axes
   t.local_shape = s.local_shape;
   t.bytes_per_device = s.bytes_per_device;
   t.warnings = s.warnings;
-  RecordOp({"param", "", {}}, {}, {v.tensor});
+  RecordOp({OpKind::kParam, "", {}}, {}, {v.tensor});
   return v;
 }
 
 Value Tracer::Input(const Out& out, Array value) {
   Value v{-1, {std::move(value)}, false};
   v.tensor = Record(out, v.shards, false);
-  RecordOp({"input", "", {}}, {}, {v.tensor});
+  RecordOp({OpKind::kInput, "", {}}, {}, {v.tensor});
   return v;
 }
 
@@ -133,8 +136,9 @@ std::vector<Value> Tracer::ApplyN(const OpDesc& op, const std::vector<const Valu
       for (const Value* in : inputs) names.push_back(trace_.tensors[in->tensor].name);
       std::vector<std::string> out_names;
       for (const Out& o : outs) out_names.push_back(o.name);
-      Fail("{} in {} ({} -> {}): {}", op.kind, CurrentScope(), fmt::join(names, ", "),
-           fmt::join(out_names, ", "), e.what());
+      Fail("{} in {} ({} -> {}): {}",
+           op.kind == OpKind::kActivation ? op.function : ToString(op.kind), CurrentScope(),
+           fmt::join(names, ", "), fmt::join(out_names, ", "), e.what());
     }
     SHARDTRACE_CHECK(produced.size() == outs.size());
     for (size_t i = 0; i < outs.size(); ++i) results[i].push_back(std::move(produced[i]));
@@ -175,10 +179,11 @@ void Tracer::Dump(const std::string& name, const Array& value, const std::string
 
 Value Tracer::Constrain(const Value& x, const std::string& name, const std::string& dims,
                         const std::optional<LogicalAxes>& axes, const PartitionSpec& spec,
-                        Constraint constraint, const std::string& op_kind) {
+                        Constraint constraint) {
   if (spec.rank() != x.shape().size())
-    Fail("{} on '{}' in {}: spec {} has rank {} but the tensor {} has rank {}", op_kind, name,
-         CurrentScope(), spec.ToString(), spec.rank(), ShapeToString(x.shape()), x.shape().size());
+    Fail("{} on '{}' in {}: spec {} has rank {} but the tensor {} has rank {}",
+         ToString(OpKind::kShardingConstraint), name, CurrentScope(), spec.ToString(), spec.rank(),
+         ShapeToString(x.shape()), x.shape().size());
   Value v = x;
   v.tensor = Record({name, dims, trace_.tensors[x.tensor].kind}, v.shards, x.per_device);
   TensorRecord& t = trace_.tensors[v.tensor];
@@ -189,7 +194,7 @@ Value Tracer::Constrain(const Value& x, const std::string& name, const std::stri
   t.local_shape = s.local_shape;
   t.bytes_per_device = s.bytes_per_device;
   t.warnings = s.warnings;
-  OpDesc op{op_kind, "", {{"spec", spec.ToString()}}};
+  OpDesc op{OpKind::kShardingConstraint, "", {{"spec", spec.ToString()}}};
   if (axes) op.attrs.insert(op.attrs.begin(), {"logical_axes", LogicalAxesToString(*axes)});
   RecordOp(op, {x.tensor}, {v.tensor});
   return v;
@@ -204,19 +209,18 @@ Value Tracer::ShardWithLogical(const Value& x, const std::string& name, const st
          ShapeToString(x.shape()));
   const PartitionSpec spec = ResolveLogicalAxes(axes, rules_, &mesh_).spec;
   Dump(dump_variable.value_or(name), x.array(), LogicalAxesToString(axes), spec);
-  return Constrain(x, name, dims, axes, spec, Constraint::kShardWithLogical, "sharding_constraint");
+  return Constrain(x, name, dims, axes, spec, Constraint::kShardWithLogical);
 }
 
 Value Tracer::ShardWithPspec(const Value& x, const std::string& name, const std::string& dims,
                              const PartitionSpec& spec) {
   Dump(name, x.array(), "Unknown", spec);
-  return Constrain(x, name, dims, std::nullopt, spec, Constraint::kShardWithPspec,
-                   "sharding_constraint");
+  return Constrain(x, name, dims, std::nullopt, spec, Constraint::kShardWithPspec);
 }
 
 Value Tracer::OptimizationBarrier(const Value& x) {
   const TensorRecord& in = trace_.tensors[x.tensor];
-  return Apply({"optimization_barrier", "", {}}, {&x}, {in.name, in.dims, in.kind},
+  return Apply({OpKind::kOptimizationBarrier, "", {}}, {&x}, {in.name, in.dims, in.kind},
                [](const std::vector<const Array*>& a) { return *a[0]; });
 }
 
@@ -236,9 +240,10 @@ Value Tracer::ShardMapIn(const Value& x, const std::string& name, const std::str
   TensorRecord& t = trace_.tensors[v.tensor];
   t.constraint = Constraint::kShardMapIn;
   t.partition_spec = spec;
-  RecordOp(
-      {"shard_map_in", "", {{"spec", spec.ToString()}, {"global_shape", ShapeToString(x.shape())}}},
-      {x.tensor}, {v.tensor});
+  RecordOp({OpKind::kShardMapIn,
+            "",
+            {{"spec", spec.ToString()}, {"global_shape", ShapeToString(x.shape())}}},
+           {x.tensor}, {v.tensor});
   return v;
 }
 
@@ -282,7 +287,7 @@ Value Tracer::ShardMapOut(const Value& x, const std::string& name, const std::st
     t.local_shape = s.local_shape;
     t.bytes_per_device = s.bytes_per_device;
   }
-  RecordOp({"shard_map_out", "", {{"spec", spec.ToString()}}}, {x.tensor}, {v.tensor});
+  RecordOp({OpKind::kShardMapOut, "", {{"spec", spec.ToString()}}}, {x.tensor}, {v.tensor});
   return v;
 }
 

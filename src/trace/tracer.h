@@ -12,6 +12,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -46,9 +47,20 @@ struct Out {
 
 // An op as recorded: kind plus optional einsum equation and attributes.
 struct OpDesc {
-  std::string kind;
+  using Attrs = std::vector<std::pair<std::string, std::string>>;
+  OpDesc(OpKind kind, std::string equation = "", Attrs attrs = {})
+      : kind(kind), equation(std::move(equation)), attrs(std::move(attrs)) {}
+  // An elementwise activation op named `function` ("silu").
+  static OpDesc Activation(std::string function) {
+    OpDesc op(OpKind::kActivation);
+    op.function = std::move(function);
+    return op;
+  }
+
+  OpKind kind;
   std::string equation;
-  std::vector<std::pair<std::string, std::string>> attrs;
+  Attrs attrs;
+  std::string function;  // kActivation only
 };
 
 class Tracer {
@@ -150,14 +162,15 @@ class Tracer {
   int Record(const Out& out, const std::vector<Array>& shards, bool per_device);
   int RecordOp(OpDesc op, std::vector<int> inputs, std::vector<int> outputs);
   // Records a collective op over `axes` with the bytes each device sends and receives.
-  int RecordCollective(OpDesc op, const std::vector<int>& inputs, int output,
+  int RecordCollective(CollectiveKind kind, std::vector<std::pair<std::string, std::string>> attrs,
+                       const std::vector<int>& inputs, int output,
                        const std::vector<std::string>& axes, std::vector<int64_t> sent,
                        std::vector<int64_t> received);
   void Dump(const std::string& name, const Array& value, const std::string& logical,
             const PartitionSpec& spec);
   Value Constrain(const Value& x, const std::string& name, const std::string& dims,
                   const std::optional<LogicalAxes>& axes, const PartitionSpec& spec,
-                  Constraint constraint, const std::string& op_kind);
+                  Constraint constraint);
   int64_t num_shards() const;
 
   const Mesh& mesh_;
@@ -167,6 +180,7 @@ class Tracer {
   std::vector<std::string> conditions_;
   std::string dump_file_ = "moe";
   int shard_map_depth_ = 0;
+  std::map<std::string, int> occurrences_;  // "<scope>/<name>" -> tensors recorded so far
   Trace trace_;
 };
 
