@@ -51,14 +51,14 @@ std::vector<std::pair<std::string, CollectiveSide>> Collectives(const Trace& tra
   for (const OpRecord& op : trace.ops) {
     if (!op.collective) continue;
     CollectiveSide s;
-    s.kind = op.kind;
+    s.kind = op.collective->kind;
     s.axes = op.collective->axes;
     s.participants = op.collective->participants;
     if (!op.inputs.empty()) s.input = trace.tensors[op.inputs.front()].name;
     if (!op.outputs.empty()) s.output = trace.tensors[op.outputs.front()].name;
     s.sent_per_device = MaxOf(op.collective->bytes_sent);
     s.received_per_device = MaxOf(op.collective->bytes_received);
-    const std::string base = fmt::format("{}/{}:{}", op.scope, op.kind, s.output);
+    const std::string base = fmt::format("{}/{}:{}", op.scope, ToString(s.kind), s.output);
     out.push_back({fmt::format("{}#{}", base, occurrences[base]++), s});
   }
   return out;
@@ -180,11 +180,7 @@ std::optional<int64_t> KnownBytesPerDevice(const TensorRecord& t) {
 
 std::vector<std::string> AlignmentKeys(const Trace& trace) {
   std::vector<std::string> keys;
-  std::map<std::string, int> occurrences;
-  for (const TensorRecord& t : trace.tensors) {
-    const std::string base = t.scope.empty() ? t.name : t.scope + "/" + t.name;
-    keys.push_back(fmt::format("{}#{}", base, occurrences[base]++));
-  }
+  for (const TensorRecord& t : trace.tensors) keys.push_back(t.stable_id);
   return keys;
 }
 

@@ -47,7 +47,7 @@ struct TensorDiff {
 };
 
 struct CollectiveSide {
-  std::string kind;  // all_gather, psum_scatter, ragged_all_to_all, ...
+  CollectiveKind kind = CollectiveKind::kAllGather;
   std::vector<std::string> axes;
   int64_t participants = 1;
   std::string input, output;        // tensor names
@@ -114,8 +114,8 @@ TraceDiff DiffConfigs(const DiffRequest& request);
 // constraint or a shard_map spec set its PartitionSpec, or it lives inside shard_map.
 std::optional<int64_t> KnownBytesPerDevice(const TensorRecord& t);
 
-// The key two traces are aligned by: unique within a trace, and the same for the same
-// tensor of two configs (scope path, name, occurrence of that scope and name).
+// The key two traces are aligned by: each tensor's TensorRecord::stable_id (scope path,
+// name, occurrence of that scope and name), the same for the same tensor of two configs.
 std::vector<std::string> AlignmentKeys(const Trace& trace);
 
 }  // namespace shardtrace

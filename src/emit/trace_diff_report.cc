@@ -293,7 +293,7 @@ std::string TraceDiffToJson(const TraceDiff& d) {
   auto collective_side = [](const std::optional<CollectiveSide>& s) {
     if (!s) return Json(nullptr);
     Json j;
-    j["kind"] = s->kind;
+    j["kind"] = ToString(s->kind);
     j["axes"] = s->axes;
     j["participants"] = s->participants;
     j["input"] = s->input;
