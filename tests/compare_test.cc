@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "check/sharding_dump.h"
+#include "emit/text_table.h"
 #include "test_support.h"
 
 namespace shardtrace {
@@ -130,7 +131,8 @@ TEST_CASE("diff: use_2d_fsdp_sharding as Markdown for a PR review", "[compare][d
   CHECK(r.out.rfind("**shardtrace diff: sharding differs: 1 config keys", 0) == 0);
 }
 
-TEST_CASE("diff: TP on/off as JSON: a psum_scatter is added and the expert kernels halve", "[compare][diff]") {
+TEST_CASE("diff: TP on/off as JSON: a psum_scatter is added and the expert kernels halve",
+          "[compare][diff]") {
   const auto r = RunShardtrace({"diff", "model_name=mixtral-8x7b", "--devices", "8",
                                 "ici_expert_parallelism=2", "--format", "json", "--a",
                                 "ici_tensor_parallelism=1", "--b", "ici_tensor_parallelism=2"});
@@ -189,6 +191,89 @@ TEST_CASE("diff: identical sides exit 0; bad arguments exit 2", "[compare][diff]
   CHECK(written.out.empty());
   CHECK(testing::ReadFile(dir / "d.txt") ==
         testing::ReadFile(testing::SourcePath("testdata/expected/diff_ep1_vs_ep4.txt")));
+}
+
+}  // namespace
+}  // namespace shardtrace
+
+namespace shardtrace {
+namespace {
+
+using testing::CompareWithGolden;
+using testing::RunShardtrace;
+
+// Every line inside a ``` block of a markdown page, with its line number.
+std::vector<std::pair<int, std::string>> CodeLines(const std::string& page) {
+  std::vector<std::pair<int, std::string>> out;
+  bool in_code = false;
+  int n = 0;
+  size_t pos = 0;
+  while (pos < page.size()) {
+    const size_t end = page.find('\n', pos);
+    const std::string line = page.substr(pos, end == std::string::npos ? end : end - pos);
+    ++n;
+    if (line.rfind("```", 0) == 0)
+      in_code = !in_code;
+    else if (in_code)
+      out.push_back({n, line});
+    if (end == std::string::npos) break;
+    pos = end + 1;
+  }
+  return out;
+}
+
+TEST_CASE("render: DeepSeek-V3 on 256 devices from a MaxText base.yml", "[compare][render]") {
+  testing::TempDir dir;
+  const auto r =
+      RunShardtrace({"render", "testdata/maxtext-configs/base.yml", "model_name=deepseek3-671b",
+                     "ici_expert_parallelism=64", "--devices", "256", "-o", dir.File("page.md")});
+  CHECK(r.status == 0);
+  CHECK(r.err.empty());
+  const std::string page = testing::ReadFile(dir / "page.md");
+  CompareWithGolden("expected/render_deepseek3-671b_ep64.md", page);
+  const auto code = CodeLines(page);
+  CHECK(code.size() > 300);
+  for (const auto& [n, line] : code) {
+    INFO("line " << n << ": " << line);
+    CHECK(DisplayWidth(line) <= 120);
+  }
+  // The trees come from a reduced numeric run of the same path, and the page says so.
+  CHECK(page.find("from a reduced numeric run of the same path on the same mesh: B=256 S=4 "
+                  "M=16 E=256 K=8 H=32 instead of B=3072 S=2048 M=7168 E=256 K=8 H=2048") !=
+        std::string::npos);
+  CHECK(page.find("T0 (sum of weights") != std::string::npos);
+  // Unconstrained activations are listed, never sized per device at their global size: the
+  // float32 inputs [3072,2048,7168] are 168.0 GiB globally.
+  CHECK(page.find("unconstrained (XLA chooses)                 dtype     global shape\n") !=
+        std::string::npos);
+  CHECK(page.find("RoutedAndSharedMoE/inputs#0                 float32   [3072,2048,7168] BSM\n") !=
+        std::string::npos);
+  CHECK(page.find("168.0 GiB") == std::string::npos);
+}
+
+TEST_CASE("render: a small dense-dropping config runs its own numbers for the mask trees",
+          "[compare][render]") {
+  const auto r =
+      RunShardtrace({"render", "base_emb_dim=16", "base_mlp_dim=32", "base_moe_mlp_dim=32",
+                     "num_experts_per_tok=2", "max_target_length=4", "per_device_batch_size=1",
+                     "decoder_block=mixtral", "num_experts=4", "sparse_matmul=false",
+                     "capacity_factor=1", "ici_expert_parallelism=2", "--devices", "4"});
+  CHECK(r.status == 0);
+  CompareWithGolden("expected/render_small_dense_dropping.md", r.out);
+  CHECK(r.out.find("from a numeric run of this config (B=4 S=4 M=16 E=4 K=2 H=32, seed 1)") !=
+        std::string::npos);
+  CHECK(r.out.find("## Routing example: dispatch_mask") != std::string::npos);
+  for (const auto& [n, line] : CodeLines(r.out)) {
+    INFO("line " << n << ": " << line);
+    CHECK(DisplayWidth(line) <= 120);
+  }
+}
+
+TEST_CASE("render: a block the model does not have exits 2", "[compare][render]") {
+  const auto r = RunShardtrace({"render", "model_name=mixtral-8x7b", "--block", "shared"});
+  CHECK(r.status == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err.rfind("shardtrace: error: --block shared: decoder_block mixtral", 0) == 0);
 }
 
 }  // namespace

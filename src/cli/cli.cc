@@ -156,6 +156,19 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
       "Example: shardtrace diff model_name=mixtral-8x7b --devices 8 --a "
       "ici_expert_parallelism=1 --b ici_expert_parallelism=4");
 
+  RenderOptions render_options;
+  CLI::App* render_cmd = app.add_subcommand(
+      "render", "one visualization page (flow, trees, formal spec) for any config");
+  AddCommon(render_cmd, render_options.common, {});
+  render_cmd
+      ->add_option("--block", render_options.block,
+                   "moe (routed experts), mlp (dense MlpBlock), shared (shared-expert MlpBlock)")
+      ->check(CLI::IsMember({"moe", "mlp", "shared"}))
+      ->capture_default_str();
+  render_cmd->footer(
+      "Example: shardtrace render maxtext/src/maxtext/configs/base.yml "
+      "model_name=deepseek3-671b ici_expert_parallelism=64 --devices 256 -o deepseek3.md");
+
   GenerateOptions generate_options;
   CLI::App* generate_cmd = app.add_subcommand(
       "generate", "render visualizations/*.md from real traces of the embedded configs");
@@ -172,6 +185,7 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
     if (trace_cmd->parsed()) RunTraceCommand(trace_options, out);
     if (dump_cmd->parsed()) RunDumpCommand(dump_options, out);
     if (check_cmd->parsed() && !RunCheckCommand(check_options, out)) return 1;
+    if (render_cmd->parsed()) RunRenderCommand(render_options, out);
     if (diff_cmd->parsed() && !RunDiffCommand(diff_options, out)) return 1;
     if (compare_dump_cmd->parsed() && !RunCompareDumpCommand(compare_dump_options, out)) return 1;
     if (generate_cmd->parsed() && !RunGenerateCommand(generate_options, out)) return 1;

@@ -57,6 +57,11 @@ struct DiffOptions {
   std::string block = "moe";
 };
 
+struct RenderOptions {
+  CommonOptions common;  // args: CONFIG.yml / key=value; output: the page (.md)
+  std::string block = "moe";
+};
+
 void RunConfigCommand(const CommonOptions& options, std::ostream& out);
 void RunExplainCommand(const ExplainOptions& options, std::ostream& out);
 void RunTraceCommand(const TraceOptions& options, std::ostream& out);
@@ -69,6 +74,9 @@ bool RunCompareDumpCommand(const CompareDumpOptions& options, std::ostream& out)
 
 // Returns false when the two sides' sharding differs (exit 1).
 bool RunDiffCommand(const DiffOptions& options, std::ostream& out);
+
+// One visualization page for the config in options.common.args (see render_command.cc).
+void RunRenderCommand(const RenderOptions& options, std::ostream& out);
 
 // Renders visualizations/*.md (see generate_command.cc for the list). With `check`, writes
 // nothing and returns false when a file in options.out is missing or differs (exit 1).

@@ -1,0 +1,215 @@
+// `shardtrace render [CONFIG.yml ...] [key=value ...] [--block ...] [--devices N] -o FILE.md`:
+// one visualization page for any user config, with generate's renderers (AsciiFlow,
+// RoutingTree, MaskTree, TraceInvariants, RenderVisualization and its template). The flow
+// and the formal specification come from a symbolic trace at full size; the routing trees
+// need real numbers, so they come from a numeric run of the same config on the same mesh,
+// with the model dims reduced when the config is too big to run (the page says so and
+// gives the reduced dims). Per-device figures are the ones the trace supports: a
+// "Per-device totals" section counts placed tensors and lists the activations no
+// statement places as "unconstrained (XLA chooses)", never adding their global size.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "check/trace_diff.h"
+#include "cli/commands.h"
+#include "cli/visualization_pages.h"
+#include "config/run_inputs.h"
+#include "emit/ascii_flow.h"
+#include "emit/mask_tree.h"
+#include "emit/spec_markdown.h"
+#include "emit/text_table.h"
+#include "emit/trace_invariants.h"
+#include "emit/trace_totals.h"
+#include "trace/moe_block.h"
+
+namespace shardtrace {
+namespace {
+
+constexpr uint64_t kSeed = 1;
+// The routing example shows one batch row; more experts than this make a mask tree too
+// long to read, so the dispatch/combine trees are left out above it.
+constexpr int64_t kMaxMaskTreeExperts = 16;
+// Simulating more devices than this numerically is slow; the trees are left out then.
+constexpr int64_t kMaxNumericDevices = 512;
+
+// Words joined with spaces, wrapped with shell continuations within 120 columns.
+std::string ShellLine(const std::vector<std::string>& words) {
+  std::string out, line;
+  for (const std::string& w : words) {
+    if (!line.empty() && line.size() + 1 + w.size() > 116) {
+      out += line + " \\\n";
+      line = "    ";
+    } else if (!line.empty() && line != "    ") {
+      line += " ";
+    }
+    line += w;
+  }
+  return out + line;
+}
+
+std::string KeyOf(const std::string& arg) { return arg.substr(0, arg.find('=')); }
+
+// The config's own args with the model dims replaced by small ones (same mesh, experts,
+// top-k, routing and path switches): what the routing trees run on.
+std::vector<std::string> ReducedArgs(const std::vector<std::string>& args) {
+  // Kernels whose embed dim does not divide by their mesh axes are padded, as XLA pads
+  // them; only the numbers of the routing (which expert each token picks) are shown.
+  const std::vector<std::string> reduced = {
+      "override_model_config=true", "base_emb_dim=16",     "base_mlp_dim=32",
+      "base_moe_mlp_dim=32",        "max_target_length=4", "per_device_batch_size=1"};
+  std::vector<std::string> out;
+  for (const std::string& a : args) {
+    const bool replaced = a.find('=') != std::string::npos &&
+                          std::any_of(reduced.begin(), reduced.end(),
+                                      [&](const std::string& r) { return KeyOf(r) == KeyOf(a); });
+    if (!replaced) out.push_back(a);
+  }
+  out.insert(out.end(), reduced.begin(), reduced.end());
+  return out;
+}
+
+// The config is small enough to run as it is.
+bool Small(const MoeSetup& s) {
+  return s.batch * s.seq <= 4096 && s.emb <= 256 && s.wi_hidden <= 512 && s.mlp_dim <= 512;
+}
+
+std::string Dims(const MoeSetup& s) {
+  return fmt::format("B={} S={} M={} E={} K={} H={}", s.batch, s.seq, s.emb, s.num_experts, s.top_k,
+                     s.wi_hidden);
+}
+
+// The "Per-device totals" section: what the trace supports, and what it does not.
+MarkdownExample TotalsExample(const Trace& trace) {
+  const TraceTotals totals = ComputeTotals(trace);
+  const std::vector<std::string> keys = AlignmentKeys(trace);
+  TextTable placed({"per device", "bytes"});
+  placed.AddRow({"weights (kernel_axes)", HumanBytes(totals.weight_bytes_per_device)});
+  placed.AddRow({"peak live activations (placed ones; a lower bound)",
+                 HumanBytes(totals.peak_activation_bytes_per_device)});
+  placed.AddRow({"communication sent per layer (collectives in moe.py)",
+                 HumanBytes(totals.collective_bytes_sent_per_device)});
+  TextTable open({"unconstrained (XLA chooses)", "dtype", "global shape"});
+  int unconstrained = 0;
+  for (size_t i = 0; i < trace.tensors.size(); ++i) {
+    const TensorRecord& t = trace.tensors[i];
+    if (t.kind != TensorKind::kAct || KnownBytesPerDevice(t)) continue;
+    ++unconstrained;
+    open.AddRow({keys[i], ToString(t.dtype), fmt::format("{} {}", ShapeToString(t.shape), t.dims)});
+  }
+  std::string text = placed.Render();
+  if (unconstrained > 0) text += "\n" + open.Render();
+  return {"Per-device totals",
+          fmt::format(
+              "What the trace supports per device: weights placed by their kernel axes, the "
+              "peak of live activations that a sharding constraint or a shard_map spec placed "
+              "(over the recorded program order; a lower bound, since the unconstrained ones below "
+              "are not in it), and the bytes the collectives written in "
+              "moe.py send. {} activations have no statement of their own: XLA's sharding "
+              "propagation places them, so they are listed as unconstrained and left out of the "
+              "totals rather than counted at their global size.",
+              unconstrained),
+          text};
+}
+
+}  // namespace
+
+void RunRenderCommand(const RenderOptions& options, std::ostream& out) {
+  const std::vector<std::string>& args = options.common.args;
+  const RunInputs in = LoadRunInputs(args, options.common.devices);
+  const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
+  const int n_act = static_cast<int>(in.config.StrList("mlp_activations").size());
+  const Block block = ParseBlock(options.block);
+  const BlockRun symbolic = RunBlock(in.config, in.mesh, setup,
+                                     MakeParams(setup, n_act, /*numeric=*/false, 0), block, false);
+  const Trace& trace = symbolic.trace;
+  const int64_t devices = in.mesh.num_devices();
+
+  VisualizationDoc doc;
+  const std::string model = setup.model_name.empty() ? "default model" : setup.model_name;
+  doc.title = fmt::format("{}: {} on {} devices", model, trace.path, devices);
+  std::vector<std::string> words = {"shardtrace", "trace"};
+  words.insert(words.end(), args.begin(), args.end());
+  words.push_back(fmt::format("--devices {}", devices));
+  if (options.block != "moe") words.push_back("--block " + options.block);
+  doc.command = ShellLine(words);
+  doc.source = PageSourceText(PageSource::kSeedMoe);
+  doc.config_files = in.config.loaded_files();
+  doc.flow = AsciiFlow(trace);
+
+  std::string trees_note;
+  if (block == Block::kMoe && devices <= kMaxNumericDevices) {
+    const bool small = Small(setup);
+    const std::vector<std::string> tree_args = small ? args : ReducedArgs(args);
+    const RunInputs tin = LoadRunInputs(tree_args, options.common.devices);
+    const MoeSetup tsetup = MakeMoeSetup(tin.config, tin.mesh);
+    const BlockRun run = RunBlock(tin.config, tin.mesh, tsetup,
+                                  MakeParams(tsetup, n_act, /*numeric=*/true, kSeed), block, true);
+    std::vector<std::string> twords = {"shardtrace", "trace"};
+    twords.insert(twords.end(), tree_args.begin(), tree_args.end());
+    twords.push_back(fmt::format("--devices {} --numeric --seed {}", devices, kSeed));
+    const std::string origin =
+        small ? fmt::format("a numeric run of this config ({}, seed {})", Dims(tsetup), kSeed)
+              : fmt::format(
+                    "a reduced numeric run of the same path on the same mesh: {} instead of {} "
+                    "(the model dims reduced, experts, top-k, routing and path switches kept; "
+                    "seed {})",
+                    Dims(tsetup), Dims(setup), kSeed);
+    if (run.trace.path != trace.path) {
+      trees_note = fmt::format("The reduced run takes another path ({}), so no tree is shown.",
+                               run.trace.path);
+    } else {
+      const auto indices = run.captures.find("top_k_indices");
+      const auto weights = run.captures.find("top_k_weights");
+      if (indices != run.captures.end() && weights != run.captures.end())
+        doc.examples.push_back(
+            {"Routing example: top-k choices",
+             fmt::format(
+                 "Batch row 0 as a tree Token → choice → expert, from {}:\n\n```sh\n{}\n```",
+                 origin, ShellLine(twords)),
+             RoutingTree(indices->second, weights->second, 0)});
+      const auto dispatch = run.captures.find("dispatch_mask");
+      const auto combine = run.captures.find("combine_mask");
+      if (dispatch != run.captures.end() && combine != run.captures.end() &&
+          indices != run.captures.end()) {
+        if (tsetup.num_experts <= kMaxMaskTreeExperts) {
+          doc.examples.push_back(
+              {"Routing example: dispatch_mask",
+               "Batch row 0 as a tree Expert → slot → tokens, from the same "
+               "run; a choice that finds its expert's slots full is dropped.",
+               MaskTree("dispatch_mask", dispatch->second, 0, &indices->second)});
+          doc.examples.push_back({"Routing example: combine_mask",
+                                  "The same slots with the routing weights the combine einsum "
+                                  "applies.",
+                                  MaskTree("combine_mask", combine->second, 0, &indices->second)});
+        } else {
+          trees_note = fmt::format("The dispatch/combine mask trees are left out: {} experts.",
+                                   tsetup.num_experts);
+        }
+      }
+    }
+  } else if (block == Block::kMoe) {
+    trees_note =
+        fmt::format("No routing tree: a numeric run on {} devices is not attempted.", devices);
+  }
+  doc.summary = fmt::format(
+      "A page rendered by `shardtrace render` for this config ({}): the tensor flow and the "
+      "formal specification come from a symbolic trace at full size (nothing allocated). "
+      "Per-device sizes appear only where a statement placed a tensor; see Per-device "
+      "totals for what the trace supports and which activations XLA places.{}",
+      Dims(setup), trees_note.empty() ? "" : " " + trees_note);
+  doc.examples.push_back(TotalsExample(trace));
+  doc.invariants = TraceInvariants(trace, nullptr);
+  std::string page = RenderVisualization(doc, trace);
+  // The template's first line says generate wrote the page; this one comes from render.
+  if (page.rfind("<!--", 0) == 0) {
+    const size_t end = page.find("-->\n");
+    if (end != std::string::npos)
+      page = "<!-- Rendered by `shardtrace render`; regenerate with the command below. -->\n" +
+             page.substr(end + 4);
+  }
+  WriteOutput(options.common, page, out);
+}
+
+}  // namespace shardtrace
