@@ -83,7 +83,7 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   TraceOptions trace_options;
   CLI::App* trace_cmd =
       app.add_subcommand("trace", "run a MoE/MLP block and record every tensor and collective");
-  AddCommon(trace_cmd, trace_options.common, {"table", "json", "dot", "svg"});
+  AddCommon(trace_cmd, trace_options.common, {"table", "json", "dot", "svg", "mermaid"});
   trace_cmd
       ->add_option("--block", trace_options.block,
                    "moe (routed experts), mlp (dense MlpBlock), shared (shared-expert MlpBlock)")
