@@ -5,7 +5,7 @@ BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: deps build demo test bench golden clean format mermaid-check
+.PHONY: deps build demo test bench golden clean format maxtext-venv maxtext-fixtures maxtext-verify
 
 deps:
 	@scripts/install-deps.sh
@@ -32,18 +32,6 @@ golden: build
 	cd $(BUILD) && ctest -j$(JOBS) --output-on-failure
 	@git status --short testdata visualizations
 
-# Parses every Mermaid block of visualizations/*.md with mermaid.js itself (the QuickJS engine
-# of the pinned `mmdc` package, in a venv under the build directory; needs PyPI the first time,
-# never Node.js). `make test` does not need it: the tests check the same graphs structurally.
-MERMAID_VENV := $(BUILD)/mermaid-venv
-$(MERMAID_VENV)/bin/python: tools/mermaid_check/requirements.txt
-	@python3 -m venv $(MERMAID_VENV)
-	@$(MERMAID_VENV)/bin/pip install -q -r tools/mermaid_check/requirements.txt
-	@touch $@
-
-mermaid-check: $(MERMAID_VENV)/bin/python
-	@$(MERMAID_VENV)/bin/python -W ignore tools/mermaid_check/check_mermaid.py visualizations/*.md
-
 bench: build
 	@$(BUILD)/shardtrace_bench
 
@@ -52,3 +40,28 @@ clean:
 
 format:
 	clang-format -i $$(git ls-files 'src/*.cc' 'src/*.h' 'tests/*.cc' 'tests/*.h' 'bench/*.cc')
+
+# --- MaxText oracle (issue 9): MaxText's own moe.py from PyPI on fake JAX CPU devices. Python
+# lives only here, in a venv under the build directory; `make test` needs none of it.
+# maxtext needs Python >= 3.12: python3.12 from PATH, else pyenv's.
+ORACLE_PYTHON ?= $(firstword $(shell command -v python3.12) $(wildcard /root/.pyenv/versions/3.12*/bin/python3.12))
+ORACLE_VENV ?= $(BUILD)/oracle-venv
+
+$(ORACLE_VENV)/.installed: tools/maxtext_oracle/requirements.txt
+	@test -n "$(ORACLE_PYTHON)" || { echo "maxtext-venv: no python3.12 found (set ORACLE_PYTHON)"; exit 2; }
+	@$(ORACLE_PYTHON) -m venv $(ORACLE_VENV)
+	@$(ORACLE_VENV)/bin/pip install -q --no-deps -r tools/maxtext_oracle/requirements.txt
+	@touch $@
+
+maxtext-venv: $(ORACLE_VENV)/.installed
+
+# Regenerates testdata/maxtext/ (cases, configs, versions.txt, memory table) from PyPI's maxtext.
+maxtext-fixtures: maxtext-venv build
+	@tools/maxtext_oracle/export_all.sh testdata/maxtext $(ORACLE_VENV)
+	@python3 tools/maxtext_oracle/readme_tables.py testdata/maxtext $(BUILD)/shardtrace testdata/maxtext/README.md
+
+# The differential check: export into a temporary directory and hold shardtrace against it.
+maxtext-verify: maxtext-venv build
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	  tools/maxtext_oracle/export_all.sh "$$tmp" $(ORACLE_VENV) && \
+	  SHARDTRACE_MAXTEXT_DIR="$$tmp" $(BUILD)/shardtrace_tests "[maxtext]"

@@ -21,8 +21,9 @@ bool GoldenReport::passed() const {
 
 const std::vector<std::string>& GoldenInputNames() {
   static const std::vector<std::string> names = {
-      "inputs",    "gate_kernel", "gate_bias", "wi_0",        "wi_1",        "wo",
-      "wi_0_bias", "wi_1_bias",   "wo_bias",   "shared_wi_0", "shared_wi_1", "shared_wo"};
+      "inputs",      "gate_kernel", "gate_bias", "wi_0",     "wi_1",
+      "wo",          "wi_0_bias",   "wi_1_bias", "wo_bias",  "shared_wi_0",
+      "shared_wi_1", "shared_wo",   "mlp_wi_0",  "mlp_wi_1", "mlp_wo"};
   return names;
 }
 
@@ -92,9 +93,10 @@ GoldenReport CheckGoldenCase(const std::string& case_dir, const std::vector<std:
   const int n_act = static_cast<int>(in.config.StrList("mlp_activations").size());
   const MoeParams params = ParamsFromArrays(
       setup, n_act, arrays, npz, in.config.Bool("routed_bias"), in.config.Bool("mlp_bias"));
-  const BlockRun run = RunBlock(in.config, in.mesh, setup, params, Block::kMoe, /*numeric=*/true);
+  const Block block = IsDenseMlpCase(arrays) ? Block::kMlp : Block::kMoe;
+  const BlockRun run = RunBlock(in.config, in.mesh, setup, params, block, /*numeric=*/true);
 
-  GoldenReport report{case_dir, setup.PathLabel(), {}};
+  GoldenReport report{case_dir, block == Block::kMlp ? run.trace.path : setup.PathLabel(), {}};
   for (const std::string& name : GoldenExpectedNames()) {
     const auto expected = arrays.find(name);
     if (expected == arrays.end()) {

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "config/maxtext_revision.h"
 #include "trace/capacity_masks.h"
 #include "trace/routing.h"
 #include "trace/traced_ops.h"
@@ -147,6 +148,12 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
     ctx.Capture("combine_mask", as_bsec(combine_mask.array()));
     t.trace().dispatch_mask = dispatch_mask.tensor;
     t.trace().combine_mask = combine_mask.tensor;
+    // The release constrains dispatch, layer_w0 and layer_w1 through _maybe_shard_moe_dispatch,
+    // whose parameter is `inputs`: MaxText's frame inspection names all three "moe/inputs".
+    const std::optional<std::string> dispatch_helper_variable =
+        RevisionOf(ctx.config).semantics == MoeSemantics::kRelease
+            ? std::optional<std::string>("inputs")
+            : std::nullopt;
     Value dispatch;
     {
       const auto sc = t.Scope("dispatch");
@@ -159,7 +166,8 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
             LogicalNames({nullptr, "activation_batch_moe", "activation_norm_length_moe", nullptr,
                           "activation_embed_moe"}));
       }
-      dispatch = t.ShardWithLogical(dispatch, "dispatch", e_lead + "CM", dispatch_axis);
+      dispatch = t.ShardWithLogical(dispatch, "dispatch", e_lead + "CM", dispatch_axis,
+                                    dispatch_helper_variable);
     }
     auto up = [&](const char* scope_name, const char* kernel_name, const Value& kernel,
                   const std::optional<Value>& bias) {
@@ -184,7 +192,7 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
         const auto c3 = t.Condition("activations_in_float32");
         out = tr::Cast(t, out, DType::kFloat32, {name, e_lead + "CH"});
       }
-      out = t.ShardWithLogical(out, name, e_lead + "CH", mlp_axis);
+      out = t.ShardWithLogical(out, name, e_lead + "CH", mlp_axis, dispatch_helper_variable);
       return tr::CheckpointName(t, out,
                                 name == std::string("layer_w0") ? "moe_mlpwi_0" : "moe_mlpwi_1");
     };

@@ -1,6 +1,7 @@
 #include "trace/moe_block.h"
 
 #include "config/config.h"
+#include "config/maxtext_revision.h"
 #include "shard/mesh.h"
 #include "trace/dense_matmul.h"
 #include "trace/masked_loop.h"
@@ -152,6 +153,10 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
     t.trace().path = masked_loop
                          ? "masked_loop (reference: every expert on every token, masked by top-k)"
                          : setup.PathLabel();
+    // Seed semantics are the default and say nothing; a trace that follows the release says so.
+    const MaxTextRevision revision = RevisionOf(config);
+    if (revision.semantics != MoeSemantics::kSeed)
+      t.Note(fmt::format("semantics: moe.py of MaxText {} ({})", revision.name, revision.why));
     for (const std::string& r : setup.path_reasons) t.Note("path: " + r);
     for (const std::string& n : setup.notes) t.Note(n);
     const auto scope = t.Scope(shared ? "RoutedAndSharedMoE" : "");

@@ -91,6 +91,10 @@ MoeParams MakeParams(const MoeSetup& s, int num_mlp_activations, bool numeric, u
   return p;
 }
 
+bool IsDenseMlpCase(const std::map<std::string, Array>& arrays) {
+  return arrays.count("mlp_wo") > 0;
+}
+
 MoeParams ParamsFromArrays(const MoeSetup& s, int num_mlp_activations,
                            const std::map<std::string, Array>& arrays, const std::string& source,
                            bool routed_bias, bool mlp_bias) {
@@ -112,12 +116,19 @@ MoeParams ParamsFromArrays(const MoeSetup& s, int num_mlp_activations,
   // Parameters a golden case leaves out take MaxText's initial value: biases start at zero.
   for (std::optional<Array>* bias : {&p.gate_bias, &p.wi_0_bias, &p.wi_1_bias, &p.wo_bias})
     *bias = Array::Filled((*bias)->shape, (*bias)->dtype, 0.0f);
+  // A dense MlpBlock case carries mlp_wi_0.., mlp_wo and no expert arrays.
+  const bool moe = !IsDenseMlpCase(arrays);
   take("inputs", p.inputs, true);
-  take("gate_kernel", p.gate_kernel, true);
+  take("gate_kernel", p.gate_kernel, moe);
   if (routed_bias) take("gate_bias", *p.gate_bias, false);
-  take("wi_0", p.wi_0, true);
-  take("wi_1", p.wi_1, true);
-  take("wo", p.wo, true);
+  take("wi_0", p.wi_0, moe);
+  take("wi_1", p.wi_1, moe);
+  take("wo", p.wo, moe);
+  if (!moe) {
+    for (size_t i = 0; i < p.dense->wi.size(); ++i)
+      take(fmt::format("mlp_wi_{}", i), p.dense->wi[i], true);
+    take("mlp_wo", p.dense->wo, true);
+  }
   if (mlp_bias) {
     take("wi_0_bias", *p.wi_0_bias, false);
     take("wi_1_bias", *p.wi_1_bias, false);

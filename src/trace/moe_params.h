@@ -41,8 +41,13 @@ struct MoeParams {
 MoeParams MakeParams(const MoeSetup& setup, int num_mlp_activations, bool numeric, uint64_t seed);
 void CheckNumericSize(const MoeSetup& setup);
 
+// True when golden arrays describe a dense MlpBlock (mlp_wi_0, mlp_wi_1, .., mlp_wo: [M, F] and
+// [F, M]) rather than a MoE block.
+bool IsDenseMlpCase(const std::map<std::string, Array>& arrays);
+
 // From named arrays (golden-format names: inputs, gate_kernel, gate_bias, wi_0, wi_1, wo,
-// wi_0_bias, wi_1_bias, wo_bias, shared_wi_0, shared_wi_1, shared_wo). Missing optional
+// wi_0_bias, wi_1_bias, wo_bias, shared_wi_0, shared_wi_1, shared_wo, and for a dense MlpBlock
+// case mlp_wi_0, mlp_wi_1, mlp_wo instead of the expert arrays). Missing optional
 // arrays required by the config are seeded; a wrong shape is an Error naming the array, the
 // expected and the found shape. `source` names the file in errors.
 MoeParams ParamsFromArrays(const MoeSetup& setup, int num_mlp_activations,

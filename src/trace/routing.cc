@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "config/maxtext_revision.h"
 #include "trace/traced_ops.h"
 #include "util/error.h"
 
@@ -163,9 +164,17 @@ Value LoadBalanceLoss(const MoeContext& ctx, const Value& top_k_indices,
   const Value summed = tr::Sum(t, mask, 2, false, {"summed_expert_mask", "BSE"});
   const Value density = tr::Mean(t, summed, 1, {"density", "BE"});
   const Value density_prob = tr::Mean(t, softmax_probs, 1, {"density_prob", "BE"});
-  const float scale =
-      static_cast<float>(static_cast<double>(e * e) * ctx.config.Float("load_balance_loss_weight"));
-  return t.Apply({OpKind::kMean, "", {{"scale", "num_experts**2 * load_balance_loss_weight"}}},
+  // The release divides the density by top-k so that it sums to 1 over the experts; the seed
+  // does not. Folded into the scale, which is where the factor lands.
+  const bool per_k = RevisionOf(ctx.config).semantics == MoeSemantics::kRelease;
+  const double k = per_k ? static_cast<double>(ctx.setup.top_k) : 1.0;
+  const float scale = static_cast<float>(static_cast<double>(e * e) *
+                                         ctx.config.Float("load_balance_loss_weight") / k);
+  return t.Apply({OpKind::kMean,
+                  "",
+                  {{"scale", per_k ? "num_experts**2 * load_balance_loss_weight / "
+                                     "num_experts_per_tok (release: density / top_k)"
+                                   : "num_experts**2 * load_balance_loss_weight"}}},
                  {&density, &density_prob}, {"lb_loss", ""},
                  [&](const std::vector<const Array*>& a) {
                    const Array m = Mean(Mul(*a[0], *a[1]));

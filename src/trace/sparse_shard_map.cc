@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "config/maxtext_revision.h"
 #include "numeric/index_ops.h"
 #include "numeric/shape_ops.h"
 #include "shard/mesh.h"
@@ -99,13 +100,18 @@ ShardMapOperands EnterSparseShardMap(const MoeContext& ctx, const Value& inputs_
   std::optional<Value> pre_bias = pre_bias_in;
   if (pre_bias && s.deepseek3_routing)
     pre_bias = t.ShardWithLogical(*pre_bias, "pre_bias_logits", "BSE", sh.gate_axes);
-  k.w0 = t.ShardWithPspec(k.w0, "w0_kernel", "EMH", sh.w0);
-  k.w1 = t.ShardWithPspec(k.w1, "w1_kernel", "EMH", sh.w1);
-  k.wo = t.ShardWithPspec(k.wo, "wo_kernel", "EHM", sh.wo);
+  // The release constrains kernels and biases inside a local _fsdp_all_gather(w, pspec): its
+  // dump entries are all "moe/w".
+  const std::optional<std::string> w = RevisionOf(ctx.config).semantics == MoeSemantics::kRelease
+                                           ? std::optional<std::string>("w")
+                                           : std::nullopt;
+  k.w0 = t.ShardWithPspec(k.w0, "w0_kernel", "EMH", sh.w0, w);
+  k.w1 = t.ShardWithPspec(k.w1, "w1_kernel", "EMH", sh.w1, w);
+  k.wo = t.ShardWithPspec(k.wo, "wo_kernel", "EHM", sh.wo, w);
   if (k.w0_bias) {
-    k.w0_bias = t.ShardWithPspec(*k.w0_bias, "w0_bias", "EH", sh.w0_bias);
-    k.w1_bias = t.ShardWithPspec(*k.w1_bias, "w1_bias", "EH", sh.w1_bias);
-    k.wo_bias = t.ShardWithPspec(*k.wo_bias, "wo_bias", "EM", sh.wo_bias);
+    k.w0_bias = t.ShardWithPspec(*k.w0_bias, "w0_bias", "EH", sh.w0_bias, w);
+    k.w1_bias = t.ShardWithPspec(*k.w1_bias, "w1_bias", "EH", sh.w1_bias, w);
+    k.wo_bias = t.ShardWithPspec(*k.wo_bias, "wo_bias", "EM", sh.wo_bias, w);
   }
 
   // ---- shard_map(wrapper) ----

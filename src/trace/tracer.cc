@@ -213,8 +213,9 @@ Value Tracer::ShardWithLogical(const Value& x, const std::string& name, const st
 }
 
 Value Tracer::ShardWithPspec(const Value& x, const std::string& name, const std::string& dims,
-                             const PartitionSpec& spec) {
-  Dump(name, x.array(), "Unknown", spec);
+                             const PartitionSpec& spec,
+                             const std::optional<std::string>& dump_variable) {
+  Dump(dump_variable.value_or(name), x.array(), "Unknown", spec);
   return Constrain(x, name, dims, std::nullopt, spec, Constraint::kShardWithPspec);
 }
 

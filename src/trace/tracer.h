@@ -116,9 +116,10 @@ class Tracer {
   Value ShardWithLogical(const Value& x, const std::string& name, const std::string& dims,
                          const LogicalAxes& axes,
                          const std::optional<std::string>& dump_variable = std::nullopt);
-  // _maybe_shard_with_pspec(x, spec): dump entry logical "Unknown".
+  // _maybe_shard_with_pspec(x, spec): dump entry logical "Unknown"; `dump_variable` as above.
   Value ShardWithPspec(const Value& x, const std::string& name, const std::string& dims,
-                       const PartitionSpec& spec);
+                       const PartitionSpec& spec,
+                       const std::optional<std::string>& dump_variable = std::nullopt);
   // A fixed point XLA may not fuse across (jax.lax.optimization_barrier).
   Value OptimizationBarrier(const Value& x);
 

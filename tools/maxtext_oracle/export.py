@@ -1,0 +1,336 @@
+"""Runs MaxText's own MoE / MLP blocks on fake CPU devices and records what they compute and decide.
+
+For every case of cases.py with the given device count this process (one per device count,
+because XLA fixes the number of CPU devices at start-up):
+  1. loads the config as MaxText's CLI does: pyconfig.initialize([_, base.yml, k=v, ...]);
+  2. builds MaxText's mesh (maxtext_utils.get_mesh_from_config) on N CPU devices;
+  3. initialises RoutedMoE / RoutedAndSharedMoE / MlpBlock with a fixed seed, places every
+     parameter by its own logical annotation and MaxText's rules, and runs the forward pass;
+  4. writes the case: config.yml + tensors.npz (project golden format), sharding/ (MaxText's
+     sharding_info files), compiled.json (collectives of the compiled HLO, memory_analysis()).
+
+Nothing of MaxText is re-implemented here. Intermediate values are recorded by wrappers that
+call MaxText's own methods and keep what they return (GateLogit.__call__, RoutedMoE.get_topk,
+generate_masks, generate_masks_subgroup); the activation sharding records are MaxText's own
+debug_sharding dump (maxtext.utils.sharding._ACTIVATION_SHARDINGS_DUMP).
+"""
+
+import argparse
+import functools
+import json
+import os
+import sys
+import time
+
+# Must precede the first jax import: the fake device count is fixed when XLA starts.
+_DEVICES = None
+for _i, _a in enumerate(sys.argv):
+  if _a == "--devices":
+    _DEVICES = int(sys.argv[_i + 1])
+if _DEVICES:
+  os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                             f" --xla_force_host_platform_device_count={_DEVICES}").strip()
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax  # pylint: disable=wrong-import-position
+import jax.numpy as jnp  # pylint: disable=wrong-import-position
+import numpy as np  # pylint: disable=wrong-import-position
+from flax import nnx  # pylint: disable=wrong-import-position
+from flax import linen as nn  # pylint: disable=wrong-import-position
+from jax.sharding import NamedSharding, PartitionSpec  # pylint: disable=wrong-import-position
+
+from maxtext.configs import pyconfig  # pylint: disable=wrong-import-position
+from maxtext.layers import initializers, linears, moe  # pylint: disable=wrong-import-position
+from maxtext.utils import maxtext_utils  # pylint: disable=wrong-import-position
+from maxtext.utils import sharding as mt_sharding  # pylint: disable=wrong-import-position
+
+import cases as case_matrix  # pylint: disable=wrong-import-position
+import hlo_collectives  # pylint: disable=wrong-import-position
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class Recorder:
+  """Keeps the values MaxText's own methods return while one forward pass is traced."""
+
+  def __init__(self):
+    self.values = {}
+    self.active = False
+
+  def keep(self, name, value):
+    if self.active and value is not None and name not in self.values:
+      self.values[name] = value
+
+
+RECORDER = Recorder()
+
+
+def _install_recording_wrappers():
+  """Wrap (never copy) the MaxText methods whose results are golden-format arrays."""
+
+  def wrap(cls, method, names):
+    original = getattr(cls, method)
+    if getattr(original, "_shardtrace_wrapped", False):
+      return
+
+    @functools.wraps(original)
+    def wrapper(self, *args, **kwargs):
+      result = original(self, *args, **kwargs)
+      values = result if isinstance(result, tuple) else (result,)
+      for name, value in zip(names, values):
+        if name:
+          RECORDER.keep(name, value)
+      return result
+
+    wrapper._shardtrace_wrapped = True  # pylint: disable=protected-access
+    setattr(cls, method, wrapper)
+
+  wrap(moe.GateLogit, "__call__", ("gate_logits", "pre_bias_logits"))
+  wrap(moe.RoutedMoE, "generate_masks", ("dispatch_mask", "combine_mask"))
+  wrap(moe.RoutedMoE, "generate_masks_subgroup", ("dispatch_mask", "combine_mask"))
+
+
+def load_config(case, base_yml):
+  argv = ["export.py", base_yml] + [f"{k}={_cli_value(v)}" for k, v in case_matrix.pyconfig_overrides(case)]
+  return pyconfig.initialize(argv)
+
+
+def _cli_value(v):
+  if isinstance(v, bool):
+    return "true" if v else "false"
+  if isinstance(v, (list, tuple)):
+    return "[" + ",".join(f"'{x}'" if isinstance(x, str) else str(x) for x in v) + "]"
+  return str(v)
+
+
+def build_block(case, config, mesh, seed):
+  rngs = nnx.Rngs(params=seed, dropout=seed + 1)
+  kernel_init = initializers.nd_dense_init(1.0, "fan_in", "truncated_normal")
+  if case["block"] == "mlp":
+    return linears.MlpBlock(
+        config=config, mesh=mesh, in_features=config.emb_dim, intermediate_dim=config.mlp_dim,
+        activations=config.mlp_activations, kernel_init=kernel_init, intermediate_dropout_rate=0.0,
+        dtype=config.dtype, weight_dtype=config.weight_dtype, use_bias=config.mlp_bias, rngs=rngs)
+  if case["block"] == "shared":
+    return moe.RoutedAndSharedMoE(
+        config=config, mesh=mesh, kernel_init=kernel_init, kernel_axes=("embed", None), rngs=rngs,
+        weight_dtype=config.weight_dtype, dtype=config.dtype)
+  return moe.RoutedMoE(
+      config=config, num_experts=config.num_experts, num_experts_per_tok=config.num_experts_per_tok,
+      mesh=mesh, kernel_init=kernel_init, kernel_axes=("embed", None), rngs=rngs,
+      intermediate_dim=config.moe_mlp_dim, weight_dtype=config.weight_dtype, dtype=config.dtype)
+
+
+def _path_str(path):
+  return "/".join(str(getattr(p, "key", p)) for p in path)
+
+
+BLOCK_CLASS = {"moe": "RoutedMoE", "shared": "RoutedAndSharedMoE", "mlp": "MlpBlock"}
+
+
+def param_shardings(state, mesh, rules, block_class):
+  """Logical and named sharding of every parameter, from its own nnx annotation + MaxText's rules."""
+  logical, named = {}, {}
+  for path, var in nnx.to_flat_state(state):
+    # MaxText's sharding_dump.py key form for a train state's parameter tree; the block alone,
+    # under its class name where a model would put its decoder-layer path.
+    name = f".params/['params']/['{block_class}']/" + "/".join(f"['{p}']" for p in path)
+    axes = var.get_metadata().get("out_sharding") or var.get_metadata().get("sharding")
+    value = var.get_value() if hasattr(var, "get_value") else var.value
+    spec_logical = PartitionSpec(*axes) if axes else PartitionSpec()
+    spec_mesh = nn.logical_to_mesh_axes(tuple(axes), rules) if axes else PartitionSpec()
+    logical[name] = (spec_logical, list(value.shape))
+    named[name] = (NamedSharding(mesh, spec_mesh), list(value.shape))
+  return logical, named
+
+
+def _json_spec(spec):
+  def convert(entry):
+    if isinstance(entry, tuple):
+      return [convert(e) for e in entry]
+    return None if entry is None else str(entry)
+
+  return [convert(e) for e in spec]
+
+
+def sharding_files(logical, named, mesh):
+  named_json = {
+      k: {"mesh": {"axis_names": list(mesh.axis_names), "shape": dict(mesh.shape)},
+          "partition_spec": _json_spec(s.spec), "shape": shape}
+      for k, (s, shape) in named.items()
+  }
+  logical_json = {k: {"partition_spec": _json_spec(s), "shape": shape} for k, (s, shape) in logical.items()}
+  input_json = {"Activation Sharding Dump": list(mt_sharding._ACTIVATION_SHARDINGS_DUMP)}  # pylint: disable=protected-access
+  return named_json, logical_json, input_json
+
+
+def golden_arrays(case, params_flat, inputs, outputs, recorded):
+  """Map MaxText's parameter paths and recorded values onto the golden-format names."""
+  f32 = lambda a: np.asarray(jnp.asarray(a, jnp.float32)) if jnp.issubdtype(jnp.asarray(a).dtype, jnp.floating) else np.asarray(a)
+  out = {"inputs": f32(inputs)}
+  if case["block"] == "mlp":
+    names = {"wi_0/kernel": "mlp_wi_0", "wi_1/kernel": "mlp_wi_1", "wo/kernel": "mlp_wo", "wi/kernel": "mlp_wi"}
+  else:
+    prefix = "MoeBlock_0/" if case["block"] == "shared" else ""
+    names = {f"{prefix}gate/kernel": "gate_kernel", f"{prefix}gate/bias": "gate_bias", f"{prefix}wi_0": "wi_0",
+             f"{prefix}wi_1": "wi_1", f"{prefix}wo": "wo", f"{prefix}wi_0_bias": "wi_0_bias",
+             f"{prefix}wi_1_bias": "wi_1_bias", f"{prefix}wo_bias": "wo_bias",
+             "shared_experts/wi_0/kernel": "shared_wi_0", "shared_experts/wi_1/kernel": "shared_wi_1",
+             "shared_experts/wo/kernel": "shared_wo"}
+  unmapped = []
+  for path, value in params_flat.items():
+    if path in names:
+      out[names[path]] = f32(value)
+    else:
+      unmapped.append(path)
+  out["output"] = f32(outputs[0])
+  if case["block"] != "mlp":
+    if outputs[1] is not None:
+      out["lb_loss"] = f32(outputs[1])
+    if outputs[2] is not None:
+      out["bias_updates"] = f32(outputs[2])
+    for name in ("gate_logits", "pre_bias_logits", "top_k_weights", "top_k_indices", "dispatch_mask",
+                 "combine_mask"):
+      if name in recorded and recorded[name] is not None:
+        a = recorded[name]
+        out[name] = np.asarray(a, np.int32) if name == "top_k_indices" else (
+            np.asarray(a, bool) if name == "dispatch_mask" else f32(a))
+  return out, unmapped
+
+
+def run_case(case, base_yml, out_dir, seed):
+  t0 = time.time()
+  config = load_config(case, base_yml)
+  mesh = maxtext_utils.get_mesh_from_config(config)
+  rules = config.logical_axis_rules
+  with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
+    block = build_block(case, config, mesh, seed)
+  graphdef, state = nnx.split(block)
+  logical, named = param_shardings(nnx.state(block, nnx.Param), mesh, rules, BLOCK_CLASS[case["block"]])
+
+  b, s, m = config.global_batch_size_to_train_on, config.max_target_length, config.emb_dim
+  if case.get("decode"):
+    s = 1
+  inputs = jax.random.normal(jax.random.PRNGKey(seed + 7), (b, s, m), jnp.float32).astype(config.dtype)
+  act_axes = ("activation_batch", "activation_norm_length", "activation_embed")
+  in_sharding = NamedSharding(mesh, nn.logical_to_mesh_axes(act_axes, rules))
+  inputs = jax.device_put(inputs, in_sharding)
+
+  # Parameters placed as MaxText places them: each one's logical annotation through the rules.
+  with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
+    state = jax.device_put(state, nn.logical_to_mesh_sharding(nnx.get_partition_spec(state), mesh, rules))
+
+  def forward(state, x):
+    model = nnx.merge(graphdef, state)
+    result = model(x)
+    return result if isinstance(result, tuple) else (result, None, None)
+
+  # (c) + (b): the plain forward, traced once with debug_sharding on, compiled, inspected.
+  mt_sharding.clear_input_shardings_dump()
+  with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
+    lowered = jax.jit(forward).lower(state, inputs)
+  named_json, logical_json, input_json = sharding_files(logical, named, mesh)
+  compiled_info = {"lowered_collectives": hlo_collectives.collectives_from_stablehlo(lowered.as_text())}
+  try:
+    compiled = lowered.compile()
+  except jax.errors.JaxRuntimeError as e:
+    # XLA:CPU cannot compile some collectives (ragged-all-to-all): the case keeps its sharding
+    # dump and the explicit collectives of the lowered module, and has no numbers.
+    compiled_info["compile_error"] = str(e).splitlines()[0]
+    write_case(case, config, base_yml, out_dir, None, [], named_json, logical_json, input_json,
+               compiled_info, mesh, time.time() - t0)
+    return
+  mem = compiled.memory_analysis()
+  compiled_info["memory_analysis"] = {
+      k: int(getattr(mem, k)) for k in dir(mem) if k.endswith("_in_bytes") and not k.startswith("_")}
+  compiled_info["collectives"] = hlo_collectives.collectives_from_hlo(compiled.as_text())
+
+  # (a): numbers, with MaxText's own routing functions applied to what its gate returned.
+  def capture(state, x):
+    RECORDER.values = {}
+    RECORDER.active = True
+    try:
+      model = nnx.merge(graphdef, state)
+      result = model(x)
+      result = result if isinstance(result, tuple) else (result, None, None)
+      rec = dict(RECORDER.values)
+    finally:
+      RECORDER.active = False
+    if case["block"] != "mlp" and "gate_logits" in rec:
+      routed = model.MoeBlock_0 if case["block"] == "shared" else model
+      w, idx = routed.get_topk(rec["gate_logits"], rec.get("pre_bias_logits"), routed.rngs)
+      rec["top_k_weights"], rec["top_k_indices"] = w, idx
+    return result, rec
+
+  with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
+    outputs, recorded = jax.jit(capture)(state, inputs)
+  params_flat = {"/".join(str(p) for p in path): (var.get_value() if hasattr(var, "get_value") else var.value)
+                 for path, var in nnx.to_flat_state(nnx.state(block, nnx.Param))}
+  arrays, unmapped = golden_arrays(case, params_flat, inputs, outputs, recorded)
+  write_case(case, config, base_yml, out_dir, arrays, unmapped, named_json, logical_json, input_json,
+             compiled_info, mesh, time.time() - t0)
+
+
+def write_case(case, config, base_yml, out_dir, arrays, unmapped, named_json, logical_json, input_json,
+               compiled_info, mesh, seconds):
+  d = os.path.join(out_dir, case["name"])
+  os.makedirs(os.path.join(d, "sharding"), exist_ok=True)
+  lines = [f"# MaxText oracle case {case['name']}: {case['what']}",
+           f"# Exported by tools/maxtext_oracle/export.py from maxtext {case_matrix.maxtext_version()} "
+           f"(jax {jax.__version__}) on {len(mesh.devices.flat)} CPU devices, seed {case_matrix.SEED}.",
+           f"# base.yml: testdata/maxtext/configs/base.yml (the release's); block: {case['block']}",
+           f"# mesh: {dict((k, v) for k, v in mesh.shape.items() if v > 1) or 'single device'}"]
+  if unmapped:
+    lines.append(f"# parameters without a golden-format name (not exported): {', '.join(unmapped)}")
+  for k, v in case_matrix.pyconfig_overrides(case):
+    lines.append(f"{k}: {json.dumps(v)}")
+  with open(os.path.join(d, "config.yml"), "w", encoding="utf-8") as f:
+    f.write("\n".join(lines) + "\n")
+  if arrays is not None:
+    np.savez_compressed(os.path.join(d, "tensors.npz"), **arrays)
+  for name, obj in (("named_shardings.json", named_json), ("logical_shardings.json", logical_json),
+                    ("input_shardings.json", input_json)):
+    with open(os.path.join(d, "sharding", name), "w", encoding="utf-8") as f:
+      json.dump(obj, f, indent=2)
+      f.write("\n")
+  compiled = {
+      "devices": len(mesh.devices.flat),
+      "mesh": {k: int(v) for k, v in mesh.shape.items()},
+      "block": case["block"],
+      **compiled_info,
+  }
+  with open(os.path.join(d, "compiled.json"), "w", encoding="utf-8") as f:
+    json.dump(compiled, f, indent=1)
+    f.write("\n")
+  status = compiled_info.get("compile_error") or f"{len(compiled_info['collectives'])} collectives, {len(arrays)} arrays"
+  print(f"{case['name']}: {status}, {seconds:.1f} s", flush=True)
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__)
+  parser.add_argument("--devices", type=int, required=True)
+  parser.add_argument("--out", required=True)
+  parser.add_argument("--base-yml", default=None)
+  parser.add_argument("--only", default=None, help="comma-separated case names")
+  args = parser.parse_args()
+  base_yml = args.base_yml or case_matrix.release_base_yml()
+  _install_recording_wrappers()
+  assert len(jax.devices()) == args.devices, jax.devices()
+  only = set(args.only.split(",")) if args.only else None
+  failures = []
+  for case in case_matrix.CASES:
+    if case["devices"] != args.devices or (only and case["name"] not in only):
+      continue
+    try:
+      run_case(case, base_yml, args.out, case_matrix.SEED)
+    except Exception as e:  # pylint: disable=broad-except
+      import traceback  # pylint: disable=import-outside-toplevel
+      traceback.print_exc()
+      failures.append((case["name"], f"{type(e).__name__}: {e}"))
+  for name, err in failures:
+    print(f"FAILED {name}: {err}", file=sys.stderr)
+  sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,121 @@
+"""The generated tables of testdata/maxtext/README.md: the case matrix, and per-device memory of
+every oracle case, shardtrace's figures beside XLA's memory_analysis().
+
+Usage: readme_tables.py FIXTURES_DIR SHARDTRACE_BINARY [README]
+Prints both tables; with README, replaces the parts of README between the
+`<!-- case-table:begin -->` / `<!-- memory-table:begin -->` markers and their `:end` markers.
+
+shardtrace's side is its symbolic trace of the case (`trace --format json`, totals): weight
+bytes per device, the block input's bytes per device and peak live activations. XLA's side is
+the compiled forward pass of the same case: argument (parameters + input), output and temp
+bytes. The gaps are shown as they are; nothing is tuned to close them. Needs only the standard
+library and the built binary.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+
+def overrides(config_yml):
+  out = []
+  with open(config_yml, encoding="utf-8") as f:
+    for line in f:
+      line = line.strip()
+      if not line or line.startswith("#"):
+        continue
+      key, value = line.split(":", 1)
+      value = value.strip()
+      if value.startswith('"') and value.endswith('"'):
+        value = value[1:-1]
+      if value.startswith("["):
+        value = value.replace('"', "").replace(" ", "")
+      out.append(f"{key}={value}")
+  return out
+
+
+def shardtrace_totals(binary, fixtures, case_dir, block):
+  args = [binary, "trace", os.path.join(fixtures, "configs", "base.yml")] + overrides(
+      os.path.join(case_dir, "config.yml")) + ["--format", "json"]
+  if block == "mlp":
+    args += ["--block", "mlp"]
+  trace = json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)
+  inputs = next((t["bytes_per_device"] for t in trace["tensors"] if t["name"] == "inputs"), None)
+  return trace["totals"], inputs
+
+
+def kib(n):
+  return "—" if n is None else f"{n / 1024:.1f}"
+
+
+def table(fixtures, binary):
+  rows = [
+      "| case | devices | shardtrace weights | shardtrace input | XLA argument | argument − (weights + input) "
+      "| shardtrace peak activations | XLA temp | XLA output |",
+      "|---|---|---|---|---|---|---|---|---|",
+  ]
+  cases = os.path.join(fixtures, "cases")
+  for name in sorted(os.listdir(cases)):
+    d = os.path.join(cases, name)
+    with open(os.path.join(d, "compiled.json"), encoding="utf-8") as f:
+      compiled = json.load(f)
+    totals, inputs = shardtrace_totals(binary, fixtures, d, compiled["block"])
+    mem = compiled.get("memory_analysis")
+    weights = totals["weight_bytes_per_device"]
+    if mem is None:
+      rows.append(f"| {name} | {compiled['devices']} | {kib(weights)} | {kib(inputs)} | not compiled (XLA:CPU) "
+                  f"| — | {kib(totals['peak_activation_bytes_per_device'])} | — | — |")
+      continue
+    arg = mem["argument_size_in_bytes"]
+    gap = arg - weights - (inputs or 0)
+    rows.append(f"| {name} | {compiled['devices']} | {kib(weights)} | {kib(inputs)} | {kib(arg)} | {gap / 1024:+.1f} "
+                f"| {kib(totals['peak_activation_bytes_per_device'])} | {kib(mem['temp_size_in_bytes'])} "
+                f"| {kib(mem['output_size_in_bytes'])} |")
+  return "\n".join(rows) + "\n"
+
+
+def case_table(fixtures):
+  rows = ["| case | devices | mesh | block | numbers | HLO collectives | what it runs |", "|---|---|---|---|---|---|---|"]
+  cases = os.path.join(fixtures, "cases")
+  for name in sorted(os.listdir(cases)):
+    d = os.path.join(cases, name)
+    with open(os.path.join(d, "compiled.json"), encoding="utf-8") as f:
+      compiled = json.load(f)
+    with open(os.path.join(d, "config.yml"), encoding="utf-8") as f:
+      what = f.readline().split(": ", 1)[1].strip()
+    mesh = ", ".join(f"{k}={v}" for k, v in compiled["mesh"].items() if v > 1) or "1 device"
+    numbers = "yes" if os.path.exists(os.path.join(d, "tensors.npz")) else "no"
+    if "collectives" in compiled:
+      ops = {}
+      for c in compiled["collectives"]:
+        ops[c["op"]] = ops.get(c["op"], 0) + 1
+      hlo = ", ".join(f"{k} x{v}" for k, v in sorted(ops.items())) or "none"
+    else:
+      hlo = "not compiled: " + compiled.get("compile_error", "")[:60].replace("|", "/")
+    rows.append(f"| {name} | {compiled['devices']} | {mesh} | {compiled['block']} | {numbers} | {hlo} | {what} |")
+  return "\n".join(rows) + "\n"
+
+
+def replace_between(content, marker, text):
+  begin, end = f"<!-- {marker}:begin -->\n", f"<!-- {marker}:end -->"
+  a, b = content.index(begin) + len(begin), content.index(end)
+  return content[:a] + text + content[b:]
+
+
+def main():
+  fixtures, binary = sys.argv[1], sys.argv[2]
+  cases, memory = case_table(fixtures), table(fixtures, binary)
+  if len(sys.argv) > 3:
+    readme = sys.argv[3]
+    with open(readme, encoding="utf-8") as f:
+      content = f.read()
+    content = replace_between(replace_between(content, "case-table", cases), "memory-table", memory)
+    with open(readme, "w", encoding="utf-8") as f:
+      f.write(content)
+  else:
+    sys.stdout.write(cases + "\n" + memory)
+
+
+if __name__ == "__main__":
+  main()
