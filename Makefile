@@ -5,7 +5,8 @@ BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: deps build demo test bench golden clean format maxtext-venv maxtext-fixtures maxtext-verify
+.PHONY: deps build demo test bench golden clean format mermaid-check maxtext-venv maxtext-fixtures \
+	maxtext-verify
 
 deps:
 	@scripts/install-deps.sh
@@ -31,6 +32,18 @@ golden: build
 	UPDATE_GOLDEN=1 $(BUILD)/shardtrace_tests
 	cd $(BUILD) && ctest -j$(JOBS) --output-on-failure
 	@git status --short testdata visualizations
+
+# Parses every Mermaid block of visualizations/*.md with mermaid.js itself (the QuickJS engine
+# of the pinned `mmdc` package, in a venv under the build directory; needs PyPI the first time,
+# never Node.js). `make test` does not need it: the tests check the same graphs structurally.
+MERMAID_VENV := $(BUILD)/mermaid-venv
+$(MERMAID_VENV)/bin/python: tools/mermaid_check/requirements.txt
+	@python3 -m venv $(MERMAID_VENV)
+	@$(MERMAID_VENV)/bin/pip install -q -r tools/mermaid_check/requirements.txt
+	@touch $@
+
+mermaid-check: $(MERMAID_VENV)/bin/python
+	@$(MERMAID_VENV)/bin/python -W ignore tools/mermaid_check/check_mermaid.py visualizations/*.md
 
 bench: build
 	@$(BUILD)/shardtrace_bench

@@ -170,6 +170,22 @@ TEST_CASE("diff: the seed-era base.yml against current main's, same model", "[co
                    "fsdp, fsdp_transpose, expert]") != std::string::npos);
 }
 
+TEST_CASE("diff: ring of experts vs all-to-all, the collectives a reviewer counts by hand",
+          "[compare][diff]") {
+  const auto r = RunShardtrace({"diff", "model_name=mixtral-8x7b", "--devices", "8",
+                                "ici_expert_parallelism=4", "--a", "use_ring_of_experts=true",
+                                "--b", "use_ring_of_experts=false"});
+  CHECK(r.status == 1);
+  CompareWithGolden("expected/diff_ring_vs_all_to_all.txt", r.out);
+  CHECK(r.out.find("selected by use_ring_of_experts") != std::string::npos);
+  for (const char* row : {"  removed  RoutedMoE/sparse_matmul/wrapper/all_gather:x#0 ",
+                          "  removed  RoutedMoE/sparse_matmul/wrapper/psum_scatter:output#0 ",
+                          "  added    RoutedMoE/sparse_matmul/wrapper/ragged_all_to_all:x#0 "}) {
+    INFO(row);
+    CHECK(r.out.find(row) != std::string::npos);
+  }
+}
+
 TEST_CASE("diff: identical sides exit 0; bad arguments exit 2", "[compare][diff]") {
   const auto same = RunShardtrace({"diff", "model_name=mixtral-8x7b", "--devices", "8", "--a",
                                    "learning_rate=1e-4", "--b", "learning_rate=2e-4"});
@@ -274,6 +290,21 @@ TEST_CASE("render: a block the model does not have exits 2", "[compare][render]"
   CHECK(r.status == 2);
   CHECK(r.out.empty());
   CHECK(r.err.rfind("shardtrace: error: --block shared: decoder_block mixtral", 0) == 0);
+}
+
+}  // namespace
+}  // namespace shardtrace
+
+namespace shardtrace {
+namespace {
+
+TEST_CASE("--help lists the comparison commands", "[compare][cli]") {
+  const auto r = testing::RunShardtrace({"--help"});
+  CHECK(r.status == 0);
+  for (const char* command : {"diff", "render", "compare-dump"}) {
+    INFO(command);
+    CHECK(r.out.find(std::string("\n  ") + command + " ") != std::string::npos);
+  }
 }
 
 }  // namespace

@@ -8,6 +8,9 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <map>
+#include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -15,6 +18,7 @@
 #include "cli/visualization_pages.h"
 #include "emit/ascii_flow.h"
 #include "emit/mask_tree.h"
+#include "emit/mermaid_flow.h"
 #include "emit/text_table.h"
 #include "emit/trace_invariants.h"
 #include "test_support.h"
@@ -333,6 +337,83 @@ std::vector<std::string> HeavyBoxHeads(const std::string& flow) {
   return heads;
 }
 
+// The text of the ```mermaid block of a page.
+std::string MermaidBlock(const std::string& markdown) {
+  const size_t start = markdown.find("```mermaid\n");
+  if (start == std::string::npos) return "";
+  const size_t end = markdown.find("\n```", start + 11);
+  return markdown.substr(start + 11, end - start - 11 + 1);
+}
+
+// A strict structural reading of the flowcharts MermaidFlow writes (the Makefile's
+// mermaid-check runs mermaid.js's own parser on the pages): `flowchart TD` first; every
+// subgraph closed; node statements `id["label"]`, `id[["label"]]` or
+// `id(["label"]):::collective` (a label may continue on the next line after a `<br/>`) with
+// no bare quote inside a label; edges `a --> b` between defined ids; the `[[...]]` nodes
+// exactly those of `class ... constrained`. Returns the problems found.
+std::vector<std::string> MermaidProblems(const std::string& text,
+                                         std::map<std::string, std::string>* labels) {
+  std::vector<std::string> problems;
+  std::vector<std::string> statements;
+  {
+    std::istringstream lines(text);
+    std::string line;
+    while (std::getline(lines, line)) {
+      const std::string stmt = line.substr(std::min(line.size(), line.find_first_not_of(' ')));
+      if (!statements.empty() && statements.back().ends_with("<br/>")) {
+        statements.back() += stmt;
+      } else {
+        statements.push_back(stmt);
+      }
+    }
+  }
+  if (statements.empty() || statements.front() != "flowchart TD")
+    problems.push_back("the first line is not flowchart TD");
+  int depth = 0;
+  std::vector<std::pair<std::string, std::string>> edges;
+  std::set<std::string> double_bordered, constrained_class;
+  const std::regex node(R"re(^(n|c)(\d+)(\[\[|\(\[|\[)"([^"]*)"(\]\]|\]\)|\])(:::collective)?$)re");
+  const std::regex subgraph(R"re(^subgraph s\d+\["[^"]*"\]$)re");  // may hold a <br/>
+  const std::regex edge(R"(^([nc]\d+) --> ([nc]\d+)$)");
+  const std::regex class_def(R"(^classDef \w+ [\w:#-]+$)");
+  const std::regex class_use(R"(^class ((n\d+,)*n\d+) (constrained|weight)$)");
+  for (size_t i = 1; i < statements.size(); ++i) {
+    const std::string& stmt = statements[i];
+    std::smatch m;
+    if (std::regex_match(stmt, subgraph)) {
+      ++depth;
+    } else if (stmt == "end") {
+      if (--depth < 0) problems.push_back("end without subgraph");
+    } else if (std::regex_match(stmt, m, node)) {
+      const std::string id = m[1].str() + m[2].str();
+      if (labels->count(id)) problems.push_back("node defined twice: " + id);
+      (*labels)[id] = m[4].str();
+      const std::string open = m[3].str(), close = m[5].str();
+      if ((open == "[[") != (close == "]]") || (open == "([") != (close == "])"))
+        problems.push_back("unbalanced shape: " + stmt);
+      if ((open == "([") != (m[1].str() == "c") || (open == "([") != m[6].matched)
+        problems.push_back("collectives and only they are ([...]):::collective: " + stmt);
+      if (open == "[[") double_bordered.insert(id);
+    } else if (std::regex_match(stmt, m, edge)) {
+      edges.emplace_back(m[1].str(), m[2].str());
+    } else if (std::regex_match(stmt, m, class_use)) {
+      if (m[3].str() != "constrained") continue;
+      std::istringstream ids(m[1].str());
+      std::string id;
+      while (std::getline(ids, id, ',')) constrained_class.insert(id);
+    } else if (!std::regex_match(stmt, class_def)) {
+      problems.push_back("not a statement MermaidFlow writes: " + stmt);
+    }
+  }
+  if (depth != 0) problems.push_back("unclosed subgraph");
+  for (const auto& [from, to] : edges)
+    if (!labels->count(from) || !labels->count(to))
+      problems.push_back("edge to an undefined node: " + from + " --> " + to);
+  if (double_bordered != constrained_class)
+    problems.push_back("the [[...]] nodes are not the class constrained ones");
+  return problems;
+}
+
 TEST_CASE("every visualization page keeps the conventions", "[viz]") {
   for (const VisualizationPage& v : VisualizationPages()) {
     const RenderedPage page = RenderPage(v);
@@ -376,7 +457,57 @@ TEST_CASE("every visualization page keeps the conventions", "[viz]") {
     CHECK(page.text.find("| source | ") != std::string::npos);
     CHECK(page.text.find("| config | ") != std::string::npos);
     CHECK(page.text.find("base.yml") != std::string::npos);
+
+    // The Mermaid graph of the same trace, structurally valid.
+    const std::string block = MermaidBlock(page.text);
+    CHECK(block == MermaidFlow(page.trace));
+    std::map<std::string, std::string> labels;
+    const std::vector<std::string> problems = MermaidProblems(block, &labels);
+    for (const std::string& p : problems) FAIL_CHECK(p);
+    // Each explicit constraint is a marked node naming its statement and spec; each
+    // collective is a node of its own.
+    size_t collectives = 0;
+    for (const OpRecord& op : page.trace.ops) collectives += op.collective.has_value();
+    size_t marked = 0, exchange = 0;
+    for (const auto& [id, label] : labels) {
+      marked += label.find("<br/>" + std::string("maybe_shard")) != std::string::npos ||
+                label.find("<br/>kernel_axes") != std::string::npos ||
+                label.find("<br/>shard_map_") != std::string::npos;
+      exchange += id[0] == 'c';
+    }
+    CHECK(marked == constrained);
+    CHECK(exchange == collectives);
   }
+}
+
+TEST_CASE("trace --format mermaid prints a page's flowchart", "[viz]") {
+  const VisualizationPage page = VisualizationPages()[5];  // ragged all-to-all, collectives
+  REQUIRE(page.file == "moe_sparse_ragged_all_to_all.md");
+  std::vector<std::string> args = {"trace"};
+  args.insert(args.end(), page.args.begin(), page.args.end());
+  for (const std::string& a :
+       {std::string("--devices"), std::to_string(page.devices), std::string("--numeric"),
+        std::string("--seed"), std::string("1"), std::string("--format"), std::string("mermaid")})
+    args.push_back(a);
+  const CommandResult r = RunShardtrace(args);
+  INFO(r.err);
+  CHECK(r.status == 0);
+  CHECK(r.out == MermaidBlock(ReadFile(SourcePath("visualizations/" + page.file))));
+  CHECK(r.out.find("([\"⇄ ragged_all_to_all over expert\"]):::collective") != std::string::npos);
+}
+
+TEST_CASE("mermaid labels escape quotes", "[viz]") {
+  Trace trace;
+  TensorRecord t;
+  t.name = "a\"b";
+  t.dims = "T";
+  t.shape = {2};
+  trace.tensors.push_back(t);
+  const std::string text = MermaidFlow(trace);
+  CHECK(text ==
+        "flowchart TD\n  n0[\"a#quot;b: act [T=2] f32\"]\n"
+        "  classDef constrained stroke-width:3px\n  classDef weight fill:#fff3d6\n"
+        "  classDef collective fill:#e3f0ff\n");
 }
 
 TEST_CASE("generate --check passes on the committed visualizations", "[viz]") {

@@ -49,7 +49,14 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
       "  shardtrace dump path/to/maxtext/configs/base.yml model_name=deepseek2-16b "
       "ici_expert_parallelism=4 --devices 16\n"
       "  shardtrace check testdata/goldens/sparse_ep2_mixtral\n"
-      "  shardtrace generate --check");
+      "  shardtrace generate --check\n"
+      "  shardtrace diff model_name=mixtral-8x7b --devices 8 --a ici_expert_parallelism=1 --b "
+      "ici_expert_parallelism=4\n"
+      "  shardtrace render path/to/maxtext/configs/base.yml model_name=deepseek3-671b "
+      "ici_expert_parallelism=64 --devices 256 -o deepseek3.md\n"
+      "  shardtrace compare-dump path/to/sharding_info/deepseek2-16b/v6e-16/slice_1/"
+      "rule_default_ici_fsdp_parallelism=-1_ici_expert_parallelism=4 "
+      "path/to/maxtext/configs/base.yml");
 
   CommonOptions config_options;
   CLI::App* config_cmd =
@@ -76,7 +83,7 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   TraceOptions trace_options;
   CLI::App* trace_cmd =
       app.add_subcommand("trace", "run a MoE/MLP block and record every tensor and collective");
-  AddCommon(trace_cmd, trace_options.common, {"table", "json", "dot", "svg"});
+  AddCommon(trace_cmd, trace_options.common, {"table", "json", "dot", "svg", "mermaid"});
   trace_cmd
       ->add_option("--block", trace_options.block,
                    "moe (routed experts), mlp (dense MlpBlock), shared (shared-expert MlpBlock)")

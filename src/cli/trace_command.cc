@@ -4,6 +4,7 @@
 #include "config/run_inputs.h"
 #include "emit/dot_graph.h"
 #include "emit/maxtext_dump.h"
+#include "emit/mermaid_flow.h"
 #include "emit/trace_json.h"
 #include "emit/trace_table.h"
 #include "io/npz.h"
@@ -36,10 +37,11 @@ void RunTraceCommand(const TraceOptions& options, std::ostream& out) {
   const BlockRun run = RunBlock(in.config, in.mesh, setup, params, ParseBlock(options.block),
                                 numeric, options.path == "masked_loop");
   const Trace& trace = run.trace;
-  const std::string text = common.format == "json"  ? TraceToJson(trace)
-                           : common.format == "dot" ? TraceToDot(trace)
-                           : common.format == "svg" ? TraceToSvg(trace)
-                                                    : TraceToTable(trace);
+  const std::string text = common.format == "json"      ? TraceToJson(trace)
+                           : common.format == "dot"     ? TraceToDot(trace)
+                           : common.format == "svg"     ? TraceToSvg(trace)
+                           : common.format == "mermaid" ? MermaidFlow(trace)
+                                                        : TraceToTable(trace);
   WriteOutput(common, text, out);
 }
 

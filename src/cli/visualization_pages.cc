@@ -7,6 +7,7 @@
 #include "emit/ascii_flow.h"
 #include "emit/fact_text.h"
 #include "emit/mask_tree.h"
+#include "emit/mermaid_flow.h"
 #include "emit/spec_markdown.h"
 #include "emit/text_table.h"
 #include "emit/trace_invariants.h"
@@ -421,6 +422,7 @@ RenderedPage RenderPage(const VisualizationPage& v) {
   doc.source = PageSourceText(v.source);
   doc.config_files = in.config.loaded_files();
   doc.flow = AsciiFlow(run.trace);
+  doc.mermaid = MermaidFlow(run.trace);
   if (v.routing_tree)
     doc.examples = RoutingExamples(
         run,

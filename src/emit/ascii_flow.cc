@@ -227,9 +227,7 @@ class FlowRenderer {
         c.participants, HumanBytes(max_of(c.bytes_sent)), HumanBytes(max_of(c.bytes_received)));
   }
 
-  std::string Head(const TensorRecord& t) const {
-    return fmt::format("{}: {} {} {}", t.name, ToString(t.kind), DimShape(t), ShortDtype(t.dtype));
-  }
+  std::string Head(const TensorRecord& t) const { return TensorHead(t); }
 
   std::string Condition(const TensorRecord& t, const Stated& stated) const {
     const std::string text = IfText(Clauses(t.condition), stated);
@@ -257,10 +255,12 @@ class FlowRenderer {
 
   // An unconstrained run of records: `name: act [dims] dtype ← op, op  (if cond)`.
   std::vector<std::string> PlainLines(const std::vector<int>& ids, const Stated& stated,
-                                      size_t width) const {
+                                      size_t width, int previous) const {
     const TensorRecord& t = trace_.tensors[ids.back()];
     std::vector<std::string> ops;
-    int chained = -1;
+    // The line just above holding the same name is this tensor's earlier value: an op on
+    // it (checkpoint_name(layer_w0)) does not repeat it.
+    int chained = previous >= 0 && trace_.tensors[previous].name == t.name ? previous : -1;
     for (const int id : ids) {
       if (const OpRecord* op = Producer(id)) ops.push_back(OpText(*op, chained));
       chained = id;
@@ -314,15 +314,28 @@ class FlowRenderer {
         if (trace_.tensors[in].name != t.name) renamed.push_back(in);
       if (!renamed.empty()) head += "  ← " + InputNames(renamed);
     }
-    std::vector<std::string> body = {head + Condition(t, stated)};
+    std::vector<std::string> body = {head};
+    if (const std::string cond = Condition(t, stated); !cond.empty()) {
+      if (DisplayWidth(head + cond) <= width - 4) {
+        body.front() += cond;
+      } else {
+        body.push_back(cond);
+      }
+    }
     if (t.partition_spec && t.partition_spec->rank() == t.shape.size()) {
       for (std::string& l : DimLines(t)) body.push_back(std::move(l));
     } else {
       if (t.logical_axes) body.push_back("logical " + LogicalAxesToString(*t.logical_axes));
     }
-    body.push_back(fmt::format("{}: {} per device, {}",
-                               t.partition_spec ? t.partition_spec->ToString() : "P()",
-                               ShapeToString(t.local_shape), HumanBytes(t.bytes_per_device)));
+    const std::string spec = t.partition_spec ? t.partition_spec->ToString() : "P()";
+    const std::string local = fmt::format("{} per device, {}", ShapeToString(t.local_shape),
+                                          HumanBytes(t.bytes_per_device));
+    if (DisplayWidth(spec + ": " + local) <= width - 4) {
+      body.push_back(spec + ": " + local);
+    } else {
+      body.push_back(spec);
+      body.push_back("  = " + local);
+    }
     std::vector<std::string> lines =
         Frame(ToString(t.constraint), WrapAll(body, width - 4), /*heavy=*/true);
     if (Collective(id))
@@ -333,12 +346,14 @@ class FlowRenderer {
 
   std::vector<std::string> Contents(size_t stage, const Stated& stated, size_t width) const {
     std::vector<std::string> lines;
+    int previous = -1;
     for (const Item& item : stages_[stage].items) {
       const std::vector<std::string> part =
           trace_.tensors[item.tensors.front()].constraint != Constraint::kNone
               ? ConstrainedLines(item.tensors.front(), stated, width)
-              : PlainLines(item.tensors, stated, width);
+              : PlainLines(item.tensors, stated, width, previous);
       lines.insert(lines.end(), part.begin(), part.end());
+      previous = item.tensors.back();
     }
     return lines;
   }
@@ -491,6 +506,10 @@ std::string ShortDtype(DType dtype) {
       return "bool";
   }
   return ToString(dtype);
+}
+
+std::string TensorHead(const TensorRecord& t) {
+  return fmt::format("{}: {} {} {}", t.name, ToString(t.kind), DimShape(t), ShortDtype(t.dtype));
 }
 
 std::string AsciiFlow(const Trace& trace, size_t max_width, std::string_view only_scope) {

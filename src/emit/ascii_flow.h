@@ -33,4 +33,7 @@ std::string AsciiFlow(const Trace& trace, size_t max_width = 120, std::string_vi
 // "bf16", "f32", "i32", "bool": the short dtype names the flow and the Mermaid graph use.
 std::string ShortDtype(DType dtype);
 
+// "dispatch: act [E=4,B=4,C=2,M=16] bf16": how the flow and the Mermaid graph name a tensor.
+std::string TensorHead(const TensorRecord& t);
+
 }  // namespace shardtrace

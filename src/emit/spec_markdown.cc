@@ -402,6 +402,7 @@ std::string RenderVisualization(const VisualizationDoc& doc, const Trace& trace)
   view.set("has_notes", !notes.empty());
   view.set("notes", Strings(notes));
   view.set("flow", doc.flow);
+  view.set("mermaid", doc.mermaid);
   view.set("source", doc.source);
   view.set("config_files", Cell(fmt::format("{}", fmt::join(doc.config_files, " ← "))));
   view.set("has_variants", !doc.variants.empty());

@@ -45,6 +45,7 @@ struct VisualizationDoc {
   std::vector<std::string> config_files;  // Config::loaded_files(): base.yml first
   std::vector<VariantColumn> variants;    // empty: no variant table
   std::string flow;                       // AsciiFlow(trace)
+  std::string mermaid;                    // MermaidFlow(trace)
   std::vector<MarkdownExample> examples;
   std::vector<Invariant> invariants;  // TraceInvariants(trace, &captures)
 };
