@@ -71,7 +71,7 @@ class MermaidRenderer {
       for (const int node : stage.nodes)
         if (const OpRecord* op = CollectiveOf(node))
           out +=
-              fmt::format("{}c{}([\"⇄ {} over {}\"]):::collective\n", indent, node, Quote(op->kind),
+              fmt::format("{}c{}([\"⇄ {} over {}\"]):::collective\n", indent, node, Quote(ToString(op->kind)),
                           Quote(fmt::format("{}", fmt::join(op->collective->axes, ","))));
       if (framed) out += "  end\n";
     }
