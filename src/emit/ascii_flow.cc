@@ -222,7 +222,8 @@ class FlowRenderer {
       return v.empty() ? int64_t{0} : *std::max_element(v.begin(), v.end());
     };
     return fmt::format(
-        "⇄ {}({}) over {}, groups of {}: sent {}, received {} per device (max)", ToString(c.kind),
+        "⇄{} {}({}) over {}, groups of {}: sent {}, received {} per device (max)",
+        c.origin == CollectiveOrigin::kImplied ? " xla" : "", ToString(c.kind),
         op.inputs.empty() ? "" : trace_.tensors[op.inputs.front()].name, fmt::join(c.axes, ","),
         c.participants, HumanBytes(max_of(c.bytes_sent)), HumanBytes(max_of(c.bytes_received)));
   }
