@@ -221,11 +221,11 @@ class FlowRenderer {
     const auto max_of = [](const std::vector<int64_t>& v) {
       return v.empty() ? int64_t{0} : *std::max_element(v.begin(), v.end());
     };
-    return fmt::format(
-        "⇄{} {}({}) over {}, groups of {}: sent {}, received {} per device (max)",
-        c.origin == CollectiveOrigin::kImplied ? " xla" : "", ToString(c.kind),
-        op.inputs.empty() ? "" : trace_.tensors[op.inputs.front()].name, fmt::join(c.axes, ","),
-        c.participants, HumanBytes(max_of(c.bytes_sent)), HumanBytes(max_of(c.bytes_received)));
+    return fmt::format("⇄{} {}({}) over {}, groups of {}: sent {}, received {} per device (max)",
+                       c.origin == CollectiveOrigin::kImplied ? " xla" : "", ToString(c.kind),
+                       op.inputs.empty() ? "" : trace_.tensors[op.inputs.front()].name,
+                       fmt::join(c.axes, ","), c.participants, HumanBytes(max_of(c.bytes_sent)),
+                       HumanBytes(max_of(c.bytes_received)));
   }
 
   std::string Head(const TensorRecord& t) const { return TensorHead(t); }

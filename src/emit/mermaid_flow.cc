@@ -70,11 +70,10 @@ class MermaidRenderer {
       }
       for (const int node : stage.nodes)
         if (const OpRecord* op = CollectiveOf(node))
-          out += fmt::format(
-              "{}c{}([\"⇄{} {} over {}\"]):::collective\n", indent, node,
-              op->collective->origin == CollectiveOrigin::kImplied ? " xla" : "",
-              Quote(ToString(op->collective->kind)),
-              Quote(fmt::format("{}", fmt::join(op->collective->axes, ","))));
+          out += fmt::format("{}c{}([\"⇄{} {} over {}\"]):::collective\n", indent, node,
+                             op->collective->origin == CollectiveOrigin::kImplied ? " xla" : "",
+                             Quote(ToString(op->collective->kind)),
+                             Quote(fmt::format("{}", fmt::join(op->collective->axes, ","))));
       if (framed) out += "  end\n";
     }
     for (const std::string& edge : Edges()) out += "  " + edge + "\n";

@@ -268,8 +268,8 @@ data Collectives(const Trace& trace) {
     const CollectiveRecord& c = *op.collective;
     data row;
     row.set("op", ToString(c.kind));
-    row.set("origin", c.origin == CollectiveOrigin::kWritten ? "written in moe.py"
-                                                             : "implied by XLA");
+    row.set("origin",
+            c.origin == CollectiveOrigin::kWritten ? "written in moe.py" : "implied by XLA");
     row.set("axes", Cell(fmt::format("{}", fmt::join(c.axes, ", "))));
     row.set("participants", std::to_string(c.participants));
     row.set("input", op.inputs.empty() ? "" : Cell(trace.tensors[op.inputs.front()].name));

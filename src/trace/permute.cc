@@ -11,12 +11,12 @@ namespace shardtrace {
 namespace tr = traced;
 using Args = std::vector<const Array*>;
 
-PermuteOutput RouteTokens(const MoeContext& ctx, const Value& gate_logits,
-                          const std::optional<Value>& pre_bias_logits,
-                          const std::optional<Value>& roll_to_expert_id) {
+namespace {
+
+// get_topk plus the optional load-balance loss and bias updates (permute's first lines).
+PermuteOutput TopKAndLosses(const MoeContext& ctx, const Value& gate_logits,
+                            const std::optional<Value>& pre_bias_logits) {
   Tracer& t = ctx.t;
-  const MoeSetup& s = ctx.setup;
-  const int64_t rows = gate_logits.dim(0) * gate_logits.dim(1) * s.top_k, e = s.num_experts;
   const TopKOutput top = GetTopK(ctx, gate_logits, pre_bias_logits);
   PermuteOutput out;
   out.weights = top.weights;
@@ -30,7 +30,15 @@ PermuteOutput RouteTokens(const MoeContext& ctx, const Value& gate_logits,
     const auto cond = t.Condition("routed_bias && routed_bias_update_rate > 0");
     out.bias_updates = LoadBalanceUpdates(ctx, top.indices);
   }
-  Value flat = tr::Reshape(t, top.indices, {rows}, {"flatten_selected_experts", "R"});
+  return out;
+}
+
+// flatten_selected_experts (rolled for the ring of experts) and its sort order.
+Value FlattenAndSort(const MoeContext& ctx, PermuteOutput& out,
+                     const std::optional<Value>& roll_to_expert_id) {
+  Tracer& t = ctx.t;
+  const int64_t rows = out.top_k_indices.array().size(), e = ctx.setup.num_experts;
+  Value flat = tr::Reshape(t, out.top_k_indices, {rows}, {"flatten_selected_experts", "R"});
   if (roll_to_expert_id) {
     const auto cond = t.Condition("use_ring_of_experts");
     flat = t.Apply({OpKind::kRoll,
@@ -42,37 +50,77 @@ PermuteOutput RouteTokens(const MoeContext& ctx, const Value& gate_logits,
                    });
   }
   out.sorted_selected_experts = tr::Argsort(t, flat, {"sorted_selected_experts", "R"});
+  return flat;
+}
+
+// group_size = bincount(flat) and the expert id of each sorted row.
+void GroupSizes(const MoeContext& ctx, PermuteOutput& out, const Value& flat) {
+  Tracer& t = ctx.t;
+  const int64_t e = ctx.setup.num_experts;
   out.group_size = tr::Bincount(t, flat, e, {"group_size", "E"});
   const Value expert_indices = tr::Constant(t, Arange(e), {"expert_indices", "E"});
   out.sorted_experts =
-      tr::RepeatBy(t, expert_indices, out.group_size, rows, {"sorted_experts", "R"});
+      tr::RepeatBy(t, expert_indices, out.group_size, flat.array().size(), {"sorted_experts", "R"});
+}
+
+// inputs_2d = inputs.reshape(B*S, M), scaled by the router scores for llama4.
+Value Inputs2d(const MoeContext& ctx, const Value& inputs, const Value& weights) {
+  (void)weights;
+  return tr::Reshape(ctx.t, inputs, {inputs.dim(0) * inputs.dim(1), inputs.dim(2)},
+                     {"inputs_2d", "TM"});
+}
+
+Value ScaleByRouterScores(const MoeContext& ctx, Value inputs_2d, const Value& weights) {
+  Tracer& t = ctx.t;
+  const MoeSetup& s = ctx.setup;
+  if (s.decoder_block != "llama4") return inputs_2d;
+  const auto cond = t.Condition("decoder_block == llama4");
+  const Value f32 = tr::Cast(t, weights, DType::kFloat32, {"weights", "BSK"});
+  const Value scores = tr::Activation(t, "sigmoid", f32, {"router_scores", "BSK"});
+  const Value flat_scores =
+      tr::Reshape(t, scores, {inputs_2d.dim(0), s.top_k}, {"router_scores", "TK"});
+  return tr::Binary(t, OpKind::kMul, inputs_2d, flat_scores, {"inputs_2d", "TM"});
+}
+
+// replicated_inputs_2d = repeat(inputs_2d, K); sorted_inputs = its rows in expert order.
+Value ReplicateAndSort(const MoeContext& ctx, const Value& inputs_2d,
+                       const Value& sorted_selected_experts) {
+  Tracer& t = ctx.t;
+  const Value replicated =
+      tr::Repeat(t, inputs_2d, ctx.setup.top_k, 0, {"replicated_inputs_2d", "RM"});
+  const Value sorted = tr::Take(t, replicated, sorted_selected_experts, 0, {"sorted_inputs", "RM"});
+  return tr::Cast(t, sorted, ctx.setup.dtype, {"sorted_inputs", "RM"});
+}
+
+}  // namespace
+
+PermuteOutput RouteTokens(const MoeContext& ctx, const Value& gate_logits,
+                          const std::optional<Value>& pre_bias_logits,
+                          const std::optional<Value>& roll_to_expert_id) {
+  PermuteOutput out = TopKAndLosses(ctx, gate_logits, pre_bias_logits);
+  const Value flat = FlattenAndSort(ctx, out, roll_to_expert_id);
+  GroupSizes(ctx, out, flat);
   return out;
 }
 
 Value SortRows(const MoeContext& ctx, const Value& inputs, const PermuteOutput& routing) {
-  Tracer& t = ctx.t;
-  const MoeSetup& s = ctx.setup;
-  const int64_t b = inputs.dim(0), seq = inputs.dim(1), m = inputs.dim(2), k = s.top_k;
-  Value inputs_2d = tr::Reshape(t, inputs, {b * seq, m}, {"inputs_2d", "TM"});
-  if (s.decoder_block == "llama4") {
-    const auto cond = t.Condition("decoder_block == llama4");
-    const Value f32 = tr::Cast(t, routing.weights, DType::kFloat32, {"weights", "BSK"});
-    const Value scores = tr::Activation(t, "sigmoid", f32, {"router_scores", "BSK"});
-    const Value flat_scores = tr::Reshape(t, scores, {b * seq, k}, {"router_scores", "TK"});
-    inputs_2d = tr::Binary(t, OpKind::kMul, inputs_2d, flat_scores, {"inputs_2d", "TM"});
-  }
-  const Value replicated = tr::Repeat(t, inputs_2d, k, 0, {"replicated_inputs_2d", "RM"});
-  const Value sorted =
-      tr::Take(t, replicated, routing.sorted_selected_experts, 0, {"sorted_inputs", "RM"});
-  return tr::Cast(t, sorted, s.dtype, {"sorted_inputs", "RM"});
+  const Value inputs_2d =
+      ScaleByRouterScores(ctx, Inputs2d(ctx, inputs, routing.weights), routing.weights);
+  return ReplicateAndSort(ctx, inputs_2d, routing.sorted_selected_experts);
 }
 
+// moe.py's permute, in its order (lines 637-685 of 313890777): the inputs are reshaped
+// before get_topk, and the rows are repeated and sorted before bincount counts them.
 PermuteOutput Permute(const MoeContext& ctx, const Value& inputs, const Value& gate_logits,
                       const std::optional<Value>& pre_bias_logits,
                       const std::optional<Value>& roll_to_expert_id) {
   const auto scope = ctx.t.Scope("permute");
-  PermuteOutput out = RouteTokens(ctx, gate_logits, pre_bias_logits, roll_to_expert_id);
-  out.sorted_inputs = SortRows(ctx, inputs, out);
+  const Value inputs_2d_plain = Inputs2d(ctx, inputs, gate_logits);
+  PermuteOutput out = TopKAndLosses(ctx, gate_logits, pre_bias_logits);
+  const Value inputs_2d = ScaleByRouterScores(ctx, inputs_2d_plain, out.weights);
+  const Value flat = FlattenAndSort(ctx, out, roll_to_expert_id);
+  out.sorted_inputs = ReplicateAndSort(ctx, inputs_2d, out.sorted_selected_experts);
+  GroupSizes(ctx, out, flat);
   return out;
 }
 
@@ -109,7 +157,8 @@ Value Unpermute(const MoeContext& ctx, const Value& intermediate,
 LocalPermuteOutput LocalSortOrder(const MoeContext& ctx, int64_t rows, const std::string& row_dim,
                                   const Value& global_group_sizes, int64_t local_expert_size,
                                   const Value& shard_index, bool is_offset,
-                                  const std::optional<Value>& global_sorted_experts) {
+                                  const std::optional<Value>& global_sorted_experts,
+                                  const Value* inputs) {
   Tracer& t = ctx.t;
   const int64_t shards = global_group_sizes.dim(0), l = local_expert_size;
   const Value local_sizes_2d = t.Apply(
@@ -141,6 +190,9 @@ LocalPermuteOutput LocalSortOrder(const MoeContext& ctx, int64_t rows, const std
     expert_indices = tr::RepeatBy(t, base, local_sizes, rows, {"expert_indices", row_dim});
   }
   out.sorted_indices = tr::Argsort(t, expert_indices, {"sorted_indices", row_dim});
+  if (inputs)
+    out.sorted_inputs =
+        tr::Take(t, *inputs, out.sorted_indices, 0, {"sorted_inputs", row_dim + "M"});
   out.sorted_experts_ids =
       tr::Take(t, expert_indices, out.sorted_indices, 0, {"sorted_experts_ids", row_dim});
   return out;
@@ -152,11 +204,10 @@ LocalPermuteOutput LocalPermute(const MoeContext& ctx, const Value& inputs,
                                 const std::optional<Value>& global_sorted_experts) {
   const auto scope = ctx.t.Scope("local_permute");
   const std::string row_dim = ctx.t.trace().tensors[inputs.tensor].dims.substr(0, 1);
+  // moe.py sorts the inputs before it reads the sorted expert ids (lines 791-793).
   LocalPermuteOutput out =
       LocalSortOrder(ctx, inputs.dim(0), row_dim, global_group_sizes, local_expert_size,
-                     shard_index, is_offset, global_sorted_experts);
-  out.sorted_inputs =
-      tr::Take(ctx.t, inputs, out.sorted_indices, 0, {"sorted_inputs", row_dim + "M"});
+                     shard_index, is_offset, global_sorted_experts, &inputs);
   return out;
 }
 

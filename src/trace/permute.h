@@ -44,12 +44,14 @@ Value Unpermute(const MoeContext& ctx, const Value& intermediate,
 struct LocalPermuteOutput {
   Value sorted_inputs, sorted_indices, local_group_size, sorted_experts_ids;
 };
-// local_permute without the data movement: the sort order, local group sizes and local
-// expert ids for `rows` received rows (sorted_inputs left empty).
+// local_permute's sort order, local group sizes and local expert ids for `rows` received
+// rows; with `inputs`, also sorted_inputs, taken where moe.py takes it (before the ids),
+// else sorted_inputs is left empty.
 LocalPermuteOutput LocalSortOrder(const MoeContext& ctx, int64_t rows, const std::string& row_dim,
                                   const Value& global_group_sizes, int64_t local_expert_size,
                                   const Value& shard_index, bool is_offset,
-                                  const std::optional<Value>& global_sorted_experts);
+                                  const std::optional<Value>& global_sorted_experts,
+                                  const Value* inputs = nullptr);
 // global_group_sizes [shards, E]; is_offset: inputs are the replicated globally sorted rows.
 LocalPermuteOutput LocalPermute(const MoeContext& ctx, const Value& inputs,
                                 const Value& global_group_sizes, int64_t local_expert_size,
