@@ -66,6 +66,10 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
   }
   PathOutput result;
   if (!s.inference) {
+    // moe.py computes these probabilities outside inference, but only load_balance_loss
+    // reads them; the condition says so, so they are not mistaken for generate_masks' input.
+    const auto reads =
+        t.Condition("load_balance_loss_weight > 0: only load_balance_loss reads softmax_probs");
     const Value probs = RouterProbs(ctx, gate_logits);
     if (ctx.config.Float("load_balance_loss_weight") > 0.0) {
       const auto cond = t.Condition("load_balance_loss_weight > 0");

@@ -150,8 +150,13 @@ Value Unpermute(const MoeContext& ctx, const Value& intermediate,
   // moe.py spells it "BKE,BK -> BE" (E = the embedding there).
   const Value out =
       tr::Einsum(t, "BKE,BK -> BE", x, w, PromoteTypes(x.dtype(), w.dtype()), {"output", "TM"});
-  const Value reshaped = tr::Reshape(t, out, {batch_size, sequence_length, -1}, {"output", "BSM"});
-  return tr::Cast(t, reshaped, s.dtype, {"output", "BSM"});
+  // moe.py reshapes to (batch_size, sequence_length, -1). Under the ring of experts the rows
+  // are the whole expert-parallel group's, so -1 folds the gathered batch into the last dim
+  // ([1, S, 2*M] for 2 shards): that dim is not M, so it gets no letter.
+  const int64_t last = out.array().size() / (batch_size * sequence_length);
+  const std::string dims = last == out.dim(1) ? "BSM" : "BS-";
+  const Value reshaped = tr::Reshape(t, out, {batch_size, sequence_length, -1}, {"output", dims});
+  return tr::Cast(t, reshaped, s.dtype, {"output", dims});
 }
 
 LocalPermuteOutput LocalSortOrder(const MoeContext& ctx, int64_t rows, const std::string& row_dim,
