@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "config/mesh_config.h"
 #include "shard/mesh.h"
 #include "shard/partition_spec.h"
 #include "util/error.h"
@@ -355,7 +356,7 @@ void CheckMeshTable(Rules which, const std::vector<std::string>& overrides,
                     const std::string& expected_mesh, const TableRow* rows, size_t count) {
   const Config config = which == Rules::kSeed ? Config::Load({{}, overrides})
                                               : Config::Load({{kHeadBase}, overrides});
-  const Mesh mesh = Mesh::FromConfig(config, 8);
+  const Mesh mesh = MeshFromConfig(config, 8);
   REQUIRE(mesh.ToString() == expected_mesh);
   for (size_t i = 0; i < count; ++i) {
     const TableRow& row = rows[i];

@@ -1,4 +1,4 @@
-// Tests for Mesh::FromConfig (MaxText's create_device_mesh: mesh_axes order, ici x dcn
+// Tests for MeshFromConfig / Mesh::Build (MaxText's create_device_mesh: mesh_axes order, ici x dcn
 // sizes, the single -1 "fill the rest" axis; facts section 3) and the device numbering
 // helpers the collectives use (Coords, DeviceAt, AxisIndex, Group).
 #include "shard/mesh.h"
@@ -10,13 +10,14 @@
 #include <vector>
 
 #include "config/config.h"
+#include "config/mesh_config.h"
 #include "util/error.h"
 
 namespace shardtrace {
 namespace {
 
 Mesh MeshFor(std::vector<std::string> overrides, std::optional<int64_t> devices) {
-  return Mesh::FromConfig(Config::Load({{}, std::move(overrides)}), devices);
+  return MeshFromConfig(Config::Load({{}, std::move(overrides)}), devices);
 }
 
 TEST_CASE("The default embedded config without --devices gives one device", "[shard][mesh]") {
@@ -55,7 +56,7 @@ TEST_CASE("The HEAD base.yml builds its own mesh axes", "[shard][mesh]") {
       Config::Load({{SHARDTRACE_SOURCE_DIR "/testdata/maxtext-configs/base.yml"},
                     {"ici_fsdp_parallelism=2", "ici_context_usp_ulysses_parallelism=2",
                      "ici_expert_parallelism=2"}});
-  const Mesh mesh = Mesh::FromConfig(config, 8);
+  const Mesh mesh = MeshFromConfig(config, 8);
   CHECK(mesh.ToString() == "mesh['fsdp'=2, 'context_usp_ulysses'=2, 'expert'=2]");
   CHECK_FALSE(mesh.HasAxis("tensor_transpose"));
 }

@@ -17,12 +17,13 @@
 #include "cli/visualization_pages.h"
 #include "config/run_inputs.h"
 #include "emit/ascii_flow.h"
+#include "emit/human_bytes.h"
 #include "emit/mask_tree.h"
 #include "emit/spec_markdown.h"
 #include "emit/text_table.h"
 #include "emit/trace_invariants.h"
-#include "emit/trace_totals.h"
 #include "trace/moe_block.h"
+#include "trace/trace_totals.h"
 
 namespace shardtrace {
 namespace {

@@ -1,5 +1,7 @@
 #include "config/run_inputs.h"
 
+#include "config/mesh_config.h"
+
 namespace shardtrace {
 
 ConfigSource SplitArgs(const std::vector<std::string>& args) {
@@ -15,7 +17,7 @@ ConfigSource SplitArgs(const std::vector<std::string>& args) {
 
 RunInputs LoadRunInputs(const std::vector<std::string>& args, std::optional<int64_t> devices) {
   Config config = Config::Load(SplitArgs(args));
-  Mesh mesh = Mesh::FromConfig(config, devices);
+  Mesh mesh = MeshFromConfig(config, devices);
   return {std::move(config), std::move(mesh)};
 }
 

@@ -6,8 +6,9 @@
 #include <algorithm>
 #include <array>
 
+#include "emit/human_bytes.h"
 #include "emit/text_table.h"
-#include "emit/trace_totals.h"
+#include "trace/trace_totals.h"
 
 namespace shardtrace {
 namespace {

@@ -10,7 +10,6 @@
 
 #include "emit/ascii_flow.h"
 #include "emit/text_table.h"
-#include "emit/trace_totals.h"
 
 namespace shardtrace {
 namespace {

@@ -11,8 +11,9 @@
 #include <utility>
 
 #include "emit/fact_text.h"
+#include "emit/human_bytes.h"
 #include "emit/text_table.h"
-#include "emit/trace_totals.h"
+#include "trace/trace_totals.h"
 #include "util/error.h"
 
 namespace shardtrace {

@@ -5,8 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "emit/human_bytes.h"
 #include "emit/text_table.h"
-#include "emit/trace_totals.h"
+#include "trace/trace_totals.h"
 
 namespace shardtrace {
 namespace {

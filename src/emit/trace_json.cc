@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "emit/trace_totals.h"
+#include "trace/trace_totals.h"
 
 namespace shardtrace {
 namespace {

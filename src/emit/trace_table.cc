@@ -7,8 +7,9 @@
 #include <cmath>
 
 #include "emit/fact_text.h"
+#include "emit/human_bytes.h"
 #include "emit/text_table.h"
-#include "emit/trace_totals.h"
+#include "trace/trace_totals.h"
 
 namespace shardtrace {
 namespace {

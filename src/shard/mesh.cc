@@ -3,20 +3,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "config/config.h"
 #include "util/error.h"
 
 namespace shardtrace {
 namespace {
-
-// The parallelism key for a mesh axis: MaxText names the stage axis "pipeline" and maps the
-// legacy "model" axis onto tensor.
-std::string ParallelismKey(std::string_view prefix, const std::string& axis) {
-  std::string name = axis;
-  if (axis == "stage") name = "pipeline";
-  if (axis == "model") name = "tensor";
-  return fmt::format("{}_{}_parallelism", prefix, name);
-}
 
 // Fills the single -1 of `sizes` so that their product is `target`, as MaxText's
 // fill_unspecified_mesh_axes does; `what` names the list in errors ("ICI", "DCN").
@@ -59,20 +49,12 @@ void FillUnspecified(std::vector<int64_t>& sizes, const std::vector<std::string>
 
 Mesh::Mesh(std::vector<MeshAxis> axes) : axes_(std::move(axes)) {}
 
-Mesh Mesh::FromConfig(const Config& config, std::optional<int64_t> devices) {
-  const std::vector<std::string>& names = config.mesh_axes();
-  auto read = [&](std::string_view prefix) {
-    std::vector<int64_t> sizes;
-    for (const std::string& axis : names) {
-      const std::string key = ParallelismKey(prefix, axis);
-      sizes.push_back(config.Has(key) ? config.Int(key) : 1);
-    }
-    return sizes;
-  };
-  std::vector<int64_t> ici = read("ici");
-  std::vector<int64_t> dcn = read("dcn");
-  const int64_t num_slices =
-      config.Has("num_slices") && config.Int("num_slices") > 0 ? config.Int("num_slices") : 1;
+Mesh Mesh::Build(const MeshParallelism& parallelism, std::optional<int64_t> devices) {
+  const std::vector<std::string>& names = parallelism.axes;
+  std::vector<int64_t> ici = parallelism.ici;
+  std::vector<int64_t> dcn = parallelism.dcn;
+  SHARDTRACE_CHECK(ici.size() == names.size() && dcn.size() == names.size());
+  const int64_t num_slices = parallelism.num_slices > 0 ? parallelism.num_slices : 1;
 
   int64_t total = 0;
   if (devices) {

@@ -15,7 +15,15 @@
 
 namespace shardtrace {
 
-class Config;
+// The parallelism values a mesh is built from: MaxText's mesh_axes and, per axis, its
+// ici_*/dcn_*_parallelism value (-1: the one axis filled with the remaining devices).
+// config/mesh_config.h reads them from a Config; the mesh never sees the config.
+struct MeshParallelism {
+  std::vector<std::string> axes;  // mesh_axes order
+  std::vector<int64_t> ici;       // one per axis
+  std::vector<int64_t> dcn;       // one per axis
+  int64_t num_slices = 1;
+};
 
 struct MeshAxis {
   std::string name;
@@ -29,10 +37,11 @@ class Mesh {
   Mesh() = default;
   explicit Mesh(std::vector<MeshAxis> axes);
 
-  // Builds the mesh as MaxText does. `devices` is --devices; without it the device count is
-  // the product of the explicit ICI x DCN values (a -1 then counts as 1). Throws Error
-  // naming the axes and the arithmetic when the mesh is impossible.
-  static Mesh FromConfig(const Config& config, std::optional<int64_t> devices);
+  // Builds the mesh as MaxText's create_device_mesh does. `devices` is --devices; without
+  // it the device count is the product of the explicit ICI values times num_slices (a -1
+  // then counts as 1). Throws Error naming the axes and the arithmetic when the mesh is
+  // impossible.
+  static Mesh Build(const MeshParallelism& parallelism, std::optional<int64_t> devices);
 
   const std::vector<MeshAxis>& axes() const { return axes_; }
   int64_t num_devices() const;

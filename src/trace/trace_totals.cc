@@ -1,6 +1,4 @@
-#include "emit/trace_totals.h"
-
-#include <fmt/format.h>
+#include "trace/trace_totals.h"
 
 #include <algorithm>
 #include <vector>
@@ -41,18 +39,6 @@ TraceTotals ComputeTotals(const Trace& trace) {
       totals.collective_bytes_sent_per_device +=
           *std::max_element(op.collective->bytes_sent.begin(), op.collective->bytes_sent.end());
   return totals;
-}
-
-std::string HumanBytes(int64_t bytes) {
-  static const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
-  if (bytes < 1024) return fmt::format("{} B", bytes);
-  double v = static_cast<double>(bytes);
-  int u = -1;
-  while (v >= 1024 && u < 3) {
-    v /= 1024;
-    ++u;
-  }
-  return fmt::format("{:.1f} {}", v, units[u]);
 }
 
 }  // namespace shardtrace

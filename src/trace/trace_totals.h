@@ -21,7 +21,4 @@ struct TraceTotals {
 
 TraceTotals ComputeTotals(const Trace& trace);
 
-// 1536 -> "1.5 KiB", 3221225472 -> "3.0 GiB"; below 1024: "812 B".
-std::string HumanBytes(int64_t bytes);
-
 }  // namespace shardtrace
