@@ -16,22 +16,23 @@ namespace shardtrace {
 // ambient rules only under pipeline parallelism, which are the same rules here).
 RoutedShardings GetRoutedMoeShardings(const MoeContext& ctx, bool batch_sharded_by_expert) {
   const Config& c = ctx.config;
-  auto resolve = [&](const LogicalAxes& axes) {
-    return ResolveLogicalAxes(axes, c.logical_axis_rules(), &ctx.t.mesh()).spec;
+  auto resolve = [&](const std::optional<LogicalAxes>& axes) {
+    return ResolveLogicalAxes(*axes, c.logical_axis_rules(), &ctx.t.mesh()).spec;
   };
   RoutedShardings r;
   r.batch_logical_axis = batch_sharded_by_expert ? "activation_batch" : "decode_batch_moe";
   const char* batch = r.batch_logical_axis.c_str();
   if (ctx.setup.tp_transpose > 1) {
     r.input_axes = LogicalNames({batch, "activation_norm_length", "activation_embed"});
-    r.w0_bias = resolve(LogicalNames({"exp", nullptr}));
-    r.w1_bias = resolve(LogicalNames({"exp", nullptr}));
+    r.w0_bias_axes = r.w1_bias_axes = LogicalNames({"exp", nullptr});
   } else {
     r.input_axes = LogicalNames({batch, "activation_norm_length", nullptr});
-    r.w0_bias = resolve(LogicalNames({"exp", "activation_mlp"}));
-    r.w1_bias = resolve(LogicalNames({"exp", "activation_mlp"}));
+    r.w0_bias_axes = r.w1_bias_axes = LogicalNames({"exp", "activation_mlp"});
   }
-  r.wo_bias = resolve(LogicalNames({"exp", "activation_embed"}));
+  r.wo_bias_axes = LogicalNames({"exp", "activation_embed"});
+  r.w0_bias = resolve(r.w0_bias_axes);
+  r.w1_bias = resolve(r.w1_bias_axes);
+  r.wo_bias = resolve(r.wo_bias_axes);
   r.input = resolve(r.input_axes);
   r.gate_axes = LogicalNames({batch, "activation_norm_length", nullptr});
   r.gate_logits = resolve(r.gate_axes);
@@ -39,17 +40,35 @@ RoutedShardings GetRoutedMoeShardings(const MoeContext& ctx, bool batch_sharded_
   if (c.Bool("shard_exp_on_fsdp")) {
     // The fixed-calibration qwix rule (init axes) needs quantization, which shardtrace does
     // not model; unquantized runs take the dsv3 rule.
-    r.w0 = r.w1 = resolve(LogicalNames({"embed_tensor_transpose", nullptr, "mlp_no_fsdp"}));
-    r.wo = resolve(LogicalNames({"embed_tensor_transpose", "mlp_no_fsdp", nullptr}));
+    r.w0_axes = r.w1_axes = LogicalNames({"embed_tensor_transpose", nullptr, "mlp_no_fsdp"});
+    r.wo_axes = LogicalNames({"embed_tensor_transpose", "mlp_no_fsdp", nullptr});
   } else if (c.Bool("use_2d_fsdp_sharding")) {
-    r.w0 = r.w1 = r.wo = resolve(LogicalNames({"embed_tensor_transpose", "mlp_no_fsdp", nullptr}));
+    r.w0_axes = r.w1_axes = r.wo_axes =
+        LogicalNames({"embed_tensor_transpose", "mlp_no_fsdp", nullptr});
   } else {
-    r.w0 = r.w1 = resolve(LogicalNames({"exp", "embed_tensor_transpose", "mlp_no_fsdp"}));
-    r.wo = resolve(LogicalNames({"exp", "mlp_no_fsdp", "embed_tensor_transpose"}));
+    r.w0_axes = r.w1_axes = LogicalNames({"exp", "embed_tensor_transpose", "mlp_no_fsdp"});
+    r.wo_axes = LogicalNames({"exp", "mlp_no_fsdp", "embed_tensor_transpose"});
   }
-  r.output = resolve(LogicalNames({batch, "activation_norm_length", "activation_embed"}));
+  r.w0 = resolve(r.w0_axes);
+  r.w1 = resolve(r.w1_axes);
+  r.wo = resolve(r.wo_axes);
+  r.output_axes = LogicalNames({batch, "activation_norm_length", "activation_embed"});
+  r.output = resolve(r.output_axes);
   return r;
 }
+
+namespace {
+
+// moe.py builds these pspecs from logical axes (logical_to_mesh_axes) and hands the spec
+// to _maybe_shard_with_pspec / shard_map: the record keeps the axes behind it, so a reader
+// sees which logical name put each mesh axis there. The debug dump still says "Unknown",
+// as MaxText's does.
+Value WithAxes(Tracer& t, Value v, const std::optional<LogicalAxes>& axes) {
+  if (axes) t.trace().tensors[v.tensor].logical_axes = *axes;
+  return v;
+}
+
+}  // namespace
 
 // The part of `spec` left when `axes` are removed (used for the all-gathered ring batch).
 PartitionSpec WithoutAxes(const PartitionSpec& spec, const std::vector<std::string>& axes) {
@@ -74,7 +93,10 @@ ShardMapOperands EnterSparseShardMap(const MoeContext& ctx, const Value& inputs_
   RoutedShardings sh = GetRoutedMoeShardings(ctx, s.batch_sharded_by_ep);
   // The chunked pipeline keeps wi_0/wi_1 sharded along the embedding up to and into the
   // shard_map, so both the constraint and the in_spec use its spec.
-  if (wi_spec_override) sh.w0 = sh.w1 = *wi_spec_override;
+  if (wi_spec_override) {
+    sh.w0 = sh.w1 = *wi_spec_override;
+    sh.w0_axes = sh.w1_axes = std::nullopt;  // the proposal writes the spec directly
+  }
   t.Note(fmt::format("gmm kernel: {}", s.gmm_kernel));
   ExpertKernels k = k_in;
   if (c.Bool("moe_fsdp_use_two_stage_all_gather")) {
@@ -105,30 +127,37 @@ ShardMapOperands EnterSparseShardMap(const MoeContext& ctx, const Value& inputs_
   const std::optional<std::string> w = RevisionOf(ctx.config).semantics == MoeSemantics::kRelease
                                            ? std::optional<std::string>("w")
                                            : std::nullopt;
-  k.w0 = t.ShardWithPspec(k.w0, "w0_kernel", "EMH", sh.w0, w);
-  k.w1 = t.ShardWithPspec(k.w1, "w1_kernel", "EMH", sh.w1, w);
-  k.wo = t.ShardWithPspec(k.wo, "wo_kernel", "EHM", sh.wo, w);
+  k.w0 = WithAxes(t, t.ShardWithPspec(k.w0, "w0_kernel", "EMH", sh.w0, w), sh.w0_axes);
+  k.w1 = WithAxes(t, t.ShardWithPspec(k.w1, "w1_kernel", "EMH", sh.w1, w), sh.w1_axes);
+  k.wo = WithAxes(t, t.ShardWithPspec(k.wo, "wo_kernel", "EHM", sh.wo, w), sh.wo_axes);
   if (k.w0_bias) {
-    k.w0_bias = t.ShardWithPspec(*k.w0_bias, "w0_bias", "EH", sh.w0_bias, w);
-    k.w1_bias = t.ShardWithPspec(*k.w1_bias, "w1_bias", "EH", sh.w1_bias, w);
-    k.wo_bias = t.ShardWithPspec(*k.wo_bias, "wo_bias", "EM", sh.wo_bias, w);
+    k.w0_bias =
+        WithAxes(t, t.ShardWithPspec(*k.w0_bias, "w0_bias", "EH", sh.w0_bias, w), sh.w0_bias_axes);
+    k.w1_bias =
+        WithAxes(t, t.ShardWithPspec(*k.w1_bias, "w1_bias", "EH", sh.w1_bias, w), sh.w1_bias_axes);
+    k.wo_bias =
+        WithAxes(t, t.ShardWithPspec(*k.wo_bias, "wo_bias", "EM", sh.wo_bias, w), sh.wo_bias_axes);
   }
 
   // ---- shard_map(wrapper) ----
   const auto body = t.Scope(body_scope);
   ShardMapOperands op;
   op.shardings = sh;
-  op.x = t.ShardMapIn(inputs, "x", "BSM", sh.input);
-  op.logits = t.ShardMapIn(gate_logits, "logits", "BSE", sh.gate_logits);
+  op.x = WithAxes(t, t.ShardMapIn(inputs, "x", "BSM", sh.input), sh.input_axes);
+  op.logits = WithAxes(t, t.ShardMapIn(gate_logits, "logits", "BSE", sh.gate_logits), sh.gate_axes);
   if (pre_bias && sh.pre_bias_logits)
-    op.pre_bias_logits = t.ShardMapIn(*pre_bias, "pre_bias_logits", "BSE", *sh.pre_bias_logits);
-  op.w0 = t.ShardMapIn(k.w0, "w0", "EMH", sh.w0);
-  op.w1 = t.ShardMapIn(k.w1, "w1", "EMH", sh.w1);
-  op.wo = t.ShardMapIn(k.wo, "wo", "EHM", sh.wo);
+    op.pre_bias_logits = WithAxes(
+        t, t.ShardMapIn(*pre_bias, "pre_bias_logits", "BSE", *sh.pre_bias_logits), sh.gate_axes);
+  op.w0 = WithAxes(t, t.ShardMapIn(k.w0, "w0", "EMH", sh.w0), sh.w0_axes);
+  op.w1 = WithAxes(t, t.ShardMapIn(k.w1, "w1", "EMH", sh.w1), sh.w1_axes);
+  op.wo = WithAxes(t, t.ShardMapIn(k.wo, "wo", "EHM", sh.wo), sh.wo_axes);
   if (k.w0_bias) {
-    op.w0_bias = t.ShardMapIn(*k.w0_bias, "w0_bias", "EH", sh.w0_bias);
-    op.w1_bias = t.ShardMapIn(*k.w1_bias, "w1_bias", "EH", sh.w1_bias);
-    op.wo_bias = t.ShardMapIn(*k.wo_bias, "wo_bias", "EM", sh.wo_bias);
+    op.w0_bias =
+        WithAxes(t, t.ShardMapIn(*k.w0_bias, "w0_bias", "EH", sh.w0_bias), sh.w0_bias_axes);
+    op.w1_bias =
+        WithAxes(t, t.ShardMapIn(*k.w1_bias, "w1_bias", "EH", sh.w1_bias), sh.w1_bias_axes);
+    op.wo_bias =
+        WithAxes(t, t.ShardMapIn(*k.wo_bias, "wo_bias", "EM", sh.wo_bias), sh.wo_bias_axes);
   }
   // The gmm needs every local expert's kernel on the device: E/EP of them.
   const int64_t local_experts = s.num_experts / s.ep;
@@ -156,7 +185,8 @@ PathOutput ExitSparseShardMap(const MoeContext& ctx, const RoutedShardings& shar
   ctx.Capture("top_k_weights", t.Assemble(routing.weights, routed_batch_spec));
   t.ExitShardMapBody();
   PathOutput result;
-  result.output = t.ShardMapOut(output, "output", "BSM", shardings.output);
+  result.output =
+      WithAxes(t, t.ShardMapOut(output, "output", "BSM", shardings.output), shardings.output_axes);
   if (routing.lb_loss)
     result.lb_loss = t.ShardMapOut(*routing.lb_loss, "lb_loss", "", PartitionSpec());
   if (routing.bias_updates)

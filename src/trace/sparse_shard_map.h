@@ -19,6 +19,10 @@ struct RoutedShardings {
   std::optional<PartitionSpec> pre_bias_logits;
   PartitionSpec w0, w1, wo, w0_bias, w1_bias, wo_bias;
   PartitionSpec output;
+  // The logical axes each spec above was resolved from (input_axes/gate_axes for the
+  // activations); a wi_spec_override leaves w0_axes/w1_axes empty.
+  std::optional<LogicalAxes> w0_axes, w1_axes, wo_axes, w0_bias_axes, w1_bias_axes, wo_bias_axes,
+      output_axes;
 };
 
 RoutedShardings GetRoutedMoeShardings(const MoeContext& ctx, bool batch_sharded_by_expert);
