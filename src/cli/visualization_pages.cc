@@ -420,6 +420,7 @@ RenderedPage RenderPage(const VisualizationPage& v) {
   doc.summary = v.summary;
   doc.command = CommandLine(v);
   doc.source = PageSourceText(v.source);
+  doc.moe_line_refs = v.source == PageSource::kSeedMoe;
   doc.config_files = in.config.loaded_files();
   doc.flow = AsciiFlow(run.trace);
   doc.mermaid = MermaidFlow(run.trace);

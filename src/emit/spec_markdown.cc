@@ -10,8 +10,10 @@
 #include <set>
 #include <utility>
 
+#include "emit/ascii_flow.h"
 #include "emit/fact_text.h"
 #include "emit/human_bytes.h"
+#include "emit/tensor_glossary.h"
 #include "emit/text_table.h"
 #include "trace/trace_totals.h"
 #include "util/error.h"
@@ -131,7 +133,11 @@ data DataStructures(const Trace& trace) {
     row.set("logical", Code(logical));
     row.set("spec", Code(spec));
     row.set("local", Cell(local));
-    row.set("constraint", ToString(t.constraint));
+    row.set("constraint", t.constraint != Constraint::kNone ? ToString(t.constraint)
+                          : t.in_shard_map                  ? "per device (shard_map body)"
+                          : t.kind == TensorKind::kWeight   ? "-"
+                                                            : "propagated by XLA");
+    row.set("meaning", Cell(std::string(TensorMeaning(t.name))));
     row.set("scope", Cell(t.scope.empty() ? "(top)" : t.scope));
     rows.push_back(row);
   }
@@ -144,41 +150,96 @@ std::string Names(const Trace& trace, const std::vector<int>& ids) {
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
-// The recorded ops as numbered pseudocode, `name = op("equation", inputs, key=value, ...)`,
-// with a `# scope` header where the scope changes. Tensors are named as moe.py names them,
-// so names repeat (`x = mul(x, x)`): a bare name is the latest value of that name, and
-// `name@N` the value step N produced when a later step has since reused the name.
-std::string Algorithm(const Trace& trace) {
-  std::vector<int> step_of(trace.tensors.size(), 0);  // tensor id -> 1-based producing step
-  std::map<std::string, int> latest;                  // name -> id of its latest value
-  const int width = static_cast<int>(std::to_string(trace.ops.size()).size());
-  std::string out;
-  std::string scope = "\x01";
+// The attributes worth a reader's eye in pseudocode; the rest (tilings, formatted index
+// expressions) stay in `shardtrace trace` output.
+bool ShowAttr(const std::string& key, const std::string& value) {
+  return key != "logical_axes" && key != "global_shape" && key != "tiling_fwd" &&
+         key != "padded_rows" && key != "index" && value.size() <= 40;
+}
+
+// The recorded ops as pseudocode, one statement per value a later step reads by name:
+// a value only the next op of the same scope reads is folded into that op's expression
+// (`top_k_weights = softmax(top_k_weights as f32) as bf16`), casts read `x as bf16`,
+// sharding constraints `constrain(x, P(...))`, collectives `⇄ kind(x over axes)`. A `#`
+// header names each scope (and, `line_refs`, where it starts in moe.py). Names repeat as
+// moe.py reuses them: a bare name is the latest value, `name@N` the one statement N made.
+std::string Algorithm(const Trace& trace, bool line_refs) {
+  std::vector<int> uses(trace.tensors.size(), 0);
+  std::vector<int> reader(trace.tensors.size(), -1);  // the op that reads it (if one)
+  for (size_t i = 0; i < trace.ops.size(); ++i)
+    for (const int in : trace.ops[i].inputs) {
+      ++uses[in];
+      reader[in] = static_cast<int>(i);
+    }
+  std::vector<std::string> pending(trace.tensors.size());       // folded expressions
+  std::vector<int> step_of(trace.tensors.size(), 0);            // tensor id -> statement number
+  std::map<std::string, int> latest;                            // name -> id of its latest value
+  std::vector<std::pair<std::string, std::string>> statements;  // (scope, text)
+  const auto arg = [&](int in) {
+    if (!pending[in].empty()) return std::exchange(pending[in], "");
+    const std::string& name = trace.tensors[in].name;
+    const auto found = latest.find(name);
+    const bool stale = found != latest.end() && found->second != in && step_of[in] > 0;
+    return stale ? fmt::format("{}@{}", name, step_of[in]) : name;
+  };
   for (size_t i = 0; i < trace.ops.size(); ++i) {
     const OpRecord& op = trace.ops[i];
     std::vector<std::string> args;
     if (!op.equation.empty()) args.push_back(fmt::format("\"{}\"", op.equation));
-    for (const int in : op.inputs) {
-      const std::string& name = trace.tensors[in].name;
-      const auto found = latest.find(name);
-      const bool stale = found != latest.end() && found->second != in && step_of[in] > 0;
-      args.push_back(stale ? fmt::format("{}@{}", name, step_of[in]) : name);
+    for (const int in : op.inputs) args.push_back(arg(in));
+    std::vector<std::string> attrs = args;
+    for (const auto& [key, value] : op.attrs)
+      if (ShowAttr(key, value) && key != "dtype" && key != "spec")
+        attrs.push_back(fmt::format("{}={}", key, value));
+    std::string expr;
+    const TensorRecord* out = op.outputs.empty() ? nullptr : &trace.tensors[op.outputs.front()];
+    if (op.kind == OpKind::kAstype && args.size() == 1 && out) {
+      expr = fmt::format("{} as {}", args[0], ShortDtype(out->dtype));
+    } else if (op.collective) {
+      expr = fmt::format("⇄ {}({} over {})", op.Name(), fmt::join(args, ", "),
+                         fmt::join(op.collective->axes, ","));
+    } else if (out && out->constraint != Constraint::kNone && out->partition_spec) {
+      const std::string fn = args.empty()                                  ? "param"
+                             : out->constraint == Constraint::kShardMapIn  ? "shard_map_in"
+                             : out->constraint == Constraint::kShardMapOut ? "shard_map_out"
+                                                                           : "constrain";
+      args.push_back(out->partition_spec->ToString());
+      expr = fmt::format("{}({})  # {}", fn, fmt::join(args, ", "), ToString(out->constraint));
+    } else {
+      expr = fmt::format("{}({})", op.Name(), fmt::join(attrs, ", "));
     }
-    for (const auto& [key, value] : op.attrs) args.push_back(fmt::format("{}={}", key, value));
+    // Fold a single-use value into the next op of the same scope that reads it.
+    // Named constants (zeros, capacity) keep their statement; long expressions too.
+    if (op.outputs.size() == 1 && uses[op.outputs[0]] == 1 && !op.inputs.empty() &&
+        DisplayWidth(expr) <= 48 && reader[op.outputs[0]] == static_cast<int>(i) + 1 &&
+        trace.ops[i + 1].scope == op.scope && out->constraint == Constraint::kNone &&
+        !op.collective && expr.find("  #") == std::string::npos) {
+      pending[op.outputs[0]] = expr;
+      continue;
+    }
+    statements.emplace_back(op.scope, fmt::format("{} = {}", Names(trace, op.outputs), expr));
     for (const int o : op.outputs) {
-      step_of[o] = static_cast<int>(i + 1);
+      step_of[o] = static_cast<int>(statements.size());
       latest[trace.tensors[o].name] = o;
     }
-    if (op.scope != scope) {
-      scope = op.scope;
-      out += fmt::format("{}# {}\n", out.empty() ? "" : "\n", scope.empty() ? "(top)" : scope);
-    }
-    const std::string line =
-        fmt::format("{:>{}}. {} = {}({})", i + 1, width, Names(trace, op.outputs), op.Name(),
-                    fmt::join(args, ", "));
-    for (const std::string& piece : WrapText(line, kCodeWidth, width + 6)) out += piece + "\n";
   }
-  return out;
+  const int width = static_cast<int>(std::to_string(statements.size()).size());
+  std::string text;
+  std::string scope = "\x01";
+  for (size_t n = 0; n < statements.size(); ++n) {
+    const auto& [sc, body] = statements[n];
+    if (sc != scope) {
+      scope = sc;
+      const std::string ref = line_refs ? MoeLineRef(sc) : "";
+      const std::string header =
+          fmt::format("# {}{}", sc.empty() ? "(top)" : sc, ref.empty() ? "" : "  (" + ref + ")");
+      text += text.empty() ? "" : "\n";
+      for (const std::string& piece : WrapText(header, kCodeWidth, 2)) text += piece + "\n";
+    }
+    const std::string line = fmt::format("{:>{}}. {}", n + 1, width, body);
+    for (const std::string& piece : WrapText(line, kCodeWidth, width + 6)) text += piece + "\n";
+  }
+  return text;
 }
 
 std::string Indexed(const std::string& name, const std::string& letters) {
@@ -413,7 +474,7 @@ std::string RenderVisualization(const VisualizationDoc& doc, const Trace& trace)
   view.set("examples", examples);
   view.set("definitions", Definitions(trace));
   view.set("tensors", DataStructures(trace));
-  view.set("algorithm", Algorithm(trace));
+  view.set("algorithm", Algorithm(trace, doc.moe_line_refs));
   view.set("has_einsums", has_einsums);
   view.set("einsums", Einsums(trace));
   view.set("has_collectives", has_collectives);

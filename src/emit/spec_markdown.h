@@ -44,6 +44,7 @@ struct VisualizationDoc {
   std::string source;   // what the trace follows: moe.py at a revision, or a proposal
   std::vector<std::string> config_files;  // Config::loaded_files(): base.yml first
   std::vector<VariantColumn> variants;    // empty: no variant table
+  bool moe_line_refs = true;              // the trace is moe.py 313890777: cite its lines
   std::string flow;                       // AsciiFlow(trace)
   std::string mermaid;                    // MermaidFlow(trace)
   std::vector<MarkdownExample> examples;

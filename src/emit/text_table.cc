@@ -34,12 +34,14 @@ std::vector<std::string> WrapText(const std::string& text, size_t width, size_t 
     const size_t room = width - DisplayWidth(prefix);
     const size_t limit = BytesForColumns(rest, room);
     size_t cut = std::string::npos;
-    // Prefer a break before an arrow ("x: [..]  ← op(..)" keeps the op whole), then after
-    // a comma, then any space, inside the first `room` columns.
-    if (const size_t arrow = limit < 4 ? std::string::npos : rest.rfind(" ←", limit - 1);
-        arrow != std::string::npos && arrow > room / 4 &&
-        DisplayWidth(rest.substr(arrow)) + indent <= width)
-      cut = arrow;
+    // Prefer a break before an arrow ("x: [..]  ← op(..)" keeps the op whole) or a "  #"
+    // comment, then after a comma, then any space, inside the first `room` columns.
+    for (const char* mark : {" ←", "  #"}) {
+      const size_t at = limit < 4 ? std::string::npos : rest.rfind(mark, limit - 1);
+      if (cut == std::string::npos && at != std::string::npos && at > room / 4 &&
+          DisplayWidth(rest.substr(at)) + indent <= width)
+        cut = at;
+    }
     for (size_t i = limit; cut == std::string::npos && i > 0; --i) {
       if (rest[i - 1] == ' ' && i >= 2 && rest[i - 2] == ',' && i - 1 > room / 3) {
         cut = i - 1;

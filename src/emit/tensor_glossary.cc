@@ -1,0 +1,181 @@
+#include "emit/tensor_glossary.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <utility>
+
+namespace shardtrace {
+namespace {
+
+using Entry = std::pair<std::string_view, std::string_view>;
+
+// moe.py's variables and parameters (seed revision 313890777), alphabetically.
+constexpr std::array<Entry, 101> kMeanings = {{
+    {"all_shard_local_sizes", "rows each batch shard routed to each of this shard's experts"},
+    {"all_shards_group_sizes", "rows every device sends to every expert shard [src, dst]"},
+    {"all_shards_group_sizes_T", "the same matrix transposed: what comes back [dst, src]"},
+    {"base_indices", "local expert id of each (batch shard, local expert) slot"},
+    {"bias", "the gate's routing bias after the cast (DeepSeek's load-balancing bias)"},
+    {"bias_updates", "the loss-free load-balancing update of the routing bias"},
+    {"chunk_indices", "the embedding columns of one chunk"},
+    {"combine_mask", "routing weight of each (token, expert, slot); 0 where not kept"},
+    {"combined_expert_mask", "1 where a token's choice of an expert was kept"},
+    {"combined_expert_token_position", "1-based slot of each kept (token, expert); 0 if dropped"},
+    {"density_prob", "mean router probability per expert (load-balance loss)"},
+    {"dispatch", "the tokens gathered into each expert's capacity slots"},
+    {"dispatch_mask", "1 where a token occupies an expert's slot"},
+    {"expert_capacity_per_batch", "C: slots per expert per batch row"},
+    {"expert_indices", "expert id of each row before sorting"},
+    {"expert_mask", "one-hot of each token's k-th choice"},
+    {"expert_mask_fused", "expert_mask with (S, K) fused into one row axis"},
+    {"expert_output", "one expert's output on every token (masked loop)"},
+    {"expert_shard_id", "this device's index along the expert axis"},
+    {"expert_token_count", "running count of each expert's assignments, in token order"},
+    {"expert_token_count_fused", "the running count over the fused (S, K) rows"},
+    {"expert_token_position", "arrival position of each choice at its expert"},
+    {"expert_token_position_fused", "arrival position over the fused (S, K) rows"},
+    {"expert_token_position_in_capacity", "one-hot of the slot (C+1 wide: slot 0 = dropped)"},
+    {"final_output", "the sum of the masked expert outputs (masked loop)"},
+    {"flatten_selected_experts", "every (token, k) choice's expert, flattened"},
+    {"gate.bias", "routing bias per expert (DeepSeek-V3), added before top-k"},
+    {"gate.kernel", "router weight: embed -> expert logits"},
+    {"gate_logits", "router scores per token and expert"},
+    {"global_group_sizes", "rows per expert on every device (all-gathered)"},
+    {"group_idx", "the routing groups each token keeps"},
+    {"group_mask", "1 for the experts of a kept routing group"},
+    {"group_scores", "each routing group's score (sum of its top-2 experts)"},
+    {"group_size", "rows routed to each expert (bincount)"},
+    {"group_sizes", "rows per local expert: the gmm's group sizes"},
+    {"group_vals", "the kept groups' scores"},
+    {"index_batch", "batch index broadcast over the scatter"},
+    {"index_length", "sequence index broadcast over the scatter"},
+    {"input_offsets", "where each peer's rows start in this device's send buffer"},
+    {"inputs", "the layer's input activations"},
+    {"inputs_2d", "the inputs as (tokens, embed)"},
+    {"intermediate_layer", "activation(layer_w0) * layer_w1: the expert hidden state"},
+    {"intermediate_output", "the experts' outputs (wo) per row"},
+    {"kernel", "the gate kernel after the cast"},
+    {"lb_loss", "the load-balancing auxiliary loss"},
+    {"layer_act", "activation(layer_w0)"},
+    {"layer_multiply", "activation(layer_w0) * layer_w1"},
+    {"layer_w0", "the gated up-projection (wi_0) per row or slot"},
+    {"layer_w0_partial", "layer_w0 over one embedding chunk (summed over chunks)"},
+    {"layer_w1", "the linear up-projection (wi_1) per row or slot"},
+    {"layer_w1_partial", "layer_w1 over one embedding chunk (summed over chunks)"},
+    {"local_group_size", "rows this device's experts receive, per local expert"},
+    {"local_output", "the expert outputs back in receive order"},
+    {"local_sizes", "all_shard_local_sizes flattened"},
+    {"logits", "gate_logits inside shard_map (this device's tokens)"},
+    {"mask", "1 where a token chose this expert (masked loop)"},
+    {"masked_logits", "group-masked scores: experts outside kept groups at -inf"},
+    {"masked_output", "an expert's output weighted by its routing weight (masked loop)"},
+    {"output", "the layer's output (or a step towards it)"},
+    {"output_offsets", "where this device's rows land in each peer's receive buffer"},
+    {"output_shape", "the empty receive buffer of the all-to-all"},
+    {"pre_bias_logits", "router scores before the routing bias (weights come from these)"},
+    {"recv_sizes", "rows this device receives from each peer"},
+    {"replicated_inputs_2d", "each token's row repeated K times, once per choice"},
+    {"reshaped_group_sizes", "group_size summed per expert shard"},
+    {"reshaped_intermediate", "expert outputs as (token, k, embed)"},
+    {"reshaped_weights", "routing weights as (token, k)"},
+    {"roll_to_expert_id", "first expert of this device's ring position"},
+    {"routed_scaling_factor", "DeepSeek's scale on the normalized weights"},
+    {"router_scores", "sigmoid of the chosen logit (Llama 4), applied to the inputs"},
+    {"score_mask", "1 for experts inside the kept routing groups"},
+    {"scores_grouped", "scores as (token, group, experts per group)"},
+    {"send_sizes", "rows this device sends to each peer"},
+    {"shared_experts", "the shared-expert MLP's output"},
+    {"softmax_probs", "softmax over experts (masks' weights or load-balance loss)"},
+    {"sorted_experts", "expert id of each sorted row"},
+    {"sorted_experts_ids", "local expert id of each locally sorted row"},
+    {"sorted_indices", "permutation sorting received rows by local expert"},
+    {"sorted_inputs", "the (token, k) rows grouped by expert: the gmm's input"},
+    {"sorted_selected_experts", "permutation sorting the (token, k) rows by expert"},
+    {"top2_in_group_idx", "the two best experts of each routing group"},
+    {"top2_in_group_vals", "their scores"},
+    {"top_k_indices", "the K experts each token chose"},
+    {"top_k_values", "biased scores of the chosen experts (used only to choose)"},
+    {"top_k_weights", "routing weight of each choice"},
+    {"trunc_expert_mask", "expert_mask with choices beyond capacity removed"},
+    {"unsort_indices", "inverse permutation back to the original row order"},
+    {"unsort_intermediate", "expert outputs back in (token, k) order"},
+    {"update_weights", "zeros [B,S,E] the top-k weights are scattered into"},
+    {"w0", "wi_0 as this device holds it inside shard_map"},
+    {"w0_bias", "wi_0's bias"},
+    {"w0_chunk", "one embedding chunk of wi_0"},
+    {"w0_kernel", "wi_0 in the compute dtype, as the einsum/gmm reads it"},
+    {"w1", "wi_1 as this device holds it inside shard_map"},
+    {"w1_chunk", "one embedding chunk of wi_1"},
+    {"w1_kernel", "wi_1 in the compute dtype"},
+    {"weights", "top-k weights scattered to [B,S,E] (0 for unchosen experts)"},
+    {"weights_sum", "per-token sum of the top-k weights (normalization)"},
+    {"within_capacity", "1 where a choice's arrival position fits the capacity"},
+    {"wo", "expert down-projection: hidden -> embed, per expert"},
+    {"wo_kernel", "wo in the compute dtype"},
+}};
+
+constexpr std::array<Entry, 6> kMoreMeanings = {{
+    {"wi_0", "expert gated up-projection: embed -> hidden, per expert"},
+    {"wi_1", "expert linear up-projection: embed -> hidden, per expert"},
+    {"x", "the routed rows this device holds (inside shard_map)"},
+    {"x_chunk", "one embedding chunk of the rows"},
+    {"shared_mlp", "the shared experts' MLP"},
+    {"wo_bias", "wo's bias"},
+}};
+
+// moe.py 313890777: the line where each traced function or named scope starts; dense_matmul
+// opens wi_0/wi_1/wo twice (dropping, dropless). weight_sum, both unpermute's and
+// dense_matmul's, is told apart by its parent scope.
+constexpr std::array<Entry, 28> kLines = {{
+    {"sort_activations", "65"},
+    {"calculate_load_balance_updates", "119"},
+    {"gate", "230 GateLogit.__call__"},
+    {"RoutedMoE", "2044 RoutedMoE.__call__"},
+    {"RoutedAndSharedMoE", "2169 RoutedAndSharedMoE.__call__"},
+    {"get_topk", "530"},
+    {"deepseek_scale_weights", "558"},
+    {"expert_group_mask", "566"},
+    {"deepseek_routing", "599"},
+    {"ffn_act", "625 (apply_ffn_activation)"},
+    {"permute", "637"},
+    {"unpermute", "686"},
+    {"local_permute", "723"},
+    {"get_all_to_all_params", "802"},
+    {"sparse_matmul", "922"},
+    {"wrapper", "1161 (shard_map body)"},
+    {"gmm_wi_0", "1291 (gmm of wi_0)"},
+    {"gmm_wi_1", "1302 (gmm of wi_1)"},
+    {"gmm_wo", "1314 (gmm of wo)"},
+    {"reshape_and_update_weights", "1447"},
+    {"generate_masks_subgroup", "1472"},
+    {"generate_masks", "1557"},
+    {"dense_matmul", "1675"},
+    {"dispatch", "1814"},
+    {"wi_0", "1834 (dropping) / 1914 (dropless)"},
+    {"wi_1", "1850 (dropping) / 1923 (dropless)"},
+    {"wo", "1867 (dropping) / 1933 (dropless)"},
+    {"combine", "1892"},
+}};
+
+}  // namespace
+
+std::string_view TensorMeaning(std::string_view name) {
+  for (const auto& [n, meaning] : kMeanings)
+    if (n == name) return meaning;
+  for (const auto& [n, meaning] : kMoreMeanings)
+    if (n == name) return meaning;
+  return "";
+}
+
+std::string MoeLineRef(std::string_view scope) {
+  const size_t slash = scope.rfind('/');
+  const std::string_view last = slash == std::string_view::npos ? scope : scope.substr(slash + 1);
+  if (last == "weight_sum")
+    return scope.find("unpermute") != std::string_view::npos ? "moe.py:706" : "moe.py:1945";
+  for (const auto& [name, line] : kLines)
+    if (name == last) return fmt::format("moe.py:{}", line);
+  return "";
+}
+
+}  // namespace shardtrace

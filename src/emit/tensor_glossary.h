@@ -1,0 +1,23 @@
+// What the tensors of moe.py are, in a reader's words, and where in moe.py (at the seed
+// revision 313890777) each traced function is: the documentation the visualization pages
+// add beside what the trace measured. Keyed by the names the trace records (moe.py's
+// variable names, MaxText's parameter names, the named scopes), so an unknown name simply
+// gets no entry. Facts about moe.py, not computations: nothing here derives a shape or a
+// sharding.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace shardtrace {
+
+// "the (token, choice) rows sorted by expert", or "" for a name the glossary lacks.
+std::string_view TensorMeaning(std::string_view name);
+
+// "moe.py:637" (or "moe.py:1834 (dropping) / 1914 (dropless)") for a scope whose last segment is a
+// moe.py function or named scope of the seed revision ("RoutedMoE/sparse_matmul/wrapper/permute" ->
+// permute), or "" when it is none (linears.py's MlpBlock, ...). Only meaningful for traces of
+// moe.py itself: the PR 3981 pipeline reuses names such as "dispatch" for its own stages.
+std::string MoeLineRef(std::string_view scope);
+
+}  // namespace shardtrace
