@@ -119,7 +119,7 @@ DumpComparison CompareWithDump(const ShardingDump& dump, const Config& config, c
   // Kernel weights of every traced block, by (block, name), in trace order.
   std::vector<std::pair<std::pair<Block, std::string>, const TensorRecord*>> weights;
   std::vector<Trace> traces;
-  const std::vector<Block> blocks = ModelBlocks(config, setup);
+  const std::vector<Block> blocks = ModelBlocks(setup);
   traces.reserve(blocks.size());
   for (const Block block : blocks) {
     traces.push_back(RunBlock(config, mesh, setup, params, block, false).trace);

@@ -28,7 +28,7 @@ Masks GenerateMasks(const MoeContext& ctx, const Value& top_k_indices, const Val
   const int64_t b = top_k_indices.dim(0), seq = top_k_indices.dim(1), k = ctx.setup.top_k;
   const int64_t e = ctx.setup.num_experts;
   const int64_t cp = sub ? groups : 1, sub_seq = seq / cp;
-  const int64_t c = Capacity(sub_seq * k, e, ctx.config.Float("capacity_factor"));
+  const int64_t c = Capacity(sub_seq * k, e, ctx.settings().capacity_factor);
   const std::string lead = sub ? "BN" : "B";
   const Shape lead_shape = sub ? Shape{b, cp} : Shape{b};
   auto with = [&](std::initializer_list<int64_t> rest) {
@@ -90,13 +90,12 @@ Masks GenerateMasks(const MoeContext& ctx, const Value& top_k_indices, const Val
   combine = tr::Slice(t, combine, -1 + static_cast<int64_t>(combine.shape().size()), 1, c,
                       {"combine_mask", lead + "SEC"});
   const Value dispatch = tr::Cast(t, combine, DType::kBool, {"dispatch_mask", lead + "SEC"});
-  ctx.t.AddFact(
-      {"expert_capacity_per_batch",
-       "",
-       {},
-       {static_cast<double>(c)},
-       fmt::format("C = int(max(ceil({} * {} / {}) * {}, {}))", sub_seq, k, e,
-                   ctx.config.Float("capacity_factor"), ctx.config.Float("capacity_factor"))});
+  ctx.t.AddFact({"expert_capacity_per_batch",
+                 "",
+                 {},
+                 {static_cast<double>(c)},
+                 fmt::format("C = int(max(ceil({} * {} / {}) * {}, {}))", sub_seq, k, e,
+                             ctx.settings().capacity_factor, ctx.settings().capacity_factor)});
   if (t.numeric()) {
     // Routing facts: per expert, choices routed and choices dropped by capacity.
     std::vector<double> routed(e, 0.0), kept(e, 0.0);

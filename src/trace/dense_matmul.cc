@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "config/maxtext_revision.h"
+#include "config/moe_settings.h"
 #include "trace/capacity_masks.h"
 #include "trace/routing.h"
 #include "trace/traced_ops.h"
@@ -71,12 +71,12 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
     const auto reads =
         t.Condition("load_balance_loss_weight > 0: only load_balance_loss reads softmax_probs");
     const Value probs = RouterProbs(ctx, gate_logits);
-    if (ctx.config.Float("load_balance_loss_weight") > 0.0) {
+    if (ctx.settings().load_balance_loss_weight > 0.0) {
       const auto cond = t.Condition("load_balance_loss_weight > 0");
       result.lb_loss = LoadBalanceLoss(ctx, top.indices, probs);
     }
   }
-  if (ShouldUpdateLoadBalance(ctx.config)) {
+  if (ctx.settings().UpdatesLoadBalanceBias()) {
     const auto cond = t.Condition("routed_bias && routed_bias_update_rate > 0");
     result.bias_updates = LoadBalanceUpdates(ctx, top.indices);
   }
@@ -84,8 +84,8 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
   int64_t cp = s.cp_autoregressive;
   if (seq % cp != 0) cp = 1;
   const int64_t sub_seq = seq / cp;
-  const bool f32_acts = ctx.config.Bool("activations_in_float32");
-  const bool mlp_bias = ctx.config.Bool("mlp_bias");
+  const bool f32_acts = ctx.settings().activations_in_float32;
+  const bool mlp_bias = ctx.settings().mlp_bias;
 
   if (s.capacity_factor > 0) {
     const auto cond = t.Condition("capacity_factor > 0");
@@ -155,7 +155,7 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
     // The release constrains dispatch, layer_w0 and layer_w1 through _maybe_shard_moe_dispatch,
     // whose parameter is `inputs`: MaxText's frame inspection names all three "moe/inputs".
     const std::optional<std::string> dispatch_helper_variable =
-        RevisionOf(ctx.config).semantics == MoeSemantics::kRelease
+        ctx.settings().revision.semantics == MoeSemantics::kRelease
             ? std::optional<std::string>("inputs")
             : std::nullopt;
     Value dispatch;
@@ -294,7 +294,7 @@ PathOutput DenseMatmul(const MoeContext& ctx, const Value& inputs_in, const Valu
       weights = ReshapeAndUpdateWeights(ctx, ones, top.indices);
     }
     Value w = *weights;
-    if (ctx.config.Bool("float32_weight_sum")) {
+    if (ctx.settings().float32_weight_sum) {
       const auto c3 = t.Condition("float32_weight_sum");
       intermediate = tr::Cast(t, intermediate, DType::kFloat32, {"intermediate_layer", "BSEM"});
       w = tr::Cast(t, w, DType::kFloat32, {"weights", "BSE"});

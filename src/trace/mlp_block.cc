@@ -2,19 +2,19 @@
 
 #include <fmt/format.h>
 
-#include "config/config.h"
+#include "config/moe_settings.h"
 #include "trace/traced_ops.h"
 
 namespace shardtrace {
 
 namespace tr = traced;
 
-Value MlpBlock(Tracer& t, const Config& config, const Value& inputs_in, const MlpParams& params,
-               const std::string& scope) {
+Value MlpBlock(Tracer& t, const MoeSettings& settings, const Value& inputs_in,
+               const MlpParams& params, const std::string& scope) {
   const auto sc = t.Scope(scope);
   t.SetDumpFile("linears");
-  const DType dtype = ParseDType(config.Str("dtype"), "dtype");
-  const std::vector<std::string> activations = config.StrList("mlp_activations");
+  const DType dtype = settings.dtype;
+  const std::vector<std::string>& activations = settings.mlp_activations;
   const LogicalAxes wi_axes = {"embed", "mlp"};
   const LogicalAxes wo_axes = {"mlp", "embed"};
   const Value inputs = tr::Cast(t, inputs_in, dtype, {"inputs", "BSM"});
@@ -25,7 +25,7 @@ Value MlpBlock(Tracer& t, const Config& config, const Value& inputs_in, const Ml
     const Value kernel = t.Weight({name, "MF"}, params.wi.at(i), wi_axes);
     const Value k = tr::Cast(t, kernel, dtype, {name, "MF"});
     Value y = tr::Einsum(t, "BSM,MF -> BSF", inputs, k, dtype, {"x", "BSF"});
-    if (config.Bool("activations_in_float32")) {
+    if (settings.activations_in_float32) {
       const auto cond = t.Condition("activations_in_float32");
       y = tr::Cast(t, y, DType::kFloat32, {"x", "BSF"});
     }

@@ -13,10 +13,10 @@
 
 namespace shardtrace {
 
-class Config;
+struct MoeSettings;
 
 // Records the kernels as weights and runs the block on `inputs` [B,S,M]; returns [B,S,M].
-Value MlpBlock(Tracer& t, const Config& config, const Value& inputs, const MlpParams& params,
+Value MlpBlock(Tracer& t, const MoeSettings& settings, const Value& inputs, const MlpParams& params,
                const std::string& scope);
 
 }  // namespace shardtrace

@@ -1,7 +1,6 @@
 #include "trace/moe_block.h"
 
 #include "config/config.h"
-#include "config/maxtext_revision.h"
 #include "shard/mesh.h"
 #include "trace/dense_matmul.h"
 #include "trace/masked_loop.h"
@@ -35,7 +34,7 @@ PathOutput RoutedMoE(const MoeContext& ctx, const Value& inputs_in, const MoePar
                      bool shared_wrapper, bool masked_loop) {
   Tracer& t = ctx.t;
   const MoeSetup& s = ctx.setup;
-  const Config& config = ctx.config;
+  const MoeSettings& settings = ctx.settings();
   const auto scope = t.Scope("RoutedMoE");
   // RoutedAndSharedMoE always builds its routed block with gate axes ('embed_moe', None).
   const LogicalAxes gate_axes = shared_wrapper || s.decoder_block == "deepseek" ||
@@ -43,18 +42,18 @@ PathOutput RoutedMoE(const MoeContext& ctx, const Value& inputs_in, const MoePar
                                     ? LogicalAxes{"embed_moe", std::nullopt}
                                     : LogicalAxes{"embed", std::nullopt};
   LogicalAxes wi_axes{"exp", "embed_moe", "mlp_moe"}, wo_axes{"exp", "mlp_moe", "embed_moe"};
-  if (config.Bool("shard_exp_on_fsdp")) {
+  if (settings.shard_exp_on_fsdp) {
     wi_axes = {"embed_moe", std::nullopt, "mlp_moe"};
     wo_axes = {"embed_moe", "mlp_moe", std::nullopt};
-  } else if (config.Bool("use_2d_fsdp_sharding")) {
+  } else if (settings.use_2d_fsdp_sharding) {
     wi_axes = wo_axes = {"embed_moe", "mlp_moe", std::nullopt};
-  } else if (config.Bool("use_batch_split_schedule")) {
+  } else if (settings.use_batch_split_schedule) {
     wi_axes = {"embed_moe", std::nullopt, "expert_only"};
     wo_axes = {"embed_moe", "expert_only", std::nullopt};
   }
   const Value gate_kernel = t.Weight({"gate.kernel", "ME"}, p.gate_kernel, gate_axes);
   std::optional<Value> gate_bias;
-  if (config.Bool("routed_bias")) {
+  if (settings.routed_bias) {
     const auto cond = t.Condition("routed_bias");
     gate_bias = t.Weight({"gate.bias", "E"}, *p.gate_bias, LogicalAxes{std::nullopt});
   }
@@ -62,7 +61,7 @@ PathOutput RoutedMoE(const MoeContext& ctx, const Value& inputs_in, const MoePar
   const Value wi_1 = t.Weight({"wi_1", "EMH"}, p.wi_1, wi_axes);
   const Value wo = t.Weight({"wo", "EHM"}, p.wo, wo_axes);
   std::optional<Value> wi_0_bias, wi_1_bias, wo_bias, per_expert_scale;
-  if (config.Bool("mlp_bias")) {
+  if (settings.mlp_bias) {
     const auto cond = t.Condition("mlp_bias");
     wi_0_bias = t.Weight({"wi_0_bias", "EH"}, *p.wi_0_bias, {"exp", "activation_mlp"});
     wi_1_bias = t.Weight({"wi_1_bias", "EH"}, *p.wi_1_bias, {"exp", "activation_mlp"});
@@ -103,7 +102,7 @@ PathOutput RoutedMoE(const MoeContext& ctx, const Value& inputs_in, const MoePar
           "attention=vllm_rpa: the fused tpu_inference MoE kernel is not simulated; unset "
           "attention");
     case MoePath::kSparse:
-      if (config.Int("num_moe_emb_chunks") > 0)
+      if (settings.num_moe_emb_chunks > 0)
         return SparsePipeline(ctx, inputs, gate.gate_logits, gate.pre_bias_logits, k);
       return SparseMatmul(ctx, inputs, gate.gate_logits, gate.pre_bias_logits, k);
     case MoePath::kDenseDropless:
@@ -119,13 +118,13 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
                   const MoeParams& params, Block block, bool numeric, bool masked_loop) {
   Tracer t(mesh, config.logical_axis_rules(), numeric);
   BlockRun run;
-  MoeContext ctx{config, setup, t, run.captures};
+  MoeContext ctx{setup, t, run.captures};
   const bool shared = UsesSharedExperts(setup);
   if (block == Block::kMlp) {
     t.trace().block = "mlp";
     t.trace().path = "MlpBlock (dense layer, intermediate mlp_dim)";
     const Value inputs = t.Input({"inputs", "BSM"}, params.inputs);
-    const Value out = MlpBlock(t, config, inputs, *params.dense, "MlpBlock");
+    const Value out = MlpBlock(t, setup.settings, inputs, *params.dense, "MlpBlock");
     ctx.Capture("output", out.array());
     t.trace().input = inputs.tensor;
     t.trace().output = out.tensor;
@@ -135,11 +134,11 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
           "--block shared: decoder_block {} with shared_experts={} has no shared experts "
           "(RoutedAndSharedMoE is "
           "used by deepseek, llama4 and gemma4 with shared_experts > 0)",
-          setup.decoder_block, config.Int("shared_experts"));
+          setup.decoder_block, setup.settings.shared_experts);
     t.trace().block = "shared";
     t.trace().path = "RoutedAndSharedMoE.shared_experts (MlpBlock)";
     const Value inputs = t.Input({"inputs", "BSM"}, params.inputs);
-    const Value out = MlpBlock(t, config, inputs, *params.shared, "shared_experts");
+    const Value out = MlpBlock(t, setup.settings, inputs, *params.shared, "shared_experts");
     ctx.Capture("output", out.array());
     t.trace().input = inputs.tensor;
     t.trace().output = out.tensor;
@@ -154,7 +153,7 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
                          ? "masked_loop (reference: every expert on every token, masked by top-k)"
                          : setup.PathLabel();
     // Seed semantics are the default and say nothing; a trace that follows the release says so.
-    const MaxTextRevision revision = RevisionOf(config);
+    const MaxTextRevision& revision = setup.settings.revision;
     if (revision.semantics != MoeSemantics::kSeed)
       t.Note(fmt::format("semantics: moe.py of MaxText {} ({})", revision.name, revision.why));
     for (const std::string& r : setup.path_reasons) t.Note("path: " + r);
@@ -164,7 +163,8 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
     PathOutput routed = RoutedMoE(ctx, inputs, params, shared, masked_loop);
     Value output = routed.output;
     if (shared) {
-      const Value shared_out = MlpBlock(t, config, inputs, *params.shared, "shared_experts");
+      const Value shared_out =
+          MlpBlock(t, setup.settings, inputs, *params.shared, "shared_experts");
       output = tr::Binary(t, OpKind::kAdd, routed.output, shared_out, {"output", "BSM"});
     }
     ctx.Capture("output", output.array());
@@ -190,10 +190,10 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
   return run;
 }
 
-std::vector<Block> ModelBlocks(const Config& config, const MoeSetup& setup) {
+std::vector<Block> ModelBlocks(const MoeSetup& setup) {
   const bool moe = setup.num_experts > 1;
   const bool dense_layers =
-      !moe || setup.dense_layers > 0 || config.Int("interleave_moe_layer_step") > 1;
+      !moe || setup.dense_layers > 0 || setup.settings.interleave_moe_layer_step > 1;
   std::vector<Block> blocks;
   if (dense_layers) blocks.push_back(Block::kMlp);
   if (moe) {
@@ -205,7 +205,7 @@ std::vector<Block> ModelBlocks(const Config& config, const MoeSetup& setup) {
 
 std::vector<DumpEntry> DumpModel(const Config& config, const Mesh& mesh) {
   const MoeSetup setup = MakeMoeSetup(config, mesh);
-  const int n_act = static_cast<int>(config.StrList("mlp_activations").size());
+  const int n_act = static_cast<int>(setup.settings.mlp_activations.size());
   const MoeParams params = MakeParams(setup, n_act, /*numeric=*/false, 0);
   std::vector<DumpEntry> entries;
   auto append = [&](Block block) {
@@ -216,7 +216,7 @@ std::vector<DumpEntry> DumpModel(const Config& config, const Mesh& mesh) {
       if (!seen) entries.push_back(std::move(e));
     }
   };
-  for (const Block block : ModelBlocks(config, setup)) append(block);
+  for (const Block block : ModelBlocks(setup)) append(block);
   return entries;
 }
 

@@ -36,7 +36,7 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
 
 // The blocks a model's decoder layers run, in MaxText's order: a dense MlpBlock (when the
 // model has dense layers), the routed MoE block, then its shared experts.
-std::vector<Block> ModelBlocks(const Config& config, const MoeSetup& setup);
+std::vector<Block> ModelBlocks(const MoeSetup& setup);
 
 // input_shardings.json entries of the model's blocks in MaxText's order: a dense MlpBlock
 // (when the model has dense layers), the MoE block, then its shared experts.

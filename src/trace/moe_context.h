@@ -7,19 +7,18 @@
 #include <optional>
 #include <string>
 
-#include "config/config.h"
 #include "trace/moe_setup.h"
 #include "trace/tracer.h"
 
 namespace shardtrace {
 
 struct MoeContext {
-  const Config& config;
   const MoeSetup& setup;
   Tracer& t;
   std::map<std::string, Array>& captures;
 
   DType dtype() const { return setup.dtype; }
+  const MoeSettings& settings() const { return setup.settings; }
   // Records `value` (global, numeric) under `name` for golden comparison.
   void Capture(const std::string& name, const Array& value) const {
     if (value.numeric()) captures.insert_or_assign(name, value);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "config/config.h"
+#include "config/moe_settings.h"
 #include "shard/mesh.h"
 #include "util/error.h"
 
@@ -37,56 +38,60 @@ std::string MoeSetup::PathLabel() const {
 }
 
 MoeSetup MakeMoeSetup(const Config& config, const Mesh& mesh) {
+  return MakeMoeSetup(ResolveMoeSettings(config), mesh);
+}
+
+MoeSetup MakeMoeSetup(MoeSettings settings, const Mesh& mesh) {
   MoeSetup s;
-  s.model_name = config.Str("model_name");
-  s.decoder_block = config.Str("decoder_block");
-  const double pdbs = config.Float("per_device_batch_size");
+  s.settings = std::move(settings);
+  const MoeSettings& k = s.settings;  // the config keys
+  s.model_name = k.model_name;
+  s.decoder_block = k.decoder_block;
+  const double pdbs = k.per_device_batch_size;
   s.batch = static_cast<int64_t>(pdbs * static_cast<double>(mesh.num_devices()));
   if (s.batch < 1)
     Fail("per_device_batch_size {} x {} devices gives a global batch of {}; expected at least 1",
          pdbs, mesh.num_devices(), s.batch);
-  s.seq = config.Int("max_target_length");
-  const int64_t input_dim = config.Int("moe_expert_input_dim");
-  s.emb = input_dim <= 0 ? config.Int("emb_dim") : input_dim;
-  s.num_experts = config.Int("num_experts");
-  s.top_k = config.Int("num_experts_per_tok");
-  s.mlp_dim = config.Int("mlp_dim");
-  const int64_t moe_mlp_dim = config.Int("moe_mlp_dim");
+  s.seq = k.max_target_length;
+  const int64_t input_dim = k.moe_expert_input_dim;
+  s.emb = input_dim <= 0 ? k.emb_dim : input_dim;
+  s.num_experts = k.num_experts;
+  s.top_k = k.num_experts_per_tok;
+  s.mlp_dim = k.mlp_dim;
+  const int64_t moe_mlp_dim = k.moe_mlp_dim;
   // mixtral and gpt-oss construct RoutedMoE with intermediate_dim=mlp_dim.
   s.hidden =
       (s.decoder_block == "mixtral" || s.decoder_block == "gpt_oss") ? s.mlp_dim : moe_mlp_dim;
   s.wi_hidden = s.hidden;
-  if (config.Has("padded_base_moe_mlp_dim") &&
-      config.Get("padded_base_moe_mlp_dim").type != ConfigValue::Type::kNull)
-    s.wi_hidden = config.Int("padded_base_moe_mlp_dim");
-  const int64_t shared = config.Int("shared_experts");
+  if (k.padded_base_moe_mlp_dim) s.wi_hidden = *k.padded_base_moe_mlp_dim;
+  const int64_t shared = k.shared_experts;
   s.shared_hidden =
       shared > 0 ? shared * (s.decoder_block == "gemma4" ? s.mlp_dim : moe_mlp_dim) : 0;
-  s.dense_layers = config.Int("first_num_dense_layers");
+  s.dense_layers = k.first_num_dense_layers;
 
-  s.dtype = ParseDType(config.Str("dtype"), "dtype");
-  s.weight_dtype = ParseDType(config.Str("weight_dtype"), "weight_dtype");
-  s.gate_dtype = config.Bool("float32_gate_logits") ? DType::kFloat32 : s.dtype;
+  s.dtype = k.dtype;
+  s.weight_dtype = k.weight_dtype;
+  s.gate_dtype = k.float32_gate_logits ? DType::kFloat32 : s.dtype;
 
-  s.expert_axes = config.Str("custom_mesh_and_rule") == "cp-as-ep"
+  s.expert_axes = k.custom_mesh_and_rule == "cp-as-ep"
                       ? std::vector<std::string>{"context", "expert"}
                       : std::vector<std::string>{"expert"};
   s.ep = mesh.Size(s.expert_axes);
   s.tp = mesh.Size("tensor");
   s.tp_transpose = mesh.Size("tensor_transpose");
   s.cp_autoregressive = mesh.Size("context_autoregressive");
-  s.ring_of_experts = config.Bool("use_ring_of_experts");
+  s.ring_of_experts = k.use_ring_of_experts;
   s.batch_sharded_by_ep = s.batch > 1;
   s.deepseek3_routing = s.model_name.rfind("deepseek3", 0) == 0;
-  s.inference = config.Str("model_call_mode") == "inference";
-  s.capacity_factor = config.Float("capacity_factor");
-  s.emb_chunks = config.Int("num_moe_emb_chunks");
+  s.inference = k.model_call_mode == "inference";
+  s.capacity_factor = k.capacity_factor;
+  s.emb_chunks = k.num_moe_emb_chunks;
 
-  if (config.Str("attention") == "vllm_rpa") {
+  if (k.attention == "vllm_rpa") {
     s.path = MoePath::kFusedVllm;
     s.path_reasons.push_back("attention == 'vllm_rpa'");
     s.notes.push_back("the fused vLLM kernel lives in tpu_inference and is not simulated");
-  } else if (config.Bool("sparse_matmul")) {
+  } else if (k.sparse_matmul) {
     s.path = MoePath::kSparse;
     s.path_reasons.push_back("attention != 'vllm_rpa'");
     s.path_reasons.push_back("sparse_matmul == True");
@@ -108,34 +113,33 @@ MoeSetup MakeMoeSetup(const Config& config, const Mesh& mesh) {
               ? "model_call_mode == 'inference': generate_masks_subgroup (tokens grouped by "
                 "context-parallel subgroup)"
               : fmt::format("model_call_mode '{}' != 'inference': generate_masks",
-                            config.Str("model_call_mode")));
+                            k.model_call_mode));
     if (s.num_experts > 1 && s.num_experts % s.ep != 0)
       Fail("num_experts {} is not divisible by the expert-parallel size {}", s.num_experts, s.ep);
   }
-  const std::string quantization = config.Str("quantization");
-  if (!quantization.empty() || config.Bool("use_qwix_quantization"))
+  const std::string quantization = k.quantization;
+  if (!quantization.empty() || k.use_qwix_quantization)
     s.notes.push_back(
         fmt::format("quantization '{}' is not modeled: weights are traced unquantized in dtype",
                     quantization.empty() ? "qwix" : quantization));
-  if (config.Str("shard_mode") == "explicit")
+  if (k.shard_mode == "explicit")
     s.notes.push_back(
         "shard_mode explicit: every constraint is a jax.sharding.reshard (same specs); the gate "
         "matmul's out_sharding is not recorded separately");
-  if (config.Bool("shard_exp_on_fsdp"))
+  if (k.shard_exp_on_fsdp)
     s.notes.push_back(
         "shard_exp_on_fsdp: the qwix fixed-calibration weight rule needs quantization; the "
         "unquantized dsv3 shard_map specs are used");
-  if (config.Bool("use_tokamax_gmm"))
-    s.gmm_kernel =
-        config.Str("quantization").empty() ? "tokamax ragged_dot" : "megablox (tokamax backend)";
-  else if (config.Bool("megablox"))
+  if (k.use_tokamax_gmm)
+    s.gmm_kernel = k.quantization.empty() ? "tokamax ragged_dot" : "megablox (tokamax backend)";
+  else if (k.megablox)
     s.gmm_kernel = "megablox";
   else
     s.gmm_kernel = "jax.lax.ragged_dot";
   if (s.path == MoePath::kSparse) {
     s.path_reasons.push_back(fmt::format("gmm kernel {} (megablox={}, use_tokamax_gmm={})",
-                                         s.gmm_kernel, config.Bool("megablox") ? "True" : "False",
-                                         config.Bool("use_tokamax_gmm") ? "True" : "False"));
+                                         s.gmm_kernel, k.megablox ? "True" : "False",
+                                         k.use_tokamax_gmm ? "True" : "False"));
     if (s.ring_of_experts)
       s.path_reasons.push_back(fmt::format(
           "use_ring_of_experts == True (expert parallelism {}): all-gather + psum_scatter", s.ep));

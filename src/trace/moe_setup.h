@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "config/moe_settings.h"
 #include "numeric/dtype.h"
 
 namespace shardtrace {
@@ -24,6 +25,8 @@ enum class MoePath {
 std::string ToString(MoePath path);
 
 struct MoeSetup {
+  MoeSettings settings;  // the config values, typed (config/moe_settings.h)
+
   // Dims.
   int64_t batch = 0;          // B: global batch = int(per_device_batch_size * devices)
   int64_t seq = 0;            // S: max_target_length
@@ -64,8 +67,10 @@ struct MoeSetup {
   std::string PathLabel() const;
 };
 
+// Resolves the settings (ResolveMoeSettings) and derives the rest from them and the mesh.
 // REQUIRES a validated Config. Throws Error for configs the path cannot run (num_experts
 // not divisible by EP, ...), naming the key.
 MoeSetup MakeMoeSetup(const Config& config, const Mesh& mesh);
+MoeSetup MakeMoeSetup(MoeSettings settings, const Mesh& mesh);
 
 }  // namespace shardtrace

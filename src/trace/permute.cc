@@ -21,12 +21,12 @@ PermuteOutput TopKAndLosses(const MoeContext& ctx, const Value& gate_logits,
   PermuteOutput out;
   out.weights = top.weights;
   out.top_k_indices = top.indices;
-  if (ctx.config.Float("load_balance_loss_weight") > 0.0) {
+  if (ctx.settings().load_balance_loss_weight > 0.0) {
     const auto cond = t.Condition("load_balance_loss_weight > 0");
     const Value probs = RouterProbs(ctx, gate_logits);
     out.lb_loss = LoadBalanceLoss(ctx, top.indices, probs);
   }
-  if (ShouldUpdateLoadBalance(ctx.config)) {
+  if (ctx.settings().UpdatesLoadBalanceBias()) {
     const auto cond = t.Condition("routed_bias && routed_bias_update_rate > 0");
     out.bias_updates = LoadBalanceUpdates(ctx, top.indices);
   }
@@ -142,7 +142,7 @@ Value Unpermute(const MoeContext& ctx, const Value& intermediate,
     w = t.Apply({OpKind::kOnesLike, "", {}}, {&w}, {"reshaped_weights", "TK"},
                 [](const Args& a) { return FullLike(*a[0], 1.0f, a[0]->dtype); });
   }
-  if (ctx.config.Bool("float32_weight_sum")) {
+  if (ctx.settings().float32_weight_sum) {
     const auto cond = t.Condition("float32_weight_sum");
     x = tr::Cast(t, x, DType::kFloat32, {"reshaped_intermediate", "TKM"});
     w = tr::Cast(t, w, DType::kFloat32, {"reshaped_weights", "TK"});
@@ -283,15 +283,15 @@ int64_t RaggedBufferSize(int64_t local_batch, int64_t ep_degree, int64_t global_
 Value Gmm(const MoeContext& ctx, const Value& inputs, const Value& kernel, const Value& group_sizes,
           const std::string& name, bool wo_tiles) {
   Tracer& t = ctx.t;
-  const Config& c = ctx.config;
+  const MoeSettings& c = ctx.settings();
   const MoeSetup& s = ctx.setup;
   const int64_t rows = inputs.dim(0);
-  const int64_t tile = c.Int("wi_tile_fwd_batch_seq");
+  const int64_t tile = c.wi_tile_fwd.batch_seq;
   const int64_t padded = tile > 0 ? (rows + tile - 1) / tile * tile : rows;
-  const std::string prefix = wo_tiles ? "wo_tile_fwd_" : "wi_tile_fwd_";
-  const int64_t tk = c.Int(prefix + (wo_tiles ? "mlp_dim" : "embed_dim"));
-  const int64_t tn = c.Int(prefix + (wo_tiles ? "embed_dim" : "mlp_dim"));
-  const int64_t tm = c.Int(prefix + "batch_seq");
+  const GmmTiling& tiles = wo_tiles ? c.wo_tile_fwd : c.wi_tile_fwd;
+  const int64_t tk = wo_tiles ? tiles.mlp_dim : tiles.embed_dim;
+  const int64_t tn = wo_tiles ? tiles.embed_dim : tiles.mlp_dim;
+  const int64_t tm = tiles.batch_seq;
   std::string tiling = fmt::format("({}, {}, {})", tm, tk, tn);
   if (s.gmm_kernel == "jax.lax.ragged_dot")  // jax_ragged_dot_gmm clips the tiles to the operand
     tiling = fmt::format("({}, {}, {})", std::min(tm, padded), std::min(tk, inputs.dim(1)),

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <limits>
 
-#include "config/maxtext_revision.h"
+#include "config/moe_settings.h"
 #include "trace/traced_ops.h"
 #include "util/error.h"
 
@@ -21,13 +21,13 @@ GateOutput GateLogit(const MoeContext& ctx, const Value& routing_inputs, const V
   // dot_general contracting the last input axis with the kernel's first.
   Value output = tr::Einsum(t, "BSM,ME -> BSE", inputs, k, gate_dtype, {"output", "BSE"});
   GateOutput result{output, std::nullopt};
-  const std::string score_func = ctx.config.Str("routed_score_func");
+  const std::string score_func = ctx.settings().routed_score_func;
   if (!score_func.empty()) {
     const auto cond = t.Condition("routed_score_func");
     result.gate_logits = tr::Activation(t, score_func, result.gate_logits, {"output", "BSE"});
     if (ctx.setup.deepseek3_routing) result.pre_bias_logits = result.gate_logits;
   }
-  if (ctx.config.Bool("routed_bias")) {
+  if (ctx.settings().routed_bias) {
     const auto cond = t.Condition("routed_bias");
     SHARDTRACE_CHECK(bias.has_value());
     const Value b = tr::Cast(t, *bias, gate_dtype, {"bias", "E"});
@@ -42,8 +42,8 @@ namespace {
 Value ExpertGroupMask(const MoeContext& ctx, const Value& gate_logits) {
   Tracer& t = ctx.t;
   const auto scope = t.Scope("expert_group_mask");
-  const int64_t groups = ctx.config.Int("n_routing_groups");
-  const int64_t top_groups = ctx.config.Int("topk_routing_group");
+  const int64_t groups = ctx.settings().n_routing_groups;
+  const int64_t top_groups = ctx.settings().topk_routing_group;
   const int64_t e = ctx.setup.num_experts;
   const Shape& s = gate_logits.shape();
   const Value grouped =
@@ -72,7 +72,7 @@ TopKOutput GetTopK(const MoeContext& ctx, const Value& gate_logits,
   const auto scope = t.Scope("get_topk");
   const MoeSetup& s = ctx.setup;
   const int64_t k = s.top_k;
-  if (ctx.config.Bool("use_random_routing")) {
+  if (ctx.settings().use_random_routing) {
     if (t.numeric())
       Fail(
           "use_random_routing: random routing draws from JAX's PRNG and cannot be reproduced "
@@ -96,7 +96,7 @@ TopKOutput GetTopK(const MoeContext& ctx, const Value& gate_logits,
           "routed_score_func is set",
           s.model_name);
     Value candidates = gate_logits;
-    if (ctx.config.Int("n_routing_groups") != -1) {
+    if (ctx.settings().n_routing_groups != -1) {
       const Value mask = ExpertGroupMask(ctx, gate_logits);
       candidates = t.Apply({OpKind::kWhere, "", {{"else", "-inf"}}}, {&mask, &gate_logits},
                            {"masked_logits", "BSE"}, [](const std::vector<const Array*>& a) {
@@ -128,12 +128,12 @@ TopKOutput GetTopK(const MoeContext& ctx, const Value& gate_logits,
   if (s.decoder_block == "deepseek") {
     const auto cond = t.Condition("decoder_block == deepseek");
     const auto sc = t.Scope("deepseek_scale_weights");
-    if (ctx.config.Str("routed_score_func") == "sigmoid") {
+    if (ctx.settings().routed_score_func == "sigmoid") {
       const Value sum = tr::Sum(t, *weights, -1, true, {"weights_sum", "BS1"});
       weights = tr::Binary(t, OpKind::kDiv, *weights, sum, {"top_k_weights", "BSK"});
     }
     const Value factor = tr::Constant(
-        t, Scalar(static_cast<float>(ctx.config.Float("routed_scaling_factor")), weights->dtype()),
+        t, Scalar(static_cast<float>(ctx.settings().routed_scaling_factor), weights->dtype()),
         {"routed_scaling_factor", ""});
     weights = tr::Binary(t, OpKind::kMul, *weights, factor, {"top_k_weights", "BSK"});
   } else if (s.decoder_block != "llama4" && s.decoder_block != "gemma4") {
@@ -141,7 +141,7 @@ TopKOutput GetTopK(const MoeContext& ctx, const Value& gate_logits,
     const Value soft = tr::Softmax(t, f32, {"top_k_weights", "BSK"});
     weights = tr::Cast(t, soft, s.dtype, {"top_k_weights", "BSK"});
   }
-  if (ctx.config.Bool("norm_topk_prob")) {
+  if (ctx.settings().norm_topk_prob) {
     const auto cond = t.Condition("norm_topk_prob");
     const Value sum = tr::Sum(t, *weights, -1, true, {"weights_sum", "BS1"});
     weights = tr::Binary(t, OpKind::kDiv, *weights, sum, {"top_k_weights", "BSK"});
@@ -166,10 +166,10 @@ Value LoadBalanceLoss(const MoeContext& ctx, const Value& top_k_indices,
   const Value density_prob = tr::Mean(t, softmax_probs, 1, {"density_prob", "BE"});
   // The release divides the density by top-k so that it sums to 1 over the experts; the seed
   // does not. Folded into the scale, which is where the factor lands.
-  const bool per_k = RevisionOf(ctx.config).semantics == MoeSemantics::kRelease;
+  const bool per_k = ctx.settings().revision.semantics == MoeSemantics::kRelease;
   const double k = per_k ? static_cast<double>(ctx.setup.top_k) : 1.0;
-  const float scale = static_cast<float>(static_cast<double>(e * e) *
-                                         ctx.config.Float("load_balance_loss_weight") / k);
+  const float scale =
+      static_cast<float>(static_cast<double>(e * e) * ctx.settings().load_balance_loss_weight / k);
   return t.Apply({OpKind::kMean,
                   "",
                   {{"scale", per_k ? "num_experts**2 * load_balance_loss_weight / "
@@ -182,15 +182,11 @@ Value LoadBalanceLoss(const MoeContext& ctx, const Value& top_k_indices,
                  });
 }
 
-bool ShouldUpdateLoadBalance(const Config& config) {
-  return config.Bool("routed_bias") && config.Float("routed_bias_update_rate") > 0.0;
-}
-
 Value LoadBalanceUpdates(const MoeContext& ctx, const Value& top_k_indices) {
   Tracer& t = ctx.t;
   const auto scope = t.Scope("calculate_load_balance_updates");
   const int64_t e = ctx.setup.num_experts;
-  const float rate = static_cast<float>(ctx.config.Float("routed_bias_update_rate"));
+  const float rate = static_cast<float>(ctx.settings().routed_bias_update_rate);
   const Value flat =
       tr::Reshape(t, top_k_indices, {top_k_indices.array().size()}, {"flat_indices", "R"});
   const Value counts = tr::Bincount(t, flat, e, {"expert_counts", "E"});
@@ -206,12 +202,12 @@ Value LoadBalanceUpdates(const MoeContext& ctx, const Value& top_k_indices) {
 Value ApplyFfnActivation(const MoeContext& ctx, const Value& layer_w0, const Value& layer_w1) {
   Tracer& t = ctx.t;
   const auto scope = t.Scope("ffn_act");
-  const std::string act = ctx.config.StrList("mlp_activations").front();
+  const std::string act = ctx.settings().mlp_activations.front();
   const std::string dims = t.trace().tensors[layer_w0.tensor].dims;
   Value out;
   if (ctx.setup.decoder_block == "gpt_oss") {
     const auto cond = t.Condition("decoder_block == gpt_oss");
-    const float limit = static_cast<float>(ctx.config.Float("mlp_activations_limit"));
+    const float limit = static_cast<float>(ctx.settings().mlp_activations_limit);
     const Value w0 = tr::Clip(t, layer_w0, std::nullopt, limit, {"layer_w0", dims});
     const Value w1 = tr::Clip(t, layer_w1, -limit, limit, {"layer_w1", dims});
     const Value scaled =

@@ -32,7 +32,6 @@ Value LoadBalanceLoss(const MoeContext& ctx, const Value& top_k_indices,
 Value RouterProbs(const MoeContext& ctx, const Value& gate_logits);
 // calculate_load_balance_updates: sign(mean load - count) * rate per expert.
 Value LoadBalanceUpdates(const MoeContext& ctx, const Value& top_k_indices);
-bool ShouldUpdateLoadBalance(const Config& config);
 Value ApplyFfnActivation(const MoeContext& ctx, const Value& layer_w0, const Value& layer_w1);
 
 }  // namespace shardtrace

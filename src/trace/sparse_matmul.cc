@@ -18,7 +18,7 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
                         const std::optional<Value>& pre_bias_in, const ExpertKernels& k_in) {
   Tracer& t = ctx.t;
   const MoeSetup& s = ctx.setup;
-  const Config& c = ctx.config;
+  const MoeSettings& c = ctx.settings();
   const auto scope = t.Scope("sparse_matmul");
   const ShardMapOperands op =
       EnterSparseShardMap(ctx, inputs_in, gate_logits_in, pre_bias_in, k_in, "wrapper");
@@ -74,13 +74,13 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
         const AllToAllParams p =
             GetAllToAllParams(ctx, *all_shards_group_sizes, expert_shard_id, ep, true);
         const int64_t buffer =
-            RaggedBufferSize(x.dim(0), ep, s.num_experts, s.top_k, c.Float("ragged_buffer_factor"));
+            RaggedBufferSize(x.dim(0), ep, s.num_experts, s.top_k, c.ragged_buffer_factor);
         t.AddFact({"ragged buffer rows",
                    "",
                    {},
                    {static_cast<double>(buffer)},
                    fmt::format("get_ragged_buffer_size({}, {}, {}, {}, {})", x.dim(0), ep,
-                               s.num_experts, s.top_k, c.Float("ragged_buffer_factor"))});
+                               s.num_experts, s.top_k, c.ragged_buffer_factor)});
         const Value output_shape =
             tr::Zeros(t, {buffer, x.dim(1)}, x.dtype(), {"output_shape", "UM"});
         x = t.RaggedAllToAll(x, output_shape, p.input_offsets, p.send_sizes, p.output_offsets,
@@ -120,7 +120,7 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
     }
   }
   AddGroupSizeFacts(ctx, group_sizes);
-  if (c.Bool("mlp_bias")) {
+  if (c.mlp_bias) {
     const auto cond = t.Condition("mlp_bias");
     w0_bias = TransformBias(ctx, selected_experts, *w0_bias, "w0_bias");
     w1_bias = TransformBias(ctx, selected_experts, *w1_bias, "w1_bias");

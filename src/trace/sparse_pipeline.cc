@@ -76,8 +76,8 @@ RouteOutput Route(const MoeContext& ctx, const ShardMapOperands& op, RouteMetada
                                                 {"all_shards_group_sizes", "PP"});
       meta.forward =
           GetAllToAllParams(ctx, *meta.all_shards_group_sizes, meta.expert_shard_id, ep, true);
-      meta.buffer_rows = RaggedBufferSize(rows, ep, s.num_experts, s.top_k,
-                                          ctx.config.Float("ragged_buffer_factor"));
+      meta.buffer_rows =
+          RaggedBufferSize(rows, ep, s.num_experts, s.top_k, ctx.settings().ragged_buffer_factor);
       t.AddFact({"ragged buffer rows", "", {}, {static_cast<double>(meta.buffer_rows)}, ""});
       const Value global = t.AllGather(gs, s.expert_axes, 0, false, {"global_group_sizes", "PE"});
       const LocalPermuteOutput lp =
@@ -129,9 +129,9 @@ PathOutput SparsePipeline(const MoeContext& ctx, const Value& inputs, const Valu
                           const ExpertKernels& kernels) {
   Tracer& t = ctx.t;
   const MoeSetup& s = ctx.setup;
-  const Config& c = ctx.config;
+  const MoeSettings& c = ctx.settings();
   const auto scope = t.Scope("sparse_matmul");
-  const int64_t chunks = c.Int("num_moe_emb_chunks");
+  const int64_t chunks = c.num_moe_emb_chunks;
   const int64_t m = s.emb;
   // Chunked: wi_0/wi_1 enter shard_map still sharded along the embedding by their kernel
   // axes, so each chunk is all-gathered on its own.
@@ -144,9 +144,7 @@ PathOutput SparsePipeline(const MoeContext& ctx, const Value& inputs, const Valu
           "(which also splits "
           "it) is not modeled; use ici_tensor_transpose_parallelism=1",
           chunks, s.tp_transpose);
-    wi_spec =
-        ResolveLogicalAxes({"exp", "embed_moe", "mlp_no_fsdp"}, c.logical_axis_rules(), &t.mesh())
-            .spec;
+    wi_spec = ResolveLogicalAxes({"exp", "embed_moe", "mlp_no_fsdp"}, t.rules(), &t.mesh()).spec;
     m_axes = (*wi_spec)[1];
     const int64_t parts = t.mesh().Size(m_axes) * chunks;
     if (m % parts != 0)
@@ -216,7 +214,7 @@ PathOutput SparsePipeline(const MoeContext& ctx, const Value& inputs, const Valu
     }
   }
   std::optional<Value> w0_bias = op.w0_bias, w1_bias = op.w1_bias, wo_bias = op.wo_bias;
-  if (c.Bool("mlp_bias")) {
+  if (c.mlp_bias) {
     const auto cond = t.Condition("mlp_bias");
     w0_bias = TransformBias(ctx, route.selected_experts, *w0_bias, "w0_bias");
     w1_bias = TransformBias(ctx, route.selected_experts, *w1_bias, "w1_bias");

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "config/maxtext_revision.h"
+#include "config/moe_settings.h"
 #include "numeric/index_ops.h"
 #include "numeric/shape_ops.h"
 #include "shard/mesh.h"
@@ -15,9 +15,9 @@ namespace shardtrace {
 // get_routed_moe_shardings. The seed resolves these with config.logical_axis_rules (the
 // ambient rules only under pipeline parallelism, which are the same rules here).
 RoutedShardings GetRoutedMoeShardings(const MoeContext& ctx, bool batch_sharded_by_expert) {
-  const Config& c = ctx.config;
+  const MoeSettings& c = ctx.settings();
   auto resolve = [&](const std::optional<LogicalAxes>& axes) {
-    return ResolveLogicalAxes(*axes, c.logical_axis_rules(), &ctx.t.mesh()).spec;
+    return ResolveLogicalAxes(*axes, ctx.t.rules(), &ctx.t.mesh()).spec;
   };
   RoutedShardings r;
   r.batch_logical_axis = batch_sharded_by_expert ? "activation_batch" : "decode_batch_moe";
@@ -37,12 +37,12 @@ RoutedShardings GetRoutedMoeShardings(const MoeContext& ctx, bool batch_sharded_
   r.gate_axes = LogicalNames({batch, "activation_norm_length", nullptr});
   r.gate_logits = resolve(r.gate_axes);
   if (ctx.setup.deepseek3_routing) r.pre_bias_logits = r.gate_logits;
-  if (c.Bool("shard_exp_on_fsdp")) {
+  if (c.shard_exp_on_fsdp) {
     // The fixed-calibration qwix rule (init axes) needs quantization, which shardtrace does
     // not model; unquantized runs take the dsv3 rule.
     r.w0_axes = r.w1_axes = LogicalNames({"embed_tensor_transpose", nullptr, "mlp_no_fsdp"});
     r.wo_axes = LogicalNames({"embed_tensor_transpose", "mlp_no_fsdp", nullptr});
-  } else if (c.Bool("use_2d_fsdp_sharding")) {
+  } else if (c.use_2d_fsdp_sharding) {
     r.w0_axes = r.w1_axes = r.wo_axes =
         LogicalNames({"embed_tensor_transpose", "mlp_no_fsdp", nullptr});
   } else {
@@ -89,7 +89,7 @@ ShardMapOperands EnterSparseShardMap(const MoeContext& ctx, const Value& inputs_
                                      const std::optional<PartitionSpec>& wi_spec_override) {
   Tracer& t = ctx.t;
   const MoeSetup& s = ctx.setup;
-  const Config& c = ctx.config;
+  const MoeSettings& c = ctx.settings();
   RoutedShardings sh = GetRoutedMoeShardings(ctx, s.batch_sharded_by_ep);
   // The chunked pipeline keeps wi_0/wi_1 sharded along the embedding up to and into the
   // shard_map, so both the constraint and the in_spec use its spec.
@@ -99,7 +99,7 @@ ShardMapOperands EnterSparseShardMap(const MoeContext& ctx, const Value& inputs_
   }
   t.Note(fmt::format("gmm kernel: {}", s.gmm_kernel));
   ExpertKernels k = k_in;
-  if (c.Bool("moe_fsdp_use_two_stage_all_gather")) {
+  if (c.moe_fsdp_use_two_stage_all_gather) {
     const auto cond = t.Condition("moe_fsdp_use_two_stage_all_gather");
     const LogicalAxes wi1 = LogicalNames({"exp_with_fsdp", "embed_tensor_transpose", "mlp"});
     const LogicalAxes wo1 = LogicalNames({"exp_with_fsdp", "mlp", "embed_tensor_transpose"});
@@ -124,7 +124,7 @@ ShardMapOperands EnterSparseShardMap(const MoeContext& ctx, const Value& inputs_
     pre_bias = t.ShardWithLogical(*pre_bias, "pre_bias_logits", "BSE", sh.gate_axes);
   // The release constrains kernels and biases inside a local _fsdp_all_gather(w, pspec): its
   // dump entries are all "moe/w".
-  const std::optional<std::string> w = RevisionOf(ctx.config).semantics == MoeSemantics::kRelease
+  const std::optional<std::string> w = ctx.settings().revision.semantics == MoeSemantics::kRelease
                                            ? std::optional<std::string>("w")
                                            : std::nullopt;
   k.w0 = WithAxes(t, t.ShardWithPspec(k.w0, "w0_kernel", "EMH", sh.w0, w), sh.w0_axes);
@@ -167,7 +167,7 @@ ShardMapOperands EnterSparseShardMap(const MoeContext& ctx, const Value& inputs_
         "parallelism {} over {} needs {} local experts; the logical rules shard 'exp' as {}{}",
         ShapeToString(op.w0.shape()), op.w0.dim(0), s.num_experts, s.ep,
         PartitionSpec::EntryToString(s.expert_axes), local_experts, sh.w0.ToString(),
-        c.Bool("use_batch_split_schedule")
+        c.use_batch_split_schedule
             ? " (with use_batch_split_schedule MaxText runs the DeepSeek batch-split layer, not "
               "sparse_matmul)"
             : "");

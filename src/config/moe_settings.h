@@ -1,0 +1,102 @@
+// MoeSettings: every config value the tracer reads, typed and resolved once from a Config,
+// so that path code never looks a key up by string in the middle of a trace, a misspelt
+// key is a compile error, and a bad value (an unknown dtype, ...) fails before anything is
+// traced. Each field is named exactly as its MaxText config key, which is also the name
+// messages cite; the few derived values say what they derive from. src/trace/ reads only
+// this struct (through MoeSetup::settings), never the Config's key lookups.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/maxtext_revision.h"
+#include "numeric/dtype.h"
+
+namespace shardtrace {
+
+class Config;
+
+// The megablox tiling keys of one grouped matmul: <prefix>_batch_seq, _embed_dim, _mlp_dim
+// (prefix wi_tile_fwd or wo_tile_fwd).
+struct GmmTiling {
+  int64_t batch_seq = 0;
+  int64_t embed_dim = 0;
+  int64_t mlp_dim = 0;
+};
+
+struct MoeSettings {
+  MaxTextRevision revision;  // whose moe.py semantics (config/maxtext_revision.h)
+
+  // Model and dims.
+  std::string model_name;
+  std::string decoder_block;
+  double per_device_batch_size = 0;
+  int64_t max_target_length = 0;
+  int64_t emb_dim = 0;
+  int64_t moe_expert_input_dim = 0;
+  int64_t mlp_dim = 0;
+  int64_t moe_mlp_dim = 0;
+  std::optional<int64_t> padded_base_moe_mlp_dim;  // null in base.yml
+  int64_t num_experts = 0;
+  int64_t num_experts_per_tok = 0;
+  int64_t shared_experts = 0;
+  int64_t first_num_dense_layers = 0;
+  int64_t interleave_moe_layer_step = 0;
+
+  // Types and the expert MLP.
+  DType dtype = DType::kBfloat16;
+  DType weight_dtype = DType::kFloat32;
+  bool float32_gate_logits = false;
+  bool activations_in_float32 = false;
+  bool float32_weight_sum = false;
+  std::vector<std::string> mlp_activations;
+  double mlp_activations_limit = -1;
+  bool mlp_bias = false;
+
+  // Routing.
+  std::string routed_score_func;
+  bool routed_bias = false;
+  double routed_bias_update_rate = 0;
+  double routed_scaling_factor = 1;
+  bool norm_topk_prob = false;
+  int64_t n_routing_groups = -1;
+  int64_t topk_routing_group = -1;
+  bool use_random_routing = false;
+  double load_balance_loss_weight = 0;
+
+  // Path selection and kernels.
+  std::string attention;
+  bool sparse_matmul = true;
+  double capacity_factor = -1;
+  std::string model_call_mode;
+  bool use_ring_of_experts = false;
+  int64_t num_moe_emb_chunks = 0;
+  double ragged_buffer_factor = -1;
+  bool megablox = true;
+  bool use_tokamax_gmm = false;
+  GmmTiling wi_tile_fwd;
+  GmmTiling wo_tile_fwd;
+
+  // Sharding variants.
+  std::string custom_mesh_and_rule;
+  bool shard_exp_on_fsdp = false;
+  bool use_2d_fsdp_sharding = false;
+  bool use_batch_split_schedule = false;
+  bool moe_fsdp_use_two_stage_all_gather = false;
+  std::string shard_mode;
+
+  // Quantization (noted in the trace, not modeled).
+  std::string quantization;
+  bool use_qwix_quantization = false;
+
+  // routed_bias && routed_bias_update_rate > 0: the layer returns bias updates.
+  bool UpdatesLoadBalanceBias() const { return routed_bias && routed_bias_update_rate > 0.0; }
+};
+
+// Reads and validates every field (a missing or mistyped key, an unknown dtype: Error
+// naming the key).
+MoeSettings ResolveMoeSettings(const Config& config);
+
+}  // namespace shardtrace
