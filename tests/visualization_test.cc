@@ -453,6 +453,30 @@ TEST_CASE("every visualization page keeps the conventions", "[viz]") {
       if (line.find("P(") != std::string::npos) CHECK(line.find("║") != std::string::npos);
     }
 
+    // A tree for every rank >= 3 tensor the page names as needing one: the tensor is in the
+    // trace with rank >= 3, and a "## Tree: ..." section names it.
+    if (v.block == "moe") CHECK(!v.trees.empty());
+    for (const std::string& name : v.trees) {
+      INFO("tree of " << name);
+      CHECK(std::any_of(
+          page.trace.tensors.begin(), page.trace.tensors.end(),
+          [&](const TensorRecord& t) { return t.name == name && t.shape.size() >= 3; }));
+      std::istringstream md(page.text);
+      std::string heading;
+      bool drawn = false;
+      while (std::getline(md, heading)) {
+        if (heading.rfind("## Tree: ", 0) != 0) continue;
+        const size_t at = heading.find(name);
+        // the name as a whole word of the heading ("weights" is not "top_k_weights")
+        for (size_t p = at; p != std::string::npos; p = heading.find(name, p + 1)) {
+          const char before = heading[p - 1],
+                     after = p + name.size() < heading.size() ? heading[p + name.size()] : ' ';
+          drawn |= (before == ' ' || before == ',') && (after == ' ' || after == ',');
+        }
+      }
+      CHECK(drawn);
+    }
+
     // The header names the source the page models and the base.yml it traced.
     CHECK(page.text.find("| source | ") != std::string::npos);
     CHECK(page.text.find("| config | ") != std::string::npos);

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+
 #include "config/run_inputs.h"
 #include "emit/ascii_flow.h"
 #include "emit/fact_text.h"
@@ -48,7 +50,7 @@ std::vector<VisualizationPage> VisualizationPages() {
                 "per_device_batch_size=1", "ici_tensor_parallelism=2"},
        .devices = 4,
        .block = "mlp",
-       .routing_tree = false},
+       .trees = {}},
       {.file = "moe_dense_dropless.md",
        .title = "MoE dense_matmul, dropless (`capacity_factor <= 0`)",
        .summary =
@@ -60,7 +62,8 @@ std::vector<VisualizationPage> VisualizationPages() {
        .learn = "how top-k weights become a dense [B,S,E] weight tensor; every expert on "
                 "every token",
        .args = With(dims, {"num_experts=4", "sparse_matmul=false", "ici_expert_parallelism=2"}),
-       .devices = 4},
+       .devices = 4,
+       .trees = {"top_k_indices", "top_k_weights", "weights"}},
       {.file = "moe_dense_dropping.md",
        .title = "MoE dense_matmul, token dropping in training (`capacity_factor > 0`)",
        .summary =
@@ -74,7 +77,7 @@ std::vector<VisualizationPage> VisualizationPages() {
        .args = With(dims, {"num_experts=4", "sparse_matmul=false", "capacity_factor=1",
                            "ici_expert_parallelism=2"}),
        .devices = 4,
-       .mask_trees = true},
+       .trees = {"top_k_indices", "top_k_weights", "dispatch_mask", "combine_mask"}},
       {.file = "moe_dense_dropping_inference.md",
        .title = "MoE dense_matmul, token dropping in inference (`generate_masks_subgroup`)",
        .summary =
@@ -88,7 +91,7 @@ std::vector<VisualizationPage> VisualizationPages() {
        .args = With(dims, {"num_experts=4", "sparse_matmul=false", "capacity_factor=1",
                            "model_call_mode=inference", "ici_expert_parallelism=2"}),
        .devices = 4,
-       .mask_trees = true},
+       .trees = {"top_k_indices", "top_k_weights", "dispatch_mask", "combine_mask"}},
       {.file = "moe_sparse_megablox.md",
        .title = "MoE sparse_matmul with megablox, no expert parallelism (EP=1)",
        .summary =
@@ -188,7 +191,8 @@ std::vector<VisualizationPage> VisualizationPages() {
        .summary =
            "How `get_topk` turns gate logits into each token's experts and weights, on three "
            "real configs. Main trace: DeepSeek-V3 routing (`deepseek3-tiny` with 4 routing "
-           "groups, top 2 groups): sigmoid scores plus the routing bias choose the experts "
+           "groups, top 2 groups, on the dense path so the group masks are global): sigmoid scores "
+           "plus the routing bias choose the experts "
            "within the best groups, and the unbiased scores, normalized and scaled by "
            "`routed_scaling_factor`, weight them. Below it, Llama 4 (top-1, sigmoid of the "
            "chosen logit, applied to the inputs) and softmax top-k with `norm_topk_prob`.",
@@ -196,8 +200,9 @@ std::vector<VisualizationPage> VisualizationPages() {
                       "`topk_routing_group`, `decoder_block`, `norm_topk_prob`",
        .learn = "each routing variant's ops and the real experts/weights they choose",
        .args = {"model_name=deepseek3-tiny", "max_target_length=4", "per_device_batch_size=1",
-                "n_routing_groups=4", "topk_routing_group=2"},
+                "n_routing_groups=4", "topk_routing_group=2", "sparse_matmul=false"},
        .devices = 2,
+       .trees = {"top_k_indices", "top_k_weights", "group_scores", "group_mask"},
        .more_runs =
            {{.heading = "Llama 4: top-1 with sigmoid scores on the inputs",
              .intro = "`decoder_block=llama4` (sparse path, top-1): `get_topk` keeps the raw "
@@ -303,14 +308,14 @@ std::vector<MarkdownExample> MaskExamples(const BlockRun& run) {
   if (dispatch == run.captures.end() || combine == run.captures.end() ||
       indices == run.captures.end())
     Fail("generate: the dense dropping run captured no dispatch/combine masks or top_k_indices");
-  out.push_back({"Routing example: dispatch_mask",
+  out.push_back({"Tree: dispatch_mask",
                  "Batch row 0 of this run, as a tree Expert → slot → tokens: the dispatch "
                  "einsum `BSM,BSEC->EBCM` contracts the tokens `S`, so they are the leaves; a "
                  "slot holds at most one token, and a choice that finds its expert's `C` slots "
                  "full is dropped (it appears in no slot)." +
                      facts,
                  MaskTree("dispatch_mask", dispatch->second, 0, &indices->second)});
-  out.push_back({"Routing example: combine_mask",
+  out.push_back({"Tree: combine_mask",
                  "The same slots with the routing weights the combine einsum `EBCM,BSEC->BSM` "
                  "applies when it scatters expert outputs back to their tokens; a token whose "
                  "choice was dropped gets fewer than K weighted outputs.",
@@ -342,7 +347,7 @@ std::vector<MarkdownExample> SendMatrixExamples(const Trace& trace) {
     text += fmt::format("{}{}\n{}", text.empty() ? "" : "\n", f.name, table.Render("  "));
   }
   if (text.empty()) return {};
-  return {{"Routing example: ragged all-to-all send sizes",
+  return {{"Ragged all-to-all send sizes",
            "Rows each device sends to each expert-parallel peer in the forward all-to-all "
            "(`x`, the routed token rows) and back (`intermediate_output`, the expert outputs): "
            "the second matrix is the transpose of the first.",
@@ -359,12 +364,37 @@ BlockRun Run(const std::vector<std::string>& args, int64_t devices, const std::s
                   path == "masked_loop");
 }
 
-std::vector<MarkdownExample> RoutingExamples(const BlockRun& run, const std::string& intro) {
-  const auto indices = run.captures.find("top_k_indices");
-  const auto weights = run.captures.find("top_k_weights");
-  if (indices == run.captures.end() || weights == run.captures.end()) return {};
-  return {
-      {"Routing example: top-k choices", intro, RoutingTree(indices->second, weights->second, 0)}};
+const Array& Captured(const BlockRun& run, const std::string& name) {
+  const auto found = run.captures.find(name);
+  if (found == run.captures.end())
+    Fail("generate: the page draws a tree of {}, but its run captured none", name);
+  return found->second;
+}
+
+std::vector<MarkdownExample> RoutingExamples(const BlockRun& run, bool as_weights) {
+  return {{as_weights ? "Tree: top_k_indices, top_k_weights = the weights [B,S,E]"
+                      : "Tree: top_k_indices, top_k_weights",
+           as_weights
+               ? "Batch row 0 of this run as a tree Token → choice → expert. This is exactly "
+                 "what `reshape_and_update_weights` scatters into `weights` [B,S,E]: each "
+                 "token's K weights at its chosen experts, 0 elsewhere, the factors the "
+                 "expert outputs are summed with."
+               : "Batch row 0 of this run as a tree Token → choice → expert: the top-k "
+                 "indices and weights read together (permute sorts the (token, choice) rows "
+                 "by these experts; unpermute sums the outputs with these weights).",
+           RoutingTree(Captured(run, "top_k_indices"), Captured(run, "top_k_weights"), 0)}};
+}
+
+MarkdownExample GroupExample(const BlockRun& run) {
+  const Array& indices = Captured(run, "top_k_indices");
+  const Array& scores = Captured(run, "group_scores");
+  const int64_t experts = Captured(run, "gate_logits").shape[2];
+  return {"Tree: group_scores, group_mask",
+          "DeepSeek's group-limited routing on batch row 0: `expert_group_mask` scores each "
+          "routing group by the sum of its two best (biased) expert scores and keeps the "
+          "best `topk_routing_group`; experts outside kept groups are masked to -inf before "
+          "top-k, so every chosen expert lies in a kept group.",
+          GroupTree(scores, Captured(run, "group_mask"), indices, experts, 0)};
 }
 
 // The kernel specs of the page's config and of the variants a reader tunes: one row per
@@ -424,13 +454,13 @@ RenderedPage RenderPage(const VisualizationPage& v) {
   doc.config_files = in.config.loaded_files();
   doc.flow = AsciiFlow(run.trace);
   doc.mermaid = MermaidFlow(run.trace);
-  if (v.routing_tree)
-    doc.examples = RoutingExamples(
-        run,
-        "Batch row 0 of this run as a tree Token → choice → expert: the top-k indices and "
-        "weights read together (what dense_matmul scatters into `weights` [B,S,E], and what "
-        "permute sorts by).");
-  if (v.mask_trees)
+  const auto wants = [&](const char* name) {
+    return std::find(v.trees.begin(), v.trees.end(), name) != v.trees.end();
+  };
+  if (wants("top_k_indices") || wants("top_k_weights"))
+    doc.examples = RoutingExamples(run, wants("weights"));
+  if (wants("group_mask") || wants("group_scores")) doc.examples.push_back(GroupExample(run));
+  if (wants("dispatch_mask") || wants("combine_mask"))
     for (MarkdownExample& e : MaskExamples(run)) doc.examples.push_back(std::move(e));
   if (v.send_matrices)
     for (MarkdownExample& e : SendMatrixExamples(run.trace)) doc.examples.push_back(std::move(e));

@@ -42,8 +42,12 @@ struct VisualizationPage {
   std::string block = "moe";
   std::string path;  // --path (empty: the one RoutedMoE selects)
   PageSource source = PageSource::kSeedMoe;
-  bool mask_trees = false;     // dense_matmul with capacity: dispatch/combine mask trees
-  bool routing_tree = true;    // the top-k routing of batch row 0 as a tree
+  // The rank >= 3 routing tensors the page draws as trees (batch row 0 of the seeded run):
+  // top_k_indices/top_k_weights (Token -> choice -> expert; with "weights", named as the
+  // dropless [B,S,E] weights they fill), dispatch_mask/combine_mask (Expert -> slot ->
+  // tokens), group_scores/group_mask (Token -> routing group). The tests hold every page to
+  // a tree per name.
+  std::vector<std::string> trees = {"top_k_indices", "top_k_weights"};
   bool send_matrices = false;  // ragged_all_to_all: the per-device send matrices
   bool variants = true;        // the config-variant table of kernel specs
   // The boolean switches the variant table turns on one at a time (beside EP on/off).

@@ -104,4 +104,49 @@ std::string RoutingTree(const Array& top_k_indices, const Array& top_k_weights, 
   return out;
 }
 
+std::string GroupTree(const Array& group_scores, const Array& group_mask,
+                      const Array& top_k_indices, int64_t num_experts, int64_t batch) {
+  if (group_scores.rank() != 3 || group_mask.shape != group_scores.shape ||
+      top_k_indices.rank() != 3 || top_k_indices.shape[0] != group_scores.shape[0] ||
+      top_k_indices.shape[1] != group_scores.shape[1])
+    Fail(
+        "group tree: expected [B,S,G] group_scores and group_mask and [B,S,K] top_k_indices, "
+        "got {}, {} and {}",
+        ShapeToString(group_scores.shape), ShapeToString(group_mask.shape),
+        ShapeToString(top_k_indices.shape));
+  if (!group_scores.numeric() || !group_mask.numeric() || !top_k_indices.numeric())
+    Fail("group tree: the routing arrays have no values (symbolic run)");
+  const int64_t b_size = group_scores.shape[0], s_size = group_scores.shape[1],
+                g_size = group_scores.shape[2], k_size = top_k_indices.shape[2];
+  if (batch < 0 || batch >= b_size) Fail("group tree: batch {} is outside [0, {})", batch, b_size);
+  if (g_size == 0 || num_experts % g_size != 0)
+    Fail("group tree: {} experts do not split into {} groups", num_experts, g_size);
+  const int64_t per_group = num_experts / g_size;
+  std::string out = fmt::format(
+      "group_scores, group_mask[b={}] as Token → routing group (of [B={},S={},G={}], {} experts "
+      "per group):\n",
+      batch, b_size, s_size, g_size, per_group);
+  for (int64_t s = 0; s < s_size; ++s) {
+    const auto kept = [&](int64_t g) {
+      return group_mask.values()[(batch * s_size + s) * g_size + g] != 0.0f;
+    };
+    std::vector<std::string> chosen;
+    bool inside = true;
+    for (int64_t k = 0; k < k_size; ++k) {
+      const auto e =
+          static_cast<int64_t>(top_k_indices.values()[(batch * s_size + s) * k_size + k]);
+      chosen.push_back(std::to_string(e));
+      inside &= kept(e / per_group);
+    }
+    out += fmt::format("\nT{}: chose experts {} ({})\n", s, fmt::join(chosen, ", "),
+                       inside ? "all in kept groups" : "NOT all in kept groups");
+    for (int64_t g = 0; g < g_size; ++g)
+      out += fmt::format("{} group {} (experts {}-{}): score {} → {}\n",
+                         g + 1 == g_size ? "└──" : "├──", g, g * per_group, (g + 1) * per_group - 1,
+                         Value(group_scores.values()[(batch * s_size + s) * g_size + g], true),
+                         kept(g) ? "kept" : "dropped");
+  }
+  return out;
+}
+
 }  // namespace shardtrace

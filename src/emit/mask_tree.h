@@ -38,4 +38,18 @@ std::string MaskTree(const std::string& name, const Array& mask, int64_t batch =
 // REQUIRES both numeric, rank 3, the same shape. Throws Error otherwise. Ends with a newline.
 std::string RoutingTree(const Array& top_k_indices, const Array& top_k_weights, int64_t batch = 0);
 
+// DeepSeek's group-limited routing of one batch row as a tree Token → routing group: each
+// group's score (the sum of its two best expert scores), whether the token keeps it
+// (`group_mask`), and the experts the token chose, each checked to lie in a kept group.
+//
+//   T0: chose experts 5, 12 (all in kept groups)
+//   ├── group 0 (experts 0-3): score 0.9531 → dropped
+//   ├── group 1 (experts 4-7): score 1.211 → kept
+//   ...
+//
+// REQUIRES group_scores, group_mask [B,S,G] and top_k_indices [B,S,K], numeric; throws
+// Error otherwise. Ends with a newline.
+std::string GroupTree(const Array& group_scores, const Array& group_mask,
+                      const Array& top_k_indices, int64_t num_experts, int64_t batch = 0);
+
 }  // namespace shardtrace

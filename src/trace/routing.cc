@@ -56,6 +56,12 @@ Value ExpertGroupMask(const MoeContext& ctx, const Value& gate_logits) {
       tr::TopK(t, group_scores, top_groups, {"group_vals", "BSK"}, {"group_idx", "BSK"});
   const Value one_hot = tr::OneHot(t, group_idx, groups, DType::kFloat32, {"group_mask", "BSKG"});
   const Value group_mask = tr::Sum(t, one_hot, -2, false, {"group_mask", "BSG"});
+  // Outside shard_map (dense_matmul) these are global: the visualizations draw the groups
+  // each token keeps from them.
+  if (!group_mask.per_device) {
+    ctx.Capture("group_scores", group_scores.array());
+    ctx.Capture("group_mask", group_mask.array());
+  }
   return t.Apply(
       {OpKind::kBroadcastTo, "", {}}, {&group_mask}, {"score_mask", "BSE"},
       [&](const std::vector<const Array*>& a) {
