@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <numeric>
 #include <optional>
+#include <set>
 
 #include "emit/fact_text.h"
 
@@ -261,12 +262,63 @@ void AllToAllInvariants(const Trace& trace, std::vector<Invariant>& out) {
 
 }  // namespace
 
+// The routing itself, read from the run's top-k arrays: each token's K choices are
+// distinct experts with non-negative weights, and under DeepSeek's group-limited routing
+// every choice lies in one of the token's kept groups.
+void ChoiceInvariants(const Trace& trace, const std::map<std::string, Array>* captures,
+                      std::vector<Invariant>& out) {
+  if (!captures) return;
+  const auto indices = captures->find("top_k_indices");
+  const auto weights = captures->find("top_k_weights");
+  if (indices == captures->end() || indices->second.rank() != 3) return;
+  const Array& idx = indices->second;
+  const int64_t k = idx.shape[2], tokens = idx.shape[0] * idx.shape[1];
+  int64_t repeated = 0;
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::set<float> seen;
+    for (int64_t j = 0; j < k; ++j) seen.insert(idx.values()[t * k + j]);
+    repeated += static_cast<int64_t>(seen.size()) != k;
+  }
+  out.push_back(Checked("every token's K choices are K distinct experts",
+                        "top_k picks K different indices of the expert axis", repeated == 0,
+                        fmt::format("{} of {} tokens repeat an expert", repeated, tokens)));
+  // Llama 4 keeps the raw top logit as its weight (the sigmoid comes in permute): any sign.
+  const bool raw_logits =
+      std::any_of(trace.tensors.begin(), trace.tensors.end(),
+                  [](const TensorRecord& t) { return t.name == "router_scores"; });
+  if (!raw_logits && weights != captures->end() && weights->second.shape == idx.shape) {
+    const std::vector<float>& w = weights->second.values();
+    const float lowest = w.empty() ? 0.0f : *std::min_element(w.begin(), w.end());
+    out.push_back(Checked("top_k_weights >= 0",
+                          "the weights are softmax or sigmoid scores (normalized or scaled by "
+                          "positive factors)",
+                          lowest >= 0.0f, fmt::format("min {:.4g}", lowest)));
+  }
+  const auto mask = captures->find("group_mask");
+  const auto logits = captures->find("gate_logits");
+  if (mask == captures->end() || logits == captures->end() || mask->second.rank() != 3) return;
+  const int64_t groups = mask->second.shape[2], experts = logits->second.shape[2];
+  if (groups == 0 || experts % groups != 0) return;
+  int64_t outside = 0;
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t j = 0; j < k; ++j) {
+      const auto e = static_cast<int64_t>(idx.values()[t * k + j]);
+      outside += mask->second.values()[t * groups + e / (experts / groups)] == 0.0f;
+    }
+  out.push_back(Checked("group_mask[token, expert / (E/G)] == 1 for every chosen expert",
+                        "expert_group_mask sets the scores outside the kept groups to -inf "
+                        "before top-k",
+                        outside == 0,
+                        fmt::format("{} of {} choices outside kept groups", outside, tokens * k)));
+}
+
 std::vector<Invariant> TraceInvariants(const Trace& trace,
                                        const std::map<std::string, Array>* captures) {
   std::vector<Invariant> out;
   ShapeInvariant(trace, out);
   BytesInvariant(trace, out);
   RoutingInvariant(trace, out);
+  ChoiceInvariants(trace, captures, out);
   CapacityInvariants(trace, captures, out);
   AllToAllInvariants(trace, out);
   return out;
