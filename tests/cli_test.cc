@@ -1,6 +1,7 @@
-// End-to-end tests of the shardtrace binary: run it in a shell, capture stdout, stderr and
-// the exit status, and check the documented contract (cli/cli.h): 0 on success, 2 and a
-// single "shardtrace: error: ..." line on bad input, atomic -o output.
+// Tests of the command line's documented contract (cli/cli.h): 0 on success, 2 and a single
+// "shardtrace: error: ..." line on bad input, 1 when a check fails, atomic -o output. Most
+// run in process through RunCli with captured streams; the ones marked [e2e] run the real
+// binary in a shell to check main, the process exit status and the streams end to end.
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
@@ -122,8 +123,8 @@ TEST_CASE("An unsupported --format exits 2", "[cli]") {
   CHECK_THAT(r.err, Catch::Contains("xml"));
 }
 
-TEST_CASE("The --version flag prints the version and exits 0", "[cli]") {
-  const CommandResult r = RunShardtrace({"--version"});
+TEST_CASE("The --version flag prints the version and exits 0", "[cli][e2e]") {
+  const CommandResult r = testing::RunShardtraceBinary({"--version"});
   INFO(Describe({"--version"}, r));
   CHECK(r.status == 0);
   CHECK_THAT(r.out, Catch::Contains(SHARDTRACE_VERSION));
@@ -139,15 +140,16 @@ TEST_CASE("The --help flag exits 0 and lists every subcommand", "[cli]") {
   }
 }
 
-TEST_CASE("The -o flag writes the output to the file instead of stdout", "[cli]") {
+TEST_CASE("The -o flag writes the output to the file instead of stdout", "[cli][e2e]") {
   TempDir dir;
   const fs::path file = dir / "out.json";
   std::vector<std::string> args = kExplainArgs;
   args.insert(args.end(), {"--format", "json"});
-  const CommandResult to_stdout = RunShardtrace(args);
+  const CommandResult to_stdout = testing::RunShardtraceBinary(args);
   REQUIRE(to_stdout.status == 0);
+  CHECK(to_stdout.out == RunShardtrace(args).out);  // the binary prints what RunCli writes
   args.insert(args.end(), {"-o", file.string()});
-  const CommandResult r = RunShardtrace(args);
+  const CommandResult r = testing::RunShardtraceBinary(args);
   INFO(Describe(args, r));
   CHECK(r.status == 0);
   CHECK(r.out.empty());
@@ -203,8 +205,19 @@ TEST_CASE("Impossible MoE runs are one-line errors with exit status 2", "[cli]")
   }
 }
 
-TEST_CASE("check exits 1 when a golden case does not match", "[cli]") {
-  const CommandResult r = testing::RunShardtrace(
+TEST_CASE("The binary exits 2 with one error line on stderr for bad input", "[cli][e2e]") {
+  const std::vector<std::string> args = {"trace", "model_name=mixtral-8x7b", "--block", "shared"};
+  const CommandResult r = testing::RunShardtraceBinary(args);
+  CHECK(r.status == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err == testing::RunShardtrace(args).err);
+  CHECK_THAT(r.err,
+             Catch::StartsWith("shardtrace: error: ") && Catch::Contains("no shared experts"));
+  CHECK(r.err.find('\n') == r.err.size() - 1);
+}
+
+TEST_CASE("check exits 1 when a golden case does not match", "[cli][e2e]") {
+  const CommandResult r = testing::RunShardtraceBinary(
       {"check", testing::SourcePath("testdata/goldens/dense_dropless_mixtral"),
        "capacity_factor=0.5", "sparse_matmul=false"});
   CHECK(r.status == 1);

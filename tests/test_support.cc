@@ -11,6 +11,8 @@
 #include <sstream>
 #include <system_error>
 
+#include "cli/cli.h"
+
 namespace shardtrace::testing {
 
 namespace fs = std::filesystem;
@@ -102,6 +104,20 @@ std::string ShellQuote(const std::string& arg) {
 }  // namespace
 
 CommandResult RunShardtrace(const std::vector<std::string>& args) {
+  std::vector<std::string> argv_storage = {"shardtrace"};
+  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : argv_storage) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::ostringstream out, err;
+  CommandResult result;
+  result.status = RunCli(static_cast<int>(argv_storage.size()), argv.data(), out, err);
+  result.out = out.str();
+  result.err = err.str();
+  return result;
+}
+
+CommandResult RunShardtraceBinary(const std::vector<std::string>& args) {
   TempDir capture;
   std::string command = ShellQuote(SHARDTRACE_BINARY);
   for (const std::string& arg : args) command.append(" ").append(ShellQuote(arg));

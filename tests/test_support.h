@@ -42,8 +42,13 @@ struct CommandResult {
   int status = -1;
   std::string out, err;
 };
+// Runs the command line `shardtrace args...` in process through the CLI entry point
+// (cli/cli.h RunCli), capturing what it writes to stdout and stderr and its exit status:
+// the same contract as the binary, without a process per test.
+CommandResult RunShardtrace(const std::vector<std::string>& args);
 // Runs the built shardtrace binary with `args` (shell-quoted here) and stdin from /dev/null,
 // capturing stdout and stderr separately. Fails the test unless the binary exited normally.
-CommandResult RunShardtrace(const std::vector<std::string>& args);
+// For the few end-to-end tests of the real executable (main, exit codes, streams).
+CommandResult RunShardtraceBinary(const std::vector<std::string>& args);
 
 }  // namespace shardtrace::testing

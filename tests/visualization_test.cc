@@ -534,9 +534,9 @@ TEST_CASE("mermaid labels escape quotes", "[viz]") {
         "  classDef collective fill:#e3f0ff\n");
 }
 
-TEST_CASE("generate --check passes on the committed visualizations", "[viz]") {
+TEST_CASE("generate --check passes on the committed visualizations", "[viz][e2e]") {
   const CommandResult r =
-      RunShardtrace({"generate", "--check", "--out", SourcePath("visualizations")});
+      testing::RunShardtraceBinary({"generate", "--check", "--out", SourcePath("visualizations")});
   INFO(r.out << r.err);
   CHECK(r.status == 0);
   CHECK(r.out.find("is up to date (14 files)") != std::string::npos);
