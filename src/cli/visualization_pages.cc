@@ -21,8 +21,19 @@ namespace {
 
 constexpr uint64_t kSeed = 1;
 
+// `base` with the overrides `more`: a key already in `base` takes the new value in place, so
+// the reproducing command names each key once.
 std::vector<std::string> With(std::vector<std::string> base, const std::vector<std::string>& more) {
-  base.insert(base.end(), more.begin(), more.end());
+  for (const std::string& kv : more) {
+    const std::string key = kv.substr(0, kv.find('=') + 1);
+    const auto same = std::find_if(base.begin(), base.end(),
+                                   [&](const std::string& b) { return b.rfind(key, 0) == 0; });
+    if (same != base.end()) {
+      *same = kv;
+    } else {
+      base.push_back(kv);
+    }
+  }
   return base;
 }
 
@@ -121,9 +132,11 @@ std::vector<VisualizationPage> VisualizationPages() {
        .summary =
            "`RoutedMoE` with `sparse_matmul=true`, 4-way expert parallelism and a global batch "
            "of 1 (decode): `is_batch_sharded_by_ep` is false, so the batch is not split over "
-           "`expert`; every device routes the same token, keeps only the rows of its own "
-           "experts (the all-to-all parameters of the replicated case), and the outputs are "
-           "summed over `expert`.",
+           "`expert` and no tokens are sent ahead of the experts. Every device routes the same "
+           "token, `local_permute(is_offset=True)` picks the sorted rows of its own experts "
+           "(the others get the out-of-range expert id `L`), its experts run on them, and one "
+           "`ragged_all_to_all` with the replicated case's parameters brings the outputs back "
+           "for the weight-sum.",
        .selected_by = "`sparse_matmul=true`, `ici_expert_parallelism>1`, global batch 1",
        .learn = "the decode (batch-replicated) all-to-all parameters and collectives",
        .args =
