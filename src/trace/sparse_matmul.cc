@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "shard/mesh.h"
+#include "trace/ep_routing.h"
 #include "trace/permute.h"
 #include "trace/routing.h"
 #include "trace/sparse_shard_map.h"
@@ -32,11 +33,10 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
   const int64_t batch_size = x.dim(0), sequence_length = x.dim(1);
   const int64_t ep = s.ep;
   const std::vector<std::string>& ep_axes = s.expert_axes;
-  const Value expert_shard_id =
-      ep > 1 ? t.AxisIndex(ep_axes, {"expert_shard_id", ""})
-             : tr::Constant(t, Scalar(0, DType::kInt32), {"expert_shard_id", ""});
+  EpRouting route;
+  route.expert_shard_id = ExpertShardId(ctx);
+  const Value& expert_shard_id = route.expert_shard_id;
   const int64_t local_expert_size = s.num_experts / ep;
-  std::optional<Value> all_shards_group_sizes, reshaped_group_sizes, local_sorted_indices;
   PermuteOutput perm;
   Value group_sizes, selected_experts;
   PartitionSpec routed_batch_spec = sh.gate_logits;
@@ -46,11 +46,7 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
     logits = t.AllGather(logits, ep_axes, 0, true, {"logits", "BSE"});
     if (pre) pre = t.AllGather(*pre, ep_axes, 0, true, {"pre_bias_logits", "BSE"});
     routed_batch_spec = WithoutAxes(sh.gate_logits, ep_axes);
-    const Value roll =
-        t.Apply({OpKind::kMul, "", {{"expr", "num_experts_per_shard * expert_shard_id"}}},
-                {&expert_shard_id}, {"roll_to_expert_id", ""}, [&](const Args& a) {
-                  return Mul(*a[0], Scalar(static_cast<float>(local_expert_size), DType::kInt32));
-                });
+    const Value roll = RollToExpertId(ctx, expert_shard_id);
     perm = Permute(ctx, x, logits, pre, roll);
     group_sizes = tr::Slice(t, perm.group_size, 0, 0, local_expert_size, {"group_sizes", "E"});
     x = MaskRowsPastGroups(ctx, perm.sorted_inputs, group_sizes, "x");
@@ -62,25 +58,11 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
     selected_experts = perm.sorted_experts;
     if (ep > 1) {
       const auto cond = t.Condition("expert parallelism > 1");
-      reshaped_group_sizes = t.Apply(
-          {OpKind::kSum, "", {{"expr", "group_sizes.reshape(-1, local_expert_size).sum(1)"}}},
-          {&group_sizes}, {"reshaped_group_sizes", "P"}, [&](const Args& a) {
-            return Sum(Reshape(*a[0], {ep, local_expert_size}), 1, false);
-          });
+      PlanForwardAllToAll(ctx, group_sizes, x.dim(0), route);
       if (batch_sharded) {
         const auto c2 = t.Condition("batch sharded by expert");
-        all_shards_group_sizes =
-            t.AllGather(*reshaped_group_sizes, ep_axes, 0, false, {"all_shards_group_sizes", "PP"});
-        const AllToAllParams p =
-            GetAllToAllParams(ctx, *all_shards_group_sizes, expert_shard_id, ep, true);
-        const int64_t buffer =
-            RaggedBufferSize(x.dim(0), ep, s.num_experts, s.top_k, c.ragged_buffer_factor);
-        t.AddFact({"ragged buffer rows",
-                   "",
-                   {},
-                   {static_cast<double>(buffer)},
-                   fmt::format("get_ragged_buffer_size({}, {}, {}, {}, {})", x.dim(0), ep,
-                               s.num_experts, s.top_k, c.ragged_buffer_factor)});
+        const AllToAllParams& p = *route.forward;
+        const int64_t buffer = route.buffer_rows;
         const Value output_shape =
             tr::Zeros(t, {buffer, x.dim(1)}, x.dtype(), {"output_shape", "UM"});
         x = t.RaggedAllToAll(x, output_shape, p.input_offsets, p.send_sizes, p.output_offsets,
@@ -90,7 +72,7 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
         const LocalPermuteOutput lp = LocalPermute(ctx, x, global_group_sizes, local_expert_size,
                                                    expert_shard_id, false, std::nullopt);
         x = lp.sorted_inputs;
-        local_sorted_indices = lp.sorted_indices;
+        route.local_sorted_indices = lp.sorted_indices;
         group_sizes = lp.local_group_size;
         selected_experts = lp.sorted_experts_ids;
         if (t.numeric()) {
@@ -113,7 +95,7 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
         const LocalPermuteOutput lp = LocalPermute(ctx, x, global, local_expert_size,
                                                    expert_shard_id, true, selected_experts);
         x = lp.sorted_inputs;
-        local_sorted_indices = lp.sorted_indices;
+        route.local_sorted_indices = lp.sorted_indices;
         group_sizes = lp.local_group_size;
         selected_experts = lp.sorted_experts_ids;
       }
@@ -174,28 +156,8 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
   } else {
     if (ep > 1) {
       const auto cond = t.Condition("expert parallelism > 1");
-      const int64_t original_rows = batch_size * sequence_length * s.top_k;
-      const Value output_shape = tr::Zeros(t, {original_rows, s.emb / s.tp},
-                                           intermediate_output.dtype(), {"output_shape", "RM"});
-      if (batch_sharded) {
-        const Value inverse = tr::Argsort(t, *local_sorted_indices, {"unsort_indices", "U"});
-        const Value local_output =
-            tr::Take(t, intermediate_output, inverse, 0, {"local_output", "UM"});
-        const Value transposed = t.Apply({OpKind::kTranspose, "", {}}, {&*all_shards_group_sizes},
-                                         {"all_shards_group_sizes_T", "PP"}, [](const Args& a) {
-                                           return Transpose(*a[0], {1, 0});
-                                         });
-        const AllToAllParams p = GetAllToAllParams(ctx, transposed, expert_shard_id, ep, true);
-        intermediate_output = t.RaggedAllToAll(local_output, output_shape, p.input_offsets,
-                                               p.send_sizes, p.output_offsets, p.recv_sizes,
-                                               ep_axes, {"intermediate_output", "RM"});
-      } else {
-        const AllToAllParams p =
-            GetAllToAllParams(ctx, *reshaped_group_sizes, expert_shard_id, ep, false);
-        intermediate_output = t.RaggedAllToAll(intermediate_output, output_shape, p.input_offsets,
-                                               p.send_sizes, p.output_offsets, p.recv_sizes,
-                                               ep_axes, {"intermediate_output", "RM"});
-      }
+      intermediate_output = ReturnFromExperts(ctx, intermediate_output, route,
+                                              batch_size * sequence_length * s.top_k);
     }
     output = Unpermute(ctx, intermediate_output, perm.sorted_selected_experts, perm.weights,
                        batch_size, sequence_length);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "shard/mesh.h"
+#include "trace/ep_routing.h"
 #include "trace/permute.h"
 #include "trace/routing.h"
 #include "trace/sparse_shard_map.h"
@@ -16,16 +17,6 @@ using Args = std::vector<const Array*>;
 
 namespace {
 
-// EP communication state needed to move rows to the experts and back.
-struct RouteMetadata {
-  Value expert_shard_id;
-  std::optional<Value> all_shards_group_sizes;  // [EP(src), EP(dst)] batch sharded by EP
-  std::optional<Value> reshaped_group_sizes;    // [EP] this shard's rows per expert shard
-  std::optional<AllToAllParams> forward;        // dispatch's ragged_all_to_all parameters
-  int64_t buffer_rows = 0;
-  std::optional<Value> local_sorted_indices;  // local_permute order of the received rows
-};
-
 // Embedding-independent routing state.
 struct RouteOutput {
   PermuteOutput routing;   // top-k, weights, sort order, losses
@@ -34,14 +25,12 @@ struct RouteOutput {
   PartitionSpec routed_batch_spec;
 };
 
-RouteOutput Route(const MoeContext& ctx, const ShardMapOperands& op, RouteMetadata& meta) {
+RouteOutput Route(const MoeContext& ctx, const ShardMapOperands& op, EpRouting& meta) {
   Tracer& t = ctx.t;
   const MoeSetup& s = ctx.setup;
   const auto scope = t.Scope("route");
   const int64_t ep = s.ep, local_experts = s.num_experts / s.ep;
-  meta.expert_shard_id = ep > 1
-                             ? t.AxisIndex(s.expert_axes, {"expert_shard_id", ""})
-                             : tr::Constant(t, Scalar(0, DType::kInt32), {"expert_shard_id", ""});
+  meta.expert_shard_id = ExpertShardId(ctx);
   RouteOutput out;
   out.routed_batch_spec = op.shardings.gate_logits;
   Value logits = op.logits;
@@ -52,10 +41,7 @@ RouteOutput Route(const MoeContext& ctx, const ShardMapOperands& op, RouteMetada
     logits = t.AllGather(logits, s.expert_axes, 0, true, {"logits", "BSE"});
     if (pre) pre = t.AllGather(*pre, s.expert_axes, 0, true, {"pre_bias_logits", "BSE"});
     out.routed_batch_spec = WithoutAxes(op.shardings.gate_logits, s.expert_axes);
-    roll = t.Apply({OpKind::kMul, "", {{"expr", "num_experts_per_shard * expert_shard_id"}}},
-                   {&meta.expert_shard_id}, {"roll_to_expert_id", ""}, [&](const Args& a) {
-                     return Mul(*a[0], Scalar(static_cast<float>(local_experts), DType::kInt32));
-                   });
+    roll = RollToExpertId(ctx, meta.expert_shard_id);
   }
   out.routing = RouteTokens(ctx, logits, pre, roll);
   out.group_sizes = out.routing.group_size;
@@ -65,20 +51,9 @@ RouteOutput Route(const MoeContext& ctx, const ShardMapOperands& op, RouteMetada
   } else if (ep > 1) {
     const auto cond = t.Condition("expert parallelism > 1");
     const Value& gs = out.routing.group_size;
-    meta.reshaped_group_sizes =
-        t.Apply({OpKind::kSum, "", {{"expr", "group_sizes.reshape(-1, local_expert_size).sum(1)"}}},
-                {&gs}, {"reshaped_group_sizes", "P"}, [&](const Args& a) {
-                  return Sum(Reshape(*a[0], {ep, local_experts}), 1, false);
-                });
     const int64_t rows = out.routing.sorted_experts.dim(0);
+    PlanForwardAllToAll(ctx, gs, rows, meta);
     if (s.batch_sharded_by_ep) {
-      meta.all_shards_group_sizes = t.AllGather(*meta.reshaped_group_sizes, s.expert_axes, 0, false,
-                                                {"all_shards_group_sizes", "PP"});
-      meta.forward =
-          GetAllToAllParams(ctx, *meta.all_shards_group_sizes, meta.expert_shard_id, ep, true);
-      meta.buffer_rows =
-          RaggedBufferSize(rows, ep, s.num_experts, s.top_k, ctx.settings().ragged_buffer_factor);
-      t.AddFact({"ragged buffer rows", "", {}, {static_cast<double>(meta.buffer_rows)}, ""});
       const Value global = t.AllGather(gs, s.expert_axes, 0, false, {"global_group_sizes", "PE"});
       const LocalPermuteOutput lp =
           LocalSortOrder(ctx, meta.buffer_rows, "U", global, local_experts, meta.expert_shard_id,
@@ -102,7 +77,7 @@ RouteOutput Route(const MoeContext& ctx, const ShardMapOperands& op, RouteMetada
 
 // Moves [B,S,M'] (an embedding block) to the rows the local gmm consumes.
 Value Dispatch(const MoeContext& ctx, const Value& x_in, const RouteOutput& route,
-               const RouteMetadata& meta) {
+               const EpRouting& meta) {
   Tracer& t = ctx.t;
   const MoeSetup& s = ctx.setup;
   const auto scope = t.Scope("dispatch");
@@ -157,7 +132,7 @@ PathOutput SparsePipeline(const MoeContext& ctx, const Value& inputs, const Valu
   const ShardMapOperands op = EnterSparseShardMap(ctx, inputs, gate_logits, pre_bias_logits,
                                                   kernels, "moe_route_and_compute", wi_spec);
   const auto body = t.Scope("moe_route_and_compute");
-  RouteMetadata meta;
+  EpRouting meta;
   const RouteOutput route = Route(ctx, op, meta);
 
   Value layer_w0, layer_w1;
@@ -251,26 +226,7 @@ PathOutput SparsePipeline(const MoeContext& ctx, const Value& inputs, const Valu
       output = t.PsumScatter(output, s.expert_axes, 0, true, {"output", "BSM"});
     } else {
       if (s.ep > 1) {
-        const Value back = tr::Zeros(t, {batch_size * seq * s.top_k, m / s.tp}, out.dtype(),
-                                     {"output_shape", "RM"});
-        if (s.batch_sharded_by_ep) {
-          const Value inverse = tr::Argsort(t, *meta.local_sorted_indices, {"unsort_indices", "U"});
-          const Value local = tr::Take(t, out, inverse, 0, {"local_output", "UM"});
-          const Value transposed =
-              t.Apply({OpKind::kTranspose, "", {}}, {&*meta.all_shards_group_sizes},
-                      {"all_shards_group_sizes_T", "PP"}, [](const Args& a) {
-                        return Transpose(*a[0], {1, 0});
-                      });
-          const AllToAllParams p =
-              GetAllToAllParams(ctx, transposed, meta.expert_shard_id, s.ep, true);
-          out = t.RaggedAllToAll(local, back, p.input_offsets, p.send_sizes, p.output_offsets,
-                                 p.recv_sizes, s.expert_axes, {"intermediate_output", "RM"});
-        } else {
-          const AllToAllParams p =
-              GetAllToAllParams(ctx, *meta.reshaped_group_sizes, meta.expert_shard_id, s.ep, false);
-          out = t.RaggedAllToAll(out, back, p.input_offsets, p.send_sizes, p.output_offsets,
-                                 p.recv_sizes, s.expert_axes, {"intermediate_output", "RM"});
-        }
+        out = ReturnFromExperts(ctx, out, meta, batch_size * seq * s.top_k);
       }
       output = Unpermute(ctx, out, route.routing.sorted_selected_experts, route.routing.weights,
                          batch_size, seq);

@@ -1,0 +1,76 @@
+#include "trace/ep_routing.h"
+
+#include <fmt/format.h>
+
+#include "trace/traced_ops.h"
+
+namespace shardtrace {
+
+namespace tr = traced;
+using Args = std::vector<const Array*>;
+
+Value ExpertShardId(const MoeContext& ctx) {
+  const MoeSetup& s = ctx.setup;
+  return s.ep > 1 ? ctx.t.AxisIndex(s.expert_axes, {"expert_shard_id", ""})
+                  : tr::Constant(ctx.t, Scalar(0, DType::kInt32), {"expert_shard_id", ""});
+}
+
+Value RollToExpertId(const MoeContext& ctx, const Value& expert_shard_id) {
+  const int64_t local_experts = ctx.setup.num_experts / ctx.setup.ep;
+  return ctx.t.Apply({OpKind::kMul, "", {{"expr", "num_experts_per_shard * expert_shard_id"}}},
+                     {&expert_shard_id}, {"roll_to_expert_id", ""}, [&](const Args& a) {
+                       return Mul(*a[0], Scalar(static_cast<float>(local_experts), DType::kInt32));
+                     });
+}
+
+void PlanForwardAllToAll(const MoeContext& ctx, const Value& group_sizes, int64_t rows,
+                         EpRouting& ep) {
+  Tracer& t = ctx.t;
+  const MoeSetup& s = ctx.setup;
+  const int64_t local_experts = s.num_experts / s.ep;
+  ep.reshaped_group_sizes =
+      t.Apply({OpKind::kSum, "", {{"expr", "group_sizes.reshape(-1, local_expert_size).sum(1)"}}},
+              {&group_sizes}, {"reshaped_group_sizes", "P"}, [&](const Args& a) {
+                return Sum(Reshape(*a[0], {s.ep, local_experts}), 1, false);
+              });
+  if (!s.batch_sharded_by_ep) return;
+  const auto cond = t.Condition("batch sharded by expert");
+  ep.all_shards_group_sizes = t.AllGather(*ep.reshaped_group_sizes, s.expert_axes, 0, false,
+                                          {"all_shards_group_sizes", "PP"});
+  ep.forward = GetAllToAllParams(ctx, *ep.all_shards_group_sizes, ep.expert_shard_id, s.ep, true);
+  const double factor = ctx.settings().ragged_buffer_factor;
+  ep.buffer_rows = RaggedBufferSize(rows, s.ep, s.num_experts, s.top_k, factor);
+  t.AddFact({"ragged buffer rows",
+             "",
+             {},
+             {static_cast<double>(ep.buffer_rows)},
+             fmt::format("get_ragged_buffer_size({}, {}, {}, {}, {})", rows, s.ep, s.num_experts,
+                         s.top_k, factor)});
+}
+
+Value ReturnFromExperts(const MoeContext& ctx, const Value& expert_output, const EpRouting& ep,
+                        int64_t original_rows) {
+  Tracer& t = ctx.t;
+  const MoeSetup& s = ctx.setup;
+  const Value output_shape =
+      tr::Zeros(t, {original_rows, s.emb / s.tp}, expert_output.dtype(), {"output_shape", "RM"});
+  if (s.batch_sharded_by_ep) {
+    const Value inverse = tr::Argsort(t, *ep.local_sorted_indices, {"unsort_indices", "U"});
+    const Value local_output = tr::Take(t, expert_output, inverse, 0, {"local_output", "UM"});
+    const Value transposed = t.Apply({OpKind::kTranspose, "", {}}, {&*ep.all_shards_group_sizes},
+                                     {"all_shards_group_sizes_T", "PP"}, [](const Args& a) {
+                                       return Transpose(*a[0], {1, 0});
+                                     });
+    const AllToAllParams p = GetAllToAllParams(ctx, transposed, ep.expert_shard_id, s.ep, true);
+    return t.RaggedAllToAll(local_output, output_shape, p.input_offsets, p.send_sizes,
+                            p.output_offsets, p.recv_sizes, s.expert_axes,
+                            {"intermediate_output", "RM"});
+  }
+  const AllToAllParams p =
+      GetAllToAllParams(ctx, *ep.reshaped_group_sizes, ep.expert_shard_id, s.ep, false);
+  return t.RaggedAllToAll(expert_output, output_shape, p.input_offsets, p.send_sizes,
+                          p.output_offsets, p.recv_sizes, s.expert_axes,
+                          {"intermediate_output", "RM"});
+}
+
+}  // namespace shardtrace

@@ -1,0 +1,45 @@
+// The expert-parallel routing block every sparse path shares, the seed's monolithic
+// `wrapper` (sparse_matmul.cc) and the refactored route/dispatch/gmm pipeline
+// (sparse_pipeline.cc): which expert shard this device is, the ring's expert roll, the
+// per-shard group sizes and the forward ragged_all_to_all plan (all-gathered group sizes,
+// offsets, receive buffer), and the return of the expert outputs to the rows' home shards.
+// Each path calls these pieces in moe.py's order for that path; the ops they record are the
+// same on both.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "trace/moe_context.h"
+#include "trace/permute.h"
+
+namespace shardtrace {
+
+struct EpRouting {
+  Value expert_shard_id;
+  std::optional<Value> reshaped_group_sizes;    // [EP] this shard's rows per expert shard
+  std::optional<Value> all_shards_group_sizes;  // [EP(src), EP(dst)], batch sharded by EP
+  std::optional<AllToAllParams> forward;        // dispatch's ragged_all_to_all parameters
+  int64_t buffer_rows = 0;                      // get_ragged_buffer_size
+  std::optional<Value> local_sorted_indices;    // local_permute order of the received rows
+};
+
+// jax.lax.axis_index over the expert axes (a constant 0 without expert parallelism).
+Value ExpertShardId(const MoeContext& ctx);
+
+// Ring of experts: num_experts_per_shard * expert_shard_id, the id routing rolls by.
+Value RollToExpertId(const MoeContext& ctx, const Value& expert_shard_id);
+
+// Expert parallelism > 1: group_sizes summed per expert shard; when the batch is sharded by
+// expert, the all-gathered [EP, EP] sizes, the forward all-to-all offsets and the receive
+// buffer of `rows` routed rows (recorded as the fact "ragged buffer rows").
+void PlanForwardAllToAll(const MoeContext& ctx, const Value& group_sizes, int64_t rows,
+                         EpRouting& ep);
+
+// Expert parallelism > 1: the expert outputs back to the shards that routed their rows,
+// [batch*seq*top_k, M/TP] in routing order (local rows unsorted, then the reverse
+// ragged_all_to_all; batch replicated: the all-to-all with the reshaped sizes).
+Value ReturnFromExperts(const MoeContext& ctx, const Value& expert_output, const EpRouting& ep,
+                        int64_t original_rows);
+
+}  // namespace shardtrace
