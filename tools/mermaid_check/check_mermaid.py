@@ -53,6 +53,13 @@ def main():
     ap.add_argument("--render", type=pathlib.Path, help="also write each diagram as SVG here")
     args = ap.parse_args()
     engine = mmdc_diagram._get_engine()
+    if args.render:
+        # mermaid's label wrapping asks Intl.Segmenter for graphemes; QuickJS has no Intl.
+        # A code-point segmenter is enough for a preview (labels are ASCII plus arrows).
+        engine._executor.submit(lambda: engine._ctx.eval(
+            "if (typeof Intl === 'undefined') globalThis.Intl = { Segmenter: class {"
+            " segment(s) { return Array.from(s).map((c, i) => ({segment: c, index: i})); } } };"
+        )).result()
     failures = checked = 0
     for path in args.files:
         for n, code in enumerate(blocks(path)):
