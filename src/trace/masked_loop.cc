@@ -27,7 +27,7 @@ PathOutput MaskedLoop(const MoeContext& ctx, const Value& inputs, const Value& g
     const auto expert = t.Scope(fmt::format("expert_{}", e));
     auto row = [&](const Value& w, const char* name, const char* dims) {
       return t.Apply({OpKind::kIndex, "", {{"expr", fmt::format("{}[{}]", name, e)}}}, {&w},
-                     {name, dims}, [&](const Args& a) {
+                     {name, dims, TensorKind::kWeight}, [&](const Args& a) {  // a kernel slice
                        Shape shape(a[0]->shape.begin() + 1, a[0]->shape.end());
                        return Reshape(Slice(*a[0], 0, e, 1), shape);
                      });
