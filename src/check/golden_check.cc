@@ -94,7 +94,11 @@ GoldenReport CheckGoldenCase(const std::string& case_dir, const std::vector<std:
   const MoeParams params = ParamsFromArrays(
       setup, n_act, arrays, npz, in.config.Bool("routed_bias"), in.config.Bool("mlp_bias"));
   const Block block = IsDenseMlpCase(arrays) ? Block::kMlp : Block::kMoe;
-  const BlockRun run = RunBlock(in.config, in.mesh, setup, params, block, /*numeric=*/true);
+  RunOptions run_options;
+  run_options.numeric = true;
+  run_options.summaries = false;  // a check prints verdicts, never per-tensor summaries
+  run_options.threads = options.threads;
+  const BlockRun run = RunBlock(in.config, in.mesh, setup, params, block, run_options);
 
   GoldenReport report{case_dir, block == Block::kMlp ? run.trace.path : setup.PathLabel(), {}};
   for (const std::string& name : GoldenExpectedNames()) {

@@ -31,6 +31,7 @@ struct CheckOptions {
   double atol = 1e-5;
   double rtol = 1e-4;
   std::vector<std::string> extra_args;  // more key=value overrides / --devices via the caller
+  int threads = 0;                      // RunOptions::threads
 };
 
 // The arrays a golden case may hold: inputs (parameters) and expected outputs.

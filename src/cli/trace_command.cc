@@ -28,14 +28,29 @@ void RunTraceCommand(const TraceOptions& options, std::ostream& out) {
   const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
   const bool numeric = options.numeric || !options.golden.empty();
   const int n_act = static_cast<int>(in.config.StrList("mlp_activations").size());
-  MoeParams params = MakeParams(setup, n_act, numeric, options.seed);
-  if (!options.golden.empty()) {
+  const Block block = ParseBlock(options.block);
+  MoeParams params;
+  if (options.golden.empty()) {
+    params = MakeParams(setup, n_act, numeric, options.seed);
+  } else {
     const std::string npz = options.golden + "/tensors.npz";
     params = ParamsFromArrays(setup, n_act, ReadNpz(npz), npz, in.config.Bool("routed_bias"),
                               in.config.Bool("mlp_bias"));
+    // A block the case does not hold (the dense MlpBlock of a MoE case, the experts of a
+    // dense case) runs on seeded weights, with the case's inputs.
+    if (block == Block::kMlp ? !params.dense : !params.wi_0.numeric()) {
+      MoeParams seeded = MakeParams(setup, n_act, true, options.seed);
+      seeded.inputs = params.inputs;
+      if (params.dense) seeded.dense = params.dense;
+      params = std::move(seeded);
+    }
   }
-  const BlockRun run = RunBlock(in.config, in.mesh, setup, params, ParseBlock(options.block),
-                                numeric, options.path == "masked_loop");
+  RunOptions run_options;
+  run_options.numeric = numeric;
+  run_options.masked_loop = options.path == "masked_loop";
+  // Only the table and json print per-tensor summaries.
+  run_options.summaries = common.format != "dot" && common.format != "svg";
+  const BlockRun run = RunBlock(in.config, in.mesh, setup, params, block, run_options);
   const Trace& trace = run.trace;
   const std::string text = common.format == "json"      ? TraceToJson(trace)
                            : common.format == "dot"     ? TraceToDot(trace)

@@ -451,19 +451,82 @@ ZipArchive OpenForReading(const std::string& path) {
   return ZipArchive(archive);
 }
 
-std::string ReadMember(zip_t* archive, zip_uint64_t index, std::string_view context) {
+// Reads up to `n` bytes of `file` into `out`; fewer only at the end of the member.
+size_t ReadUpTo(zip_file_t* file, char* out, size_t n, std::string_view context) {
+  size_t total = 0;
+  while (total < n) {
+    const zip_int64_t got = zip_fread(file, out + total, n - total);
+    // libzip verifies the CRC when the member is exhausted, so corruption surfaces here.
+    if (got < 0) Fail("{}: corrupt archive member: {}", context, zip_file_strerror(file));
+    if (got == 0) break;
+    total += static_cast<size_t>(got);
+  }
+  return total;
+}
+
+// The rest of `file` appended to `bytes` (`expected` sizes the buffer once).
+void ReadRest(zip_file_t* file, uint64_t expected, std::string& bytes, std::string_view context) {
+  bytes.reserve(std::max<uint64_t>(bytes.size(), expected));
+  for (;;) {
+    const size_t old_size = bytes.size();
+    const size_t chunk = std::max<size_t>(bytes.capacity() - old_size, 1 << 16);
+    bytes.resize(old_size + chunk);
+    const size_t got = ReadUpTo(file, bytes.data() + old_size, chunk, context);
+    bytes.resize(old_size + got);
+    if (got < chunk) return;
+  }
+}
+
+// One member as an Array. A little-endian float32 C-order array (what np.savez writes for
+// float32 weights) is read straight into the Array's buffer: the header first, then the
+// data inflated (or copied, when stored) once by libzip into its final place. Anything
+// else, and every malformed member, goes through DecodeNpy on the member's bytes, so the
+// two routes accept and reject exactly the same inputs with the same messages.
+Array ReadMember(zip_t* archive, zip_uint64_t index, uint64_t size, std::string_view context) {
   const ZipFile file(zip_fopen_index(archive, index, 0));
   if (file == nullptr) Fail("{}: cannot open archive member: {}", context, zip_strerror(archive));
-  std::string bytes;
-  std::vector<char> buffer(1 << 16);
-  for (;;) {
-    const zip_int64_t got = zip_fread(file.get(), buffer.data(), buffer.size());
-    // libzip verifies the CRC when the member is exhausted, so corruption surfaces here.
-    if (got < 0) Fail("{}: corrupt archive member: {}", context, zip_file_strerror(file.get()));
-    if (got == 0) break;
-    bytes.append(buffer.data(), static_cast<size_t>(got));
+  std::string bytes(12, '\0');
+  bytes.resize(ReadUpTo(file.get(), bytes.data(), bytes.size(), context));
+  const auto slow = [&]() {
+    ReadRest(file.get(), size, bytes, context);
+    return DecodeNpy(bytes, context);
+  };
+  if (std::endian::native != std::endian::little || bytes.size() < 12 ||
+      std::string_view(bytes).substr(0, kNpyMagic.size()) != kNpyMagic)
+    return slow();
+  const auto* raw = reinterpret_cast<const unsigned char*>(bytes.data());
+  const int major = raw[6];
+  if (major < 1 || major > 3 || raw[7] != 0) return slow();
+  const size_t prefix = major == 1 ? 10 : 12;
+  const uint64_t header_len =
+      major == 1 ? LoadLittleEndian<uint16_t>(raw + 8) : LoadLittleEndian<uint32_t>(raw + 8);
+  if (size < prefix || header_len > size - prefix || prefix + header_len < 12) return slow();
+  bytes.resize(prefix + header_len);
+  const size_t header_rest = bytes.size() - 12;
+  const size_t header_got = ReadUpTo(file.get(), bytes.data() + 12, header_rest, context);
+  if (header_got != header_rest) {
+    bytes.resize(12 + header_got);
+    return slow();
   }
-  return bytes;
+  const NpyHeader header =
+      HeaderParser(std::string_view(bytes).substr(prefix, header_len), context).Parse();
+  if (header.descr != "<f4" || header.fortran_order) return slow();
+  int64_t count = 1;
+  for (const int64_t dim : header.shape) count = CheckedProduct(count, dim, context, header.shape);
+  const int64_t needed = CheckedProduct(count, 4, context, header.shape);
+  if (static_cast<uint64_t>(needed) != size - prefix - header_len) return slow();
+  std::vector<float> values(static_cast<size_t>(count));
+  char* data = reinterpret_cast<char*>(values.data());
+  const size_t got = ReadUpTo(file.get(), data, static_cast<size_t>(needed), context);
+  char extra = 0;
+  if (got != static_cast<size_t>(needed) || ReadUpTo(file.get(), &extra, 1, context) != 0) {
+    // The member was shorter or longer than its directory entry says; let DecodeNpy word it.
+    bytes.append(data, got);
+    if (got == static_cast<size_t>(needed)) bytes.push_back(extra);
+    values = {};
+    return slow();
+  }
+  return Array::FromData(header.shape, DType::kFloat32, std::move(values));
 }
 
 // What np.savez writes for an archive without arrays: just the end-of-central-directory
@@ -580,7 +643,8 @@ std::map<std::string, Array> ReadNpz(const std::string& path) {
     }
     const std::string name = member.substr(0, member.size() - kSuffix.size());
     const std::string context = fmt::format("{}: array '{}'", path, Printable(name));
-    Array array = DecodeNpy(ReadMember(archive.get(), index, context), context);
+    const uint64_t size = (stat.valid & ZIP_STAT_SIZE) != 0 ? stat.size : 0;
+    Array array = ReadMember(archive.get(), index, size, context);
     if (!arrays.emplace(name, std::move(array)).second) {
       Fail("{}: array '{}' appears twice in the archive", path, Printable(name));
     }

@@ -62,9 +62,10 @@ Shape ShapeOf(std::string_view letters, const std::map<char, int64_t>& sizes) {
 }
 
 // Data and letters of one operand after summing away the letters `drop` (dims that appear
-// in no other operand and not in the output), in float32.
+// in no other operand and not in the output), in float32. Without letters to drop the
+// operand shares the array's buffer: einsum reads its operands, it never copies them.
 struct Operand {
-  std::vector<float> data;
+  Buffer data;
   std::string letters;
 };
 
@@ -78,9 +79,23 @@ Operand SumAway(const Array& array, std::string_view letters, std::string_view d
       result.letters.push_back(letters[i]);
     }
   }
-  result.data =
-      axes.empty() ? array.values() : op_support::SumOverAxes(array.values(), array.shape, axes);
+  result.data = axes.empty() ? array.buffer()
+                             : std::make_shared<const std::vector<float>>(
+                                   op_support::SumOverAxes(array.values(), array.shape, axes));
   return result;
+}
+
+// `data` (of `shape`) permuted by `perm`, sharing it when the permutation is the identity.
+Buffer Permuted(const Buffer& data, const Shape& shape, const std::vector<int64_t>& perm) {
+  if (op_support::IsIdentity(perm)) return data;
+  return std::make_shared<const std::vector<float>>(op_support::PermuteData(*data, shape, perm));
+}
+
+// Like Permuted for data the caller owns: moved through untouched by the identity.
+std::vector<float> PermutedOwned(std::vector<float> data, const Shape& shape,
+                                 const std::vector<int64_t>& perm) {
+  if (op_support::IsIdentity(perm)) return data;
+  return op_support::PermuteData(data, shape, perm);
 }
 
 void CheckOperandCount(const ParsedEinsum& parsed, size_t given) {
@@ -193,7 +208,7 @@ Array Einsum(const ParsedEinsum& parsed, const Array& a, DType out_dtype) {
   if (!a.numeric()) return Array::Symbolic(std::move(out_shape), out_dtype);
 
   const Operand reduced = SumAway(a, parsed.operands[0], parsed.contracted);
-  std::vector<float> out = op_support::PermuteData(reduced.data, ShapeOf(reduced.letters, sizes),
+  std::vector<float> out = op_support::PermuteData(*reduced.data, ShapeOf(reduced.letters, sizes),
                                                    PositionsOf(parsed.output, reduced.letters));
   op_support::ConvertAll(out_dtype, out);
   return Array::FromData(std::move(out_shape), out_dtype, std::move(out));
@@ -234,18 +249,18 @@ Array Einsum(const ParsedEinsum& parsed, const Array& a, const Array& b, DType o
 
   // a -> [batch, free_a, contract] and b -> [batch, contract, free_b]: one row-major
   // matrix pair per batch index.
-  const std::vector<float> pa = op_support::PermuteData(
-      ra.data, ShapeOf(ra.letters, sizes), PositionsOf(batch + free_a + contract, ra.letters));
-  const std::vector<float> pb = op_support::PermuteData(
-      rb.data, ShapeOf(rb.letters, sizes), PositionsOf(batch + contract + free_b, rb.letters));
+  const Buffer pa = Permuted(ra.data, ShapeOf(ra.letters, sizes),
+                             PositionsOf(batch + free_a + contract, ra.letters));
+  const Buffer pb = Permuted(rb.data, ShapeOf(rb.letters, sizes),
+                             PositionsOf(batch + contract + free_b, rb.letters));
   const int64_t nb = ProductOf(batch, sizes);
   const int64_t m = ProductOf(free_a, sizes);
   const int64_t k = ProductOf(contract, sizes);
   const int64_t n = ProductOf(free_b, sizes);
   std::vector<float> product(static_cast<size_t>(nb * m * n), 0.0f);
   for (int64_t i = 0; i < nb && m * n > 0 && k > 0; ++i) {
-    const Eigen::Map<const RowMatrix> lhs(pa.data() + i * m * k, m, k);
-    const Eigen::Map<const RowMatrix> rhs(pb.data() + i * k * n, k, n);
+    const Eigen::Map<const RowMatrix> lhs(pa->data() + i * m * k, m, k);
+    const Eigen::Map<const RowMatrix> rhs(pb->data() + i * k * n, k, n);
     Eigen::Map<RowMatrix> out(product.data() + i * m * n, m, n);
     // Single-threaded Eigen on fixed shapes performs the same operations every call,
     // which keeps numeric traces bit-for-bit reproducible.
@@ -253,8 +268,8 @@ Array Einsum(const ParsedEinsum& parsed, const Array& a, const Array& b, DType o
   }
 
   const std::string product_letters = batch + free_a + free_b;
-  std::vector<float> out = op_support::PermuteData(product, ShapeOf(product_letters, sizes),
-                                                   PositionsOf(lo, product_letters));
+  std::vector<float> out = PermutedOwned(std::move(product), ShapeOf(product_letters, sizes),
+                                         PositionsOf(lo, product_letters));
   op_support::ConvertAll(out_dtype, out);
   return Array::FromData(std::move(out_shape), out_dtype, std::move(out));
 }

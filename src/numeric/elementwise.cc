@@ -183,6 +183,13 @@ Array Sqrt(const Array& a) {
 }
 
 Array Cast(const Array& a, DType dtype) {
+  // Casts that cannot change a stored value share the buffer: to float32 (every stored
+  // value already is one), from bool (0 and 1 are exact in every dtype) and int32 to
+  // int32. A bfloat16/float16 array may hold values that were never rounded (npz weights
+  // are loaded as stored), so a cast to its own narrow dtype still rounds, as jnp's does.
+  if (dtype == DType::kFloat32 || a.dtype == DType::kBool ||
+      (dtype == DType::kInt32 && a.dtype == DType::kInt32))
+    return a.WithDType(dtype);
   return Unary(a, dtype, [](float x) { return x; });
 }
 

@@ -85,12 +85,15 @@ Shape PermuteShape(const Shape& shape, const std::vector<int64_t>& perm) {
   return out;
 }
 
+bool IsIdentity(const std::vector<int64_t>& perm) {
+  for (size_t i = 0; i < perm.size(); ++i)
+    if (perm[i] != static_cast<int64_t>(i)) return false;
+  return true;
+}
+
 std::vector<float> PermuteData(const std::vector<float>& data, const Shape& shape,
                                const std::vector<int64_t>& perm) {
-  bool identity = true;
-  for (size_t i = 0; i < perm.size(); ++i)
-    identity = identity && perm[i] == static_cast<int64_t>(i);
-  if (identity) return data;
+  if (IsIdentity(perm)) return data;
   const Shape out_shape = PermuteShape(shape, perm);
   const std::vector<int64_t> in_strides = Strides(shape);
   std::vector<int64_t> strides(perm.size());

@@ -66,6 +66,9 @@ void CheckPermutation(std::string_view op, const std::vector<int64_t>& perm, con
 // The shape after permuting: result[i] = shape[perm[i]].
 Shape PermuteShape(const Shape& shape, const std::vector<int64_t>& perm);
 
+// True when `perm` is 0, 1, ..., n-1 (permuting by it is a no-op).
+bool IsIdentity(const std::vector<int64_t>& perm);
+
 // Row-major data of the transposed array (result dim i is input dim perm[i]).
 // REQUIRES a valid permutation and data.size() == NumElements(shape).
 std::vector<float> PermuteData(const std::vector<float>& data, const Shape& shape,

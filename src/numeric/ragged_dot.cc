@@ -7,6 +7,7 @@
 
 #include "numeric/op_support.h"
 #include "util/error.h"
+#include "util/thread_pool.h"
 
 namespace shardtrace {
 
@@ -16,7 +17,8 @@ using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::Ro
 
 }  // namespace
 
-Array RaggedDot(const Array& lhs, const Array& rhs, const Array& group_sizes, DType out_dtype) {
+Array RaggedDot(const Array& lhs, const Array& rhs, const Array& group_sizes, DType out_dtype,
+                ThreadPool* pool) {
   const std::string shapes =
       fmt::format("lhs {}, rhs {}, group_sizes {}", ShapeToString(lhs.shape),
                   ShapeToString(rhs.shape), ShapeToString(group_sizes.shape));
@@ -41,19 +43,28 @@ Array RaggedDot(const Array& lhs, const Array& rhs, const Array& group_sizes, DT
     return Array::Symbolic(std::move(shape), out_dtype);
   }
   std::vector<float> out(static_cast<size_t>(n * o), 0.0f);
+  // Each group's rows first (serially: errors name the first bad group), then the groups'
+  // GEMMs in parallel: they write disjoint rows, so the result does not depend on order.
+  const int64_t groups = rhs.shape[0];
+  std::vector<int64_t> first_row(static_cast<size_t>(groups) + 1, 0);
   int64_t row = 0;
-  for (int64_t g = 0; g < rhs.shape[0]; ++g) {
+  for (int64_t g = 0; g < groups; ++g) {
     const float size = group_sizes.values()[g];
     if (size < 0) Fail("ragged_dot: group_sizes[{}] is {}, must be >= 0 ({})", g, size, shapes);
-    const int64_t rows = std::min(static_cast<int64_t>(size), n - row);
-    if (rows > 0 && k > 0 && o > 0) {
-      const Eigen::Map<const RowMatrix> a(lhs.values().data() + row * k, rows, k);
-      const Eigen::Map<const RowMatrix> b(rhs.values().data() + g * k * o, k, o);
-      Eigen::Map<RowMatrix> c(out.data() + row * o, rows, o);
-      c.noalias() = a * b;
-    }
-    row += std::max<int64_t>(rows, 0);
+    first_row[g] = row;
+    row += std::max<int64_t>(std::min(static_cast<int64_t>(size), n - row), 0);
   }
+  first_row[groups] = row;
+  const float* a_data = lhs.values().data();
+  const float* b_data = rhs.values().data();
+  ParallelFor(pool, groups, [&](int64_t g) {
+    const int64_t rows = first_row[g + 1] - first_row[g];
+    if (rows <= 0 || k <= 0 || o <= 0) return;
+    const Eigen::Map<const RowMatrix> a(a_data + first_row[g] * k, rows, k);
+    const Eigen::Map<const RowMatrix> b(b_data + g * k * o, k, o);
+    Eigen::Map<RowMatrix> c(out.data() + first_row[g] * o, rows, o);
+    c.noalias() = a * b;
+  });
   op_support::ConvertAll(out_dtype, out);
   return Array::FromData(std::move(shape), out_dtype, std::move(out));
 }

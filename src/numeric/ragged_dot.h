@@ -11,10 +11,13 @@
 
 namespace shardtrace {
 
+class ThreadPool;
+
 // lhs [N,K] x rhs [G,K,O] with int32 group_sizes [G] -> [N,O]: rows
 // [sum(group_sizes[:g]), +group_sizes[g]) use rhs[g]. Throws Error on rank or size
 // mismatches, non-int32 group_sizes, or (numeric) a negative group size; groups that run
 // past N are cut at N. Accumulation is float32. Output dtype: `out_dtype`.
-Array RaggedDot(const Array& lhs, const Array& rhs, const Array& group_sizes, DType out_dtype);
+Array RaggedDot(const Array& lhs, const Array& rhs, const Array& group_sizes, DType out_dtype,
+                ThreadPool* pool = nullptr);
 
 }  // namespace shardtrace

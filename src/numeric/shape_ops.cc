@@ -37,13 +37,14 @@ Array Reshape(const Array& a, const Shape& new_shape) {
     Fail("reshape: {} ({} elements) to {} ({} elements): sizes differ", ShapeToString(a.shape),
          a.size(), ShapeToString(shape), NumElements(shape));
   }
-  return Array{std::move(shape), a.dtype, a.data};
+  return a.WithShape(std::move(shape));  // shares the buffer
 }
 
 Array Transpose(const Array& a, const std::vector<int64_t>& perm) {
   op_support::CheckPermutation("transpose", perm, a.shape);
   Shape shape = op_support::PermuteShape(a.shape, perm);
   if (!a.numeric()) return Array::Symbolic(std::move(shape), a.dtype);
+  if (op_support::IsIdentity(perm)) return a;
   return Array::FromData(std::move(shape), a.dtype,
                          op_support::PermuteData(a.values(), a.shape, perm));
 }
@@ -57,6 +58,7 @@ Array Slice(const Array& a, int64_t axis, int64_t start, int64_t size) {
   Shape shape = a.shape;
   shape[ax] = size;
   if (!a.numeric()) return Array::Symbolic(std::move(shape), a.dtype);
+  if (size == a.shape[ax]) return a;  // the whole array: share it
   const op_support::AxisView view = op_support::ViewAroundAxis(a.shape, ax);
   const std::vector<float>& x = a.values();
   std::vector<float> out;
@@ -91,6 +93,7 @@ Array Concat(const std::vector<Array>& arrays, int64_t axis) {
     numeric = numeric && array.numeric();
   }
   if (!numeric) return Array::Symbolic(std::move(shape), dtype);
+  if (arrays.size() == 1 && dtype == first.dtype) return first;
   const op_support::AxisView view = op_support::ViewAroundAxis(first.shape, ax);
   std::vector<float> out;
   out.reserve(static_cast<size_t>(NumElements(shape)));
@@ -114,6 +117,7 @@ Array Pad(const Array& a, int64_t axis, int64_t before, int64_t after, float val
   Shape shape = a.shape;
   shape[ax] += before + after;
   if (!a.numeric()) return Array::Symbolic(std::move(shape), a.dtype);
+  if (before == 0 && after == 0) return a;
   const float fill = op_support::ConvertTo(a.dtype, value);
   const op_support::AxisView view = op_support::ViewAroundAxis(a.shape, ax);
   std::vector<float> out;
@@ -133,6 +137,7 @@ Array BroadcastTo(const Array& a, const Shape& shape) {
          ShapeToString(shape));
   }
   if (!a.numeric()) return Array::Symbolic(shape, a.dtype);
+  if (a.shape == shape) return a;
   std::vector<float> out(static_cast<size_t>(NumElements(shape)));
   const std::vector<float>& x = a.values();
   op_support::ForEachBroadcast<1>(

@@ -61,13 +61,13 @@ Array SliceBox(const Array& a, const std::vector<std::pair<int64_t, int64_t>>& b
     shape.push_back(box[d].second);
   }
   if (!a.numeric()) return Array::Symbolic(shape, a.dtype);
-  Array out = Array::Filled(shape, a.dtype, 0.0f);
+  if (shape == a.shape) return a;  // a replicated block is the whole array: share it
   const std::vector<float>& src = a.values();
-  std::vector<float>& dst = out.mutable_values();
+  std::vector<float> dst(static_cast<size_t>(NumElements(shape)));
   ForEachRun(a.shape, box, [&](int64_t s, int64_t d, int64_t n) {
     std::copy(src.begin() + s, src.begin() + s + n, dst.begin() + d);
   });
-  return out;
+  return Array::FromData(std::move(shape), a.dtype, std::move(dst));
 }
 
 void PasteBox(Array& target, const Array& block,

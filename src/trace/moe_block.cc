@@ -10,6 +10,7 @@
 #include "trace/sparse_pipeline.h"
 #include "trace/traced_ops.h"
 #include "util/error.h"
+#include "util/thread_pool.h"
 
 namespace shardtrace {
 
@@ -116,7 +117,23 @@ PathOutput RoutedMoE(const MoeContext& ctx, const Value& inputs_in, const MoePar
 
 BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
                   const MoeParams& params, Block block, bool numeric, bool masked_loop) {
-  Tracer t(mesh, config.logical_axis_rules(), numeric);
+  RunOptions options;
+  options.numeric = numeric;
+  options.masked_loop = masked_loop;
+  return RunBlock(config, mesh, setup, params, block, options);
+}
+
+BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
+                  const MoeParams& params, Block block, const RunOptions& options) {
+  const bool masked_loop = options.masked_loop;
+  Tracer t(mesh, config.logical_axis_rules(), options.numeric);
+  // Symbolic runs compute nothing worth a thread.
+  std::optional<ThreadPool> pool;
+  if (options.numeric && options.threads != 1) {
+    pool.emplace(options.threads);
+    t.set_pool(&*pool);
+  }
+  t.set_summaries(options.summaries);
   BlockRun run;
   MoeContext ctx{setup, t, run.captures};
   const bool shared = UsesSharedExperts(setup);

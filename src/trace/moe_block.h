@@ -29,8 +29,21 @@ struct BlockRun {
 // True when the decoder wraps the routed experts in RoutedAndSharedMoE.
 bool UsesSharedExperts(const MoeSetup& setup);
 
-// `masked_loop`: run the masked-loop reference (trace/masked_loop.h) instead of the path
-// RoutedMoE.__call__ would select.
+struct RunOptions {
+  bool numeric = false;
+  // Run the masked-loop reference (trace/masked_loop.h) instead of the path
+  // RoutedMoE.__call__ would select.
+  bool masked_loop = false;
+  // Per-tensor values summaries (min/max/mean), for outputs that print them.
+  bool summaries = true;
+  // Threads simulating devices (and experts) in numeric runs: 0 = hardware_concurrency,
+  // 1 = serial. The trace is bit-identical for every value.
+  int threads = 0;
+};
+
+BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
+                  const MoeParams& params, Block block, const RunOptions& options);
+// Shorthand: summaries on, all hardware threads.
 BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
                   const MoeParams& params, Block block, bool numeric, bool masked_loop = false);
 

@@ -98,7 +98,10 @@ bool IsDenseMlpCase(const std::map<std::string, Array>& arrays) {
 MoeParams ParamsFromArrays(const MoeSetup& s, int num_mlp_activations,
                            const std::map<std::string, Array>& arrays, const std::string& source,
                            bool routed_bias, bool mlp_bias) {
-  MoeParams p = MakeParams(s, num_mlp_activations, /*numeric=*/true, /*seed=*/0);
+  // Shapes only: every slot is either taken from `arrays` (sharing its buffer) or given
+  // MaxText's initial value below, so nothing is generated and then overwritten. The
+  // arrays' own size is the only bound (no CheckNumericSize): the data already exists.
+  MoeParams p = MakeParams(s, num_mlp_activations, /*numeric=*/false, /*seed=*/0);
   auto take = [&](const std::string& name, Array& slot, bool required) {
     const auto it = arrays.find(name);
     if (it == arrays.end()) {
@@ -110,14 +113,17 @@ MoeParams ParamsFromArrays(const MoeSetup& s, int num_mlp_activations,
     if (it->second.shape != slot.shape)
       Fail("{}: array '{}' has shape {} but the config implies {}", source, name,
            ShapeToString(it->second.shape), ShapeToString(slot.shape));
-    slot = Array::FromData(slot.shape, name == "inputs" ? DType::kFloat32 : slot.dtype,
-                           it->second.values());
+    slot = Array::FromBuffer(slot.shape, name == "inputs" ? DType::kFloat32 : slot.dtype,
+                             it->second.buffer());
   };
-  // Parameters a golden case leaves out take MaxText's initial value: biases start at zero.
+  // Parameters a golden case leaves out take MaxText's initial value: biases start at zero,
+  // per_expert_scale at one.
   for (std::optional<Array>* bias : {&p.gate_bias, &p.wi_0_bias, &p.wi_1_bias, &p.wo_bias})
     *bias = Array::Filled((*bias)->shape, (*bias)->dtype, 0.0f);
   // A dense MlpBlock case carries mlp_wi_0.., mlp_wo and no expert arrays.
   const bool moe = !IsDenseMlpCase(arrays);
+  if (moe) p.dense.reset();  // a MoE case holds no dense MlpBlock
+  p.per_expert_scale = Array::Filled(p.per_expert_scale->shape, p.per_expert_scale->dtype, 1.0f);
   take("inputs", p.inputs, true);
   take("gate_kernel", p.gate_kernel, moe);
   if (routed_bias) take("gate_bias", *p.gate_bias, false);

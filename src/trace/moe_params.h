@@ -47,8 +47,10 @@ bool IsDenseMlpCase(const std::map<std::string, Array>& arrays);
 
 // From named arrays (golden-format names: inputs, gate_kernel, gate_bias, wi_0, wi_1, wo,
 // wi_0_bias, wi_1_bias, wo_bias, shared_wi_0, shared_wi_1, shared_wo, and for a dense MlpBlock
-// case mlp_wi_0, mlp_wi_1, mlp_wo instead of the expert arrays). Missing optional
-// arrays required by the config are seeded; a wrong shape is an Error naming the array, the
+// case mlp_wi_0, mlp_wi_1, mlp_wo instead of the expert arrays), sharing their buffers.
+// Nothing is seeded: missing optional biases are zero, per_expert_scale one; a MoE case
+// leaves `dense` unset and a dense case leaves the expert arrays symbolic. A wrong shape
+// is an Error naming the array, the
 // expected and the found shape. `source` names the file in errors.
 MoeParams ParamsFromArrays(const MoeSetup& setup, int num_mlp_activations,
                            const std::map<std::string, Array>& arrays, const std::string& source,

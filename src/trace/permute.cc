@@ -308,7 +308,7 @@ Value Gmm(const MoeContext& ctx, const Value& inputs, const Value& kernel, const
         {"padding", std::to_string(padded - rows)}}},
       {&inputs, &kernel, &group_sizes}, {name, out_dims}, [&](const Args& a) {
         // Zero padding rows never reach a group, so the math is ragged_dot's.
-        return RaggedDot(Cast(*a[0], s.dtype), Cast(*a[1], s.dtype), *a[2], s.dtype);
+        return RaggedDot(Cast(*a[0], s.dtype), Cast(*a[1], s.dtype), *a[2], s.dtype, t.pool());
       });
 }
 

@@ -9,6 +9,7 @@
 #include "shard/blocks.h"
 #include "shard/sharding.h"
 #include "util/error.h"
+#include "util/thread_pool.h"
 
 namespace shardtrace {
 
@@ -73,7 +74,7 @@ int Tracer::Record(const Out& out, const std::vector<Array>& shards, bool per_de
   for (const std::string& c : conditions_)
     if (!c.empty()) t.condition += (t.condition.empty() ? "" : " && ") + c;
   t.in_shard_map = per_device || shard_map_depth_ > 0;
-  if (numeric_) t.summary = Summarize(shards);
+  if (numeric_ && summaries_) t.summary = Summarize(shards);
   trace_.tensors.push_back(std::move(t));
   return trace_.tensors.back().id;
 }
@@ -124,25 +125,28 @@ std::vector<Value> Tracer::ApplyN(const OpDesc& op, const std::vector<const Valu
     per_device |= in->per_device;
     shards = std::max(shards, in->shards.size());
   }
-  std::vector<std::vector<Array>> results(outs.size());
-  for (size_t d = 0; d < shards; ++d) {
-    std::vector<const Array*> args;
-    for (const Value* in : inputs) args.push_back(&in->shards[in->shards.size() == 1 ? 0 : d]);
-    std::vector<Array> produced;
-    try {
-      produced = fn(args);
-    } catch (const Error& e) {
-      std::vector<std::string> names;
-      for (const Value* in : inputs) names.push_back(trace_.tensors[in->tensor].name);
-      std::vector<std::string> out_names;
-      for (const Out& o : outs) out_names.push_back(o.name);
-      Fail("{} in {} ({} -> {}): {}",
-           op.kind == OpKind::kActivation ? op.function : ToString(op.kind), CurrentScope(),
-           fmt::join(names, ", "), fmt::join(out_names, ", "), e.what());
-    }
-    SHARDTRACE_CHECK(produced.size() == outs.size());
-    for (size_t i = 0; i < outs.size(); ++i) results[i].push_back(std::move(produced[i]));
+  // Devices are independent until a collective: each computes its own shards, in
+  // parallel, and errors surface as the lowest failing device's, as in a serial run.
+  std::vector<std::vector<Array>> produced(shards);
+  try {
+    ParallelFor(numeric_ ? pool_ : nullptr, static_cast<int64_t>(shards), [&](int64_t d) {
+      std::vector<const Array*> args;
+      for (const Value* in : inputs) args.push_back(&in->shards[in->shards.size() == 1 ? 0 : d]);
+      produced[d] = fn(args);
+      SHARDTRACE_CHECK(produced[d].size() == outs.size());
+    });
+  } catch (const Error& e) {
+    std::vector<std::string> names;
+    for (const Value* in : inputs) names.push_back(trace_.tensors[in->tensor].name);
+    std::vector<std::string> out_names;
+    for (const Out& o : outs) out_names.push_back(o.name);
+    Fail("{} in {} ({} -> {}): {}",
+         op.kind == OpKind::kActivation ? op.function : ToString(op.kind), CurrentScope(),
+         fmt::join(names, ", "), fmt::join(out_names, ", "), e.what());
   }
+  std::vector<std::vector<Array>> results(outs.size());
+  for (size_t d = 0; d < shards; ++d)
+    for (size_t i = 0; i < outs.size(); ++i) results[i].push_back(std::move(produced[d][i]));
   std::vector<int> in_ids;
   for (const Value* in : inputs) in_ids.push_back(in->tensor);
   std::vector<Value> values;
@@ -235,8 +239,10 @@ Value Tracer::ShardMapIn(const Value& x, const std::string& name, const std::str
   ShardTensor(name, x.shape(), x.dtype(), spec, mesh_, Divisibility::kRequire);
   Value v;
   v.per_device = true;
-  for (int64_t d = 0; d < num_shards(); ++d)
-    v.shards.push_back(SliceBox(x.array(), BlockBounds(x.shape(), spec, mesh_, d)));
+  v.shards.resize(static_cast<size_t>(num_shards()));
+  ParallelFor(pool_, num_shards(), [&](int64_t d) {
+    v.shards[d] = SliceBox(x.array(), BlockBounds(x.shape(), spec, mesh_, d));
+  });
   v.tensor = Record({name, dims, trace_.tensors[x.tensor].kind}, v.shards, true);
   TensorRecord& t = trace_.tensors[v.tensor];
   t.constraint = Constraint::kShardMapIn;

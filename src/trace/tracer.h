@@ -25,6 +25,8 @@
 
 namespace shardtrace {
 
+class ThreadPool;
+
 // A traced value: the id of the tensor record that last defined it, and its data.
 struct Value {
   int tensor = -1;
@@ -68,6 +70,14 @@ class Tracer {
   Tracer(const Mesh& mesh, const AxisRules& rules, bool numeric);
 
   bool numeric() const { return numeric_; }
+  // Numeric runs spread simulated devices (and one device's experts) over `pool`; null, the
+  // default, runs serially. Results are bit-identical either way.
+  void set_pool(ThreadPool* pool) { pool_ = pool; }
+  ThreadPool* pool() const { return pool_; }
+  // Whether numeric tensor records carry a values summary (min/max/mean); only the
+  // outputs that print it (trace table/json, generated pages) need it, so `check` and the
+  // equivalence tests run without. Default: on.
+  void set_summaries(bool on) { summaries_ = on; }
   const Mesh& mesh() const { return mesh_; }
   const AxisRules& rules() const { return rules_; }
 
@@ -177,6 +187,8 @@ class Tracer {
   const Mesh& mesh_;
   const AxisRules& rules_;
   const bool numeric_;
+  ThreadPool* pool_ = nullptr;
+  bool summaries_ = true;
   std::vector<std::string> scopes_;
   std::vector<std::string> conditions_;
   std::string dump_file_ = "moe";
