@@ -2,7 +2,9 @@
 // (generate_masks in training, generate_masks_subgroup with context partitions in
 // inference) and runs the EBCM einsums; capacity_factor <= 0 sends every token through
 // every expert and takes the routing-weighted sum. Every _maybe_shard_with_logical of
-// moe.py is recorded in order, as are the EP weight constraints.
+// moe.py is recorded in order, as are the EP weight constraints. The body follows moe.py's
+// own steps: routing (get_topk, weights, losses), masks, dispatch, expert compute and
+// combine (or the dropless experts and weight sum).
 #pragma once
 
 #include "trace/moe_context.h"
