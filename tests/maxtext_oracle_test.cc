@@ -22,6 +22,9 @@
 #include "config/override_file.h"
 #include "config/run_inputs.h"
 #include "test_support.h"
+#include "trace/moe_block.h"
+#include "trace/moe_params.h"
+#include "trace/moe_setup.h"
 
 namespace shardtrace {
 namespace {
@@ -175,6 +178,72 @@ TEST_CASE("Every MaxText oracle sharding dump agrees with shardtrace's trace of 
     ++compared;
   }
   CHECK(compared >= 5);
+}
+
+// The HLO op a collective shardtrace writes (a shard_map body's jax.lax call) compiles to.
+std::string HloOp(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllGather:
+      return "all_gather";
+    case CollectiveKind::kPsum:
+      return "all_reduce";
+    case CollectiveKind::kPsumScatter:
+      return "reduce_scatter";
+    case CollectiveKind::kRaggedAllToAll:
+      return "ragged_all_to_all";
+  }
+  return "";
+}
+
+TEST_CASE("The collectives shardtrace writes are those of MaxText's compiled HLO", "[maxtext]") {
+  // A shard_map body's collectives are explicit in the HLO (not spmd-generated): they and the
+  // trace's written collectives must pair up one to one by op, mesh axes and per-device
+  // result bytes. GSPMD's own collectives (is_spmd_generated) are XLA's choice, not moe.py's.
+  int compared = 0, paired = 0;
+  for (const fs::path& dir : CaseDirs()) {
+    const nlohmann::json compiled = nlohmann::json::parse(ReadFile(dir / "compiled.json"));
+    if (!compiled.contains("collectives")) continue;  // XLA:CPU could not compile it
+    INFO("case " << dir.filename().string());
+    std::vector<std::string> args = {BaseYml()};
+    for (const std::string& o : OverridesFromYamlFile((dir / "config.yml").string()))
+      args.push_back(o);
+    const RunInputs in = LoadRunInputs(args, std::nullopt);
+    const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
+    const int n_act = static_cast<int>(in.config.StrList("mlp_activations").size());
+    const MoeParams params = MakeParams(setup, n_act, /*numeric=*/false, 0);
+    const Block block = compiled["block"] == "mlp" ? Block::kMlp : Block::kMoe;
+    const Trace trace = RunBlock(in.config, in.mesh, setup, params, block, false).trace;
+    std::vector<nlohmann::json> explicit_hlo;
+    for (const nlohmann::json& c : compiled["collectives"])
+      if (!c["spmd_generated"].get<bool>()) explicit_hlo.push_back(c);
+    std::vector<bool> used(explicit_hlo.size(), false);
+    for (const OpRecord& op : trace.ops) {
+      if (!op.collective || op.collective->origin != CollectiveOrigin::kWritten) continue;
+      const TensorRecord& out = trace.tensors[op.outputs.at(0)];
+      std::set<std::string> axes(op.collective->axes.begin(), op.collective->axes.end());
+      INFO(ToString(op.collective->kind) << " over " << *axes.begin() << " -> " << out.name
+                                         << " " << out.bytes_per_device << " B/device");
+      bool found = false;
+      for (size_t i = 0; i < explicit_hlo.size() && !found; ++i) {
+        const nlohmann::json& h = explicit_hlo[i];
+        const auto hlo_axes = h["mesh_axes"].get<std::vector<std::string>>();
+        if (used[i] || h["op"] != HloOp(op.collective->kind) ||
+            std::set<std::string>(hlo_axes.begin(), hlo_axes.end()) != axes ||
+            h["result_bytes"].get<int64_t>() != out.bytes_per_device)
+          continue;
+        used[i] = found = true;
+      }
+      CHECK(found);
+      paired += found;
+    }
+    for (size_t i = 0; i < explicit_hlo.size(); ++i) {
+      INFO("HLO " << explicit_hlo[i].dump());
+      CHECK(used[i]);
+    }
+    ++compared;
+  }
+  CHECK(compared >= 5);
+  CHECK(paired >= 1);
 }
 
 }  // namespace

@@ -42,6 +42,7 @@ def case(name, devices, what, block="moe", mesh=None, **overrides):
   for k, v in (mesh or {}).items():
     over[f"ici_{k}_parallelism"] = v
   over.update(overrides)
+  over = {k: v for k, v in over.items() if v is not None}  # None: the model file's value
   return {"name": name, "devices": devices, "what": what, "block": block, "overrides": over}
 
 
@@ -54,17 +55,78 @@ def bf16(c):
   return d
 
 
+def model(name):
+  """A MaxText model file's routing and block, with the small dims above over it."""
+  return {"model_name": name, "override_model_config": True, "decoder_block": None, "mlp_activations": None}
+
+
 CASES = [
-    case("sparse_ep1", 1, "sparse_matmul without expert parallelism, ragged_dot"),
-    case("dense_dropless", 1, "dense_matmul dropless (capacity_factor=-1)", sparse_matmul=False),
+    # --- one device: every path's numbers, no communication.
     case("mlp_dense", 1, "the dense MlpBlock (wi_0, wi_1, wo) of a dense model", block="mlp",
          num_experts=1, num_experts_per_tok=1, decoder_block="llama2"),
+    case("dense_dropless", 1, "dense_matmul dropless (capacity_factor=-1)", sparse_matmul=False),
+    case("dense_drop_train", 1, "dense_matmul token dropping in training (capacity_factor=1)",
+         sparse_matmul=False, capacity_factor=1.0),
+    case("dense_drop_train_cf05", 1, "dense_matmul dropping with capacity_factor=0.5 (drops tokens)",
+         sparse_matmul=False, capacity_factor=0.5),
+    case("dense_drop_inference", 1, "dense_matmul dropping in inference (generate_masks_subgroup)",
+         sparse_matmul=False, capacity_factor=1.0, model_call_mode="inference"),
+    case("sparse_ep1", 1, "sparse_matmul without expert parallelism, ragged_dot"),
+    case("sparse_ep1_norm_topk", 1, "sparse_matmul, softmax top-k with norm_topk_prob (qwen3 routing)",
+         norm_topk_prob=True),
+    case("shared_deepseek3", 1, "RoutedAndSharedMoE of deepseek3-tiny: grouped routing with bias and scaling",
+         block="shared", **model("deepseek3-tiny"), n_routing_groups=4, topk_routing_group=2,
+         num_experts=16, num_experts_per_tok=4),
+    case("shared_deepseek3_dense", 1,
+         "deepseek3-tiny routing through dense_matmul (dropless), with loss-free bias updates",
+         block="shared", **model("deepseek3-tiny"), n_routing_groups=4, topk_routing_group=2,
+         num_experts=16, num_experts_per_tok=4, sparse_matmul=False, routed_bias_update_rate=0.01),
+    case("shared_llama4", 1, "RoutedAndSharedMoE of llama4-17b-16e (sigmoid top-1 on the inputs)",
+         block="shared", **model("llama4-17b-16e"), num_experts_per_tok=1),
+    case("shared_gemma4", 1, "RoutedAndSharedMoE of gemma4-26b (softmax top-k, norm_topk_prob)",
+         block="shared", **model("gemma4-26b")),
+    # --- two devices.
     case("dense_drop_train_fsdp2", 2, "dense_matmul dropping (capacity_factor=1) in training, fsdp=2",
          mesh={"fsdp": 2}, sparse_matmul=False, capacity_factor=1.0),
+    case("dense_dropless_ep2", 2, "dense_matmul dropless with expert=2 (GSPMD moves the tokens)",
+         mesh={"expert": 2}, sparse_matmul=False),
+    case("dense_drop_train_ep2", 2, "dense_matmul dropping with expert=2", mesh={"expert": 2},
+         sparse_matmul=False, capacity_factor=1.0),
+    case("sparse_fsdp2", 2, "sparse_matmul, fsdp=2: weights all-gathered into shard_map", mesh={"fsdp": 2}),
+    case("sparse_tp2", 2, "sparse_matmul with tensor parallelism 2", mesh={"tensor": 2}),
     case("sparse_ep2", 2, "sparse_matmul EP=2, batch sharded by expert: ragged_all_to_all",
-         mesh={"fsdp": 1, "expert": 2}),
+         mesh={"expert": 2}),
+    case("sparse_ep2_decode", 2, "sparse_matmul EP=2 with global batch 1 (decode: batch replicated)",
+         mesh={"expert": 2}, per_device_batch_size=0.5),
+    case("ring_ep2", 2, "ring of experts, EP=2 (all-gather tokens, psum_scatter back)", mesh={"expert": 2},
+         use_ring_of_experts=True),
+    # --- four devices.
+    case("sparse_fsdp2_tp2", 4, "sparse_matmul, fsdp=2 x tensor=2", mesh={"fsdp": 2, "tensor": 2}),
+    case("sparse_ep4", 4, "sparse_matmul EP=4, batch sharded: ragged_all_to_all", mesh={"expert": 4}),
+    case("sparse_ep2_tp2", 4, "sparse_matmul EP=2 x TP=2", mesh={"expert": 2, "tensor": 2}),
+    case("ring_ep4", 4, "ring of experts, EP=4", mesh={"expert": 4}, use_ring_of_experts=True),
+    case("ring_fsdp2_ep2", 4, "ring of experts, fsdp=2 x EP=2", mesh={"fsdp": 2, "expert": 2},
+         use_ring_of_experts=True),
+    case("sparse_shard_exp_on_fsdp", 4, "sparse_matmul with shard_exp_on_fsdp (fsdp=4)", mesh={"fsdp": 4},
+         shard_exp_on_fsdp=True),
+    case("sparse_2d_fsdp", 4, "sparse_matmul with use_2d_fsdp_sharding (fsdp=2 x fsdp_transpose=2)",
+         mesh={"fsdp": 2, "fsdp_transpose": 2}, use_2d_fsdp_sharding=True),
+    case("dense_drop_train_fsdp2_ep2", 4, "dense_matmul dropping, fsdp=2 x expert=2",
+         mesh={"fsdp": 2, "expert": 2}, sparse_matmul=False, capacity_factor=1.0),
+    case("rule_pure_fsdp", 4, "custom_mesh_and_rule pure-fsdp, sparse_matmul", custom_mesh_and_rule="pure-fsdp",
+         mesh={"fsdp": 4}),
+    case("rule_shard_exp_on_fsdp", 4, "custom_mesh_and_rule shard-exp-on-fsdp", mesh={"fsdp": 4},
+         custom_mesh_and_rule="shard-exp-on-fsdp"),
+    # --- eight devices.
+    case("sparse_fsdp4_tp2", 8, "sparse_matmul, fsdp=4 x tensor=2", mesh={"fsdp": 4, "tensor": 2}),
+    case("sparse_ep2_tp4", 8, "sparse_matmul EP=2 x TP=4 (the shape of MaxText PR 4910's CPU test)",
+         mesh={"expert": 2, "tensor": 4}),
+    case("ring_ep8", 8, "ring of experts, EP=8", mesh={"expert": 8}, use_ring_of_experts=True),
+    case("dense_drop_train_fsdp8", 8, "dense_matmul dropping, fsdp=8", mesh={"fsdp": 8}, sparse_matmul=False,
+         capacity_factor=1.0),
 ]
-CASES += [bf16(c) for c in CASES if c["name"] in ("sparse_ep1", "dense_dropless")]
+CASES += [bf16(c) for c in CASES if c["name"] in ("sparse_ep1", "dense_dropless", "dense_drop_train_fsdp2",
+                                                   "ring_ep2", "mlp_dense")]
 
 
 def pyconfig_overrides(c):

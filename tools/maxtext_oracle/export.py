@@ -193,6 +193,9 @@ def golden_arrays(case, params_flat, inputs, outputs, recorded):
                  "combine_mask"):
       if name in recorded and recorded[name] is not None:
         a = recorded[name]
+        if name in ("dispatch_mask", "combine_mask") and a.ndim == 5:
+          # generate_masks_subgroup's [B, N, S/N, E, C] (N context groups) read as [B, S, E, C].
+          a = a.reshape(a.shape[0], a.shape[1] * a.shape[2], *a.shape[3:])
         out[name] = np.asarray(a, np.int32) if name == "top_k_indices" else (
             np.asarray(a, bool) if name == "dispatch_mask" else f32(a))
   return out, unmapped
@@ -213,7 +216,9 @@ def run_case(case, base_yml, out_dir, seed):
     s = 1
   inputs = jax.random.normal(jax.random.PRNGKey(seed + 7), (b, s, m), jnp.float32).astype(config.dtype)
   act_axes = ("activation_batch", "activation_norm_length", "activation_embed")
-  in_sharding = NamedSharding(mesh, nn.logical_to_mesh_axes(act_axes, rules))
+  # A decode batch smaller than the batch axes stays replicated on them (MaxText's own helper).
+  in_spec = mt_sharding.adjust_pspec_for_indivisible_shapes(nn.logical_to_mesh_axes(act_axes, rules), (b, s, m), mesh)
+  in_sharding = NamedSharding(mesh, in_spec)
   inputs = jax.device_put(inputs, in_sharding)
 
   # Parameters placed as MaxText places them: each one's logical annotation through the rules.

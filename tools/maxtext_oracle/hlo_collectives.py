@@ -46,6 +46,16 @@ def _bytes(arrays):
   return total
 
 
+def _mesh_groups(attrs):
+  """Mesh form replica_groups=mesh['a'=2,'b'=2] {'a'}: (axis sizes, the axes grouped over)."""
+  m = re.search(r"replica_groups=mesh\[([^\]]*)\]\s*\{([^}]*)\}", attrs)
+  if not m:
+    return None
+  sizes = {k: int(v) for k, v in re.findall(r"'([^']+)'=(\d+)", m.group(1))}
+  axes = re.findall(r"'([^']+)'", m.group(2))
+  return sizes, axes
+
+
 def _replica_groups(attrs):
   """Explicit groups {{0,1},{2,3}} or iota form [2,2]<=[4] (with optional transpose T(1,0))."""
   m = re.search(r"replica_groups=\{((?:\{[\d,]*\},?)*)\}", attrs)
@@ -84,17 +94,26 @@ def collectives_from_hlo(hlo_text):
         break
     operands, attrs = rest[:cut], rest[cut + 1:]
     result_arrays = _arrays(result_type)
-    operand_arrays = _arrays(operands)
+    del operands  # printed as names only, without shapes
     groups = _replica_groups(attrs)
+    mesh_groups = _mesh_groups(attrs)
+    group_size = len(groups[0]) if groups else None
+    if mesh_groups:
+      group_size = 1
+      for a in mesh_groups[1]:
+        group_size *= mesh_groups[0][a]
     records.append({
         "name": name,
         "op": op.replace("-", "_"),
         "result": [f"{d}[{','.join(map(str, s))}]" for d, s in result_arrays],
-        "operands": [f"{d}[{','.join(map(str, s))}]" for d, s in operand_arrays],
         "result_bytes": _bytes(result_arrays),
-        "operand_bytes": _bytes(operand_arrays),
         "replica_groups": groups,
-        "group_size": len(groups[0]) if groups else None,
+        "mesh_axes": mesh_groups[1] if mesh_groups else None,
+        "group_size": group_size,
+        # GSPMD inserted it (sharding propagation), as opposed to an explicit collective of a
+        # shard_map body.
+        "spmd_generated": 'is_spmd_generated="true"' in attrs,
+        "op_name": (re.search(r'op_name="([^"]*)"', attrs) or [None, None])[1],
         "dimensions": (re.search(r"dimensions=\{([\d,]*)\}", attrs) or [None, None])[1],
     })
   return records
