@@ -37,10 +37,13 @@ PathOutput RoutedMoE(const MoeContext& ctx, const Value& inputs_in, const MoePar
   const MoeSetup& s = ctx.setup;
   const MoeSettings& settings = ctx.settings();
   const auto scope = t.Scope("RoutedMoE");
-  // RoutedAndSharedMoE always builds its routed block with gate axes ('embed_moe', None).
+  // RoutedAndSharedMoE always builds its routed block with gate axes ('embed_moe', None); the
+  // release gives the router its own logical axis, ('embed_router', None).
+  const std::string shared_gate_axis =
+      settings.revision.semantics == MoeSemantics::kRelease ? "embed_router" : "embed_moe";
   const LogicalAxes gate_axes = shared_wrapper || s.decoder_block == "deepseek" ||
                                         s.decoder_block == "llama4" || s.decoder_block == "gemma4"
-                                    ? LogicalAxes{"embed_moe", std::nullopt}
+                                    ? LogicalAxes{shared_gate_axis, std::nullopt}
                                     : LogicalAxes{"embed", std::nullopt};
   LogicalAxes wi_axes{"exp", "embed_moe", "mlp_moe"}, wo_axes{"exp", "mlp_moe", "embed_moe"};
   if (settings.shard_exp_on_fsdp) {

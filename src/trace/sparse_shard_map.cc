@@ -45,6 +45,11 @@ RoutedShardings GetRoutedMoeShardings(const MoeContext& ctx, bool batch_sharded_
   } else if (c.use_2d_fsdp_sharding) {
     r.w0_axes = r.w1_axes = r.wo_axes =
         LogicalNames({"embed_tensor_transpose", "mlp_no_fsdp", nullptr});
+  } else if (c.revision.semantics == MoeSemantics::kRelease) {
+    // The release gathers the embed dim and then takes 'fsdp' out of the spec wherever the rules
+    // put it (remove_mesh_axes_from_partition_spec, below), so an 'exp' on fsdp is gathered too.
+    r.w0_axes = r.w1_axes = LogicalNames({"exp", nullptr, "mlp_no_fsdp"});
+    r.wo_axes = LogicalNames({"exp", "mlp_no_fsdp", nullptr});
   } else {
     r.w0_axes = r.w1_axes = LogicalNames({"exp", "embed_tensor_transpose", "mlp_no_fsdp"});
     r.wo_axes = LogicalNames({"exp", "mlp_no_fsdp", "embed_tensor_transpose"});
@@ -52,6 +57,22 @@ RoutedShardings GetRoutedMoeShardings(const MoeContext& ctx, bool batch_sharded_
   r.w0 = resolve(r.w0_axes);
   r.w1 = resolve(r.w1_axes);
   r.wo = resolve(r.wo_axes);
+  if (c.revision.semantics == MoeSemantics::kRelease && !c.shard_exp_on_fsdp &&
+      !c.use_2d_fsdp_sharding) {
+    const auto without_fsdp = [](const PartitionSpec& spec) {
+      std::vector<PartitionSpec::Entry> entries;
+      for (const PartitionSpec::Entry& e : spec.entries()) {
+        PartitionSpec::Entry kept;
+        for (const std::string& axis : e)
+          if (axis != "fsdp") kept.push_back(axis);
+        entries.push_back(kept);
+      }
+      return PartitionSpec(entries);
+    };
+    r.w0 = without_fsdp(r.w0);
+    r.w1 = without_fsdp(r.w1);
+    r.wo = without_fsdp(r.wo);
+  }
   r.output_axes = LogicalNames({batch, "activation_norm_length", "activation_embed"});
   r.output = resolve(r.output_axes);
   return r;

@@ -98,15 +98,14 @@ CASES = [
          mesh={"expert": 2}),
     case("sparse_ep2_decode", 2, "sparse_matmul EP=2 with global batch 1 (decode: batch replicated)",
          mesh={"expert": 2}, per_device_batch_size=0.5),
-    case("ring_ep2", 2, "ring of experts, EP=2 (all-gather tokens, psum_scatter back)", mesh={"expert": 2},
-         use_ring_of_experts=True),
     # --- four devices.
     case("sparse_fsdp2_tp2", 4, "sparse_matmul, fsdp=2 x tensor=2", mesh={"fsdp": 2, "tensor": 2}),
     case("sparse_ep4", 4, "sparse_matmul EP=4, batch sharded: ragged_all_to_all", mesh={"expert": 4}),
     case("sparse_ep2_tp2", 4, "sparse_matmul EP=2 x TP=2", mesh={"expert": 2, "tensor": 2}),
-    case("ring_ep4", 4, "ring of experts, EP=4", mesh={"expert": 4}, use_ring_of_experts=True),
-    case("ring_fsdp2_ep2", 4, "ring of experts, fsdp=2 x EP=2", mesh={"fsdp": 2, "expert": 2},
-         use_ring_of_experts=True),
+    case("sparse_ep4_decode", 4, "sparse_matmul EP=4 with global batch 1 (decode)", mesh={"expert": 4},
+         per_device_batch_size=0.25),
+    case("dense_drop_inference_ep2", 4, "dense_matmul dropping in inference, fsdp=2 x expert=2",
+         mesh={"fsdp": 2, "expert": 2}, sparse_matmul=False, capacity_factor=1.0, model_call_mode="inference"),
     case("sparse_shard_exp_on_fsdp", 4, "sparse_matmul with shard_exp_on_fsdp (fsdp=4)", mesh={"fsdp": 4},
          shard_exp_on_fsdp=True),
     case("sparse_2d_fsdp", 4, "sparse_matmul with use_2d_fsdp_sharding (fsdp=2 x fsdp_transpose=2)",
@@ -121,12 +120,23 @@ CASES = [
     case("sparse_fsdp4_tp2", 8, "sparse_matmul, fsdp=4 x tensor=2", mesh={"fsdp": 4, "tensor": 2}),
     case("sparse_ep2_tp4", 8, "sparse_matmul EP=2 x TP=4 (the shape of MaxText PR 4910's CPU test)",
          mesh={"expert": 2, "tensor": 4}),
-    case("ring_ep8", 8, "ring of experts, EP=8", mesh={"expert": 8}, use_ring_of_experts=True),
     case("dense_drop_train_fsdp8", 8, "dense_matmul dropping, fsdp=8", mesh={"fsdp": 8}, sparse_matmul=False,
          capacity_factor=1.0),
 ]
 CASES += [bf16(c) for c in CASES if c["name"] in ("sparse_ep1", "dense_dropless", "dense_drop_train_fsdp2",
-                                                   "ring_ep2", "mlp_dense")]
+                                                   "mlp_dense")]
+
+# Declared but not exportable on CPU with this release; listed in testdata/maxtext/README.md.
+NOT_EXPORTABLE = [
+    ("ring of experts (use_ring_of_experts=true), EP=2/4/8",
+     "with megablox=false moe.py's ring path hands jax.lax.ragged_dot the group sizes of all "
+     "experts (8) against the local experts' kernel (E/EP): 'expected rhs group dimension size "
+     "to be 8, got 4'; megablox (Pallas) needs a TPU"),
+    ("tensor_transpose in the sparse path",
+     "the release has no tensor_transpose mesh axis (removed after the seed, MaxText faaa424d0)"),
+    ("megablox / tokamax grouped matmul",
+     "Pallas TPU kernels: every sparse case runs megablox=false (jax.lax.ragged_dot)"),
+]
 
 
 def pyconfig_overrides(c):

@@ -125,6 +125,9 @@ def _path_str(path):
   return "/".join(str(getattr(p, "key", p)) for p in path)
 
 
+# The block's parameters: nnx.Param, and the router bias, which the release keeps as a MoEBiasVar.
+PARAMS = (nnx.Param, moe.MoEBiasVar)
+
 BLOCK_CLASS = {"moe": "RoutedMoE", "shared": "RoutedAndSharedMoE", "mlp": "MlpBlock"}
 
 
@@ -209,7 +212,7 @@ def run_case(case, base_yml, out_dir, seed):
   with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
     block = build_block(case, config, mesh, seed)
   graphdef, state = nnx.split(block)
-  logical, named = param_shardings(nnx.state(block, nnx.Param), mesh, rules, BLOCK_CLASS[case["block"]])
+  logical, named = param_shardings(nnx.state(block, PARAMS), mesh, rules, BLOCK_CLASS[case["block"]])
 
   b, s, m = config.global_batch_size_to_train_on, config.max_target_length, config.emb_dim
   if case.get("decode"):
@@ -270,7 +273,7 @@ def run_case(case, base_yml, out_dir, seed):
   with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
     outputs, recorded = jax.jit(capture)(state, inputs)
   params_flat = {"/".join(str(p) for p in path): (var.get_value() if hasattr(var, "get_value") else var.value)
-                 for path, var in nnx.to_flat_state(nnx.state(block, nnx.Param))}
+                 for path, var in nnx.to_flat_state(nnx.state(block, PARAMS))}
   arrays, unmapped = golden_arrays(case, params_flat, inputs, outputs, recorded)
   write_case(case, config, base_yml, out_dir, arrays, unmapped, named_json, logical_json, input_json,
              compiled_info, mesh, time.time() - t0)

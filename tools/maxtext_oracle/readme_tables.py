@@ -94,6 +94,13 @@ def case_table(fixtures):
     else:
       hlo = "not compiled: " + compiled.get("compile_error", "")[:60].replace("|", "/")
     rows.append(f"| {name} | {compiled['devices']} | {mesh} | {compiled['block']} | {numbers} | {hlo} | {what} |")
+  rows.append("")
+  rows.append("Declared but not exported (`tools/maxtext_oracle/cases.py` NOT_EXPORTABLE):")
+  rows.append("")
+  sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+  import cases as case_matrix  # pylint: disable=import-outside-toplevel
+  for what, why in case_matrix.NOT_EXPORTABLE:
+    rows.append(f"- {what}: {why}.")
   return "\n".join(rows) + "\n"
 
 
