@@ -56,8 +56,9 @@ format:
 
 # --- MaxText oracle (issue 9): MaxText's own moe.py from PyPI on fake JAX CPU devices. Python
 # lives only here, in a venv under the build directory; `make test` needs none of it.
-# maxtext needs Python >= 3.12: python3.12 from PATH, else pyenv's.
-ORACLE_PYTHON ?= $(firstword $(shell command -v python3.12) $(wildcard /root/.pyenv/versions/3.12*/bin/python3.12))
+# maxtext needs Python >= 3.12: the first python3.13/3.12 that runs, else pyenv's.
+ORACLE_PYTHON ?= $(shell for p in python3.13 python3.12 $(wildcard $(HOME)/.pyenv/versions/3.1[2-9]*/bin/python3); do \
+  $$p -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null && echo $$p && break; done)
 ORACLE_VENV ?= $(BUILD)/oracle-venv
 
 $(ORACLE_VENV)/.installed: tools/maxtext_oracle/requirements.txt

@@ -224,9 +224,17 @@ def run_case(case, base_yml, out_dir, seed):
   in_sharding = NamedSharding(mesh, in_spec)
   inputs = jax.device_put(inputs, in_sharding)
 
-  # Parameters placed as MaxText places them: each one's logical annotation through the rules.
-  with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
-    state = jax.device_put(state, nn.logical_to_mesh_sharding(nnx.get_partition_spec(state), mesh, rules))
+  # Parameters placed as MaxText places them: each one's own logical annotation through the rules
+  # (the NamedSharding recorded in named_shardings.json). flax's tree-wide
+  # nn.logical_to_mesh_sharding(nnx.get_partition_spec(state)) is not used: on these nnx states it
+  # resolves 'exp' to None and would leave the experts unsharded.
+  by_name = {k: v[0] for k, v in named.items()}
+  def place(path, value):
+    key = f".params/['params']/['{BLOCK_CLASS[case['block']]}']/" + "/".join(f"['{p}']" for p in path)
+    sharding = by_name.get(key, NamedSharding(mesh, PartitionSpec()))
+    return jax.device_put(value, sharding)
+  flat = nnx.to_flat_state(state)
+  state = nnx.from_flat_state([(path, var.replace(place(path, var.get_value()))) for path, var in flat])
 
   def forward(state, x):
     model = nnx.merge(graphdef, state)
