@@ -159,6 +159,37 @@ TEST_CASE("The -o flag writes the output to the file instead of stdout", "[cli][
   CHECK(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()) == 1);
 }
 
+TEST_CASE("The -o flag keeps the old file's mode, writes through a symlink, and '-' is stdout",
+          "[cli]") {
+  TempDir dir;
+  std::vector<std::string> args = kExplainArgs;
+  const CommandResult to_stdout = RunShardtrace(args);
+  REQUIRE(to_stdout.status == 0);
+
+  const fs::path file = dir / "private.txt";
+  std::ofstream(file) << "old";
+  fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write);
+  const fs::path link = dir / "link.txt";
+  fs::create_symlink(file, link);
+
+  std::vector<std::string> via_link = args;
+  via_link.insert(via_link.end(), {"-o", link.string()});
+  const CommandResult r = RunShardtrace(via_link);
+  INFO(Describe(via_link, r));
+  CHECK(r.status == 0);
+  CHECK(fs::is_symlink(link));  // the link survives; the file it names is replaced
+  CHECK(ReadFile(file) == to_stdout.out);
+  CHECK(fs::status(file).permissions() == (fs::perms::owner_read | fs::perms::owner_write));
+  CHECK(dir.Entries().size() == 2);
+
+  std::vector<std::string> dash = args;
+  dash.insert(dash.end(), {"-o", "-"});
+  const CommandResult d = RunShardtrace(dash);
+  CHECK(d.status == 0);
+  CHECK(d.out == to_stdout.out);
+  CHECK_FALSE(fs::exists("-"));
+}
+
 TEST_CASE("A failing command with -o leaves no file behind", "[cli]") {
   TempDir dir;
   const fs::path file = dir / "out.txt";
@@ -192,7 +223,7 @@ TEST_CASE("Impossible MoE runs are one-line errors with exit status 2", "[cli]")
        "use_random_routing"},
       {{"trace", "model_name=mixtral-8x7b", "ici_expert_parallelism=3", "--devices", "3"},
        "not divisible by the expert-parallel size 3"},
-      {{"trace", "--devices", "0"}, "positive device count"},
+      {{"trace", "--devices", "0"}, "expected a device count from 1 to 1048576, found '0'"},
       {{"explain", "--axes", ""}, "--axes"},
       {{"trace"}, "no MoE layers"},
       {{"trace", "model_name=mixtral-8x7b", "--block", "shared"}, "no shared experts"},

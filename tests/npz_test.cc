@@ -338,7 +338,8 @@ TEST_CASE("WriteNpz replaces atomically and leaves nothing behind on error", "[n
   SECTION("a missing directory") {
     const std::string missing = dir.File("no/such/dir/out.npz");
     const std::string message = ErrorOf([&] { WriteNpz(missing, {}); });
-    CHECK(message.starts_with(missing + ": cannot write: directory '"));
+    CHECK(message == "output file (" + missing + "): expected an existing directory '" +
+                         dir.File("no/such/dir") + "', found none");
   }
   CHECK(ReadFile(path) == before);
   CHECK(dir.Entries() == std::vector<std::string>{"out.npz"});
@@ -648,7 +649,8 @@ TEST_CASE("WriteFileAtomically removes the temp file and rethrows on error", "[n
 
   const std::string message =
       ErrorOf([&] { WriteFileAtomically(path, [](const std::string&) {}); });
-  CHECK(message.starts_with(path + ": the writer did not create temporary file '"));
+  CHECK(message.starts_with("output file (" + path +
+                            "): the writer did not create temporary file '"));
   CHECK(ReadFile(path) == "original");
 }
 

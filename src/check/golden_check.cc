@@ -90,6 +90,10 @@ GoldenReport CheckGoldenCase(const std::string& case_dir, const std::vector<std:
          case_dir);
   const std::string npz = case_dir + "/tensors.npz";
   const std::map<std::string, Array> arrays = ReadNpz(npz);
+  // Without `output` a case would check nothing that matters and pass.
+  if (!arrays.contains("output"))
+    Fail("{} (array 'output'): expected the block output every golden case carries, found none",
+         npz);
   const int n_act = static_cast<int>(in.config.StrList("mlp_activations").size());
   const MoeParams params = ParamsFromArrays(
       setup, n_act, arrays, npz, in.config.Bool("routed_bias"), in.config.Bool("mlp_bias"));

@@ -33,7 +33,8 @@ bool RunCheckCommand(const CheckCommandOptions& options, std::ostream& out) {
   // key=value overrides after it, so they win over the case's own values.
   std::vector<std::string> cases, base_args, overrides;
   for (const std::string& arg : options.common.args) {
-    if (std::filesystem::is_directory(arg))
+    std::error_code ec;
+    if (std::filesystem::is_directory(arg, ec))
       cases.push_back(arg);
     else if (arg.find('=') != std::string::npos)
       overrides.push_back(arg);
@@ -44,7 +45,10 @@ bool RunCheckCommand(const CheckCommandOptions& options, std::ostream& out) {
     Fail("check: no golden case directory given (a directory with config.yml and tensors.npz)");
   for (const std::string& c : cases)
     for (const char* file : {"config.yml", "tensors.npz"})
-      if (!std::filesystem::exists(std::filesystem::path(c) / file))
+      // Only absence is reported here; the readers name any other problem exactly
+      // (a directory, a symlink loop, no permission).
+      if (std::error_code ec; !std::filesystem::exists(
+              std::filesystem::symlink_status(std::filesystem::path(c) / file, ec)))
         Fail("check: {} has no {} (a golden case holds config.yml and tensors.npz)", c, file);
   CheckOptions check_options;
   check_options.atol = options.atol;

@@ -3,32 +3,76 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <new>
 
 #include "cli/commands.h"
+#include "io/atomic_file.h"
+#include "shard/mesh.h"
 #include "util/error.h"
+#include "util/printable.h"
 
 namespace shardtrace {
 namespace {
+
+// CLI11 converts numbers with saturating or wrapping library calls (--seed -1 becomes
+// 2^64-1, --devices 1e30 the largest int64), so every numeric option is checked as text
+// first: the value the user typed is the value used, or the option is refused.
+CLI::Validator DeviceCountValidator() {
+  return CLI::Validator(
+      [](std::string& value) {
+        int64_t n = 0;
+        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+        if (ec != std::errc() || end != value.data() + value.size() || n < 1 ||
+            n > Mesh::kMaxDevices)
+          return fmt::format("expected a device count from 1 to {}, found '{}'", Mesh::kMaxDevices,
+                             value);
+        return std::string();
+      },
+      "N");
+}
+
+CLI::Validator SeedValidator() {
+  return CLI::Validator(
+      [](std::string& value) {
+        uint64_t n = 0;
+        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+        if (value.empty() || value[0] == '-' || ec != std::errc() ||
+            end != value.data() + value.size())
+          return fmt::format("expected an integer from 0 to {}, found '{}'", UINT64_MAX, value);
+        return std::string();
+      },
+      "N");
+}
+
+CLI::Validator ToleranceValidator() {
+  return CLI::Validator(
+      [](std::string& value) {
+        double x = 0;
+        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), x);
+        if (ec != std::errc() || end != value.data() + value.size() || !std::isfinite(x) || x < 0)
+          return fmt::format("expected a finite number >= 0, found '{}'", value);
+        return std::string();
+      },
+      "X");
+}
 
 void AddCommon(CLI::App* cmd, CommonOptions& common, const std::vector<std::string>& formats) {
   cmd->add_option("args", common.args, "CONFIG.yml files and key=value overrides (MaxText style)");
   cmd->add_option("--devices", common.devices,
                   "device count (default: the product of the explicit *_parallelism values)")
-      ->check(CLI::Validator(
-          [](std::string& value) {
-            return value.find_first_not_of("0123456789") == std::string::npos &&
-                           value.find_first_not_of('0') != std::string::npos
-                       ? std::string()
-                       : "expected a positive device count, got '" + value + "'";
-          },
-          "N"));
+      ->check(DeviceCountValidator());
   if (!formats.empty()) {
     common.format = formats.front();
     cmd->add_option("--format", common.format, "output format")
         ->check(CLI::IsMember(formats))
         ->capture_default_str();
   }
-  cmd->add_option("-o,--output", common.output, "write to FILE (atomically) instead of stdout");
+  cmd->add_option("-o,--output", common.output,
+                  "write to FILE (atomically; '-' is stdout) instead of stdout");
 }
 
 }  // namespace
@@ -38,7 +82,11 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   app.set_version_flag("--version", std::string("shardtrace ") + SHARDTRACE_VERSION +
                                         " (reference: MaxText moe.py @ 313890777)");
   app.require_subcommand(1);
+
   app.footer(
+      "Exit status: 0 success; 1 a mismatch found (check, compare-dump, generate --check); 2 bad\n"
+      "input (one line 'shardtrace: error: <what> (<where>): <expected vs found>'); 3 internal\n"
+      "error (a shardtrace bug, please report).\n\n"
       "Examples:\n"
       "  shardtrace config model_name=deepseek3-671b --devices 256 ici_expert_parallelism=64\n"
       "  shardtrace explain --axes exp,embed_moe,mlp_moe --shape 64,2048,1408 "
@@ -97,8 +145,10 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
       ->capture_default_str();
   trace_cmd->add_flag("--numeric", trace_options.numeric,
                       "run with real numbers on simulated devices");
-  trace_cmd->add_option("--seed", trace_options.seed,
-                        "seed of the deterministic weights and inputs (--numeric)");
+  trace_cmd
+      ->add_option("--seed", trace_options.seed,
+                   "seed of the deterministic weights and inputs (--numeric)")
+      ->check(SeedValidator());
   trace_cmd->add_option("--golden", trace_options.golden,
                         "take inputs and weights from a golden case directory (implies --numeric)");
   trace_cmd->footer(
@@ -118,8 +168,10 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
       "check", "check golden cases (config.yml + tensors.npz) against the reference");
   AddCommon(check_cmd, check_options.common, {"text", "json"});
   check_cmd->add_option("--atol", check_options.atol, "absolute tolerance for float arrays")
+      ->check(ToleranceValidator())
       ->capture_default_str();
   check_cmd->add_option("--rtol", check_options.rtol, "relative tolerance for float arrays")
+      ->check(ToleranceValidator())
       ->capture_default_str();
   check_cmd->footer(
       "Example: shardtrace check testdata/goldens/sparse_ep2_mixtral "
@@ -185,17 +237,42 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
                          "write nothing; exit 1 naming the files that differ from a fresh render");
   generate_cmd->footer("Example: shardtrace generate --check");
 
+  // Checks that need no work done: an unknown command names itself, and every output file or
+  // directory is writable before anything is computed.
+  const auto check_outputs = [&] {
+    for (const CommonOptions* common :
+         {&config_options, &explain_options.common, &trace_options.common, &dump_options,
+          &check_options.common, &compare_dump_options.common, &diff_options.common,
+          &render_options.common}) {
+      if (!common->output.empty() && common->output != "-") CheckOutputFile(common->output);
+    }
+    if (generate_cmd->parsed() && !generate_options.check)
+      CheckOutputDirectory(generate_options.out, "generate --out");
+  };
+
   try {
+    if (argc > 1 && argv[1][0] != '-') {
+      const std::string name = argv[1];
+      bool known = false;
+      std::string names;
+      for (const CLI::App* sub : app.get_subcommands({})) {
+        known = known || sub->get_name() == name;
+        names += (names.empty() ? "" : ", ") + sub->get_name();
+      }
+      if (!known) Fail("unknown command '{}' (argv[1]): expected one of {}", name, names);
+    }
     app.parse(argc, argv);
+    check_outputs();
     if (config_cmd->parsed()) RunConfigCommand(config_options, out);
     if (explain_cmd->parsed()) RunExplainCommand(explain_options, out);
     if (trace_cmd->parsed()) RunTraceCommand(trace_options, out);
     if (dump_cmd->parsed()) RunDumpCommand(dump_options, out);
-    if (check_cmd->parsed() && !RunCheckCommand(check_options, out)) return 1;
+    if (check_cmd->parsed() && !RunCheckCommand(check_options, out)) return kExitMismatch;
     if (render_cmd->parsed()) RunRenderCommand(render_options, out);
-    if (diff_cmd->parsed() && !RunDiffCommand(diff_options, out)) return 1;
-    if (compare_dump_cmd->parsed() && !RunCompareDumpCommand(compare_dump_options, out)) return 1;
-    if (generate_cmd->parsed() && !RunGenerateCommand(generate_options, out)) return 1;
+    if (diff_cmd->parsed() && !RunDiffCommand(diff_options, out)) return kExitMismatch;
+    if (compare_dump_cmd->parsed() && !RunCompareDumpCommand(compare_dump_options, out))
+      return kExitMismatch;
+    if (generate_cmd->parsed() && !RunGenerateCommand(generate_options, out)) return kExitMismatch;
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e, out, err);
   } catch (const CLI::CallForAllHelp& e) {
@@ -203,14 +280,26 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e, out, err);
   } catch (const CLI::ParseError& e) {
-    err << "shardtrace: error: " << e.what() << " (see shardtrace --help)\n";
-    return 2;
+    err << "shardtrace: error: " << PrintableMessage(e.what()) << " (see shardtrace --help)\n";
+    return kExitBadInput;
   } catch (const Error& e) {
-    err << "shardtrace: error: " << e.what() << "\n";
-    return 2;
+    err << "shardtrace: error: " << PrintableMessage(e.what()) << "\n";
+    return kExitBadInput;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // The file system refused something the user named: input, not a bug. (Reads and writes
+    // check their paths first; this catches what slips through.)
+    err << "shardtrace: error: "
+        << PrintableMessage(
+               fmt::format("file system ({}): {}", e.path1().string(), e.code().message()))
+        << "\n";
+    return kExitBadInput;
+  } catch (const std::bad_alloc&) {
+    err << "shardtrace: error: out of memory: the inputs ask for more memory than this machine "
+           "has; reduce the sizes (or run symbolically, without --numeric)\n";
+    return kExitBadInput;
   } catch (const std::exception& e) {
-    err << "shardtrace: internal error (please report): " << e.what() << "\n";
-    return 1;
+    err << "shardtrace: internal error (please report): " << PrintableMessage(e.what()) << "\n";
+    return kExitInternal;
   }
   return 0;
 }

@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/visualization_pages.h"
 #include "io/atomic_file.h"
+#include "util/error.h"
 
 namespace shardtrace {
 namespace {
@@ -28,7 +29,11 @@ bool RunGenerateCommand(const GenerateOptions& options, std::ostream& out) {
   const fs::path dir = options.out;
   const std::string shown =
       options.out.ends_with('/') ? options.out : options.out + "/";  // "visualizations/"
-  if (!options.check) fs::create_directories(dir);
+  if (!options.check) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) Fail("generate --out ({}): cannot create the directory: {}", options.out, ec.message());
+  }
   std::vector<std::string> stale;
   const std::vector<VisualizationPage> pages = VisualizationPages();
   // The pages, then the index of them (README.md).

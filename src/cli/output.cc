@@ -5,7 +5,7 @@
 namespace shardtrace {
 
 void WriteOutput(const CommonOptions& options, const std::string& text, std::ostream& out) {
-  if (options.output.empty()) {
+  if (options.output.empty() || options.output == "-") {
     out << text;
   } else {
     WriteTextAtomically(options.output, text);

@@ -1,6 +1,7 @@
 #include "config/config.h"
 
 #include <filesystem>
+#include <iostream>
 #include <optional>
 #include <string>
 #include <utility>
@@ -15,10 +16,12 @@
 #include "config/sharding_keys.h"
 #include "config/yaml_value.h"
 #include "util/error.h"
+#include "util/printable.h"
 
 namespace shardtrace {
 namespace {
 
+using config_internal::CheckFloatKeys;
 using config_internal::CheckMoeConstraints;
 using config_internal::CheckRuleList;
 using config_internal::CoerceToDefaultType;
@@ -78,6 +81,7 @@ class Resolver {
     LoadCustomMeshAndRule();
     values_.insert_or_assign(std::string(kRulesKey), rules_);
     config_internal::ApplyDerivedValues(values_);
+    CheckFloatKeys(values_);
     CheckMoeConstraints(values_);
   }
 
@@ -90,7 +94,7 @@ class Resolver {
     const FileText base = files_.Base();
     loaded_files_.push_back(base.display);
     base_name_ = base.name;
-    for (const YamlEntry& entry : config_internal::ParseConfigYaml(base.text, base.name)) {
+    for (const YamlEntry& entry : Parse(base)) {
       defaults_.insert_or_assign(entry.key, config_internal::NoneStringToNull(entry.value));
     }
     // Every key's type comes from the base, so an overlay given first would make most
@@ -116,9 +120,21 @@ class Resolver {
     }
   }
 
+  // Parses one file. What is legal for MaxText but likely a mistake (a repeated key, a second
+  // YAML document) is printed at once as a warning on stderr: it never changes the result,
+  // and it must show even when a later check fails.
+  static std::vector<YamlEntry> Parse(const FileText& file) {
+    std::vector<std::string> warnings;
+    std::vector<YamlEntry> entries =
+        config_internal::ParseConfigYaml(file.text, file.name, &warnings);
+    for (const std::string& w : warnings)
+      std::cerr << "shardtrace: warning: " << PrintableMessage(w) << "\n";
+    return entries;
+  }
+
   // Parses, key-checks and type-checks one config file.
   Layer CheckedLayer(const FileText& file) const {
-    Layer layer{file.name, config_internal::ParseConfigYaml(file.text, file.name)};
+    Layer layer{file.name, Parse(file)};
     CheckLayer(layer);
     return layer;
   }
@@ -263,6 +279,7 @@ class Resolver {
 Config Config::Load(const ConfigSource& source) {
   Resolver resolver(source);
   resolver.Run();
+
   Config config;
   config.values_ = std::move(resolver.values());
   config.loaded_files_ = std::move(resolver.loaded_files());

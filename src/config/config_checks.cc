@@ -15,6 +15,34 @@ int64_t IntOf(const ValueMap& values, std::string_view key) {
 
 }  // namespace
 
+void CheckFloatKeys(const ValueMap& values) {
+  // The float keys shardtrace reads, with the range it can honour: each is later multiplied
+  // into a size or cast to float32, so NaN, infinities and absurd magnitudes are refused
+  // here, at load, naming the key, rather than wrapping or saturating in a cast.
+  struct Range {
+    std::string_view key;
+    double lo, hi;
+    std::string_view meaning;
+  };
+  static constexpr Range kRanges[] = {
+      {"per_device_batch_size", 0.0, 1e9, "a positive batch size per device"},
+      {"capacity_factor", -1e6, 1e6, "a factor within +-1e6 (<= 0 means no dropping)"},
+      {"ragged_buffer_factor", -1e6, 1e6, "a factor within +-1e6 (<= 0 means worst case)"},
+      {"routed_scaling_factor", -1e30, 1e30, "a finite factor"},
+      {"load_balance_loss_weight", -1e30, 1e30, "a finite weight"},
+      {"routed_bias_update_rate", -1e30, 1e30, "a finite rate"},
+      {"mlp_activations_limit", -1e30, 1e30, "a finite limit"},
+  };
+  for (const Range& r : kRanges) {
+    const auto it = values.find(r.key);
+    if (it == values.end() || it->second.type == ConfigValue::Type::kNull) continue;
+    const double v = ValueAsFloat(r.key, it->second);
+    const bool positive = r.key == "per_device_batch_size";
+    if (!(v >= r.lo && v <= r.hi) || (positive && v <= 0.0))
+      Fail("{}: expected {}, got {}", r.key, r.meaning, it->second.ToString());
+  }
+}
+
 void CheckMoeConstraints(const ValueMap& values) {
   const int64_t num_experts = IntOf(values, "num_experts");
   const int64_t top_k = IntOf(values, "num_experts_per_tok");

@@ -11,4 +11,8 @@ namespace shardtrace::config_internal {
 
 void CheckMoeConstraints(const ValueMap& values);
 
+// The float keys shardtrace turns into sizes or float32 factors (per_device_batch_size,
+// capacity_factor, ragged_buffer_factor, ...) are finite and within what it can honour.
+void CheckFloatKeys(const ValueMap& values);
+
 }  // namespace shardtrace::config_internal

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "config/embedded_configs.h"
+#include "io/input_file.h"
 #include "util/error.h"
 
 namespace shardtrace::config_internal {
@@ -20,17 +21,7 @@ FileText EmbeddedText(std::string_view relative, std::string_view text) {
 
 FileText ReadConfigFile(const std::filesystem::path& path) {
   const std::string shown = path.string();
-  std::error_code error;
-  if (!std::filesystem::exists(path, error)) Fail("config file not found: {}", shown);
-  if (std::filesystem::is_directory(path, error)) {
-    Fail("config file {} is a directory, expected a .yml file", shown);
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) Fail("cannot open config file {}: {}", shown, std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) Fail("cannot read config file {}", shown);
-  return FileText{shown, shown, text.str()};
+  return FileText{shown, shown, ReadInputFile(shown, "config file")};
 }
 
 ConfigFiles ConfigFiles::Embedded() { return ConfigFiles(true, {}); }

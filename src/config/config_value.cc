@@ -247,7 +247,11 @@ int64_t ValueAsInt(std::string_view key, const ConfigValue& value) {
 }
 
 double ValueAsFloat(std::string_view key, const ConfigValue& value) {
-  if (value.type == ConfigValue::Type::kFloat) return value.f;
+  if (value.type == ConfigValue::Type::kFloat) {
+    if (!std::isfinite(value.f))
+      Fail("{}: expected a finite number, got {}", key, value.ToString());
+    return value.f;
+  }
   if (value.type == ConfigValue::Type::kInt) return static_cast<double>(value.i);
   Fail("{}: expected a float, got {}", key, value.ToString());
 }

@@ -36,6 +36,9 @@ MeshParallelism ReadMeshParallelism(const Config& config) {
   p.ici = read("ici");
   p.dcn = read("dcn");
   p.num_slices = config.Has("num_slices") ? config.Int("num_slices") : 1;
+  // -1 (base.yml's default) means automatic: one slice here, as on a single host.
+  if (p.num_slices == 0 || p.num_slices < -1)
+    Fail("num_slices: expected -1 (automatic) or a positive slice count, got {}", p.num_slices);
   return p;
 }
 

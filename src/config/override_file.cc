@@ -1,29 +1,25 @@
 #include "config/override_file.h"
 
-#include <yaml-cpp/yaml.h>
+#include <iostream>
 
+#include "config/yaml_value.h"
+#include "io/input_file.h"
 #include "util/error.h"
+#include "util/printable.h"
 
 namespace shardtrace {
 
 std::vector<std::string> OverridesFromYamlFile(const std::string& path) {
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    Fail("{}: cannot read the file", path);
-  } catch (const YAML::ParserException& e) {
-    Fail("{}:{}:{}: {}", path, e.mark.line + 1, e.mark.column + 1, e.msg);
-  }
-  if (!root.IsMap()) Fail("{}: expected a mapping of config keys to values", path);
+  const std::string text = ReadInputFile(path, "golden case config");
+  std::vector<std::string> warnings;
+  const std::vector<config_internal::YamlEntry> entries =
+      config_internal::ParseConfigYaml(text, path, &warnings);
+  for (const std::string& w : warnings)
+    std::cerr << "shardtrace: warning: " << PrintableMessage(w) << "\n";
   std::vector<std::string> overrides;
-  for (const auto& item : root) {
-    YAML::Emitter emitter;
-    emitter.SetSeqFormat(YAML::Flow);
-    emitter.SetMapFormat(YAML::Flow);
-    emitter << item.second;
-    overrides.push_back(item.first.as<std::string>() + "=" + emitter.c_str());
-  }
+  overrides.reserve(entries.size());
+  for (const config_internal::YamlEntry& e : entries)
+    overrides.push_back(e.key + "=" + config_internal::ToYamlFlow(e.value));
   return overrides;
 }
 

@@ -1,10 +1,13 @@
 #include "config/yaml_value.h"
 
+#include <fmt/format.h>
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <charconv>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <string>
 
 #include "util/error.h"
@@ -108,6 +111,61 @@ bool ParseYamlFloat(std::string_view text, double* out) {
   return true;
 }
 
+// Limits a hostile file cannot push past. Real configs nest 3 deep and hold a few thousand
+// values; yaml-cpp itself refuses nesting beyond ~2000 while parsing.
+constexpr int kMaxDepth = 32;
+constexpr int64_t kMaxExpandedValues = 100000;
+
+// Where a node is, "path:line:column", for messages.
+std::string At(std::string_view path, const YAML::Node& node) {
+  return fmt::format("{}:{}:{}", path, node.Mark().line + 1, node.Mark().column + 1);
+}
+
+// Counts the values `node` expands to with every alias followed, without expanding: an alias
+// shares its anchor's node, and nodes are told apart by their position in the text, so each
+// distinct node is counted once and reused (a 354-byte "billion laughs" file is refused
+// here in microseconds). Fails past kMaxDepth or kMaxExpandedValues naming `key`.
+class ExpansionCounter {
+ public:
+  ExpansionCounter(std::string_view path, std::string_view key) : path_(path), key_(key) {}
+
+  int64_t Count(const YAML::Node& node, int depth) {
+    if (depth > kMaxDepth)
+      Fail("{} (key '{}'): expected values nested at most {} deep, found deeper nesting",
+           At(path_, node), key_, kMaxDepth);
+    if (!node.IsSequence() && !node.IsMap()) return 1;
+    const int pos = node.Mark().pos;
+    if (pos >= 0) {
+      const auto it = memo_.find(pos);
+      if (it != memo_.end()) return it->second;
+    }
+    int64_t total = 1;
+    for (const auto& item : node) {
+      // Sequence iterators yield the element; map iterators a key/value pair.
+      if (node.IsSequence()) {
+        total += Count(item, depth + 1);
+      } else {
+        if (!item.first.IsScalar())
+          Fail("{} (key '{}'): expected a plain scalar key, found a {}", At(path_, item.first),
+               key_, item.first.IsMap() ? "mapping" : "sequence");
+        total += Count(item.second, depth + 1);
+      }
+      if (total > kMaxExpandedValues)
+        Fail(
+            "{} (key '{}'): expected at most {} values with aliases expanded, found more (an "
+            "alias bomb?)",
+            At(path_, node), key_, kMaxExpandedValues);
+    }
+    if (pos >= 0) memo_[pos] = total;
+    return total;
+  }
+
+ private:
+  std::string_view path_;
+  std::string_view key_;
+  std::map<int, int64_t> memo_;
+};
+
 ConfigValue NodeToValue(const YAML::Node& node) {
   ConfigValue value;
   switch (node.Type()) {
@@ -142,6 +200,30 @@ ConfigValue NodeToValue(const YAML::Node& node) {
   return value;
 }
 
+// NodeToValue after ExpansionCounter has bounded the work.
+ConfigValue CheckedNodeToValue(const YAML::Node& node, std::string_view path,
+                               std::string_view key) {
+  ExpansionCounter(path, key).Count(node, 1);
+  return NodeToValue(node);
+}
+
+// Double-quoted YAML: reads back as exactly `s`, a string whatever it spells.
+std::string YamlQuoted(const std::string& s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (u < 0x20 || u == 0x7f) {
+      out += fmt::format("\\x{:02x}", u);
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out + "\"";
+}
+
 }  // namespace
 
 ConfigValue ResolvePlainScalar(std::string_view text) {
@@ -174,10 +256,14 @@ ConfigValue ResolvePlainScalar(std::string_view text) {
   return value;
 }
 
-std::vector<YamlEntry> ParseConfigYaml(std::string_view text, std::string_view display_path) {
-  YAML::Node root;
+std::vector<YamlEntry> ParseConfigYaml(std::string_view text, std::string_view display_path,
+                                       std::vector<std::string>* warnings) {
+  std::vector<YAML::Node> documents;
   try {
-    root = YAML::Load(std::string(text));
+    documents = YAML::LoadAll(std::string(text));
+  } catch (const YAML::DeepRecursion& e) {
+    Fail("{}:{}:{}: expected values nested at most {} deep, found deeper nesting", display_path,
+         e.mark.line + 1, e.mark.column + 1, kMaxDepth);
   } catch (const YAML::ParserException& e) {
     // yaml-cpp marks are 0-based; editors and compilers count from 1.
     Fail("{}:{}:{}: {}", display_path, e.mark.line + 1, e.mark.column + 1, e.msg);
@@ -185,19 +271,66 @@ std::vector<YamlEntry> ParseConfigYaml(std::string_view text, std::string_view d
     Fail("{}: {}", display_path, e.what());
   }
   std::vector<YamlEntry> entries;
+  if (documents.empty()) return entries;
+  if (documents.size() > 1 && warnings)
+    warnings->push_back(fmt::format(
+        "{}:{}: a second YAML document ('---') follows the first; only the first is read, as "
+        "MaxText reads it",
+        display_path, documents[1].Mark().line + 1));
+  const YAML::Node& root = documents[0];
   if (root.IsNull()) return entries;  // an empty (or all-comment) file sets nothing
   if (!root.IsMap()) {
-    Fail("{}:{}:{}: expected a mapping of `key: value` at the top level", display_path,
-         root.Mark().line + 1, root.Mark().column + 1);
+    Fail("{}: expected a mapping of `key: value` at the top level, found a {}",
+         At(display_path, root), root.IsSequence() ? "sequence" : "scalar");
   }
+  std::map<std::string, int, std::less<>> first_line;
   for (const auto& item : root) {
     if (!item.first.IsScalar()) {
-      Fail("{}:{}:{}: expected a plain key", display_path, item.first.Mark().line + 1,
-           item.first.Mark().column + 1);
+      Fail("{}: expected a plain key, found a {}", At(display_path, item.first),
+           item.first.IsMap() ? "mapping" : "sequence");
     }
-    entries.push_back(YamlEntry{item.first.Scalar(), NodeToValue(item.second)});
+    const std::string& key = item.first.Scalar();
+    const int line = item.first.Mark().line + 1;
+    const auto [it, fresh] = first_line.emplace(key, line);
+    if (!fresh && warnings)
+      warnings->push_back(fmt::format(
+          "{}:{}: key '{}' repeats the one on line {}; the later value is used, as MaxText's "
+          "loader does",
+          display_path, line, key, it->second));
+    entries.push_back(YamlEntry{key, CheckedNodeToValue(item.second, display_path, key)});
   }
   return entries;
+}
+
+std::string ToYamlFlow(const ConfigValue& value) {
+  switch (value.type) {
+    case ConfigValue::Type::kNull:
+      return "null";
+    case ConfigValue::Type::kBool:
+      return value.b ? "true" : "false";
+    case ConfigValue::Type::kInt:
+      return std::to_string(value.i);
+    case ConfigValue::Type::kFloat:
+      return value.ToString();  // Python repr: 1e-05, 2.0, inf, nan (read back by the resolver)
+    case ConfigValue::Type::kString:
+      return YamlQuoted(value.s);
+    case ConfigValue::Type::kList: {
+      std::string out = "[";
+      for (size_t k = 0; k < value.list.size(); ++k)
+        out.append(k ? ", " : "").append(ToYamlFlow(value.list[k]));
+      return out + "]";
+    }
+    case ConfigValue::Type::kMap: {
+      std::string out = "{";
+      for (size_t k = 0; k < value.list.size(); ++k)
+        out.append(k ? ", " : "")
+            .append(YamlQuoted(value.keys[k]))
+            .append(": ")
+            .append(ToYamlFlow(value.list[k]));
+      return out + "}";
+    }
+  }
+  return "null";
 }
 
 ConfigValue ParseOverrideValue(std::string_view text, std::string_view argument) {
@@ -207,7 +340,10 @@ ConfigValue ParseOverrideValue(std::string_view text, std::string_view argument)
     return empty;
   }
   try {
-    return NodeToValue(YAML::Load(std::string(text)));
+    return CheckedNodeToValue(YAML::Load(std::string(text)), argument, argument);
+  } catch (const YAML::DeepRecursion& e) {
+    Fail("override '{}': expected values nested at most {} deep, found deeper nesting", argument,
+         kMaxDepth);
   } catch (const YAML::ParserException& e) {
     // Report the column within the whole "key=value" argument the user typed.
     const size_t value_offset = argument.size() - text.size();

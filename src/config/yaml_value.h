@@ -21,7 +21,16 @@ struct YamlEntry {
 
 // The top-level mapping of a config file, in file order (a repeated key appears twice;
 // the later one wins when merged, as in PyYAML). `display_path` names the file in errors.
-std::vector<YamlEntry> ParseConfigYaml(std::string_view text, std::string_view display_path);
+// Bounded against hostile input before any value is built: nesting depth, aliases counted
+// as expanded (an alias bomb fails fast), non-scalar keys. A repeated key or a second YAML
+// document is legal for MaxText's loader, so it is appended to `warnings` (when given)
+// rather than refused.
+std::vector<YamlEntry> ParseConfigYaml(std::string_view text, std::string_view display_path,
+                                       std::vector<std::string>* warnings = nullptr);
+
+// `value` as flow YAML that ParseOverrideValue reads back to the same value (strings
+// double-quoted so they stay strings).
+std::string ToYamlFlow(const ConfigValue& value);
 
 // The value text of one override (`[silu,linear]`, `float32`, `2`, `False`); an empty
 // text is the empty string, as OmegaConf's from_cli reads `key=`. `argument` (the whole

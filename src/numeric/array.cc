@@ -11,7 +11,11 @@ std::string ShapeToString(const Shape& shape) { return fmt::format("[{}]", fmt::
 
 int64_t NumElements(const Shape& shape) {
   int64_t n = 1;
-  for (const int64_t d : shape) n *= d;
+  for (const int64_t d : shape) {
+    if (d < 0) Fail("shape {}: dimension {} is negative", ShapeToString(shape), d);
+    if (__builtin_mul_overflow(n, d, &n))
+      Fail("shape {}: the element count does not fit a 64-bit integer", ShapeToString(shape));
+  }
   return n;
 }
 

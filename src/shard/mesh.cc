@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "util/checked.h"
 #include "util/error.h"
 
 namespace shardtrace {
@@ -25,7 +26,7 @@ void FillUnspecified(std::vector<int64_t>& sizes, const std::vector<std::string>
       Fail("{}_{}_parallelism is {}; expected a positive size or -1", what == "ICI" ? "ici" : "dcn",
            names[i], sizes[i]);
     } else {
-      product *= sizes[i];
+      product = CheckedMul(product, sizes[i], fmt::format("{} parallelism product", what));
       if (sizes[i] > 1) explicit_terms.push_back(fmt::format("{}={}", names[i], sizes[i]));
     }
   }
@@ -55,6 +56,11 @@ Mesh Mesh::Build(const MeshParallelism& parallelism, std::optional<int64_t> devi
   std::vector<int64_t> dcn = parallelism.dcn;
   SHARDTRACE_CHECK(ici.size() == names.size() && dcn.size() == names.size());
   const int64_t num_slices = parallelism.num_slices > 0 ? parallelism.num_slices : 1;
+  for (size_t i = 0; i < names.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (names[i] == names[j])
+        Fail("mesh_axes: axis '{}' appears twice (positions {} and {}); expected distinct names",
+             names[i], j, i);
 
   int64_t total = 0;
   if (devices) {
@@ -62,8 +68,11 @@ Mesh Mesh::Build(const MeshParallelism& parallelism, std::optional<int64_t> devi
     total = *devices;
   } else {
     total = num_slices;
-    for (const int64_t s : ici) total *= s > 0 ? s : 1;
+    for (const int64_t s : ici) total = CheckedMul(total, s > 0 ? s : 1, "ICI parallelism product");
   }
+  if (total > kMaxDevices)
+    Fail("mesh of {} devices: at most {} devices are supported (every device is simulated)", total,
+         kMaxDevices);
   if (total % num_slices != 0)
     Fail("num_slices {} does not divide the {} devices", num_slices, total);
   const int64_t per_slice = total / num_slices;
@@ -75,7 +84,8 @@ Mesh Mesh::Build(const MeshParallelism& parallelism, std::optional<int64_t> devi
   }
   std::vector<MeshAxis> axes;
   for (size_t i = 0; i < names.size(); ++i)
-    axes.push_back({names[i], ici[i] * dcn[i], ici[i], dcn[i]});
+    axes.push_back({names[i], CheckedMul(ici[i], dcn[i], names[i] + " axis size (ICI x DCN)"),
+                    ici[i], dcn[i]});
   Mesh mesh(std::move(axes));
   mesh.num_slices_ = num_slices;
   return mesh;
@@ -83,7 +93,7 @@ Mesh Mesh::Build(const MeshParallelism& parallelism, std::optional<int64_t> devi
 
 int64_t Mesh::num_devices() const {
   int64_t n = 1;
-  for (const MeshAxis& a : axes_) n *= a.size;
+  for (const MeshAxis& a : axes_) n = CheckedMul(n, a.size, "mesh device count");
   return n;
 }
 
@@ -101,7 +111,7 @@ int64_t Mesh::Size(std::string_view axis) const {
 
 int64_t Mesh::Size(const std::vector<std::string>& axes) const {
   int64_t n = 1;
-  for (const std::string& a : axes) n *= Size(a);
+  for (const std::string& a : axes) n = CheckedMul(n, Size(a), "mesh axes product");
   return n;
 }
 

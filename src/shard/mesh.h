@@ -34,6 +34,10 @@ struct MeshAxis {
 
 class Mesh {
  public:
+  // Every device is simulated (numerically, or as per-device blocks), so a mesh larger than
+  // any real TPU/GPU system is refused before anything is allocated for it.
+  static constexpr int64_t kMaxDevices = int64_t{1} << 20;
+
   Mesh() = default;
   explicit Mesh(std::vector<MeshAxis> axes);
 

@@ -3,12 +3,15 @@
 #include <fmt/format.h>
 
 #include "shard/mesh.h"
+#include "util/checked.h"
 #include "util/error.h"
 
 namespace shardtrace {
 
 int64_t TensorBytes(const Shape& shape, DType dtype) {
-  return NumElements(shape) * ByteSize(dtype);
+  return CheckedMul(
+      NumElements(shape), ByteSize(dtype),
+      fmt::format("bytes of a {} tensor of shape {}", ToString(dtype), ShapeToString(shape)));
 }
 
 Sharding ShardTensor(const std::string& tensor, const Shape& shape, DType dtype,

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "trace/traced_ops.h"
+#include "util/checked.h"
 
 namespace shardtrace {
 
@@ -12,10 +13,11 @@ namespace tr = traced;
 using Args = std::vector<const Array*>;
 
 int64_t Capacity(int64_t tokens_per_batch, int64_t num_experts, double capacity_factor) {
-  return static_cast<int64_t>(
+  return CheckedToInt(
       std::max(std::ceil(static_cast<double>(tokens_per_batch) / static_cast<double>(num_experts)) *
                    capacity_factor,
-               capacity_factor));
+               capacity_factor),
+      "expert capacity (tokens / num_experts x capacity_factor)");
 }
 
 // Both mask builders share one implementation: identical arithmetic on a [B, (N,) S, K, E]

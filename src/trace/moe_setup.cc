@@ -5,6 +5,7 @@
 #include "config/config.h"
 #include "config/moe_settings.h"
 #include "shard/mesh.h"
+#include "util/checked.h"
 #include "util/error.h"
 
 namespace shardtrace {
@@ -48,7 +49,8 @@ MoeSetup MakeMoeSetup(MoeSettings settings, const Mesh& mesh) {
   s.model_name = k.model_name;
   s.decoder_block = k.decoder_block;
   const double pdbs = k.per_device_batch_size;
-  s.batch = static_cast<int64_t>(pdbs * static_cast<double>(mesh.num_devices()));
+  s.batch = CheckedToInt(pdbs * static_cast<double>(mesh.num_devices()),
+                         "global batch (per_device_batch_size x devices)", 0, int64_t{1} << 40);
   if (s.batch < 1)
     Fail("per_device_batch_size {} x {} devices gives a global batch of {}; expected at least 1",
          pdbs, mesh.num_devices(), s.batch);

@@ -4,6 +4,7 @@
 
 #include "trace/routing.h"
 #include "trace/traced_ops.h"
+#include "util/checked.h"
 #include "util/error.h"
 
 namespace shardtrace {
@@ -273,11 +274,13 @@ AllToAllParams GetAllToAllParams(const MoeContext& ctx, const Value& all_shards_
 int64_t RaggedBufferSize(int64_t local_batch, int64_t ep_degree, int64_t global_experts,
                          int64_t top_k, double ragged_buffer_factor) {
   const double balanced = static_cast<double>(local_batch);
-  if (ragged_buffer_factor > 0.0) return static_cast<int64_t>(balanced * ragged_buffer_factor);
+  if (ragged_buffer_factor > 0.0)
+    return CheckedToInt(balanced * ragged_buffer_factor,
+                        "ragged buffer size (local tokens x ragged_buffer_factor)");
   // Worst case: every local token on one shard, capped by E/K when local experts < top_k.
   const double worst = std::min(static_cast<double>(ep_degree),
                                 static_cast<double>(global_experts) / static_cast<double>(top_k));
-  return static_cast<int64_t>(balanced * worst);
+  return CheckedToInt(balanced * worst, "ragged buffer size (worst case)");
 }
 
 Value Gmm(const MoeContext& ctx, const Value& inputs, const Value& kernel, const Value& group_sizes,
