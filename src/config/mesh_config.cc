@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "util/error.h"
 
 namespace shardtrace {
 namespace {
