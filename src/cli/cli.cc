@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <iostream>
 #include <new>
 
 #include "cli/commands.h"
@@ -77,7 +78,21 @@ void AddCommon(CLI::App* cmd, CommonOptions& common, const std::vector<std::stri
 
 }  // namespace
 
+// Warnings (config loading prints them to std::cerr as they arise) go to the caller's `err`
+// for the duration of one run, so in-process callers capture them like errors.
+class RedirectCerr {
+ public:
+  explicit RedirectCerr(std::ostream& err) : saved_(std::cerr.rdbuf(err.rdbuf())) {}
+  ~RedirectCerr() { std::cerr.rdbuf(saved_); }
+  RedirectCerr(const RedirectCerr&) = delete;
+  RedirectCerr& operator=(const RedirectCerr&) = delete;
+
+ private:
+  std::streambuf* saved_;
+};
+
 int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
+  const RedirectCerr redirect(err);
   CLI::App app{"shardtrace: how tensors and their shardings flow through MaxText MoE layers"};
   app.set_version_flag("--version", std::string("shardtrace ") + SHARDTRACE_VERSION +
                                         " (reference: MaxText moe.py @ 313890777)");
