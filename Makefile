@@ -5,7 +5,7 @@ BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: deps build demo test bench golden clean format mermaid-check maxtext-venv maxtext-fixtures \
+.PHONY: deps build demo test test-asan fuzz bench golden clean format mermaid-check maxtext-venv maxtext-fixtures \
 	maxtext-verify
 
 deps:
@@ -79,3 +79,34 @@ maxtext-verify: maxtext-venv build
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	  tools/maxtext_oracle/export_all.sh "$$tmp" $(ORACLE_VENV) && \
 	  SHARDTRACE_MAXTEXT_DIR="$$tmp" $(BUILD)/shardtrace_tests "[maxtext]"
+
+# The whole suite under ASan + UBSan (clang; -fno-sanitize-recover, float-cast-overflow),
+# LeakSanitizer on. Suppressions (scripts/lsan.supp) cover only leaks inside third-party
+# libraries, each with its reason.
+ASAN_BUILD ?= build-asan
+SANITIZER_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/lsan.supp:print_suppressions=0
+$(ASAN_BUILD)/CMakeCache.txt:
+	@scripts/install-deps.sh --sanitizers
+	@CC=clang CXX=clang++ cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+		-DSHARDTRACE_FUZZ=ON $(ASAN_CMAKE_FLAGS) >/dev/null
+
+test-asan: $(ASAN_BUILD)/CMakeCache.txt
+	@cmake --build $(ASAN_BUILD) -j$(JOBS)
+	@cd $(ASAN_BUILD) && $(SANITIZER_ENV) ctest -j$(JOBS) --output-on-failure
+
+# Each libFuzzer target for FUZZ_SECONDS, starting from its corpus in testdata/fuzz/<target>/
+# (findings are copied there and become regression inputs, replayed by `make test-asan`).
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS = fuzz_config fuzz_npz fuzz_einsum fuzz_axis_rules
+fuzz: $(ASAN_BUILD)/CMakeCache.txt
+	@cmake --build $(ASAN_BUILD) -j$(JOBS) --target $(FUZZ_TARGETS)
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(ASAN_BUILD)/fuzz-work/$$t testdata/fuzz/$$t; \
+	  echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
+	  $(SANITIZER_ENV) $(ASAN_BUILD)/$$t -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 \
+	    -timeout=10 -max_len=65536 -artifact_prefix=testdata/fuzz/$$t/crash- -print_final_stats=1 \
+	    $(ASAN_BUILD)/fuzz-work/$$t testdata/fuzz/$$t 2>&1 | \
+	    grep -E "^(stat::number_of_executed_units|#[0-9]+ +DONE|==[0-9]+==ERROR|SUMMARY)" || exit 1; \
+	done

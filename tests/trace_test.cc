@@ -32,6 +32,21 @@ void* operator new(size_t size) {
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, size_t) noexcept { std::free(p); }
+// The array and nothrow forms too: the library's defaults of these call the sanitizer's
+// allocator, so a mix (new[] from one, delete[] from the other) is reported by ASan as an
+// alloc-dealloc mismatch; Catch2 uses the nothrow form.
+void* operator new[](size_t size) { return operator new(size); }
+void* operator new(size_t size, const std::nothrow_t&) noexcept {
+  g_allocated += static_cast<int64_t>(size);
+  return std::malloc(size);
+}
+void* operator new[](size_t size, const std::nothrow_t& tag) noexcept {
+  return operator new(size, tag);
+}
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete[](void* p, size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 #pragma GCC diagnostic pop
 
 namespace shardtrace {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "io/atomic_file.h"
+#include "io/input_file.h"
 #include "util/error.h"
 
 namespace shardtrace {
@@ -27,6 +28,12 @@ constexpr std::string_view kNpyMagic("\x93NUMPY", 6);
 // Integers are stored as floats (see array.h); beyond 2^24 that would silently round, and
 // golden integer arrays are compared exactly, so larger values are rejected instead.
 constexpr int64_t kMaxExactInt = int64_t{1} << 24;
+// Bounds against hostile archives, checked before anything is inflated or allocated: real
+// golden cases hold a dozen small arrays with headers of ~100 bytes.
+constexpr zip_int64_t kMaxNpzMembers = 1024;
+constexpr uint64_t kMaxMemberBytes = uint64_t{1} << 30;  // per array, uncompressed
+constexpr uint64_t kMaxNpyHeaderBytes = 65536;
+constexpr size_t kMaxRank = 32;
 
 // ---------------------------------------------------------------------------------------
 // Byte order. The .npy descriptors shardtrace accepts and writes are little-endian; these
@@ -136,6 +143,9 @@ class HeaderParser {
     const HeaderValue& shape = Require(dict, "shape");
     if (shape.kind != HeaderValue::Kind::kTuple) Bad("'shape' is not a tuple of integers");
     header.shape = shape.ints;
+    if (header.shape.size() > kMaxRank)
+      Fail("{}: shape of rank {}; expected rank at most {}", context_, header.shape.size(),
+           kMaxRank);
     return header;
   }
 
@@ -431,6 +441,8 @@ ZipArchive OpenForReading(const std::string& path) {
   const fs::file_status status = fs::status(path, ec);
   if (!fs::exists(status)) Fail("{}: cannot read npz: no such file", path);
   if (fs::is_directory(status)) Fail("{}: cannot read npz: it is a directory, not a file", path);
+  // A FIFO or device is refused unread (libzip would block or read forever).
+  CheckInputFile(path, "npz archive", std::numeric_limits<int64_t>::max());
   // libzip opens a zero-length file as a new, empty archive; numpy rejects it, and an empty
   // tensors.npz is always a failed export, so say so.
   if (fs::is_regular_file(status) && fs::file_size(path, ec) == 0 && !ec) {
@@ -500,6 +512,9 @@ Array ReadMember(zip_t* archive, zip_uint64_t index, uint64_t size, std::string_
   const size_t prefix = major == 1 ? 10 : 12;
   const uint64_t header_len =
       major == 1 ? LoadLittleEndian<uint16_t>(raw + 8) : LoadLittleEndian<uint32_t>(raw + 8);
+  if (header_len > kMaxNpyHeaderBytes)
+    Fail("{}: .npy header of {} bytes; expected at most {}", context, header_len,
+         kMaxNpyHeaderBytes);
   if (size < prefix || header_len > size - prefix || prefix + header_len < 12) return slow();
   bytes.resize(prefix + header_len);
   const size_t header_rest = bytes.size() - 12;
@@ -551,6 +566,9 @@ Array DecodeNpy(std::string_view bytes, std::string_view context) {
   if (bytes.size() < prefix) Fail("{}: truncated .npy header", context);
   const uint64_t header_len =
       major == 1 ? LoadLittleEndian<uint16_t>(raw + 8) : LoadLittleEndian<uint32_t>(raw + 8);
+  if (header_len > kMaxNpyHeaderBytes)
+    Fail("{}: .npy header of {} bytes; expected at most {}", context, header_len,
+         kMaxNpyHeaderBytes);
   if (header_len > bytes.size() - prefix) {
     Fail("{}: truncated .npy header: header length {} but only {} bytes follow", context,
          header_len, bytes.size() - prefix);
@@ -626,6 +644,8 @@ std::map<std::string, Array> ReadNpz(const std::string& path) {
   const ZipArchive archive = OpenForReading(path);
   const zip_int64_t entries = zip_get_num_entries(archive.get(), 0);
   if (entries < 0) Fail("{}: cannot list npz members: {}", path, zip_strerror(archive.get()));
+  if (entries > kMaxNpzMembers)
+    Fail("{}: {} archive members; expected at most {}", path, entries, kMaxNpzMembers);
   std::map<std::string, Array> arrays;
   for (zip_int64_t i = 0; i < entries; ++i) {
     const auto index = static_cast<zip_uint64_t>(i);
@@ -644,6 +664,11 @@ std::map<std::string, Array> ReadNpz(const std::string& path) {
     const std::string name = member.substr(0, member.size() - kSuffix.size());
     const std::string context = fmt::format("{}: array '{}'", path, Printable(name));
     const uint64_t size = (stat.valid & ZIP_STAT_SIZE) != 0 ? stat.size : 0;
+    // The declared uncompressed size is checked before inflating: a few MB of deflate can
+    // claim gigabytes.
+    if (size > kMaxMemberBytes)
+      Fail("{}: needs {} bytes uncompressed; expected at most {} per array", context, size,
+           kMaxMemberBytes);
     Array array = ReadMember(archive.get(), index, size, context);
     if (!arrays.emplace(name, std::move(array)).second) {
       Fail("{}: array '{}' appears twice in the archive", path, Printable(name));
