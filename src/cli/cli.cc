@@ -310,7 +310,7 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
     return kExitBadInput;
   } catch (const std::bad_alloc&) {
     err << "shardtrace: error: out of memory: the inputs ask for more memory than this machine "
-           "has; reduce the sizes (or run symbolically, without --numeric)\n";
+           "has; reduce the sizes (or, with --numeric, run symbolically instead)\n";
     return kExitBadInput;
   } catch (const std::exception& e) {
     err << "shardtrace: internal error (please report): " << PrintableMessage(e.what()) << "\n";

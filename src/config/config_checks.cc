@@ -48,6 +48,11 @@ void CheckMoeConstraints(const ValueMap& values) {
   const int64_t top_k = IntOf(values, "num_experts_per_tok");
   const std::string decoder_block = ValueAsString("decoder_block", LookUp(values, "decoder_block"));
 
+  // Per-expert bookkeeping (group sizes, routing masks) exists even in symbolic mode, so an
+  // absurd expert count would take gigabytes before any check on tensor sizes could fire.
+  constexpr int64_t kMaxExperts = int64_t{1} << 20;
+  if (num_experts > kMaxExperts || num_experts < 1)
+    Fail("num_experts: expected 1 to {} experts, got {}", kMaxExperts, num_experts);
   if (top_k > num_experts) {
     Fail("num_experts_per_tok ({}) must be <= num_experts ({})", top_k, num_experts);
   }
