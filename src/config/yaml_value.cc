@@ -207,6 +207,26 @@ ConfigValue CheckedNodeToValue(const YAML::Node& node, std::string_view path,
   return NodeToValue(node);
 }
 
+// The 1-based line of a `---` document marker that follows content (a second document), or
+// 0. Markers sit at column 0; top-level content of a block scalar is always indented.
+int SecondDocumentLine(std::string_view text) {
+  bool content = false;
+  int line = 0;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find('\n', start), text.size());
+    const std::string_view l = text.substr(start, end - start);
+    ++line;
+    const bool marker = l.starts_with("---") && (l.size() == 3 || l[3] == ' ' || l[3] == '\r');
+    if (marker && content) return line;
+    if (!marker && !l.empty() && l[0] != '#' && l[0] != '%' &&
+        l.find_first_not_of(" \t\r") != std::string_view::npos)
+      content = true;
+    start = end + 1;
+  }
+  return 0;
+}
+
 // Double-quoted YAML: reads back as exactly `s`, a string whatever it spells.
 std::string YamlQuoted(const std::string& s) {
   std::string out = "\"";
@@ -258,9 +278,12 @@ ConfigValue ResolvePlainScalar(std::string_view text) {
 
 std::vector<YamlEntry> ParseConfigYaml(std::string_view text, std::string_view display_path,
                                        std::vector<std::string>* warnings) {
+  // YAML::Load, not LoadAll: yaml-cpp 0.7's LoadAll loops forever on some malformed
+  // input (a 10-byte case found by fuzzing, testdata/bad/yaml-loadall-hang.case); the
+  // second-document warning comes from SecondDocumentLine instead.
   std::vector<YAML::Node> documents;
   try {
-    documents = YAML::LoadAll(std::string(text));
+    documents.push_back(YAML::Load(std::string(text)));
   } catch (const YAML::DeepRecursion& e) {
     Fail("{}:{}:{}: expected values nested at most {} deep, found deeper nesting", display_path,
          e.mark.line + 1, e.mark.column + 1, kMaxDepth);
@@ -271,12 +294,11 @@ std::vector<YamlEntry> ParseConfigYaml(std::string_view text, std::string_view d
     Fail("{}: {}", display_path, e.what());
   }
   std::vector<YamlEntry> entries;
-  if (documents.empty()) return entries;
-  if (documents.size() > 1 && warnings)
+  if (const int second = SecondDocumentLine(text); second > 0 && warnings)
     warnings->push_back(fmt::format(
         "{}:{}: a second YAML document ('---') follows the first; only the first is read, as "
         "MaxText reads it",
-        display_path, documents[1].Mark().line + 1));
+        display_path, second));
   const YAML::Node& root = documents[0];
   if (root.IsNull()) return entries;  // an empty (or all-comment) file sets nothing
   if (!root.IsMap()) {
