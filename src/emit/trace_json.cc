@@ -56,6 +56,8 @@ Json TensorJson(const TensorRecord& t) {
   } else {
     j["summary"] = nullptr;
   }
+  j["placement"] = ToString(t.placement);
+  j["propagated_spec"] = t.propagated_spec ? Json(t.propagated_spec->ToString()) : Json(nullptr);
   if (!t.warnings.empty()) j["warnings"] = t.warnings;
   return j;
 }
@@ -93,6 +95,23 @@ std::string TraceToJson(const Trace& trace) {
                          {"bytes_sent", op.collective->bytes_sent},
                          {"bytes_received", op.collective->bytes_received}};
     }
+    if (!op.implied.empty()) {
+      Json implied = Json::array();
+      for (const ImpliedCollective& c : op.implied)
+        implied.push_back({{"kind", ToString(c.kind)},
+                           {"origin", "xla"},
+                           {"tensor", c.tensor},
+                           {"axes", c.axes},
+                           {"participants", c.participants},
+                           {"groups", c.groups},
+                           {"bytes_per_device", c.bytes_per_device},
+                           {"from", c.from.ToString()},
+                           {"to", c.to.ToString()},
+                           {"local_before", c.local_before},
+                           {"local_after", c.local_after},
+                           {"reason", c.reason}});
+      o["implied_collectives"] = implied;
+    }
     ops.push_back(o);
   }
   j["ops"] = ops;
@@ -105,9 +124,30 @@ std::string TraceToJson(const Trace& trace) {
                      {"note", f.note}});
   j["facts"] = facts;
   const TraceTotals totals = ComputeTotals(trace);
-  j["totals"] = {{"weight_bytes_per_device", totals.weight_bytes_per_device},
-                 {"peak_activation_bytes_per_device", totals.peak_activation_bytes_per_device},
-                 {"collective_bytes_sent_per_device", totals.collective_bytes_sent_per_device}};
+  j["totals"] = {
+      {"weight_bytes_per_device", totals.weight_bytes_per_device},
+      {"collective_bytes_sent_per_device", totals.collective_bytes_sent_per_device},
+      {"implied_collective_bytes_sent_per_device", totals.implied_bytes_sent_per_device}};
+  if (trace.memory) {
+    const MemoryEstimate& m = *trace.memory;
+    Json by_dtype = Json::object();
+    for (const auto& [dtype, bytes] : m.parameter_bytes_by_dtype) by_dtype[ToString(dtype)] = bytes;
+    auto holders = [](const std::vector<MemoryHolder>& hs) {
+      Json a = Json::array();
+      for (const MemoryHolder& h : hs) a.push_back({{"tensor", h.tensor}, {"bytes", h.bytes}});
+      return a;
+    };
+    j["memory"] = {{"parameter_bytes_by_dtype", by_dtype},
+                   {"parameter_bytes", m.parameter_bytes},
+                   {"input_bytes", m.input_bytes},
+                   {"peak_temporary_bytes", m.peak_temporary_bytes},
+                   {"peak_op", m.peak_op},
+                   {"peak_bytes", m.peak_bytes()},
+                   {"at_peak", holders(m.at_peak)},
+                   {"largest_temporaries", holders(m.largest)},
+                   {"weight_copy_bytes_at_peak", m.gathered_weight_bytes},
+                   {"unresolved_bytes_at_peak", m.unresolved_bytes}};
+  }
   return j.dump(1) + "\n";
 }
 

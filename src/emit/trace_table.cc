@@ -10,6 +10,7 @@
 #include "emit/human_bytes.h"
 #include "emit/text_table.h"
 #include "trace/trace_totals.h"
+#include "emit/xla_spmd_text.h"
 
 namespace shardtrace {
 namespace {
@@ -52,10 +53,15 @@ std::string TraceToTable(const Trace& trace) {
         ToString(t.dtype),
         fmt::format("{} {}", ShapeToString(t.shape), t.dims),
         t.logical_axes ? LogicalAxesToString(*t.logical_axes) : "",
-        t.partition_spec ? t.partition_spec->ToString() : "",
+        t.partition_spec    ? t.partition_spec->ToString()
+        : t.propagated_spec ? t.propagated_spec->ToString()
+                            : "",
         ShapeToString(t.local_shape) + (t.in_shard_map ? " (per device)" : ""),
         HumanBytes(t.bytes_per_device),
-        ToString(t.constraint),
+        t.constraint != Constraint::kNone                          ? ToString(t.constraint)
+        : t.placement == Placement::kPropagated                    ? "(propagated)"
+        : t.placement == Placement::kUnresolved && !t.in_shard_map ? "(unresolved: replicated)"
+                                                                   : "",
         t.condition};
     if (t.summary) row.push_back(SummaryText(*t.summary, t.dtype));
     table->AddRow(std::move(row));
@@ -63,9 +69,14 @@ std::string TraceToTable(const Trace& trace) {
   for (const auto& [name, tab] : tables)
     out += fmt::format("\n{}\n{}", name.empty() ? "(top)" : name, tab.Render("  "));
 
-  TextTable collectives(
-      {"op", "axes", "participants", "output", "scope", "sent/device", "received/device"});
+  TextTable collectives({"op", "axes", "participants", "output", "scope", "sent/device",
+                         "received/device", "reshard"});
   for (const OpRecord& op : trace.ops) {
+    for (const ImpliedCollective& c : op.implied)
+      collectives.AddRow({ImpliedLabel(c), fmt::format("{}", fmt::join(c.axes, ",")),
+                          std::to_string(c.participants), trace.tensors[c.tensor].name, op.scope,
+                          HumanBytes(c.bytes_per_device), HumanBytes(c.bytes_per_device),
+                          ImpliedDetail(trace, c)});
     if (!op.collective) continue;
     const CollectiveRecord& c = *op.collective;
     const std::string sent =
@@ -78,9 +89,11 @@ std::string TraceToTable(const Trace& trace) {
             : HumanBytes(*std::max_element(c.bytes_received.begin(), c.bytes_received.end()));
     collectives.AddRow({ToString(c.kind), fmt::format("{}", fmt::join(c.axes, ",")),
                         std::to_string(c.participants), trace.tensors[op.outputs.front()].name,
-                        op.scope, sent, recv});
+                        op.scope, sent, recv, "written in moe.py"});
   }
-  if (!collectives.empty()) out += "\ncollectives (max over devices)\n" + collectives.Render("  ");
+  if (!collectives.empty())
+    out += "\ncollectives (max over devices; \u21c4 xla: inserted by XLA's SPMD partitioner)\n" +
+           collectives.Render("  ");
   if (!trace.facts.empty()) {
     out += "\nfacts\n";
     for (const Fact& f : trace.facts)
@@ -88,11 +101,14 @@ std::string TraceToTable(const Trace& trace) {
                          f.note.empty() ? "" : "   # " + f.note);
   }
   const TraceTotals totals = ComputeTotals(trace);
-  out += fmt::format(
-      "\ntotals per device: weights {}, peak live activations {}, collectives sent {}\n",
-      HumanBytes(totals.weight_bytes_per_device),
-      HumanBytes(totals.peak_activation_bytes_per_device),
-      HumanBytes(totals.collective_bytes_sent_per_device));
+  out += fmt::format("\ncollectives sent per device: {} written in moe.py, {} inserted by XLA\n",
+                     HumanBytes(totals.collective_bytes_sent_per_device),
+                     HumanBytes(totals.implied_bytes_sent_per_device));
+  const std::vector<std::string> memory = MemoryLines(trace);
+  if (!memory.empty()) {
+    out += "\nmemory per device (forward pass; README: What XLA adds)\n";
+    for (const std::string& line : memory) out += "  " + line + "\n";
+  }
   for (const TensorRecord& t : trace.tensors)
     for (const std::string& w : t.warnings) out += fmt::format("warning: {}\n", w);
   return out;

@@ -1,5 +1,7 @@
 #include "trace/collective_kind.h"
 
+#include <stdexcept>
+
 namespace shardtrace {
 
 OpKind ToOpKind(CollectiveKind kind) {
@@ -12,11 +14,36 @@ OpKind ToOpKind(CollectiveKind kind) {
       return OpKind::kPsumScatter;
     case CollectiveKind::kRaggedAllToAll:
       return OpKind::kRaggedAllToAll;
+    case CollectiveKind::kAllToAll:
+    case CollectiveKind::kSlice:
+      break;
   }
-  return OpKind::kAllGather;
+  throw std::logic_error("a collective only XLA inserts has no op kind");
 }
 
-std::string ToString(CollectiveKind kind) { return ToString(ToOpKind(kind)); }
+std::string ToString(CollectiveKind kind) {
+  if (kind == CollectiveKind::kAllToAll) return "all_to_all";
+  if (kind == CollectiveKind::kSlice) return "slice";
+  return ToString(ToOpKind(kind));
+}
+
+std::string HloName(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllGather:
+      return "all-gather";
+    case CollectiveKind::kPsum:
+      return "all-reduce";
+    case CollectiveKind::kPsumScatter:
+      return "reduce-scatter";
+    case CollectiveKind::kRaggedAllToAll:
+      return "ragged-all-to-all";
+    case CollectiveKind::kAllToAll:
+      return "all-to-all";
+    case CollectiveKind::kSlice:
+      return "slice";
+  }
+  return "";
+}
 
 std::string ToString(CollectiveOrigin origin) {
   return origin == CollectiveOrigin::kWritten ? "written" : "implied";

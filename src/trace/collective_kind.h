@@ -15,10 +15,17 @@ enum class CollectiveKind {
   kPsum,            // jax.lax.psum (an all-reduce)
   kPsumScatter,     // jax.lax.psum_scatter (a reduce-scatter)
   kRaggedAllToAll,  // jax.lax.ragged_all_to_all
+  // Only XLA inserts these (spmd/ reshards):
+  kAllToAll,  // a mesh axis moves between dims
+  kSlice,     // a mesh axis enters a dim each device holds whole: a local slice, free
 };
-// "all_gather", "psum", "psum_scatter", "ragged_all_to_all": the jax.lax names.
+// "all_gather", "psum", "psum_scatter", "ragged_all_to_all": the jax.lax names;
+// "all_to_all", "slice".
 std::string ToString(CollectiveKind kind);
-// The op kind a written collective is recorded as.
+// XLA's HLO name: "all-gather", "all-reduce" (psum), "reduce-scatter" (psum_scatter),
+// "ragged-all-to-all", "all-to-all", "slice".
+std::string HloName(CollectiveKind kind);
+// The op kind a written collective is recorded as. REQUIRES a kind code can write.
 OpKind ToOpKind(CollectiveKind kind);
 
 enum class CollectiveOrigin {

@@ -2,6 +2,7 @@
 
 #include "config/config.h"
 #include "shard/mesh.h"
+#include "spmd/xla_spmd_analysis.h"
 #include "trace/dense_matmul.h"
 #include "trace/masked_loop.h"
 #include "trace/mlp_block.h"
@@ -207,6 +208,7 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
     if (routed.bias_updates) ctx.Capture("bias_updates", routed.bias_updates->array());
   }
   run.trace = std::move(t).Finish();
+  AnalyzeSpmd(mesh, &run.trace);
   return run;
 }
 

@@ -25,6 +25,7 @@
 #include "shard/partition_spec.h"
 #include "trace/collective_kind.h"
 #include "trace/op_kind.h"
+#include "trace/xla_spmd.h"
 
 namespace shardtrace {
 
@@ -71,6 +72,11 @@ struct TensorRecord {
   bool in_shard_map = false;
   std::optional<NumericSummary> summary;
   std::vector<std::string> warnings;  // uneven divisions
+  // Set by the spmd/ analysis. A propagated tensor keeps `partition_spec` empty (only
+  // statements set it) and gets its sharding here; local_shape and bytes_per_device are
+  // then per device under it.
+  Placement placement = Placement::kUnresolved;
+  std::optional<PartitionSpec> propagated_spec;
 };
 
 // A collective between virtual devices, with the bytes it moves.
@@ -93,7 +99,8 @@ struct OpRecord {
   std::vector<int> outputs;
   std::vector<std::pair<std::string, std::string>> attrs;  // ordered, already formatted
   std::string scope;
-  std::optional<CollectiveRecord> collective;
+  std::optional<CollectiveRecord> collective;  // a collective moe.py writes
+  std::vector<ImpliedCollective> implied;      // collectives XLA inserts at this op
   std::string function;  // kActivation: the activation ("silu", "sigmoid", ...)
 
   // The name the op is written as: the activation for kActivation, else ToString(kind).
@@ -127,7 +134,8 @@ struct Trace {
   std::vector<OpRecord> ops;
   std::vector<Fact> facts;
   std::vector<DumpEntry> dump;
-  std::vector<std::string> notes;  // path selection reasons, kernel choice, ...
+  std::vector<std::string> notes;        // path selection reasons, kernel choice, ...
+  std::optional<MemoryEstimate> memory;  // per device; set by the spmd/ analysis
 
   // Tensors the invariants and golden checks read by meaning; -1 when the path has none.
   int input = -1;          // the block's input [B,S,M]

@@ -1,8 +1,6 @@
-// Per-device memory totals of a Trace: the weight bytes (every kernel_axes record) and the
-// peak of live activation bytes over the recorded program order (a tensor is live from the
-// op that makes it to the last op that reads it). Only activations whose per-device size is
-// known count: those a constraint placed and those inside shard_map; shardtrace does not
-// guess how XLA propagates shardings to the rest.
+// Per-device totals of a Trace: the weight bytes (every kernel_axes record) and the bytes
+// every device sends in the collectives moe.py writes and in those XLA inserts. Memory
+// (liveness, peak) is Trace::memory, from the spmd/ analysis.
 #pragma once
 
 #include <cstdint>
@@ -14,9 +12,8 @@ namespace shardtrace {
 
 struct TraceTotals {
   int64_t weight_bytes_per_device = 0;
-  int64_t peak_activation_bytes_per_device = 0;
-  int peak_op = -1;                              // the op at which the peak is reached
-  int64_t collective_bytes_sent_per_device = 0;  // max over devices, summed over collectives
+  int64_t collective_bytes_sent_per_device = 0;  // written: max over devices, summed
+  int64_t implied_bytes_sent_per_device = 0;     // inserted by XLA (OpRecord::implied)
 };
 
 TraceTotals ComputeTotals(const Trace& trace);

@@ -1,0 +1,59 @@
+#include "emit/xla_spmd_text.h"
+
+#include <fmt/format.h>
+
+#include "emit/trace_totals.h"
+
+namespace shardtrace {
+
+std::string ImpliedLabel(const ImpliedCollective& c) { return HloName(c.kind) + " \u21c4 xla"; }
+
+std::string ImpliedDetail(const Trace& trace, const ImpliedCollective& c) {
+  const TensorRecord& t = trace.tensors[c.tensor];
+  return fmt::format("{} {} -> {} [{}]", t.name, c.from.ToString(), c.to.ToString(), c.reason);
+}
+
+std::vector<std::string> MemoryLines(const Trace& trace) {
+  if (!trace.memory) return {};
+  const MemoryEstimate& m = *trace.memory;
+  std::vector<std::string> lines;
+  std::string by_dtype;
+  for (const auto& [dtype, bytes] : m.parameter_bytes_by_dtype)
+    by_dtype +=
+        fmt::format("{}{} {}", by_dtype.empty() ? "" : ", ", ToString(dtype), HumanBytes(bytes));
+  lines.push_back(fmt::format("parameters        {}{}", HumanBytes(m.parameter_bytes),
+                              by_dtype.empty() ? "" : " (" + by_dtype + ")"));
+  lines.push_back(fmt::format("inputs            {}", HumanBytes(m.input_bytes)));
+  std::string where;
+  if (m.peak_op >= 0) {
+    const OpRecord& op = trace.ops[m.peak_op];
+    where = fmt::format(" during op {} {} in {}", op.id, op.Name(),
+                        op.scope.empty() ? "(top)" : op.scope);
+  }
+  lines.push_back(fmt::format("peak temporaries  {}{}", HumanBytes(m.peak_temporary_bytes), where));
+  const size_t shown = std::min<size_t>(m.at_peak.size(), 6);
+  for (size_t i = 0; i < shown; ++i) {
+    const TensorRecord& t = trace.tensors[m.at_peak[i].tensor];
+    lines.push_back(fmt::format("  {:>10}  {} {}{} {} ({}, {})", HumanBytes(m.at_peak[i].bytes),
+                                t.name, ToString(t.dtype), ShapeToString(t.local_shape),
+                                t.in_shard_map ? " per device" : "",
+                                t.scope.empty() ? "(top)" : t.scope, ToString(t.placement)));
+  }
+  if (m.at_peak.size() > shown) {
+    int64_t rest = 0;
+    for (size_t i = shown; i < m.at_peak.size(); ++i) rest += m.at_peak[i].bytes;
+    lines.push_back(
+        fmt::format("  {:>10}  {} smaller buffers", HumanBytes(rest), m.at_peak.size() - shown));
+  }
+  if (m.gathered_weight_bytes > 0)
+    lines.push_back(fmt::format("  of which weight copies (casts, gathers) {}",
+                                HumanBytes(m.gathered_weight_bytes)));
+  if (m.unresolved_bytes > 0)
+    lines.push_back(fmt::format("  of which {} counted replicated (no sharding reached them)",
+                                HumanBytes(m.unresolved_bytes)));
+  lines.push_back(fmt::format("peak per device   {} = parameters + inputs + peak temporaries",
+                              HumanBytes(m.peak_bytes())));
+  return lines;
+}
+
+}  // namespace shardtrace

@@ -1,0 +1,22 @@
+// Text for what the spmd/ analysis adds to a Trace, shared by the emitters that show it:
+// an implied collective's label (`all-gather ⇄ xla`, visibly not a collective moe.py
+// writes) and the reshard it performs, and the per-device memory breakdown.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "trace/trace.h"
+
+namespace shardtrace {
+
+// "all-gather ⇄ xla" (HLO names: all-reduce, reduce-scatter, all-to-all, slice)
+std::string ImpliedLabel(const ImpliedCollective& c);
+// "w0_kernel P('expert', 'fsdp', None) -> P('expert', None, None) [sharding constraint]"
+std::string ImpliedDetail(const Trace& trace, const ImpliedCollective& c);
+// The memory lines of `trace` (empty when the analysis did not run), each without a newline:
+//   parameters  float32 168.0 MiB (kernel_axes, per device)
+//   ...
+std::vector<std::string> MemoryLines(const Trace& trace);
+
+}  // namespace shardtrace
