@@ -50,7 +50,7 @@ struct TraceBuilder {
     return id;
   }
   OpRecord& Op(OpKind kind, std::vector<int> inputs, std::vector<int> outputs,
-         const std::string& equation = "") {
+               const std::string& equation = "") {
     OpRecord op;
     op.id = static_cast<int>(trace.ops.size());
     op.kind = kind;

@@ -65,12 +65,12 @@ std::vector<std::pair<std::string, CollectiveSide>> Collectives(const Trace& tra
 }
 
 SideTotals TotalsOf(const Trace& trace, const std::vector<std::string>& keys) {
-  // The numbers come from ComputeTotals, which counts exactly the records
-  // KnownBytesPerDevice knows; the unconstrained activations are listed beside them.
+  // Weights and collectives from ComputeTotals, the peak from the spmd/ memory model; the
+  // activations no sharding reached are listed beside them.
   const TraceTotals t = ComputeTotals(trace);
   SideTotals s;
   s.weight_bytes = t.weight_bytes_per_device;
-  s.peak_activation_bytes = t.peak_activation_bytes_per_device;
+  s.peak_activation_bytes = trace.memory ? trace.memory->peak_temporary_bytes : 0;
   s.collective_sent_bytes = t.collective_bytes_sent_per_device;
   for (size_t i = 0; i < trace.tensors.size(); ++i)
     if (trace.tensors[i].kind == TensorKind::kAct && !KnownBytesPerDevice(trace.tensors[i]))
@@ -174,7 +174,9 @@ DiffSideInfo InfoOf(const std::vector<std::string>& args, const Side& s,
 }  // namespace
 
 std::optional<int64_t> KnownBytesPerDevice(const TensorRecord& t) {
-  if (t.partition_spec || t.in_shard_map) return t.bytes_per_device;
+  // Placed by a statement, a shard_map block, or the spmd/ propagation model.
+  if (t.partition_spec || t.in_shard_map || t.placement == Placement::kPropagated)
+    return t.bytes_per_device;
   return std::nullopt;
 }
 

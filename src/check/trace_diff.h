@@ -8,10 +8,9 @@
 // by program order. Plain data; emit/trace_diff_report.h formats it.
 //
 // Per-device numbers are only claimed where the trace knows them: tensors placed by kernel
-// axes, a sharding constraint or a shard_map spec. Every other tensor
-// is "unconstrained (XLA chooses)": listed, never counted at its global size.
-// KnownBytesPerDevice is the one place that decides this (a sharding-propagation model
-// plugs in there).
+// axes, a sharding constraint, a shard_map spec or the spmd/ propagation model. Any other
+// tensor is "unconstrained (XLA chooses)": listed, never counted at its global size.
+// KnownBytesPerDevice is the one place that decides this.
 #pragma once
 
 #include <cstdint>
@@ -70,7 +69,7 @@ struct KeyChange {
 
 struct SideTotals {
   int64_t weight_bytes = 0;                // kernel_axes weights, per device
-  int64_t peak_activation_bytes = 0;       // peak of live activations with a known placement
+  int64_t peak_activation_bytes = 0;       // peak temporaries (Trace::memory)
   int64_t collective_sent_bytes = 0;       // per layer (this block once), max over devices
   std::vector<std::string> unconstrained;  // keys of activations XLA places (not totalled)
 };

@@ -122,7 +122,7 @@ struct TotalsRow {
 };
 std::vector<TotalsRow> Totals(const TraceDiff& d) {
   return {{"weights", d.a.totals.weight_bytes, d.b.totals.weight_bytes},
-          {"peak live activations (placed ones; a lower bound)", d.a.totals.peak_activation_bytes,
+          {"peak temporaries (XLA model)", d.a.totals.peak_activation_bytes,
            d.b.totals.peak_activation_bytes},
           {"communication sent per layer", d.a.totals.collective_sent_bytes,
            d.b.totals.collective_sent_bytes}};

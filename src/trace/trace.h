@@ -100,8 +100,8 @@ struct OpRecord {
   std::vector<std::pair<std::string, std::string>> attrs;  // ordered, already formatted
   std::string scope;
   std::optional<CollectiveRecord> collective;  // a collective moe.py writes
-  std::vector<ImpliedCollective> implied;      // collectives XLA inserts at this op
-  std::string function;  // kActivation: the activation ("silu", "sigmoid", ...)
+  std::string function;                    // kActivation: the activation ("silu", "sigmoid", ...)
+  std::vector<ImpliedCollective> implied;  // collectives XLA inserts at this op (spmd/)
 
   // The name the op is written as: the activation for kActivation, else ToString(kind).
   std::string Name() const;
