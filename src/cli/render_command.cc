@@ -22,6 +22,7 @@
 #include "emit/spec_markdown.h"
 #include "emit/text_table.h"
 #include "emit/trace_invariants.h"
+#include "emit/xla_spmd_text.h"
 #include "trace/moe_block.h"
 #include "trace/trace_totals.h"
 
@@ -81,36 +82,28 @@ std::string Dims(const MoeSetup& s) {
                      s.wi_hidden);
 }
 
-// The "Per-device totals" section: what the trace supports, and what it does not.
+// The "Per-device totals" section: weights, communication (written and XLA-inserted) and
+// the memory model's breakdown (README, "What XLA adds").
 MarkdownExample TotalsExample(const Trace& trace) {
   const TraceTotals totals = ComputeTotals(trace);
-  const std::vector<std::string> keys = AlignmentKeys(trace);
   TextTable placed({"per device", "bytes"});
   placed.AddRow({"weights (kernel_axes)", HumanBytes(totals.weight_bytes_per_device)});
-  placed.AddRow({"peak live activations (placed ones; a lower bound)",
-                 HumanBytes(totals.peak_activation_bytes_per_device)});
   placed.AddRow({"communication sent per layer (collectives in moe.py)",
                  HumanBytes(totals.collective_bytes_sent_per_device)});
-  TextTable open({"unconstrained (XLA chooses)", "dtype", "global shape"});
-  int unconstrained = 0;
-  for (size_t i = 0; i < trace.tensors.size(); ++i) {
-    const TensorRecord& t = trace.tensors[i];
-    if (t.kind != TensorKind::kAct || KnownBytesPerDevice(t)) continue;
-    ++unconstrained;
-    open.AddRow({keys[i], ToString(t.dtype), fmt::format("{} {}", ShapeToString(t.shape), t.dims)});
-  }
+  placed.AddRow({"communication sent per layer (inserted by XLA, \u21c4 xla)",
+                 HumanBytes(totals.implied_bytes_sent_per_device)});
   std::string text = placed.Render();
-  if (unconstrained > 0) text += "\n" + open.Render();
+  const std::vector<std::string> memory = MemoryLines(trace);
+  if (!memory.empty()) {
+    text += "\nmemory per device (forward pass)\n";
+    for (const std::string& line : memory) text += "  " + line + "\n";
+  }
   return {"Per-device totals",
-          fmt::format(
-              "What the trace supports per device: weights placed by their kernel axes, the "
-              "peak of live activations that a sharding constraint or a shard_map spec placed "
-              "(over the recorded program order; a lower bound, since the unconstrained ones below "
-              "are not in it), and the bytes the collectives written in "
-              "moe.py send. {} activations have no statement of their own: XLA's sharding "
-              "propagation places them, so they are listed as unconstrained and left out of the "
-              "totals rather than counted at their global size.",
-              unconstrained),
+          "Weights placed by their kernel axes, the bytes the collectives moe.py writes and "
+          "those XLA's SPMD partitioner inserts send, and the per-device memory of the forward "
+          "pass: parameters, inputs and the peak of live temporaries with the buffers that "
+          "hold it. Tensors no statement places get their sharding from shardtrace's model of "
+          "XLA's propagation (README, \"What XLA adds\").",
           text};
 }
 

@@ -13,6 +13,18 @@ std::string ImpliedDetail(const Trace& trace, const ImpliedCollective& c) {
   return fmt::format("{} {} -> {} [{}]", t.name, c.from.ToString(), c.to.ToString(), c.reason);
 }
 
+namespace {
+
+// The last two components of a scope ("wrapper/gmm_wo"): enough to find it in the tables.
+std::string ShortScope(const std::string& scope) {
+  if (scope.empty()) return "(top)";
+  size_t cut = scope.rfind('/');
+  if (cut != std::string::npos && cut > 0) cut = scope.rfind('/', cut - 1);
+  return cut == std::string::npos ? scope : ".../" + scope.substr(cut + 1);
+}
+
+}  // namespace
+
 std::vector<std::string> MemoryLines(const Trace& trace) {
   if (!trace.memory) return {};
   const MemoryEstimate& m = *trace.memory;
@@ -27,17 +39,15 @@ std::vector<std::string> MemoryLines(const Trace& trace) {
   std::string where;
   if (m.peak_op >= 0) {
     const OpRecord& op = trace.ops[m.peak_op];
-    where = fmt::format(" during op {} {} in {}", op.id, op.Name(),
-                        op.scope.empty() ? "(top)" : op.scope);
+    where = fmt::format(" during op {} {} in {}", op.id, op.Name(), ShortScope(op.scope));
   }
   lines.push_back(fmt::format("peak temporaries  {}{}", HumanBytes(m.peak_temporary_bytes), where));
   const size_t shown = std::min<size_t>(m.at_peak.size(), 6);
   for (size_t i = 0; i < shown; ++i) {
     const TensorRecord& t = trace.tensors[m.at_peak[i].tensor];
-    lines.push_back(fmt::format("  {:>10}  {} {}{} {} ({}, {})", HumanBytes(m.at_peak[i].bytes),
+    lines.push_back(fmt::format("  {:>10}  {} {}{} {} in {}", HumanBytes(m.at_peak[i].bytes),
                                 t.name, ToString(t.dtype), ShapeToString(t.local_shape),
-                                t.in_shard_map ? " per device" : "",
-                                t.scope.empty() ? "(top)" : t.scope, ToString(t.placement)));
+                                ToString(t.placement), ShortScope(t.scope)));
   }
   if (m.at_peak.size() > shown) {
     int64_t rest = 0;
