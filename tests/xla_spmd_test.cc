@@ -1,4 +1,4 @@
-// The XLA SPMD analysis (src/spmd/): resharding of each collective kind, einsum partitioning
+// The XLA SPMD analysis (src/trace/spmd_*): resharding of each collective kind, einsum partitioning
 // (FSDP gathers, partial contractions), propagation on hand-built traces whose answer can be
 // worked out by hand, every MoE path on a 2-axis mesh, and per-device memory.
 #include <fmt/format.h>
@@ -6,9 +6,9 @@
 #include <catch2/catch.hpp>
 
 #include "config/run_inputs.h"
-#include "spmd/einsum_sharding.h"
-#include "spmd/reshard.h"
-#include "spmd/xla_spmd_analysis.h"
+#include "trace/spmd_einsum_sharding.h"
+#include "trace/spmd_reshard.h"
+#include "trace/spmd_analysis.h"
 #include "trace/moe_block.h"
 
 namespace shardtrace {

@@ -65,7 +65,7 @@ std::vector<std::pair<std::string, CollectiveSide>> Collectives(const Trace& tra
 }
 
 SideTotals TotalsOf(const Trace& trace, const std::vector<std::string>& keys) {
-  // Weights and collectives from ComputeTotals, the peak from the spmd/ memory model; the
+  // Weights and collectives from ComputeTotals, the peak from the SPMD memory model; the
   // activations no sharding reached are listed beside them.
   const TraceTotals t = ComputeTotals(trace);
   SideTotals s;
@@ -174,7 +174,7 @@ DiffSideInfo InfoOf(const std::vector<std::string>& args, const Side& s,
 }  // namespace
 
 std::optional<int64_t> KnownBytesPerDevice(const TensorRecord& t) {
-  // Placed by a statement, a shard_map block, or the spmd/ propagation model.
+  // Placed by a statement, a shard_map block, or the SPMD propagation model.
   if (t.partition_spec || t.in_shard_map || t.placement == Placement::kPropagated)
     return t.bytes_per_device;
   return std::nullopt;

@@ -8,7 +8,7 @@
 // by program order. Plain data; emit/trace_diff_report.h formats it.
 //
 // Per-device numbers are only claimed where the trace knows them: tensors placed by kernel
-// axes, a sharding constraint, a shard_map spec or the spmd/ propagation model. Any other
+// axes, a sharding constraint, a shard_map spec or the SPMD propagation model. Any other
 // tensor is "unconstrained (XLA chooses)": listed, never counted at its global size.
 // KnownBytesPerDevice is the one place that decides this.
 #pragma once

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "emit/trace_totals.h"
+#include "emit/human_bytes.h"
 
 namespace shardtrace {
 

@@ -1,4 +1,4 @@
-// Text for what the spmd/ analysis adds to a Trace, shared by the emitters that show it:
+// Text for what the SPMD analysis (trace/spmd_analysis.h) adds to a Trace, shared by the emitters that show it:
 // an implied collective's label (`all-gather ⇄ xla`, visibly not a collective moe.py
 // writes) and the reshard it performs, and the per-device memory breakdown.
 #pragma once

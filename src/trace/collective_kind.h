@@ -15,7 +15,7 @@ enum class CollectiveKind {
   kPsum,            // jax.lax.psum (an all-reduce)
   kPsumScatter,     // jax.lax.psum_scatter (a reduce-scatter)
   kRaggedAllToAll,  // jax.lax.ragged_all_to_all
-  // Only XLA inserts these (spmd/ reshards):
+  // Only XLA inserts these (trace/spmd_reshard.h):
   kAllToAll,  // a mesh axis moves between dims
   kSlice,     // a mesh axis enters a dim each device holds whole: a local slice, free
 };

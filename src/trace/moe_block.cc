@@ -2,7 +2,7 @@
 
 #include "config/config.h"
 #include "shard/mesh.h"
-#include "spmd/xla_spmd_analysis.h"
+#include "trace/spmd_analysis.h"
 #include "trace/dense_matmul.h"
 #include "trace/masked_loop.h"
 #include "trace/mlp_block.h"

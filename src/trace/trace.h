@@ -72,7 +72,7 @@ struct TensorRecord {
   bool in_shard_map = false;
   std::optional<NumericSummary> summary;
   std::vector<std::string> warnings;  // uneven divisions
-  // Set by the spmd/ analysis. A propagated tensor keeps `partition_spec` empty (only
+  // Set by the SPMD analysis (trace/spmd_analysis.h). A propagated tensor keeps `partition_spec` empty (only
   // statements set it) and gets its sharding here; local_shape and bytes_per_device are
   // then per device under it.
   Placement placement = Placement::kUnresolved;
@@ -101,7 +101,7 @@ struct OpRecord {
   std::string scope;
   std::optional<CollectiveRecord> collective;  // a collective moe.py writes
   std::string function;                    // kActivation: the activation ("silu", "sigmoid", ...)
-  std::vector<ImpliedCollective> implied;  // collectives XLA inserts at this op (spmd/)
+  std::vector<ImpliedCollective> implied;  // collectives XLA inserts at this op (trace/spmd_analysis.h)
 
   // The name the op is written as: the activation for kActivation, else ToString(kind).
   std::string Name() const;
@@ -135,7 +135,7 @@ struct Trace {
   std::vector<Fact> facts;
   std::vector<DumpEntry> dump;
   std::vector<std::string> notes;        // path selection reasons, kernel choice, ...
-  std::optional<MemoryEstimate> memory;  // per device; set by the spmd/ analysis
+  std::optional<MemoryEstimate> memory;  // per device; set by the SPMD analysis (trace/spmd_analysis.h)
 
   // Tensors the invariants and golden checks read by meaning; -1 when the path has none.
   int input = -1;          // the block's input [B,S,M]

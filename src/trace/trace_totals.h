@@ -1,6 +1,6 @@
 // Per-device totals of a Trace: the weight bytes (every kernel_axes record) and the bytes
 // every device sends in the collectives moe.py writes and in those XLA inserts. Memory
-// (liveness, peak) is Trace::memory, from the spmd/ analysis.
+// (liveness, peak) is Trace::memory, from the SPMD analysis (trace/spmd_analysis.h).
 #pragma once
 
 #include <cstdint>

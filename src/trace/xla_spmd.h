@@ -2,7 +2,8 @@
 // tensor's sharding comes from (a statement moe.py wrote, a shard_map block, or sharding
 // propagation), the collectives XLA inserts between the shardings the code fixes (implied:
 // shown as `⇄ xla`, never confused with the collectives moe.py writes), and the per-device
-// memory of the program. The spmd/ analysis fills these in after tracing; emitters only read.
+// memory of the program. The SPMD analysis (trace/spmd_analysis.h) fills these in after tracing;
+// emitters only read.
 #pragma once
 
 #include <cstdint>

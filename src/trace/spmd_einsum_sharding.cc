@@ -1,10 +1,10 @@
-#include "spmd/einsum_sharding.h"
+#include "trace/spmd_einsum_sharding.h"
 
 #include <algorithm>
 #include <map>
 
 #include "shard/sharding.h"
-#include "spmd/reshard.h"
+#include "trace/spmd_reshard.h"
 #include "util/error.h"
 
 namespace shardtrace {

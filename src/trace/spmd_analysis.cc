@@ -1,4 +1,4 @@
-#include "spmd/xla_spmd_analysis.h"
+#include "trace/spmd_analysis.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -8,9 +8,9 @@
 
 #include "numeric/einsum.h"
 #include "shard/sharding.h"
-#include "spmd/einsum_sharding.h"
-#include "spmd/memory_estimate.h"
-#include "spmd/reshard.h"
+#include "trace/spmd_einsum_sharding.h"
+#include "trace/spmd_memory_estimate.h"
+#include "trace/spmd_reshard.h"
 
 namespace shardtrace {
 namespace {

@@ -1,4 +1,4 @@
-#include "spmd/reshard.h"
+#include "trace/spmd_reshard.h"
 
 #include <algorithm>
 #include <map>

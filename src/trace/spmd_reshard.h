@@ -1,6 +1,6 @@
 // Resharding as GSPMD does it: the collectives that take one array from one sharding to
 // another on a mesh. Pure arithmetic on specs and shapes, no Trace: the propagation pass
-// (spmd/xla_spmd_analysis.h) calls it at every transition it finds.
+// (trace/spmd_analysis.h) calls it at every transition it finds.
 //
 // A mesh axis that leaves a dim is an all-gather, one that moves between dims an
 // all-to-all, one that enters a dim whole on every device a local slice (free), and mesh

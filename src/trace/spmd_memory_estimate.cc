@@ -1,4 +1,4 @@
-#include "spmd/memory_estimate.h"
+#include "trace/spmd_memory_estimate.h"
 
 #include <algorithm>
 #include <map>
