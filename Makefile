@@ -45,8 +45,10 @@ $(MERMAID_VENV)/bin/python: tools/mermaid_check/requirements.txt
 mermaid-check: $(MERMAID_VENV)/bin/python
 	@$(MERMAID_VENV)/bin/python -W ignore tools/mermaid_check/check_mermaid.py visualizations/*.md
 
+# Every issue-13 target as a ratio measured side by side (bench/README.md); BENCH_MIXTRAL=1
+# adds the 5.6 GB Mixtral-8x7B slice.
 bench: build
-	@$(BUILD)/shardtrace_bench
+	@BUILD=$(BUILD) bench/run.sh
 
 clean:
 	rm -rf $(BUILD)

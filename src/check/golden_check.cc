@@ -89,7 +89,7 @@ GoldenReport CheckGoldenCase(const std::string& case_dir, const std::vector<std:
     Fail("{}: use_random_routing cannot be reproduced outside JAX's PRNG; golden checks exclude it",
          case_dir);
   const std::string npz = case_dir + "/tensors.npz";
-  const std::map<std::string, Array> arrays = ReadNpz(npz);
+  const std::map<std::string, Array> arrays = ReadNpz(npz, options.progress);
   // Without `output` a case would check nothing that matters and pass.
   if (!arrays.contains("output"))
     Fail("{} (array 'output'): expected the block output every golden case carries, found none",
@@ -102,6 +102,7 @@ GoldenReport CheckGoldenCase(const std::string& case_dir, const std::vector<std:
   run_options.numeric = true;
   run_options.summaries = false;  // a check prints verdicts, never per-tensor summaries
   run_options.threads = options.threads;
+  run_options.progress = options.progress;
   const BlockRun run = RunBlock(in.config, in.mesh, setup, params, block, run_options);
 
   GoldenReport report{case_dir, block == Block::kMlp ? run.trace.path : setup.PathLabel(), {}};

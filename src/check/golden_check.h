@@ -13,6 +13,8 @@
 
 namespace shardtrace {
 
+class Progress;
+
 struct ArrayCheck {
   std::string name;
   enum class Status { kPass, kFail, kSkipped, kUnknown } status = Status::kPass;
@@ -32,6 +34,7 @@ struct CheckOptions {
   double rtol = 1e-4;
   std::vector<std::string> extra_args;  // more key=value overrides / --devices via the caller
   int threads = 0;                      // RunOptions::threads
+  Progress* progress = nullptr;         // status line while reading and computing
 };
 
 // The arrays a golden case may hold: inputs (parameters) and expected outputs.

@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "emit/text_table.h"
 #include "util/error.h"
+#include "util/progress.h"
 
 namespace shardtrace {
 namespace {
@@ -54,6 +55,9 @@ bool RunCheckCommand(const CheckCommandOptions& options, std::ostream& out) {
   check_options.atol = options.atol;
   check_options.rtol = options.rtol;
   check_options.extra_args = overrides;
+  check_options.threads = options.threads;
+  Progress progress(options.quiet);
+  check_options.progress = &progress;
   std::vector<GoldenReport> reports;
   for (const std::string& c : cases)
     reports.push_back(CheckGoldenCase(c, base_args, check_options));

@@ -164,6 +164,9 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
       ->add_option("--seed", trace_options.seed,
                    "seed of the deterministic weights and inputs (--numeric)")
       ->check(SeedValidator());
+  trace_cmd->add_option("--threads", trace_options.threads,
+                        "numeric: threads simulating devices (0 = every core, 1 = serial)");
+  trace_cmd->add_flag("--quiet", trace_options.quiet, "no progress line on stderr");
   trace_cmd->add_option("--golden", trace_options.golden,
                         "take inputs and weights from a golden case directory (implies --numeric)");
   trace_cmd->footer(
@@ -188,6 +191,9 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   check_cmd->add_option("--rtol", check_options.rtol, "relative tolerance for float arrays")
       ->check(ToleranceValidator())
       ->capture_default_str();
+  check_cmd->add_option("--threads", check_options.threads,
+                        "threads simulating devices (0 = every core, 1 = serial)");
+  check_cmd->add_flag("--quiet", check_options.quiet, "no progress line on stderr");
   check_cmd->footer(
       "Example: shardtrace check testdata/goldens/sparse_ep2_mixtral "
       "testdata/goldens/ring_ep2_mixtral");

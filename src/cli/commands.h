@@ -32,12 +32,16 @@ struct TraceOptions {
   uint64_t seed = 0;
   std::string golden;         // a golden case directory to take inputs and weights from
   std::string path = "auto";  // auto (what RoutedMoE selects) | masked_loop
+  int threads = 0;            // numeric: 0 = every core, 1 = serial
+  bool quiet = false;         // no progress line on stderr
 };
 
 struct CheckCommandOptions {
   CommonOptions common;  // args: golden case directories, then CONFIG.yml / key=value
   double atol = 1e-5;
   double rtol = 1e-4;
+  int threads = 0;     // 0 = every core, 1 = serial
+  bool quiet = false;  // no progress line on stderr
 };
 
 struct GenerateOptions {

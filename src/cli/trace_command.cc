@@ -10,6 +10,7 @@
 #include "io/npz.h"
 #include "trace/moe_block.h"
 #include "util/error.h"
+#include "util/progress.h"
 
 namespace shardtrace {
 
@@ -29,13 +30,14 @@ void RunTraceCommand(const TraceOptions& options, std::ostream& out) {
   const bool numeric = options.numeric || !options.golden.empty();
   const int n_act = static_cast<int>(in.config.StrList("mlp_activations").size());
   const Block block = ParseBlock(options.block);
+  Progress progress(options.quiet);
   MoeParams params;
   if (options.golden.empty()) {
     params = MakeParams(setup, n_act, numeric, options.seed);
   } else {
     const std::string npz = options.golden + "/tensors.npz";
-    params = ParamsFromArrays(setup, n_act, ReadNpz(npz), npz, in.config.Bool("routed_bias"),
-                              in.config.Bool("mlp_bias"));
+    params = ParamsFromArrays(setup, n_act, ReadNpz(npz, &progress), npz,
+                              in.config.Bool("routed_bias"), in.config.Bool("mlp_bias"));
     // A block the case does not hold (the dense MlpBlock of a MoE case, the experts of a
     // dense case) runs on seeded weights, with the case's inputs.
     if (block == Block::kMlp ? !params.dense : !params.wi_0.numeric()) {
@@ -48,6 +50,8 @@ void RunTraceCommand(const TraceOptions& options, std::ostream& out) {
   RunOptions run_options;
   run_options.numeric = numeric;
   run_options.masked_loop = options.path == "masked_loop";
+  run_options.threads = options.threads;
+  run_options.progress = &progress;
   // Only the table and json print per-tensor summaries.
   run_options.summaries = common.format != "dot" && common.format != "svg";
   const BlockRun run = RunBlock(in.config, in.mesh, setup, params, block, run_options);

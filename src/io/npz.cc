@@ -18,6 +18,7 @@
 #include "io/atomic_file.h"
 #include "io/input_file.h"
 #include "util/error.h"
+#include "util/progress.h"
 
 namespace shardtrace {
 namespace {
@@ -640,7 +641,7 @@ std::string EncodeNpy(const Array& array, std::string_view context) {
   return out;
 }
 
-std::map<std::string, Array> ReadNpz(const std::string& path) {
+std::map<std::string, Array> ReadNpz(const std::string& path, Progress* progress) {
   const ZipArchive archive = OpenForReading(path);
   const zip_int64_t entries = zip_get_num_entries(archive.get(), 0);
   if (entries < 0) Fail("{}: cannot list npz members: {}", path, zip_strerror(archive.get()));
@@ -669,6 +670,8 @@ std::map<std::string, Array> ReadNpz(const std::string& path) {
     if (size > kMaxMemberBytes)
       Fail("{}: needs {} bytes uncompressed; expected at most {} per array", context, size,
            kMaxMemberBytes);
+    if (progress != nullptr)
+      progress->Update(fmt::format("reading {} ({} MB)", context, size >> 20));
     Array array = ReadMember(archive.get(), index, size, context);
     if (!arrays.emplace(name, std::move(array)).second) {
       Fail("{}: array '{}' appears twice in the archive", path, Printable(name));

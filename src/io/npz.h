@@ -24,8 +24,11 @@
 
 namespace shardtrace {
 
+class Progress;
+
 // Reads every array of the .npz at `path`; member `name.npy` becomes key `name`.
-std::map<std::string, Array> ReadNpz(const std::string& path);
+// `progress`, when given, shows which member is being read.
+std::map<std::string, Array> ReadNpz(const std::string& path, Progress* progress = nullptr);
 
 // Writes `arrays` (all numeric) as an uncompressed .npz at `path`, replacing any existing
 // file atomically. Throws Error naming `path` and the array on a symbolic array or an int32

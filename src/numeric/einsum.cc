@@ -1,17 +1,15 @@
 #include "numeric/einsum.h"
 
-#include <Eigen/Dense>
 #include <cctype>
 #include <utility>
 
+#include "numeric/gemm.h"
 #include "numeric/op_support.h"
 #include "util/error.h"
 
 namespace shardtrace {
 
 namespace {
-
-using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 bool Contains(std::string_view letters, char c) {
   return letters.find(c) != std::string_view::npos;
@@ -258,14 +256,8 @@ Array Einsum(const ParsedEinsum& parsed, const Array& a, const Array& b, DType o
   const int64_t k = ProductOf(contract, sizes);
   const int64_t n = ProductOf(free_b, sizes);
   std::vector<float> product(static_cast<size_t>(nb * m * n), 0.0f);
-  for (int64_t i = 0; i < nb && m * n > 0 && k > 0; ++i) {
-    const Eigen::Map<const RowMatrix> lhs(pa->data() + i * m * k, m, k);
-    const Eigen::Map<const RowMatrix> rhs(pb->data() + i * k * n, k, n);
-    Eigen::Map<RowMatrix> out(product.data() + i * m * n, m, n);
-    // Single-threaded Eigen on fixed shapes performs the same operations every call,
-    // which keeps numeric traces bit-for-bit reproducible.
-    out.noalias() = lhs * rhs;
-  }
+  for (int64_t i = 0; i < nb && m * n > 0 && k > 0; ++i)
+    MatMul(pa->data() + i * m * k, pb->data() + i * k * n, product.data() + i * m * n, m, k, n);
 
   const std::string product_letters = batch + free_a + free_b;
   std::vector<float> out = PermutedOwned(std::move(product), ShapeOf(product_letters, sizes),

@@ -1,21 +1,15 @@
 #include "numeric/ragged_dot.h"
 
-#include <Eigen/Dense>
 #include <algorithm>
 #include <utility>
 #include <vector>
 
+#include "numeric/gemm.h"
 #include "numeric/op_support.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 
 namespace shardtrace {
-
-namespace {
-
-using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-
-}  // namespace
 
 Array RaggedDot(const Array& lhs, const Array& rhs, const Array& group_sizes, DType out_dtype,
                 ThreadPool* pool) {
@@ -60,10 +54,8 @@ Array RaggedDot(const Array& lhs, const Array& rhs, const Array& group_sizes, DT
   ParallelFor(pool, groups, [&](int64_t g) {
     const int64_t rows = first_row[g + 1] - first_row[g];
     if (rows <= 0 || k <= 0 || o <= 0) return;
-    const Eigen::Map<const RowMatrix> a(a_data + first_row[g] * k, rows, k);
-    const Eigen::Map<const RowMatrix> b(b_data + g * k * o, k, o);
-    Eigen::Map<RowMatrix> c(out.data() + first_row[g] * o, rows, o);
-    c.noalias() = a * b;
+    MatMul(a_data + first_row[g] * k, b_data + g * k * o, out.data() + first_row[g] * o, rows, k,
+           o);
   });
   op_support::ConvertAll(out_dtype, out);
   return Array::FromData(std::move(shape), out_dtype, std::move(out));

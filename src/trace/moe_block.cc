@@ -138,6 +138,7 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
     t.set_pool(&*pool);
   }
   t.set_summaries(options.summaries);
+  t.set_progress(options.progress);
   BlockRun run;
   MoeContext ctx{setup, t, run.captures};
   const bool shared = UsesSharedExperts(setup);

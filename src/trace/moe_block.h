@@ -16,6 +16,7 @@
 namespace shardtrace {
 
 class Config;
+class Progress;
 class Mesh;
 
 enum class Block { kMoe, kMlp, kShared };
@@ -39,6 +40,8 @@ struct RunOptions {
   // Threads simulating devices (and experts) in numeric runs: 0 = hardware_concurrency,
   // 1 = serial. The trace is bit-identical for every value.
   int threads = 0;
+  // Status line (op and device being computed); null for none.
+  Progress* progress = nullptr;
 };
 
 BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,

@@ -9,6 +9,7 @@
 #include "shard/blocks.h"
 #include "shard/sharding.h"
 #include "util/error.h"
+#include "util/progress.h"
 #include "util/thread_pool.h"
 
 namespace shardtrace {
@@ -132,6 +133,9 @@ std::vector<Value> Tracer::ApplyN(const OpDesc& op, const std::vector<const Valu
     ParallelFor(numeric_ ? pool_ : nullptr, static_cast<int64_t>(shards), [&](int64_t d) {
       std::vector<const Array*> args;
       for (const Value* in : inputs) args.push_back(&in->shards[in->shards.size() == 1 ? 0 : d]);
+      if (progress_ != nullptr)
+        progress_->Update(fmt::format("{} in {}, device {}/{}", ToString(op.kind), CurrentScope(),
+                                      d + 1, shards));
       produced[d] = fn(args);
       SHARDTRACE_CHECK(produced[d].size() == outs.size());
     });

@@ -26,6 +26,7 @@
 namespace shardtrace {
 
 class ThreadPool;
+class Progress;
 
 // A traced value: the id of the tensor record that last defined it, and its data.
 struct Value {
@@ -78,6 +79,8 @@ class Tracer {
   // outputs that print it (trace table/json, generated pages) need it, so `check` and the
   // equivalence tests run without. Default: on.
   void set_summaries(bool on) { summaries_ = on; }
+  // Shows the op and device being computed (numeric runs); null for none.
+  void set_progress(Progress* progress) { progress_ = progress; }
   const Mesh& mesh() const { return mesh_; }
   const AxisRules& rules() const { return rules_; }
 
@@ -189,6 +192,7 @@ class Tracer {
   const bool numeric_;
   ThreadPool* pool_ = nullptr;
   bool summaries_ = true;
+  Progress* progress_ = nullptr;
   std::vector<std::string> scopes_;
   std::vector<std::string> conditions_;
   std::string dump_file_ = "moe";

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# `make bench`: every target of issue 13, each a ratio measured side by side in this run
+# (never in tests). Prints markdown tables (bench/README.md records a run) and keeps the
+# generated cases under $BUILD/bench (never committed). Needs a Release build in $BUILD.
+#   BENCH_MIXTRAL=1  also runs the Mixtral-8x7B layer slice (5.6 GB npz, ~12 GB of RAM at
+#                    peak while the NumPy peer generates it; minutes on 2 cores).
+set -euo pipefail
+BUILD=${BUILD:-build}
+BIN=$BUILD/shardtrace
+OUT=$BUILD/bench
+VENV=$BUILD/bench-venv
+NUMPY_VERSION=1.26.4  # wheels bundle OpenBLAS: the peer is NumPy+OpenBLAS
+mkdir -p "$OUT"
+
+if [[ ! -x $VENV/bin/python ]] || ! "$VENV/bin/python" -c "import numpy" 2>/dev/null; then
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q "numpy==$NUMPY_VERSION"
+fi
+PY=$VENV/bin/python
+PEER=bench/numpy_peer.py
+
+# measure NAME CMD...: runs CMD (stdout discarded), sets NAME_s (seconds) and NAME_mb (peak
+# RSS in MB); a failing command is reported and leaves NAME_s empty.
+measure() {
+  local name=$1
+  shift
+  local stats
+  stats=$(mktemp)
+  if /usr/bin/time -f "%e %M" -o "$stats" "$@" >/dev/null 2>"$OUT/$name.stderr"; then
+    read -r secs kb <"$stats"
+    printf -v "${name}_s" '%s' "$secs"
+    printf -v "${name}_mb" '%s' "$(awk -v k="$kb" 'BEGIN{printf "%.0f", k/1024}')"
+  else
+    printf -v "${name}_s" '%s' ""
+    printf -v "${name}_mb" '%s' ""
+    echo "  ($name failed: $(tail -1 "$OUT/$name.stderr"))" >&2
+  fi
+  rm -f "$stats"
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (a == "" || b == "" || b == 0) print "n/a"; else printf "%.2f", a/b }'; }
+mb() { awk -v b="$(stat -c %s "$1")" 'BEGIN{printf "%.0f", b/1048576}'; }
+today=$(date -u +%Y-%m-%d)
+
+case400=$OUT/sparse400
+if [[ ! -f $case400/tensors.npz ]]; then
+  echo "generating $case400 (4096 tokens, M=1024, H=2048, E=16, K=2, float32)" >&2
+  "$PY" "$PEER" generate "$case400" --tokens 4096 --emb 1024 --hidden 2048 --experts 16 --top-k 2
+fi
+payload=$(mb "$case400/tensors.npz")
+
+echo "## 1. check on the ~400 MB sparse case vs NumPy+OpenBLAS ($today)"
+measure peer "$PY" "$PEER" check "$case400"
+measure st "$BIN" check "$case400" --quiet
+echo "| run | seconds | peak RSS MB | RSS / payload ($payload MB) |"
+echo "|---|---|---|---|"
+echo "| numpy_peer.py check | $peer_s | $peer_mb | $(ratio "$peer_mb" "$payload") |"
+echo "| shardtrace check | $st_s | $st_mb | $(ratio "$st_mb" "$payload") |"
+echo "time ratio shardtrace / numpy: **$(ratio "$st_s" "$peer_s")** (target <= 0.8); RSS / payload: **$(ratio "$st_mb" "$payload")** (target <= 1.3)"
+echo
+
+echo "## 2. expert GEMMs vs cblas_sgemm, one thread, same process ($today)"
+"$BUILD/shardtrace_gemm_bench"
+echo
+
+echo "## 3. thread pool vs serial, same case ($today)"
+measure serial "$BIN" check "$case400" --quiet --threads 1
+measure pool "$BIN" check "$case400" --quiet
+echo "| run | seconds | peak RSS MB |"
+echo "|---|---|---|"
+echo "| --threads 1 | $serial_s | $serial_mb |"
+echo "| pool ($(nproc) threads) | $pool_s | $pool_mb |"
+echo "speed-up serial / pool: **$(ratio "$serial_s" "$pool_s")** (bit-identical results: tests/numeric_engine_test.cc)"
+echo
+
+echo "## 4. numeric EP scaling, same global problem (4096 tokens, M=256, H=256, E=64, K=2) ($today)"
+echo "| EP (devices) | seconds | peak RSS MB | time / EP=1 | RSS / EP=1 |"
+echo "|---|---|---|---|---|"
+ep_args=(dtype=float32 weight_dtype=float32 base_emb_dim=256 base_mlp_dim=256 base_moe_mlp_dim=256
+  num_experts=64 num_experts_per_tok=2 max_target_length=64 decoder_block=mixtral sparse_matmul=true)
+for ep in 1 8 16 64; do
+  measure ep "$BIN" trace --numeric --quiet -o /dev/null "${ep_args[@]}" "ici_expert_parallelism=$ep" \
+    "per_device_batch_size=$((64 / ep))" --devices "$ep"
+  [[ $ep == 1 ]] && { ep1_s=$ep_s; ep1_mb=$ep_mb; }
+  echo "| $ep | ${ep_s:-refused} | ${ep_mb:-} | $(ratio "$ep_s" "$ep1_s") | $(ratio "$ep_mb" "$ep1_mb") |"
+done
+echo "(target: time and RSS <= 1.5x EP=1)"
+echo
+
+echo "## 5. symbolic DeepSeek-V3 on 256 devices ($today)"
+echo "| run | ms | peak RSS MB |"
+echo "|---|---|---|"
+for emb in 7168 71680; do
+  measure sym "$BIN" trace model_name=deepseek3-671b ici_expert_parallelism=64 --devices 256 override_model_config=true "base_emb_dim=$emb"
+  echo "| trace, emb_dim $emb | $(awk -v s="$sym_s" 'BEGIN{printf "%.0f", s*1000}') | $sym_mb |"
+  measure dump "$BIN" dump model_name=deepseek3-671b ici_expert_parallelism=64 --devices 256 override_model_config=true "base_emb_dim=$emb"
+  echo "| dump, emb_dim $emb | $(awk -v s="$dump_s" 'BEGIN{printf "%.0f", s*1000}') | $dump_mb |"
+done
+echo "(target: < 100 ms and < 50 MB, the same at 10x emb_dim)"
+echo
+
+if [[ ${BENCH_MIXTRAL:-0} == 1 ]]; then
+  mix=$OUT/mixtral8x7b
+  if [[ ! -f $mix/tensors.npz ]]; then
+    echo "generating $mix (512 tokens, M=4096, H=14336, E=8, K=2, float32; 5.6 GB)" >&2
+    "$PY" "$PEER" generate "$mix" --tokens 512 --emb 4096 --hidden 14336 --experts 8 --top-k 2
+  fi
+  mix_payload=$(mb "$mix/tensors.npz")
+  echo "## 6. Mixtral-8x7B layer slice ($today)"
+  measure mixpeer "$PY" "$PEER" check "$mix"
+  measure mixst "$BIN" check "$mix" --quiet
+  echo "| run | seconds | peak RSS MB | RSS / payload ($mix_payload MB) |"
+  echo "|---|---|---|---|"
+  echo "| numpy_peer.py check | $mixpeer_s | $mixpeer_mb | $(ratio "$mixpeer_mb" "$mix_payload") |"
+  echo "| shardtrace check | $mixst_s | $mixst_mb | $(ratio "$mixst_mb" "$mix_payload") |"
+  echo "(target: RSS <= 1.3x payload)"
+else
+  echo "## 6. Mixtral-8x7B layer slice: skipped (BENCH_MIXTRAL=1 make bench runs it)"
+fi
