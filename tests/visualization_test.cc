@@ -116,16 +116,27 @@ Trace SmallTrace() {
   trace.tensors.push_back(mask);
   trace.tensors.push_back(Tensor(5, "group_sizes", "RoutedMoE/dense_matmul", "PE", {2, 4}));
   trace.tensors.push_back(Tensor(6, "output", "RoutedMoE/gate", "BSE", {2, 4, 4}));
+  trace.ops.push_back(OpRecord{0,
+                               OpKind::kEinsum,
+                               "BSM,ME->BSE",
+                               {0, 1},
+                               {2},
+                               {},
+                               "RoutedMoE/gate",
+                               {},
+                               "",
+                               {},
+                               ParseEinsum("BSM,ME->BSE")});
   trace.ops.push_back(
-      OpRecord{0, OpKind::kEinsum, "BSM,ME->BSE", {0, 1}, {2}, {}, "RoutedMoE/gate", {}, ""});
-  trace.ops.push_back(OpRecord{1, OpKind::kShardingConstraint, "", {2}, {3}, {}, "", {}, ""});
+      OpRecord{1, OpKind::kShardingConstraint, "", {2}, {3}, {}, "", {}, "", {}, std::nullopt});
   CollectiveRecord gather;
   gather.kind = CollectiveKind::kAllGather;
   gather.axes = {"expert"};
   gather.participants = 2;
   gather.bytes_sent = {16, 16};
   gather.bytes_received = {16, 16};
-  trace.ops.push_back(OpRecord{2, OpKind::kAllGather, "", {4}, {5}, {}, "", gather, ""});
+  trace.ops.push_back(
+      OpRecord{2, OpKind::kAllGather, "", {4}, {5}, {}, "", gather, "", {}, std::nullopt});
   return trace;
 }
 
@@ -181,7 +192,9 @@ TEST_CASE("ascii flow folds a chain of casts into one line", "[viz]") {
                                  {{"dtype", i == 1 ? "float32" : "bfloat16"}},
                                  "get_topk",
                                  {},
-                                 ""});
+                                 "",
+                                 {},
+                                 std::nullopt});
     if (i > 0) trace.ops.back().inputs = {i - 1};
   }
   const std::string flow = AsciiFlow(trace);
@@ -198,9 +211,30 @@ TEST_CASE("ascii flow draws independent branches side by side and wraps at the w
   trace.tensors.push_back(Tensor(1, "layer_w0", "moe/wi_0", "TH", {4, 16}));
   trace.tensors.push_back(Tensor(2, "layer_w1", "moe/wi_1", "TH", {4, 16}));
   trace.tensors.push_back(Tensor(3, "out", "moe/act", "TH", {4, 16}));
-  trace.ops.push_back(OpRecord{0, OpKind::kEinsum, "TM,MH->TH", {0}, {1}, {}, "moe/wi_0", {}, ""});
-  trace.ops.push_back(OpRecord{1, OpKind::kEinsum, "TM,MH->TH", {0}, {2}, {}, "moe/wi_1", {}, ""});
-  trace.ops.push_back(OpRecord{2, OpKind::kMul, "", {1, 2}, {3}, {}, "moe/act", {}, ""});
+  trace.ops.push_back(OpRecord{0,
+                               OpKind::kEinsum,
+                               "TM,MH->TH",
+                               {0},
+                               {1},
+                               {},
+                               "moe/wi_0",
+                               {},
+                               "",
+                               {},
+                               ParseEinsum("TM,MH->TH")});
+  trace.ops.push_back(OpRecord{1,
+                               OpKind::kEinsum,
+                               "TM,MH->TH",
+                               {0},
+                               {2},
+                               {},
+                               "moe/wi_1",
+                               {},
+                               "",
+                               {},
+                               ParseEinsum("TM,MH->TH")});
+  trace.ops.push_back(
+      OpRecord{2, OpKind::kMul, "", {1, 2}, {3}, {}, "moe/act", {}, "", {}, std::nullopt});
   const std::string flow = AsciiFlow(trace);
   INFO(flow);
   CHECK(flow.find("  ├──") != std::string::npos);

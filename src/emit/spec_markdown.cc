@@ -250,10 +250,6 @@ std::string Indexed(const std::string& name, const std::string& letters) {
 
 // What an equation computes, written out as a sum: `out[B,S,E] = Σ_M x[B,S,M] · w[M,E]`.
 std::string EinsumMeaning(const Trace& trace, const OpRecord& op) {
-  std::string eq;
-  for (const char c : op.equation)
-    if (c != ' ') eq += c;
-  const size_t arrow = eq.find("->");
   const std::string out_name = trace.tensors[op.outputs.front()].name;
   if (op.kind == OpKind::kGmm && op.inputs.size() >= 3) {
     std::string kernel;
@@ -265,23 +261,14 @@ std::string EinsumMeaning(const Trace& trace, const OpRecord& op) {
         kernel, out_name, trace.tensors[op.inputs[0]].name, trace.tensors[op.inputs[1]].name,
         trace.tensors[op.inputs[2]].name);
   }
-  if (arrow == std::string::npos) return "";
-  const std::string out_letters = eq.substr(arrow + 2);
-  std::vector<std::string> operands;
-  for (size_t start = 0; start <= arrow;) {
-    const size_t comma = std::min(eq.find(',', start), arrow);
-    operands.push_back(eq.substr(start, comma - start));
-    start = comma + 1;
-  }
+  if (!op.einsum) return "";
+  const std::vector<std::string>& operands = op.einsum->operands;
+  const std::string& out_letters = op.einsum->output;
+  const std::string& contracted = op.einsum->contracted;
   if (operands.size() != op.inputs.size()) return "";
-  std::string contracted;
   std::vector<std::string> factors;
-  for (size_t i = 0; i < operands.size(); ++i) {
+  for (size_t i = 0; i < operands.size(); ++i)
     factors.push_back(Indexed(trace.tensors[op.inputs[i]].name, operands[i]));
-    for (const char c : operands[i])
-      if (out_letters.find(c) == std::string::npos && contracted.find(c) == std::string::npos)
-        contracted += c;
-  }
   const std::string product = fmt::format("{}", fmt::join(factors, " · "));
   if (contracted.empty())
     return fmt::format("`{} = {}`: no contraction (broadcast product)",

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "numeric/array.h"
+#include "numeric/einsum.h"
 #include "shard/axis_rules.h"
 #include "shard/partition_spec.h"
 #include "trace/collective_kind.h"
@@ -72,8 +73,8 @@ struct TensorRecord {
   bool in_shard_map = false;
   std::optional<NumericSummary> summary;
   std::vector<std::string> warnings;  // uneven divisions
-  // Set by the SPMD analysis (trace/spmd_analysis.h). A propagated tensor keeps `partition_spec` empty (only
-  // statements set it) and gets its sharding here; local_shape and bytes_per_device are
+  // Set by the SPMD analysis (trace/spmd_analysis.h). A propagated tensor keeps `partition_spec`
+  // empty (only statements set it) and gets its sharding here; local_shape and bytes_per_device are
   // then per device under it.
   Placement placement = Placement::kUnresolved;
   std::optional<PartitionSpec> propagated_spec;
@@ -100,8 +101,12 @@ struct OpRecord {
   std::vector<std::pair<std::string, std::string>> attrs;  // ordered, already formatted
   std::string scope;
   std::optional<CollectiveRecord> collective;  // a collective moe.py writes
-  std::string function;                    // kActivation: the activation ("silu", "sigmoid", ...)
-  std::vector<ImpliedCollective> implied;  // collectives XLA inserts at this op (trace/spmd_analysis.h)
+  std::string function;  // kActivation: the activation ("silu", "sigmoid", ...)
+  std::vector<ImpliedCollective>
+      implied;  // collectives XLA inserts at this op (trace/spmd_analysis.h)
+  // kEinsum: the equation as the tracer parsed it (operand, output, contracted letters),
+  // so emitters read the letters instead of re-parsing `equation`.
+  std::optional<ParsedEinsum> einsum;
 
   // The name the op is written as: the activation for kActivation, else ToString(kind).
   std::string Name() const;
@@ -134,8 +139,9 @@ struct Trace {
   std::vector<OpRecord> ops;
   std::vector<Fact> facts;
   std::vector<DumpEntry> dump;
-  std::vector<std::string> notes;        // path selection reasons, kernel choice, ...
-  std::optional<MemoryEstimate> memory;  // per device; set by the SPMD analysis (trace/spmd_analysis.h)
+  std::vector<std::string> notes;  // path selection reasons, kernel choice, ...
+  std::optional<MemoryEstimate>
+      memory;  // per device; set by the SPMD analysis (trace/spmd_analysis.h)
 
   // Tensors the invariants and golden checks read by meaning; -1 when the path has none.
   int input = -1;          // the block's input [B,S,M]

@@ -21,8 +21,10 @@ std::string Squash(const std::string& s) {
 
 Value Einsum(Tracer& t, const std::string& equation, const Value& a, const Value& b,
              DType out_dtype, const Out& out) {
-  const ParsedEinsum parsed = ParseEinsum(equation);
-  return t.Apply({OpKind::kEinsum, Squash(equation), {}}, {&a, &b}, out, [&](const Args& x) {
+  OpDesc op(OpKind::kEinsum, Squash(equation));
+  op.einsum = ParseEinsum(equation);
+  const ParsedEinsum& parsed = *op.einsum;
+  return t.Apply(op, {&a, &b}, out, [&](const Args& x) {
     return shardtrace::Einsum(parsed, *x[0], *x[1], out_dtype);
   });
 }

@@ -85,6 +85,7 @@ int Tracer::RecordOp(OpDesc op, std::vector<int> inputs, std::vector<int> output
   r.id = static_cast<int>(trace_.ops.size());
   r.kind = op.kind;
   r.function = std::move(op.function);
+  r.einsum = std::move(op.einsum);
   r.equation = std::move(op.equation);
   r.attrs = std::move(op.attrs);
   r.inputs = std::move(inputs);

@@ -63,7 +63,8 @@ struct OpDesc {
   OpKind kind;
   std::string equation;
   Attrs attrs;
-  std::string function;  // kActivation only
+  std::string function;                // kActivation only
+  std::optional<ParsedEinsum> einsum;  // kEinsum: the parsed equation
 };
 
 class Tracer {
