@@ -13,10 +13,12 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cli/visualization_pages.h"
 #include "emit/ascii_flow.h"
+#include "emit/human_bytes.h"
 #include "emit/mask_tree.h"
 #include "emit/mermaid_flow.h"
 #include "emit/text_table.h"
@@ -407,9 +409,12 @@ std::vector<std::string> MermaidProblems(const std::string& text,
   std::vector<std::pair<std::string, std::string>> edges;
   std::set<std::string> double_bordered, constrained_class;
   const std::regex node(R"re(^(n|c)(\d+)(\[\[|\(\[|\[)"([^"]*)"(\]\]|\]\)|\])(:::collective)?$)re");
+  // a collective XLA implies: its own stadium node, dashed edges
+  const std::regex implied(R"re(^x\d+_\d+\(\["⇄ xla [^"]*"\]\):::implied$)re");
+  const std::regex implied_edge(R"(^(n\d+|x\d+_\d+) -\.-> (n\d+|x\d+_\d+)$)");
   const std::regex subgraph(R"re(^subgraph s\d+\["[^"]*"\]$)re");  // may hold a <br/>
   const std::regex edge(R"(^([nc]\d+) --> ([nc]\d+)$)");
-  const std::regex class_def(R"(^classDef \w+ [\w:#-]+$)");
+  const std::regex class_def(R"(^classDef \w+ [\w:#,-]+$)");
   const std::regex class_use(R"(^class ((n\d+,)*n\d+) (constrained|weight)$)");
   for (size_t i = 1; i < statements.size(); ++i) {
     const std::string& stmt = statements[i];
@@ -429,6 +434,12 @@ std::vector<std::string> MermaidProblems(const std::string& text,
         problems.push_back("collectives and only they are ([...]):::collective: " + stmt);
       if (open == "[[") double_bordered.insert(id);
     } else if (std::regex_match(stmt, m, edge)) {
+      edges.emplace_back(m[1].str(), m[2].str());
+    } else if (std::regex_match(stmt, implied)) {
+      const std::string id = stmt.substr(0, stmt.find('('));
+      if (labels->count(id)) problems.push_back("node defined twice: " + id);
+      (*labels)[id] = stmt;
+    } else if (std::regex_match(stmt, m, implied_edge)) {
       edges.emplace_back(m[1].str(), m[2].str());
     } else if (std::regex_match(stmt, m, class_use)) {
       if (m[3].str() != "constrained") continue;
@@ -484,6 +495,9 @@ TEST_CASE("every visualization page keeps the conventions", "[viz]") {
     std::string line;
     while (std::getline(lines, line)) {
       INFO(line);
+      // (a collective XLA implies names the reshard it performs, its wrapped lines indented)
+      if (line.find("⇄ xla") != std::string::npos || line.find("│       ") != std::string::npos)
+        continue;
       if (line.find("P(") != std::string::npos) CHECK(line.find("║") != std::string::npos);
     }
 
@@ -535,6 +549,53 @@ TEST_CASE("every visualization page keeps the conventions", "[viz]") {
     }
     CHECK(marked == constrained);
     CHECK(exchange == collectives);
+  }
+}
+
+// The pages show what XLA inserts (OpRecord::implied) with the bytes the trace records: the flow
+// line, a Mermaid node of its own and a row of the collectives table.
+TEST_CASE("pages show the collectives XLA implies with the trace's bytes", "[viz]") {
+  const std::vector<std::tuple<std::string, CollectiveKind, std::string, std::vector<std::string>>>
+      cases = {
+          {"moe_sparse_megablox.md",
+           CollectiveKind::kAllGather,
+           "fsdp",
+           {"w0_kernel", "w1_kernel", "wo_kernel"}},
+          {"moe_dense_dropless.md",
+           CollectiveKind::kAllGather,
+           "fsdp",
+           {"w0_kernel", "w1_kernel", "wo_kernel"}},
+          {"moe_dense_dropless.md", CollectiveKind::kPsum, "expert", {"output"}},
+      };
+  for (const auto& [file, kind, axis, tensors] : cases) {
+    const auto pages = VisualizationPages();
+    const auto v =
+        std::find_if(pages.begin(), pages.end(), [&](const auto& p) { return p.file == file; });
+    REQUIRE(v != pages.end());
+    const RenderedPage page = RenderPage(*v);
+    for (const std::string& name : tensors) {
+      INFO(file << ": " << HloName(kind) << " over " << axis << " of " << name);
+      int found = 0;
+      for (const OpRecord& op : page.trace.ops)
+        for (const ImpliedCollective& c : op.implied) {
+          if (c.kind != kind || page.trace.tensors[c.tensor].name != name) continue;
+          if (c.axes != std::vector<std::string>{axis}) continue;
+          ++found;
+          CHECK(c.bytes_per_device > 0);
+          const std::string bytes = HumanBytes(c.bytes_per_device);
+          CHECK_THAT(page.text, Catch::Contains(fmt::format("⇄ xla {} over {}: {} ", HloName(kind),
+                                                            axis, name)));
+          CHECK_THAT(page.text,
+                     Catch::Contains(fmt::format("⇄ xla {} over {}<br/>{} {}/device\"]):::implied",
+                                                 HloName(kind), axis, name, bytes)));
+          CHECK_THAT(page.text,
+                     Catch::Contains(fmt::format("| {} | implied by XLA | {} | {} | `{}` |",
+                                                 HloName(kind), axis, c.participants, name)));
+          CHECK_THAT(page.text,
+                     Catch::Contains(fmt::format("`{}` | {} | {} |\n", op.scope, bytes, bytes)));
+        }
+      CHECK(found == 1);
+    }
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include "emit/human_bytes.h"
 #include "emit/text_table.h"
+#include "emit/xla_spmd_text.h"
 #include "trace/trace_totals.h"
 
 namespace shardtrace {
@@ -270,11 +271,22 @@ class FlowRenderer {
     std::string line = Head(t);
     if (!ops.empty()) line += fmt::format("  ← {}", fmt::join(ops, ", "));
     std::vector<std::string> lines = WrapText(line + Condition(t, stated), width);
-    for (const int id : ids)
+    for (const int id : ids) {
       if (Collective(id))
         for (std::string& l : WrapText("  " + CollectiveText(*Producer(id)), width, 6))
           lines.push_back(std::move(l));
+      AddImplied(id, width, &lines);
+    }
     return lines;
+  }
+
+  // The collectives XLA inserts at the op that writes `id` (OpRecord::implied), once per op.
+  void AddImplied(int id, size_t width, std::vector<std::string>* lines) const {
+    const OpRecord* op = Producer(id);
+    if (!op || op->outputs.empty() || op->outputs.front() != id) return;
+    for (const ImpliedCollective& c : op->implied)
+      for (std::string& l : WrapText("  " + ImpliedFlowText(trace_, c), width, 6))
+        lines->push_back(std::move(l));
   }
 
   // Per dim: the logical axis and the mesh axes of the PartitionSpec entry it resolved to.
@@ -343,6 +355,7 @@ class FlowRenderer {
     if (Collective(id))
       for (std::string& l : WrapText("  " + CollectiveText(*Producer(id)), width, 6))
         lines.push_back(std::move(l));
+    AddImplied(id, width, &lines);
     return lines;
   }
 

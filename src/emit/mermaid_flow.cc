@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "emit/ascii_flow.h"
+#include "emit/human_bytes.h"
 #include "emit/text_table.h"
+#include "emit/xla_spmd_text.h"
 
 namespace shardtrace {
 namespace {
@@ -73,6 +75,19 @@ class MermaidRenderer {
                              op->collective->origin == CollectiveOrigin::kImplied ? " xla" : "",
                              Quote(ToString(op->collective->kind)),
                              Quote(fmt::format("{}", fmt::join(op->collective->axes, ","))));
+      // A collective XLA inserts (OpRecord::implied): its own dashed node, fed by the tensor it
+      // moves and feeding the node the op writes.
+      for (const int node : stage.nodes)
+        for (const int id : nodes_[node].tensors)
+          if (const OpRecord* op = FirstOutputOf(id))
+            for (size_t k = 0; k < op->implied.size(); ++k) {
+              const ImpliedCollective& c = op->implied[k];
+              out +=
+                  fmt::format("{}x{}_{}([\"⇄ xla {} over {}<br/>{} {}/device\"]):::implied\n",
+                              indent, producer_[id], k, Quote(HloName(c.kind)),
+                              Quote(fmt::format("{}", fmt::join(c.axes, ","))),
+                              Quote(trace_.tensors[c.tensor].name), HumanBytes(c.bytes_per_device));
+            }
       if (framed) out += "  end\n";
     }
     for (const std::string& edge : Edges()) out += "  " + edge + "\n";
@@ -85,6 +100,9 @@ class MermaidRenderer {
         "  classDef constrained stroke-width:3px\n"
         "  classDef weight fill:#fff3d6\n"
         "  classDef collective fill:#e3f0ff\n";
+    if (std::any_of(trace_.ops.begin(), trace_.ops.end(),
+                    [](const OpRecord& op) { return !op.implied.empty(); }))
+      out += "  classDef implied fill:#f3e8ff,stroke-dasharray:4\n";
     return out;
   }
 
@@ -101,6 +119,12 @@ class MermaidRenderer {
   const OpRecord* Producer(int tensor) const {
     const int op = producer_[tensor];
     return op < 0 ? nullptr : &trace_.ops[op];
+  }
+
+  // The op that writes `tensor` as its first output: where its implied collectives are shown.
+  const OpRecord* FirstOutputOf(int tensor) const {
+    const OpRecord* op = Producer(tensor);
+    return op && !op->outputs.empty() && op->outputs.front() == tensor ? op : nullptr;
   }
 
   const OpRecord* CollectiveOf(int node) const {
@@ -218,6 +242,16 @@ class MermaidRenderer {
             if (node_of_[in] >= 0)
               add(fmt::format("n{}", node_of_[in]),
                   op == collective ? fmt::format("c{}", n) : target);
+      for (const int id : nodes_[n].tensors)
+        if (const OpRecord* op = FirstOutputOf(id))
+          for (size_t k = 0; k < op->implied.size(); ++k) {
+            const std::string x = fmt::format("x{}_{}", producer_[id], k);
+            const int from = node_of_[op->implied[k].tensor];
+            if (from >= 0 && seen.insert({fmt::format("n{}", from), x}).second)
+              out.push_back(fmt::format("n{} -.-> {}", from, x));
+            if (seen.insert({x, target}).second)
+              out.push_back(fmt::format("{} -.-> {}", x, target));
+          }
     }
     return out;
   }

@@ -15,6 +15,7 @@
 #include "emit/human_bytes.h"
 #include "emit/tensor_glossary.h"
 #include "emit/text_table.h"
+#include "emit/xla_spmd_text.h"
 #include "trace/trace_totals.h"
 #include "util/error.h"
 
@@ -313,6 +314,19 @@ std::string ByteRange(const std::vector<int64_t>& bytes) {
 data Collectives(const Trace& trace) {
   data rows = List();
   for (const OpRecord& op : trace.ops) {
+    for (const ImpliedCollective& c : op.implied) {
+      data row;
+      row.set("op", HloName(c.kind));
+      row.set("origin", "implied by XLA");
+      row.set("axes", Cell(fmt::format("{}", fmt::join(c.axes, ", "))));
+      row.set("participants", std::to_string(c.participants));
+      row.set("input", Cell(trace.tensors[c.tensor].name));
+      row.set("output", Cell(Names(trace, op.outputs)));
+      row.set("scope", Cell(op.scope));
+      row.set("sent", HumanBytes(c.bytes_per_device));
+      row.set("received", HumanBytes(c.bytes_per_device));
+      rows.push_back(row);
+    }
     if (!op.collective) continue;
     const CollectiveRecord& c = *op.collective;
     data row;
@@ -435,8 +449,9 @@ std::string RenderVisualization(const VisualizationDoc& doc, const Trace& trace)
   }
   const bool has_einsums = std::any_of(trace.ops.begin(), trace.ops.end(),
                                        [](const OpRecord& op) { return !op.equation.empty(); });
-  const bool has_collectives = std::any_of(trace.ops.begin(), trace.ops.end(),
-                                           [](const OpRecord& op) { return op.collective; });
+  const bool has_collectives =
+      std::any_of(trace.ops.begin(), trace.ops.end(),
+                  [](const OpRecord& op) { return op.collective || !op.implied.empty(); });
   data view;
   view.set("title", doc.title);
   view.set("summary", doc.summary);

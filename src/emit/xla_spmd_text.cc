@@ -1,6 +1,7 @@
 #include "emit/xla_spmd_text.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "emit/human_bytes.h"
 
@@ -11,6 +12,12 @@ std::string ImpliedLabel(const ImpliedCollective& c) { return HloName(c.kind) + 
 std::string ImpliedDetail(const Trace& trace, const ImpliedCollective& c) {
   const TensorRecord& t = trace.tensors[c.tensor];
   return fmt::format("{} {} -> {} [{}]", t.name, c.from.ToString(), c.to.ToString(), c.reason);
+}
+
+std::string ImpliedFlowText(const Trace& trace, const ImpliedCollective& c) {
+  return fmt::format("\u21c4 xla {} over {}: {} {} -> {}, {} per device", HloName(c.kind),
+                     fmt::join(c.axes, ","), trace.tensors[c.tensor].name, c.from.ToString(),
+                     c.to.ToString(), HumanBytes(c.bytes_per_device));
 }
 
 namespace {

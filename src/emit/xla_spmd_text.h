@@ -1,5 +1,5 @@
-// Text for what the SPMD analysis (trace/spmd_analysis.h) adds to a Trace, shared by the emitters that show it:
-// an implied collective's label (`all-gather ⇄ xla`, visibly not a collective moe.py
+// Text for what the SPMD analysis (trace/spmd_analysis.h) adds to a Trace, shared by the emitters
+// that show it: an implied collective's label (`all-gather ⇄ xla`, visibly not a collective moe.py
 // writes) and the reshard it performs, and the per-device memory breakdown.
 #pragma once
 
@@ -14,6 +14,9 @@ namespace shardtrace {
 std::string ImpliedLabel(const ImpliedCollective& c);
 // "w0_kernel P('expert', 'fsdp', None) -> P('expert', None, None) [sharding constraint]"
 std::string ImpliedDetail(const Trace& trace, const ImpliedCollective& c);
+// The flow pages' line, in the `⇄ xla` notation of the collectives the code writes:
+// "⇄ xla all-gather over fsdp: w0_kernel P(None, 'fsdp', None) -> P(), 2.0 KiB per device"
+std::string ImpliedFlowText(const Trace& trace, const ImpliedCollective& c);
 // The memory lines of `trace` (empty when the analysis did not run), each without a newline:
 //   parameters  float32 168.0 MiB (kernel_axes, per device)
 //   ...
