@@ -246,8 +246,8 @@ TraceDiff DiffConfigs(const DiffRequest& request) {
     CollectiveDiff c;
     c.key = key;
     c.b = sb;
-    const auto it =
-        std::find_if(coll_a.begin(), coll_a.end(), [&](const auto& x) { return x.first == key; });
+    const auto it = std::find_if(coll_a.begin(), coll_a.end(),
+                                 [&key = key](const auto& x) { return x.first == key; });
     if (it != coll_a.end()) {
       c.a = it->second;
       if (c.a->axes != sb.axes) c.changed.push_back("axes");
@@ -262,7 +262,8 @@ TraceDiff DiffConfigs(const DiffRequest& request) {
     d.collectives.push_back(std::move(c));
   }
   for (const auto& [key, sa] : coll_a) {
-    if (std::any_of(coll_b.begin(), coll_b.end(), [&](const auto& x) { return x.first == key; }))
+    if (std::any_of(coll_b.begin(), coll_b.end(),
+                    [&key = key](const auto& x) { return x.first == key; }))
       continue;
     CollectiveDiff c;
     c.key = key;

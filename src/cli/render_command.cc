@@ -36,21 +36,6 @@ constexpr int64_t kMaxMaskTreeExperts = 16;
 // Simulating more devices than this numerically is slow; the trees are left out then.
 constexpr int64_t kMaxNumericDevices = 512;
 
-// Words joined with spaces, wrapped with shell continuations within 120 columns.
-std::string ShellLine(const std::vector<std::string>& words) {
-  std::string out, line;
-  for (const std::string& w : words) {
-    if (!line.empty() && line.size() + 1 + w.size() > 116) {
-      out += line + " \\\n";
-      line = "    ";
-    } else if (!line.empty() && line != "    ") {
-      line += " ";
-    }
-    line += w;
-  }
-  return out + line;
-}
-
 std::string KeyOf(const std::string& arg) { return arg.substr(0, arg.find('=')); }
 
 // The config's own args with the model dims replaced by small ones (same mesh, experts,

@@ -278,17 +278,7 @@ std::string PageSourceText(PageSource source) {
   return "";
 }
 
-namespace {
-
-// The reproducing command, wrapped with shell continuations to stay within 120 columns.
-std::string CommandLine(const VisualizationPage& v) {
-  std::vector<std::string> words = {"shardtrace", "trace"};
-  words.insert(words.end(), v.args.begin(), v.args.end());
-  for (const std::string& w :
-       {fmt::format("--devices {}", v.devices), v.block == "moe" ? "" : "--block " + v.block,
-        v.path.empty() ? "" : "--path " + v.path, std::string("--numeric"),
-        fmt::format("--seed {}", kSeed)})
-    if (!w.empty()) words.push_back(w);
+std::string ShellLine(const std::vector<std::string>& words) {
   std::string out, line;
   for (const std::string& w : words) {
     if (!line.empty() && line.size() + 1 + w.size() > 116) {
@@ -300,6 +290,20 @@ std::string CommandLine(const VisualizationPage& v) {
     line += w;
   }
   return out + line;
+}
+
+namespace {
+
+// The reproducing command, wrapped with shell continuations to stay within 120 columns.
+std::string CommandLine(const VisualizationPage& v) {
+  std::vector<std::string> words = {"shardtrace", "trace"};
+  words.insert(words.end(), v.args.begin(), v.args.end());
+  for (const std::string& w :
+       {fmt::format("--devices {}", v.devices), v.block == "moe" ? "" : "--block " + v.block,
+        v.path.empty() ? "" : "--path " + v.path, std::string("--numeric"),
+        fmt::format("--seed {}", kSeed)})
+    if (!w.empty()) words.push_back(w);
+  return ShellLine(words);
 }
 
 const Fact* FindFact(const Trace& trace, const std::string& name) {

@@ -61,6 +61,9 @@ std::vector<VisualizationPage> VisualizationPages();
 // "`src/MaxText/layers/moe.py` at MaxText 313890777", ...: the page header's source line.
 std::string PageSourceText(PageSource source);
 
+// Words joined with spaces, wrapped with shell continuations within 120 columns.
+std::string ShellLine(const std::vector<std::string>& words);
+
 // visualizations/README.md: one line per page (path, the config keys that select it, what
 // the reader learns there). Generated and checked with the pages.
 std::string VisualizationIndex(const std::vector<VisualizationPage>& pages);
