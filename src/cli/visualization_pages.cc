@@ -249,8 +249,8 @@ std::vector<VisualizationPage> VisualizationPages() {
       {.file = "moe_masked_loop_port.md",
        .title = "Masked-loop sparse MoE (the JAX port's reference formulation)",
        .summary =
-           "The masked-loop formulation of the sparse-MoE JAX port "
-           "(`../shared/seeds/sparse-moe-jax-port.md`): instead of gathering each expert's "
+           "The masked-loop formulation of a PyTorch-to-JAX port of a sparse MoE "
+           "(every expert masked by the router's top-k): instead of gathering each expert's "
            "tokens (dynamic shapes, not jittable), every expert runs on every token and a "
            "mask from the top-k choices zeroes the tokens that did not choose it, weighted by "
            "the routing weights. The same routing as moe.py, so its output equals "
@@ -272,7 +272,7 @@ std::string PageSourceText(PageSource source) {
       return "MaxText PR 3981's refactored MoE pipeline as proposed, on top of moe.py "
              "313890777 (not merged there)";
     case PageSource::kJaxPort:
-      return "the masked-loop sparse MoE of the JAX port (sparse-moe-jax-port.md), with "
+      return "the masked-loop sparse MoE of the PyTorch-to-JAX sparse-MoE port, with "
              "moe.py 313890777's routing";
   }
   return "";
