@@ -115,6 +115,7 @@ Trace SmallTrace() {
   trace.tensors.push_back(logits);
   TensorRecord mask = Tensor(4, "dispatch_mask", "RoutedMoE/dense_matmul", "BSEC", {2, 4, 4, 2});
   mask.condition = "capacity_factor > 0";
+  mask.condition_clauses = {mask.condition};
   trace.tensors.push_back(mask);
   trace.tensors.push_back(Tensor(5, "group_sizes", "RoutedMoE/dense_matmul", "PE", {2, 4}));
   trace.tensors.push_back(Tensor(6, "output", "RoutedMoE/gate", "BSE", {2, 4, 4}));

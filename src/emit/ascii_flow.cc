@@ -76,18 +76,6 @@ std::string DimShape(const TensorRecord& t) {
   return fmt::format("[{}]", fmt::join(parts, ","));
 }
 
-// The tracer joins nested conditions with " && "; each clause is stated once, on the
-// stage box when all its records share it, else on the line.
-std::vector<std::string> Clauses(const std::string& condition) {
-  std::vector<std::string> out;
-  for (size_t start = 0; start < condition.size();) {
-    const size_t end = std::min(condition.find(" && ", start), condition.size());
-    out.push_back(condition.substr(start, end - start));
-    start = end + 4;
-  }
-  return out;
-}
-
 using Stated = std::vector<std::string>;
 
 std::string IfText(const std::vector<std::string>& clauses, const Stated& stated) {
@@ -233,7 +221,7 @@ class FlowRenderer {
   std::string Head(const TensorRecord& t) const { return TensorHead(t); }
 
   std::string Condition(const TensorRecord& t, const Stated& stated) const {
-    const std::string text = IfText(Clauses(t.condition), stated);
+    const std::string text = IfText(t.condition_clauses, stated);
     return text.empty() ? "" : "  " + text;
   }
 
@@ -243,7 +231,7 @@ class FlowRenderer {
     bool first = true;
     for (const Item& item : stages_[stage].items)
       for (const int id : item.tensors) {
-        const std::vector<std::string> clauses = Clauses(trace_.tensors[id].condition);
+        const std::vector<std::string>& clauses = trace_.tensors[id].condition_clauses;
         if (first) {
           common = clauses;
           first = false;

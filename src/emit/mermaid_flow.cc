@@ -156,23 +156,13 @@ class MermaidRenderer {
     node_of_[id] = static_cast<int>(nodes_.size()) - 1;
   }
 
-  static std::vector<std::string> Clauses(const std::string& condition) {
-    std::vector<std::string> out;
-    for (size_t start = 0; start < condition.size();) {
-      const size_t end = std::min(condition.find(" && ", start), condition.size());
-      out.push_back(condition.substr(start, end - start));
-      start = end + 4;
-    }
-    return out;
-  }
-
   // The condition clauses all records of a stage share: stated once, on the subgraph.
   std::vector<std::string> Common(const Stage& stage) const {
     std::vector<std::string> common;
     bool first = true;
     for (const int node : stage.nodes)
       for (const int id : nodes_[node].tensors) {
-        const std::vector<std::string> clauses = Clauses(trace_.tensors[id].condition);
+        const std::vector<std::string>& clauses = trace_.tensors[id].condition_clauses;
         if (first) {
           common = clauses;
           first = false;
@@ -193,7 +183,7 @@ class MermaidRenderer {
     const TensorRecord& t = trace_.tensors[nodes_[node].tensors.back()];
     std::vector<std::string> parts = {TensorHead(t)};
     std::vector<std::string> fresh;
-    for (const std::string& c : Clauses(t.condition))
+    for (const std::string& c : t.condition_clauses)
       if (std::find(stated.begin(), stated.end(), c) == stated.end()) fresh.push_back(c);
     if (!fresh.empty()) parts.push_back(fmt::format("(if {})", fmt::join(fresh, " && ")));
     const bool constrained = t.constraint != Constraint::kNone;

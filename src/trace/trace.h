@@ -70,6 +70,9 @@ struct TensorRecord {
   int64_t bytes_per_device = 0;
   std::string scope;      // RoutedMoE/sparse_matmul/wrapper/permute
   std::string condition;  // e.g. "capacity_factor > 0"; empty when unconditional
+  // The nested conditions `condition` joins with " && ", outermost first, so renderers can
+  // state a clause once for a whole stage without splitting the text again.
+  std::vector<std::string> condition_clauses;
   bool in_shard_map = false;
   std::optional<NumericSummary> summary;
   std::vector<std::string> warnings;  // uneven divisions

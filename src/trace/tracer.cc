@@ -73,7 +73,8 @@ int Tracer::Record(const Out& out, const std::vector<Array>& shards, bool per_de
   const std::string path = t.scope.empty() ? t.name : t.scope + "/" + t.name;
   t.stable_id = fmt::format("{}#{}", path, occurrences_[path]++);
   for (const std::string& c : conditions_)
-    if (!c.empty()) t.condition += (t.condition.empty() ? "" : " && ") + c;
+    if (!c.empty()) t.condition_clauses.push_back(c);
+  t.condition = fmt::format("{}", fmt::join(t.condition_clauses, " && "));
   t.in_shard_map = per_device || shard_map_depth_ > 0;
   if (numeric_ && summaries_) t.summary = Summarize(shards);
   trace_.tensors.push_back(std::move(t));
