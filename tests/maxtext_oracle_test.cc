@@ -213,6 +213,10 @@ std::string HloOp(CollectiveKind kind) {
       return "reduce_scatter";
     case CollectiveKind::kRaggedAllToAll:
       return "ragged_all_to_all";
+    case CollectiveKind::kAllToAll:
+      return "all_to_all";
+    case CollectiveKind::kSlice:  // XLA-implied only: a local slice, no HLO collective
+      return "";
   }
   return "";
 }
