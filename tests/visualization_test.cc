@@ -570,8 +570,8 @@ TEST_CASE("pages show the collectives XLA implies with the trace's bytes", "[viz
       };
   for (const auto& [file, kind, axis, tensors] : cases) {
     const auto pages = VisualizationPages();
-    const auto v =
-        std::find_if(pages.begin(), pages.end(), [&](const auto& p) { return p.file == file; });
+    const auto v = std::find_if(pages.begin(), pages.end(),
+                                [&file = file](const auto& p) { return p.file == file; });
     REQUIRE(v != pages.end());
     const RenderedPage page = RenderPage(*v);
     for (const std::string& name : tensors) {

@@ -468,7 +468,7 @@ class Analysis {
         }
         case Rule::kReduce: {
           const int in = op.inputs[0];
-          const Entry& e = State(in).spec[OpAxis(op, T(in).shape)];
+          const Entry e = State(in).spec[OpAxis(op, T(in).shape)];  // State() is a copy
           std::vector<std::string> axes;
           for (const std::string& x : e)
             if (mesh_.Size(x) > 1) axes.push_back(x);

@@ -88,6 +88,8 @@ std::vector<ImpliedCollective> PlanReshard(const Shape& shape, DType dtype, cons
         break;
       case CollectiveKind::kPsumScatter:
       case CollectiveKind::kAllToAll:
+      // Never emitted here (only moe.py writes a ragged all-to-all); its bound is an all-to-all's.
+      case CollectiveKind::kRaggedAllToAll:
         c.bytes_per_device = (n - 1) * bytes / n;
         break;
       case CollectiveKind::kSlice:

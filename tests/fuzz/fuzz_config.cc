@@ -1,7 +1,8 @@
 // libFuzzer target: the YAML config loader with overrides. The input is split at the first
-// NUL: before it, a config file merged over the embedded base.yml; after it, one key=value
-// override per line. Error is the expected outcome for bad input; anything else escaping
-// (std::logic_error from an internal check, a crash, a sanitizer report) is a finding.
+// NUL: before it, a config file (parsed alone, then loaded as the CONFIG argument is); after
+// it, one key=value override per line, applied to that file and to the embedded base.yml. Error is
+// the expected outcome for bad input; anything else escaping (std::logic_error from an internal
+// check, a crash, a sanitizer report) is a finding.
 #include <unistd.h>
 
 #include <cstdint>
@@ -43,6 +44,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     std::vector<std::string> warnings;
     config_internal::ParseConfigYaml(yaml, "fuzz.yml", &warnings);
+  } catch (const Error&) {
+  }
+  try {
+    std::ofstream(TempFile(), std::ios::binary | std::ios::trunc) << yaml;
+    const Config user = Config::Load(ConfigSource{{TempFile()}, overrides});
+    (void)MeshFromConfig(user, std::nullopt);
   } catch (const Error&) {
   }
   try {
