@@ -98,17 +98,23 @@ test-asan: $(ASAN_BUILD)/CMakeCache.txt
 	@cmake --build $(ASAN_BUILD) -j$(JOBS)
 	@cd $(ASAN_BUILD) && $(SANITIZER_ENV) ctest -j$(JOBS) --output-on-failure
 
-# Each libFuzzer target for FUZZ_SECONDS, starting from its corpus in testdata/fuzz/<target>/
-# (findings are copied there and become regression inputs, replayed by `make test-asan`).
+# Each libFuzzer target for FUZZ_SECONDS, starting from its seeds in testdata/fuzz/<target>/
+# and the hostile inputs of testdata/bad/inputs/. A crash, leak, sanitizer report or timeout
+# fails the run; libFuzzer saves the input as testdata/fuzz/<target>/crash-* (or leak-*,
+# timeout-*), which every build's <target>_corpus ctest entry replays from then on.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = fuzz_config fuzz_npz fuzz_einsum fuzz_axis_rules
 fuzz: $(ASAN_BUILD)/CMakeCache.txt
 	@cmake --build $(ASAN_BUILD) -j$(JOBS) --target $(FUZZ_TARGETS)
 	@for t in $(FUZZ_TARGETS); do \
-	  mkdir -p $(ASAN_BUILD)/fuzz-work/$$t testdata/fuzz/$$t; \
+	  mkdir -p $(ASAN_BUILD)/fuzz-work/$$t; \
 	  echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
-	  $(SANITIZER_ENV) $(ASAN_BUILD)/$$t -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 \
-	    -timeout=10 -max_len=65536 -artifact_prefix=testdata/fuzz/$$t/crash- -print_final_stats=1 \
-	    $(ASAN_BUILD)/fuzz-work/$$t testdata/fuzz/$$t 2>&1 | \
-	    grep -E "^(stat::number_of_executed_units|#[0-9]+ +DONE|==[0-9]+==ERROR|SUMMARY)" || exit 1; \
+	  if ! $(SANITIZER_ENV) $(ASAN_BUILD)/$$t -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 \
+	    -timeout=10 -max_len=65536 -artifact_prefix=testdata/fuzz/$$t/ -print_final_stats=1 \
+	    $(ASAN_BUILD)/fuzz-work/$$t testdata/fuzz/$$t testdata/bad/inputs \
+	    >$(ASAN_BUILD)/fuzz-work/$$t.log 2>&1; then \
+	    grep -E "^(==[0-9]+==ERROR|SUMMARY|artifact_prefix|Test unit written)" $(ASAN_BUILD)/fuzz-work/$$t.log; \
+	    echo "fuzz: $$t FAILED (log: $(ASAN_BUILD)/fuzz-work/$$t.log)"; exit 1; \
+	  fi; \
+	  grep -E "^stat::number_of_executed_units" $(ASAN_BUILD)/fuzz-work/$$t.log; \
 	done

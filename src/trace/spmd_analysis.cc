@@ -253,8 +253,10 @@ class Analysis {
         Entries e = State(op.inputs[0]).spec.entries();
         if (out.shape.size() == in.size())
           e[axis].clear();
-        else
+        else if (out.shape.size() + 1 == in.size())
           e.erase(e.begin() + axis);
+        else  // a reduction over several axes (to a scalar loss): the result is replicated
+          e.assign(out.shape.size(), Entry{});
         return std::vector<PartitionSpec>{PartitionSpec(e)};
       }
       case Rule::kLastAxis: {
