@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <unistd.h>
 #include <zip.h>
 
 #include <algorithm>
@@ -30,9 +31,12 @@ constexpr std::string_view kNpyMagic("\x93NUMPY", 6);
 // golden integer arrays are compared exactly, so larger values are rejected instead.
 constexpr int64_t kMaxExactInt = int64_t{1} << 24;
 // Bounds against hostile archives, checked before anything is inflated or allocated: real
-// golden cases hold a dozen small arrays with headers of ~100 bytes.
+// golden cases hold a dozen small arrays with headers of ~100 bytes. An array's size has no
+// fixed bound (a Mixtral layer slice holds 1.9 GB members): each member's .npy header is
+// inflated first, and its declared size must be exactly what the header's shape and dtype
+// need and must fit in this machine's memory (MemoryBytes), so a few MB of deflate claiming
+// gigabytes is refused before anything is inflated or allocated.
 constexpr zip_int64_t kMaxNpzMembers = 1024;
-constexpr uint64_t kMaxMemberBytes = uint64_t{1} << 30;  // per array, uncompressed
 constexpr uint64_t kMaxNpyHeaderBytes = 65536;
 constexpr size_t kMaxRank = 32;
 
@@ -478,6 +482,15 @@ size_t ReadUpTo(zip_file_t* file, char* out, size_t n, std::string_view context)
 }
 
 // The rest of `file` appended to `bytes` (`expected` sizes the buffer once).
+// Physical memory: the largest array an npz member may ask to be inflated into.
+uint64_t MemoryBytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return std::numeric_limits<uint64_t>::max();
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+}
+
+// `expected` is the member's declared size, already checked against its header and memory.
 void ReadRest(zip_file_t* file, uint64_t expected, std::string& bytes, std::string_view context) {
   bytes.reserve(std::max<uint64_t>(bytes.size(), expected));
   for (;;) {
@@ -490,26 +503,28 @@ void ReadRest(zip_file_t* file, uint64_t expected, std::string& bytes, std::stri
   }
 }
 
-// One member as an Array. A little-endian float32 C-order array (what np.savez writes for
-// float32 weights) is read straight into the Array's buffer: the header first, then the
-// data inflated (or copied, when stored) once by libzip into its final place. Anything
-// else, and every malformed member, goes through DecodeNpy on the member's bytes, so the
-// two routes accept and reject exactly the same inputs with the same messages.
+// One member as an Array. The .npy header is inflated first and checked against the
+// member's declared size (and memory) before any data is inflated or allocated. A
+// little-endian float32 C-order array (what np.savez writes for float32 weights) is then read
+// straight into the Array's buffer, inflated (or copied, when stored) once by libzip into its
+// final place. Any other dtype, and every malformed member, goes through DecodeNpy on the
+// member's bytes, so the two routes accept and reject the same inputs with the same messages.
 Array ReadMember(zip_t* archive, zip_uint64_t index, uint64_t size, std::string_view context) {
   const ZipFile file(zip_fopen_index(archive, index, 0));
   if (file == nullptr) Fail("{}: cannot open archive member: {}", context, zip_strerror(archive));
   std::string bytes(12, '\0');
   bytes.resize(ReadUpTo(file.get(), bytes.data(), bytes.size(), context));
+  // Only for members whose header is short or unreadable: what remains is the header at most.
   const auto slow = [&]() {
-    ReadRest(file.get(), size, bytes, context);
+    ReadRest(file.get(), std::min<uint64_t>(size, 12 + kMaxNpyHeaderBytes), bytes, context);
     return DecodeNpy(bytes, context);
   };
-  if (std::endian::native != std::endian::little || bytes.size() < 12 ||
-      std::string_view(bytes).substr(0, kNpyMagic.size()) != kNpyMagic)
-    return slow();
   const auto* raw = reinterpret_cast<const unsigned char*>(bytes.data());
+  // A wrong magic or version fails on these 12 bytes; nothing more is read.
+  if (bytes.size() < 12 || std::string_view(bytes).substr(0, kNpyMagic.size()) != kNpyMagic ||
+      raw[6] < 1 || raw[6] > 3 || raw[7] != 0)
+    return slow();
   const int major = raw[6];
-  if (major < 1 || major > 3 || raw[7] != 0) return slow();
   const size_t prefix = major == 1 ? 10 : 12;
   const uint64_t header_len =
       major == 1 ? LoadLittleEndian<uint16_t>(raw + 8) : LoadLittleEndian<uint32_t>(raw + 8);
@@ -526,11 +541,29 @@ Array ReadMember(zip_t* archive, zip_uint64_t index, uint64_t size, std::string_
   }
   const NpyHeader header =
       HeaderParser(std::string_view(bytes).substr(prefix, header_len), context).Parse();
-  if (header.descr != "<f4" || header.fortran_order) return slow();
+  const ElementType type = ParseDescr(header.descr, context);
   int64_t count = 1;
   for (const int64_t dim : header.shape) count = CheckedProduct(count, dim, context, header.shape);
-  const int64_t needed = CheckedProduct(count, 4, context, header.shape);
-  if (static_cast<uint64_t>(needed) != size - prefix - header_len) return slow();
+  const int64_t needed = CheckedProduct(count, type.size, context, header.shape);
+  // The same words as DecodeNpy's, from the declared size instead of the inflated bytes.
+  const uint64_t declared = size - prefix - header_len;
+  if (static_cast<uint64_t>(needed) > declared) {
+    Fail("{}: truncated data: shape {} of '{}' needs {} bytes, found {}", context,
+         ShapeToPythonTuple(header.shape), header.descr, needed, declared);
+  }
+  if (static_cast<uint64_t>(needed) < declared) {
+    Fail("{}: {} unexpected bytes after the data of shape {} '{}' (expected exactly {})", context,
+         declared - static_cast<uint64_t>(needed), ShapeToPythonTuple(header.shape), header.descr,
+         needed);
+  }
+  if (static_cast<uint64_t>(needed) > MemoryBytes()) {
+    Fail("{}: shape {} of '{}' needs {} bytes; this machine has {} bytes of memory", context,
+         ShapeToPythonTuple(header.shape), header.descr, needed, MemoryBytes());
+  }
+  if (std::endian::native != std::endian::little || header.descr != "<f4" || header.fortran_order) {
+    ReadRest(file.get(), size, bytes, context);
+    return DecodeNpy(bytes, context);
+  }
   std::vector<float> values(static_cast<size_t>(count));
   char* data = reinterpret_cast<char*>(values.data());
   const size_t got = ReadUpTo(file.get(), data, static_cast<size_t>(needed), context);
@@ -540,7 +573,8 @@ Array ReadMember(zip_t* archive, zip_uint64_t index, uint64_t size, std::string_
     bytes.append(data, got);
     if (got == static_cast<size_t>(needed)) bytes.push_back(extra);
     values = {};
-    return slow();
+    ReadRest(file.get(), size, bytes, context);
+    return DecodeNpy(bytes, context);
   }
   return Array::FromData(header.shape, DType::kFloat32, std::move(values));
 }
@@ -664,12 +698,9 @@ std::map<std::string, Array> ReadNpz(const std::string& path, Progress* progress
     }
     const std::string name = member.substr(0, member.size() - kSuffix.size());
     const std::string context = fmt::format("{}: array '{}'", path, Printable(name));
-    const uint64_t size = (stat.valid & ZIP_STAT_SIZE) != 0 ? stat.size : 0;
-    // The declared uncompressed size is checked before inflating: a few MB of deflate can
+    // Checked against the member's own header before inflating: a few MB of deflate can
     // claim gigabytes.
-    if (size > kMaxMemberBytes)
-      Fail("{}: needs {} bytes uncompressed; expected at most {} per array", context, size,
-           kMaxMemberBytes);
+    const uint64_t size = (stat.valid & ZIP_STAT_SIZE) != 0 ? stat.size : 0;
     if (progress != nullptr)
       progress->Update(fmt::format("reading {} ({} MB)", context, size >> 20));
     Array array = ReadMember(archive.get(), index, size, context);
