@@ -40,7 +40,8 @@ struct Draw {
     const int64_t tp = drawn_mesh ? tensor_parallelism : 1;
     args.push_back(fmt::format("ici_expert_parallelism={}", ep));
     args.push_back(fmt::format("ici_tensor_parallelism={}", tp));
-    args.push_back(fmt::format("per_device_batch_size={}", static_cast<double>(kBatch) / (ep * tp)));
+    args.push_back(
+        fmt::format("per_device_batch_size={}", static_cast<double>(kBatch) / (ep * tp)));
     return args;
   }
   std::string Describe() const {
@@ -66,16 +67,16 @@ Draw DrawConfig(std::mt19937& rng) {
   d.tensor_parallelism = pick({1, 2});
   const std::vector<std::string> decoders = {"mixtral", "qwen3_moe", "llama4"};
   d.model = {"dtype=float32",
-                 "weight_dtype=float32",
-                 "matmul_precision=highest",
-                 "max_target_length=8",
-                 "load_balance_loss_weight=0.01",
-                 "decoder_block=" + decoders[variant],
-                 fmt::format("base_emb_dim={}", emb),
-                 fmt::format("base_mlp_dim={}", mlp),
-                 fmt::format("base_moe_mlp_dim={}", mlp),
-                 fmt::format("num_experts={}", d.experts),
-                 fmt::format("num_experts_per_tok={}", top_k)};
+             "weight_dtype=float32",
+             "matmul_precision=highest",
+             "max_target_length=8",
+             "load_balance_loss_weight=0.01",
+             "decoder_block=" + decoders[variant],
+             fmt::format("base_emb_dim={}", emb),
+             fmt::format("base_mlp_dim={}", mlp),
+             fmt::format("base_moe_mlp_dim={}", mlp),
+             fmt::format("num_experts={}", d.experts),
+             fmt::format("num_experts_per_tok={}", top_k)};
   if (variant == 1) d.model.push_back("norm_topk_prob=true");
   d.dense_dropping = variant != 2;
   return d;
@@ -149,8 +150,7 @@ TEST_CASE("Random small configs: every no-drop path agrees and every trace keeps
     // The dense paths run on one device: the reference has no mesh to get wrong.
     const std::vector<std::string> single = d.On(false);
     const std::vector<std::string> drawn_mesh = d.On(true);
-    const BlockRun dropless =
-        Run(With(single, {"sparse_matmul=false", "capacity_factor=-1"}), 1);
+    const BlockRun dropless = Run(With(single, {"sparse_matmul=false", "capacity_factor=-1"}), 1);
     const BlockRun ragged = Run(With(drawn_mesh, {"megablox=false"}), d.devices());
     const BlockRun megablox = Run(With(drawn_mesh, {"megablox=true"}), d.devices());
     const Array& reference = dropless.captures.at("output");

@@ -561,11 +561,11 @@ TEST_CASE("pages show the collectives XLA implies with the trace's bytes", "[viz
           {"moe_sparse_megablox.md",
            CollectiveKind::kAllGather,
            "fsdp",
-           {"w0_kernel", "w1_kernel", "wo_kernel"}},
+           {"wi_0", "wi_1", "wo"}},
           {"moe_dense_dropless.md",
            CollectiveKind::kAllGather,
            "fsdp",
-           {"w0_kernel", "w1_kernel", "wo_kernel"}},
+           {"wi_0", "wi_1", "wo"}},
           {"moe_dense_dropless.md", CollectiveKind::kPsum, "expert", {"output"}},
       };
   for (const auto& [file, kind, axis, tensors] : cases) {

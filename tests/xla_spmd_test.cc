@@ -6,10 +6,10 @@
 #include <catch2/catch.hpp>
 
 #include "config/run_inputs.h"
+#include "trace/moe_block.h"
+#include "trace/spmd_analysis.h"
 #include "trace/spmd_einsum_sharding.h"
 #include "trace/spmd_reshard.h"
-#include "trace/spmd_analysis.h"
-#include "trace/moe_block.h"
 
 namespace shardtrace {
 namespace {
@@ -174,10 +174,12 @@ TEST_CASE("A kernel cast and constrained to a spec without fsdp is all-gathered 
   CHECK(c.bytes_per_device == 2 * 2 * 16 * 2);
   const std::vector<ImpliedCollective>& implied = b.trace.ops[2].implied;
   REQUIRE(implied.size() == 1);
-  // Each device holds [2,2,16] bf16 = 128 B and receives 3 more blocks: 384 B.
+  // XLA gathers the float32 parameter and converts the gathered copy (what the compiled HLO
+  // of the bf16 MaxText cases shows): each device holds [2,2,16] f32 = 256 B and receives 3
+  // more blocks: 768 B, attributed to the parameter.
   CHECK(Describe(implied[0]) ==
-        "all-gather fsdp n=4 384B P('expert', 'fsdp', None)->P('expert', None, None)");
-  CHECK(implied[0].tensor == cast);
+        "all-gather fsdp n=4 768B P('expert', 'fsdp', None)->P('expert', None, None)");
+  CHECK(implied[0].tensor == w);
   CHECK(implied[0].groups == 2);
   CHECK(b.trace.tensors[gathered].placement == Placement::kExplicit);
   // Memory: the parameter (float32, 2*2*16*4 = 256 B) is an argument; the cast (128 B) and
@@ -283,9 +285,10 @@ std::vector<std::string> ImpliedList(const Trace& trace) {
 }  // namespace
 
 TEST_CASE("Every MoE path on fsdp=2 x expert=2 gets the collectives XLA inserts", "[spmd]") {
-  // M=16, H=32, E=8, K=2, S=8, B=4 (1 per device); bfloat16 kernels after the cast:
-  // a wi kernel [8,16,32] is [4,8,32] per device (2048 B) and gathers 1 more block over fsdp;
-  // the gate kernel [16,8] is [4,8] (64 B) over fsdp x expert and gathers 3 more.
+  // M=16, H=32, E=8, K=2, S=8, B=4 (1 per device). XLA gathers the float32 parameters and
+  // casts the gathered copies to bfloat16 (as the compiled HLO of the MaxText cases shows):
+  // a wi kernel [8,16,32] is [4,8,32] f32 per device (4096 B) and gathers 1 more block over
+  // fsdp; the gate kernel [16,8] is [4,8] (128 B) over fsdp x expert and gathers 3 more.
   const std::vector<std::string> small = {
       "base_emb_dim=16",         "base_mlp_dim=32",       "base_moe_mlp_dim=32",
       "num_experts=8",           "num_experts_per_tok=2", "max_target_length=8",
@@ -295,40 +298,37 @@ TEST_CASE("Every MoE path on fsdp=2 x expert=2 gets the collectives XLA inserts"
     std::vector<std::string> extra;
     std::vector<std::string> expected;
   };
-  const std::string gate = "all-gather kernel fsdp,expert 192";
+  const std::string gate = "all-gather gate.kernel fsdp,expert 384";
   const std::vector<Case> cases = {
       // The dense dropless combine contracts E sharded on expert: partial sums, all-reduced
       // ([B=2,S=8,M=16] float32 per device = 1024 B, 2(n-1)/n of it).
       {"dense dropless",
        {"sparse_matmul=false"},
-       {gate, "all-gather w0_kernel fsdp 2048", "all-gather w1_kernel fsdp 2048",
-        "all-gather wo_kernel fsdp 2048", "all-reduce output expert 1024"}},
+       {gate, "all-gather wi_0 fsdp 4096", "all-gather wi_1 fsdp 4096", "all-gather wo fsdp 4096",
+        "all-reduce output expert 1024"}},
       // Token dropping: the mask constraints slice, the kernels are gathered by the
       // constraint in maybe_all_gather_kernel_weight_in_expert_parallelism, the combine
       // contracts E (and C) sharded on expert.
       {"dense dropping",
        {"sparse_matmul=false", "capacity_factor=1.5"},
        {gate, "slice expert_token_count expert 0", "all-gather within_capacity expert 128",
-        "all-gather softmax_probs fsdp 256", "slice dispatch expert 0",
-        "all-gather w0_kernel fsdp 2048", "all-gather w1_kernel fsdp 2048",
-        "all-gather wo_kernel fsdp 2048", "all-reduce output expert 512"}},
+        "all-gather softmax_probs fsdp 256", "slice dispatch expert 0", "all-gather wi_0 fsdp 4096",
+        "all-gather wi_1 fsdp 4096", "all-gather wo fsdp 4096", "all-reduce output expert 512"}},
       // sparse_matmul: kernel_axes P('expert', 'fsdp', None) vs in_spec P('expert', None, None).
       {"ragged all-to-all",
        {},
-       {gate, "all-gather w0_kernel fsdp 2048", "all-gather w1_kernel fsdp 2048",
-        "all-gather wo_kernel fsdp 2048"}},
+       {gate, "all-gather wi_0 fsdp 4096", "all-gather wi_1 fsdp 4096", "all-gather wo fsdp 4096"}},
       {"ring of experts",
        {"use_ring_of_experts=true"},
-       {gate, "all-gather w0_kernel fsdp 2048", "all-gather w1_kernel fsdp 2048",
-        "all-gather wo_kernel fsdp 2048"}},
+       {gate, "all-gather wi_0 fsdp 4096", "all-gather wi_1 fsdp 4096", "all-gather wo fsdp 4096"}},
       // The chunked pipeline keeps wi sharded along the embedding into shard_map (it gathers
       // the chunks itself); only wo is gathered by XLA.
-      {"chunked pipeline", {"num_moe_emb_chunks=2"}, {gate, "all-gather wo_kernel fsdp 2048"}},
+      {"chunked pipeline", {"num_moe_emb_chunks=2"}, {gate, "all-gather wo fsdp 4096"}},
       // EP 1 with tensor parallelism: the kernels keep 'tensor' and lose 'fsdp'.
       {"no EP, TP 2",
        {"ici_expert_parallelism=1", "ici_tensor_parallelism=2"},
-       {"all-gather kernel fsdp 128", "all-gather w0_kernel fsdp 2048",
-        "all-gather w1_kernel fsdp 2048", "all-gather wo_kernel fsdp 2048"}},
+       {"all-gather gate.kernel fsdp 256", "all-gather wi_0 fsdp 4096", "all-gather wi_1 fsdp 4096",
+        "all-gather wo fsdp 4096"}},
   };
   for (const Case& c : cases) {
     INFO(c.name);

@@ -175,11 +175,13 @@ class Analysis {
         trace_(*trace),
         spec_(trace->tensors.size()),
         source_(trace->tensors.size(), Source::kNone),
-        consumers_(trace->tensors.size()) {
+        consumers_(trace->tensors.size()),
+        producer_(trace->tensors.size(), -1) {
     for (const OpRecord& op : trace_.ops) {
       rules_.push_back(Classify(op, trace_));
       kind_rules_.push_back(ClassifyKind(op, trace_));
       for (const int in : op.inputs) consumers_[in].push_back(op.id);
+      for (const int out : op.outputs) producer_[out] = op.id;
     }
     for (const TensorRecord& t : trace_.tensors)
       if (!t.in_shard_map && t.partition_spec) {
@@ -408,13 +410,26 @@ class Analysis {
   // Records the collectives taking tensor `id` to `to` at `op`.
   void Reshard(OpRecord& op, int id, const PartitionSpec& to, const std::string& reason,
                bool keep_slices) {
-    const TensorRecord& t = T(id);
+    // A weight cast to the compute dtype moves before the cast: XLA all-gathers the float32
+    // parameter and converts the gathered copy (the compiled HLO of every bf16 fixture case
+    // gathers f32 kernels), so the bytes are the weight's own dtype.
+    const int moved = CastWeightSource(id);
+    const TensorRecord& t = T(moved);
     for (ImpliedCollective c : PlanReshard(t.shape, t.dtype, State(id), to, mesh_)) {
       if (c.kind == CollectiveKind::kSlice && !keep_slices) continue;
-      c.tensor = id;
+      c.tensor = moved;
       c.reason = reason;
       op.implied.push_back(std::move(c));
     }
+  }
+
+  // The weight `id` was cast from (same shape), or `id` itself.
+  int CastWeightSource(int id) const {
+    if (producer_[id] < 0) return id;
+    const OpRecord& p = trace_.ops[producer_[id]];
+    if (p.kind != OpKind::kAstype || p.inputs.size() != 1) return id;
+    const TensorRecord& source = T(p.inputs[0]);
+    return source.kind == TensorKind::kWeight && source.shape == T(id).shape ? source.id : id;
   }
 
   // Second sweep, over the final shardings: the collectives and where partial sums go.
@@ -470,7 +485,14 @@ class Analysis {
         }
         case Rule::kReduce: {
           const int in = op.inputs[0];
-          const Entry e = State(in).spec[OpAxis(op, T(in).shape)];  // State() is a copy
+          const PartitionSpec spec = State(in).spec;
+          // One reduced dim, or (a scalar loss) all of them: each sharded one leaves partial sums.
+          Entry e;
+          if (T(op.outputs[0]).shape.size() + 1 >= T(in).shape.size()) {
+            e = spec[OpAxis(op, T(in).shape)];
+          } else {
+            for (const Entry& d : spec.entries()) e.insert(e.end(), d.begin(), d.end());
+          }
           std::vector<std::string> axes;
           for (const std::string& x : e)
             if (mesh_.Size(x) > 1) axes.push_back(x);
@@ -543,6 +565,7 @@ class Analysis {
   std::vector<std::optional<PartitionSpec>> spec_;
   std::vector<Source> source_;
   std::vector<std::vector<int>> consumers_;
+  std::vector<int> producer_;  // the op that writes each tensor, -1 for block inputs
   std::vector<Rule> rules_;
   std::vector<Rule> kind_rules_;
   std::vector<std::vector<std::string>> partial_;
