@@ -60,7 +60,8 @@ BadCase ParseCase(const fs::path& file) {
   return c;
 }
 
-// {bad} is testdata/bad, {tmp} the case's scratch directory, {a*N} N letters 'a'.
+// {bad} is testdata/bad, {tmp} the case's scratch directory, {a*N} N letters 'a'; in `run`, a
+// word '' is an empty argument.
 std::string Expand(std::string text, const std::string& bad, const std::string& tmp) {
   for (size_t at; (at = text.find("{bad}")) != std::string::npos;) text.replace(at, 5, bad);
   for (size_t at; (at = text.find("{tmp}")) != std::string::npos;) text.replace(at, 5, tmp);
@@ -75,7 +76,7 @@ std::string Expand(std::string text, const std::string& bad, const std::string& 
 std::vector<std::string> Split(const std::string& text) {
   std::vector<std::string> out;
   std::istringstream in(text);
-  for (std::string word; in >> word;) out.push_back(word);
+  for (std::string word; in >> word;) out.push_back(word == "''" ? "" : word);
   return out;
 }
 

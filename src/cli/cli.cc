@@ -265,7 +265,7 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
          {&config_options, &explain_options.common, &trace_options.common, &dump_options,
           &check_options.common, &compare_dump_options.common, &diff_options.common,
           &render_options.common}) {
-      if (!common->output.empty() && common->output != "-") CheckOutputFile(common->output);
+      if (common->output != "-") CheckOutputFile(common->output);
     }
     if (generate_cmd->parsed() && !generate_options.check)
       CheckOutputDirectory(generate_options.out, "generate --out");

@@ -15,7 +15,7 @@ struct CommonOptions {
   std::vector<std::string> args;  // CONFIG.yml paths and key=value overrides, in order
   std::optional<int64_t> devices;
   std::string format;
-  std::string output;  // empty: stdout
+  std::string output = "-";  // "-": stdout; an empty name is refused
 };
 
 struct ExplainOptions {

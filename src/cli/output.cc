@@ -5,7 +5,7 @@
 namespace shardtrace {
 
 void WriteOutput(const CommonOptions& options, const std::string& text, std::ostream& out) {
-  if (options.output.empty() || options.output == "-") {
+  if (options.output == "-") {
     out << text;
   } else {
     WriteTextAtomically(options.output, text);
