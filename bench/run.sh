@@ -78,7 +78,7 @@ echo "|---|---|---|---|---|"
 ep_args=(dtype=float32 weight_dtype=float32 base_emb_dim=256 base_mlp_dim=256 base_moe_mlp_dim=256
   num_experts=64 num_experts_per_tok=2 max_target_length=64 decoder_block=mixtral sparse_matmul=true)
 for ep in 1 8 16 64; do
-  measure ep "$BIN" trace --numeric --quiet -o /dev/null "${ep_args[@]}" "ici_expert_parallelism=$ep" \
+  measure ep "$BIN" trace --numeric --quiet "${ep_args[@]}" "ici_expert_parallelism=$ep" \
     "per_device_batch_size=$((64 / ep))" --devices "$ep"
   [[ $ep == 1 ]] && { ep1_s=$ep_s; ep1_mb=$ep_mb; }
   echo "| $ep | ${ep_s:-refused} | ${ep_mb:-} | $(ratio "$ep_s" "$ep1_s") | $(ratio "$ep_mb" "$ep1_mb") |"
