@@ -12,6 +12,32 @@
 
 namespace shardtrace {
 
+namespace {
+
+// Inside shard_map the wi gmm contracts the tokens' embed dim with the kernels' (w0 dim 1),
+// each split by its own in_spec. When the two splits differ (tensor and tensor_transpose both
+// > 1: activation_embed spans both axes, embed_tensor_transpose only one), moe.py's gmm gets
+// mismatched shapes and MaxText fails at trace time; say why here rather than at the gmm.
+void CheckGmmContraction(const MoeContext& ctx, const RoutedShardings& r) {
+  const Mesh& mesh = ctx.t.mesh();
+  const auto parts = [&](const PartitionSpec& spec, size_t dim) {
+    return dim < spec.rank() ? mesh.Size(spec[dim]) : int64_t{1};
+  };
+  const int64_t tokens = parts(r.input, 2);
+  const int64_t kernels = parts(r.w0, 1);
+  if (tokens == kernels) return;
+  const int64_t m = ctx.setup.emb;
+  Fail(
+      "sparse_matmul with ici_tensor_parallelism={} and ici_tensor_transpose_parallelism={}: "
+      "moe.py ({}) splits the tokens' embed dim by {} (input_partition_pspec {}) but the wi "
+      "kernels' by {} (w0_pspec {}), so its gmm contracts {} against {} and MaxText fails here "
+      "too; set one of the two to 1",
+      ctx.setup.tp, ctx.setup.tp_transpose, ctx.settings().revision.name, tokens,
+      r.input.ToString(), kernels, r.w0.ToString(), m / tokens, m / kernels);
+}
+
+}  // namespace
+
 // get_routed_moe_shardings. The seed resolves these with config.logical_axis_rules (the
 // ambient rules only under pipeline parallelism, which are the same rules here).
 RoutedShardings GetRoutedMoeShardings(const MoeContext& ctx, bool batch_sharded_by_expert) {
@@ -75,6 +101,7 @@ RoutedShardings GetRoutedMoeShardings(const MoeContext& ctx, bool batch_sharded_
   }
   r.output_axes = LogicalNames({batch, "activation_norm_length", "activation_embed"});
   r.output = resolve(r.output_axes);
+  CheckGmmContraction(ctx, r);
   return r;
 }
 
