@@ -123,14 +123,18 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
     }
     return tr::CheckpointName(t, out, ckpt);
   };
-  const Value layer_w0 = up(w0, w0_bias, "layer_w0", "moe_mlpwi_0");
-  const Value layer_w1 = up(w1, w1_bias, "layer_w1", "moe_mlpwi_1");
-  const Value intermediate_layer = ApplyFfnActivation(ctx, layer_w0, layer_w1);
+  Value layer_w0 = up(w0, w0_bias, "layer_w0", "moe_mlpwi_0");
+  Value layer_w1 = up(w1, w1_bias, "layer_w1", "moe_mlpwi_1");
+  Value intermediate_layer = ApplyFfnActivation(ctx, layer_w0, layer_w1);
+  // The sorted rows and the up projections are read no more (checkpoint_name keeps them for
+  // the backward pass in MaxText; this forward-only engine does not need them).
+  for (Value* done : {&layer_w0, &layer_w1, &x, &perm.sorted_inputs}) ReleaseData(*done);
   Value intermediate_output;
   {
     const auto sc = t.Scope("gmm_wo");
     intermediate_output =
         Gmm(ctx, intermediate_layer, wo, group_sizes, "intermediate_output", true);
+    ReleaseData(intermediate_layer);
     const std::string dims = t.trace().tensors[intermediate_output.tensor].dims;
     if (s.tp > 1) {
       const auto c2 = t.Condition("tensor parallelism > 1");

@@ -41,6 +41,13 @@ struct Value {
   int64_t dim(int i) const { return shape()[i < 0 ? shape().size() + i : i]; }
 };
 
+// Drops `v`'s data once the path reads it no more; its record stays in the trace (shape,
+// sharding, summary). Arrays share buffers, so a buffer is freed when its last reader lets go:
+// the numeric engine then holds the activations later ops need, not every one of the block.
+inline void ReleaseData(Value& v) {
+  for (Array& shard : v.shards) shard = Array::Symbolic(shard.shape, shard.dtype);
+}
+
 // How to record an op's output tensor.
 struct Out {
   std::string name;
