@@ -3,11 +3,11 @@
 #include <fmt/format.h>
 
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "io/input_file.h"
+#include "util/checked.h"
 #include "util/error.h"
 
 namespace shardtrace {
@@ -15,14 +15,32 @@ namespace {
 
 using Json = nlohmann::json;
 
+// Through ReadInputFile: a directory, FIFO or /dev/zero in the dump's place is one error line,
+// never an unbounded read or an escaping stream exception.
 Json ReadJson(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) Fail("{}: cannot read (expected a MaxText sharding_info file)", path.string());
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  Json json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded() || !json.is_object())
-    Fail("{}: not a JSON object (expected a MaxText sharding_info file)", path.string());
-  return json;
+  const std::string text = ReadInputFile(path.string(), "MaxText sharding_info file");
+  try {
+    Json json = Json::parse(text);
+    if (!json.is_object())
+      Fail("{}: expected a JSON object (a MaxText sharding_info file), found {}", path.string(),
+           json.type_name());
+    return json;
+  } catch (const Json::parse_error& e) {
+    Fail("{}: expected JSON (a MaxText sharding_info file), found a syntax error at byte {}",
+         path.string(), e.byte);
+  }
+}
+
+// A non-negative JSON integer: nlohmann would wrap 2^64-1 to -1 in get<int64_t>().
+int64_t ReadCount(const Json& value, int64_t min, const std::string& file, const std::string& key,
+                  std::string_view what) {
+  const bool fits = value.is_number_unsigned()
+                        ? value.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)
+                        : value.is_number_integer();
+  if (!fits || value.get<int64_t>() < min)
+    Fail("{}: '{}': expected {} to be an integer >= {}, found {}", file, key, what, min,
+         value.dump());
+  return value.get<int64_t>();
 }
 
 // ".params/['params']/['decoder']/['moe_layers']/['wi_0']" -> {"decoder", "moe_layers", "wi_0"}.
@@ -42,11 +60,7 @@ std::vector<std::string> ParamModules(const std::string& key) {
 Shape ReadShape(const Json& value, const std::string& file, const std::string& key) {
   if (!value.is_array()) Fail("{}: '{}': expected \"shape\" to be a list of ints", file, key);
   Shape shape;
-  for (const Json& d : value) {
-    if (!d.is_number_integer())
-      Fail("{}: '{}': expected \"shape\" to be a list of ints", file, key);
-    shape.push_back(d.get<int64_t>());
-  }
+  for (const Json& d : value) shape.push_back(ReadCount(d, 0, file, key, "each \"shape\" dim"));
   return shape;
 }
 
@@ -115,7 +129,8 @@ std::vector<std::string> ParseOverrideRun(const std::string& text, char separato
 
 ShardingDump ReadShardingDump(const std::string& dir) {
   namespace fs = std::filesystem;
-  if (!fs::is_directory(dir))
+  std::error_code error;
+  if (!fs::is_directory(dir, error))
     Fail(
         "{}: not a directory (expected a MaxText sharding_info directory with "
         "named_shardings.json, logical_shardings.json and input_shardings.json)",
@@ -135,12 +150,12 @@ ShardingDump ReadShardingDump(const std::string& dir) {
       const Json& names = Field(mesh, "axis_names", named_path.string(), key);
       const Json& sizes = Field(mesh, "shape", named_path.string(), key);
       for (const Json& name : names) {
-        if (!name.is_string() || !sizes.contains(name.get<std::string>()) ||
-            !sizes.at(name.get<std::string>()).is_number_integer())
+        if (!name.is_string() || !sizes.is_object() || !sizes.contains(name.get<std::string>()))
           Fail("{}: '{}': mesh axis_names and shape do not match", named_path.string(), key);
         MeshAxis axis;
         axis.name = name.get<std::string>();
-        axis.size = axis.ici = sizes.at(axis.name).get<int64_t>();
+        axis.size = axis.ici = ReadCount(sizes.at(axis.name), 1, named_path.string(), key,
+                                         fmt::format("mesh axis '{}'", axis.name));
         dump.mesh.push_back(axis);
       }
     }
@@ -186,7 +201,8 @@ InferredRun InferRun(const ShardingDump& dump) {
   namespace fs = std::filesystem;
   InferredRun run;
   int64_t devices = 1;
-  for (const MeshAxis& a : dump.mesh) devices *= a.size;
+  for (const MeshAxis& a : dump.mesh)
+    devices = CheckedMul(devices, a.size, fmt::format("{}: mesh size", dump.dir));
   run.devices = devices;
   fs::path path = fs::path(dump.dir);
   if (path.filename().empty()) path = path.parent_path();
