@@ -6,49 +6,60 @@
 #include <fmt/ranges.h>
 
 #include <filesystem>
-#include <fstream>
-#include <iterator>
+#include <optional>
 
 #include "cli/commands.h"
 #include "cli/visualization_pages.h"
 #include "io/atomic_file.h"
+#include "io/input_file.h"
 #include "util/error.h"
 
 namespace shardtrace {
-namespace {
-
-std::string ReadWhole(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-}  // namespace
-
 bool RunGenerateCommand(const GenerateOptions& options, std::ostream& out) {
   namespace fs = std::filesystem;
   const fs::path dir = options.out;
   const std::string shown =
       options.out.ends_with('/') ? options.out : options.out + "/";  // "visualizations/"
+  std::error_code ec;
   if (!options.check) {
-    std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) Fail("generate --out ({}): cannot create the directory: {}", options.out, ec.message());
+  } else if (const fs::file_status st = fs::status(dir, ec);
+             st.type() != fs::file_type::directory) {
+    // A mistyped --out is bad input (exit 2), not a stale directory of 14 missing pages.
+    Fail("generate --check --out ({}): expected a directory of pages, found {}", options.out,
+         st.type() == fs::file_type::not_found ? "no such directory"
+         : ec                                  ? ec.message()
+                                               : "a file that is not a directory");
   }
   std::vector<std::string> stale;
   const std::vector<VisualizationPage> pages = VisualizationPages();
   // The pages, then the index of them (README.md).
-  std::vector<std::pair<std::string, std::string>> files;
-  for (const VisualizationPage& v : pages) files.emplace_back(v.file, RenderPage(v).text);
-  files.emplace_back("README.md", VisualizationIndex(pages));
-  for (const auto& [file, text] : files) {
-    const fs::path path = dir / file;
+  std::vector<std::string> names;
+  for (const VisualizationPage& v : pages) names.push_back(v.file);
+  names.emplace_back("README.md");
+  // Every file before any page renders: --check reads what is there (ReadInputFile refuses a
+  // directory, FIFO or device in a page's place; only a name not there at all is missing),
+  // a write checks each target, so a bad one stops the run before anything is written.
+  std::vector<std::optional<std::string>> on_disk(names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string path = (dir / names[i]).string();
+    if (!options.check)
+      CheckOutputFile(path);
+    else if (fs::symlink_status(path, ec).type() != fs::file_type::not_found)
+      on_disk[i] = ReadInputFile(path, "visualization page");
+  }
+  for (size_t i = 0; i < names.size(); ++i) {
+    const fs::path path = dir / names[i];
+    const std::string text =
+        i < pages.size() ? RenderPage(pages[i]).text : VisualizationIndex(pages);
     if (options.check) {
-      if (!fs::exists(path)) {
+      if (!on_disk[i]) {
         out << fmt::format("missing  {}\n", path.string());
-        stale.push_back(file);
-      } else if (ReadWhole(path) != text) {
+        stale.push_back(names[i]);
+      } else if (*on_disk[i] != text) {
         out << fmt::format("differs  {}\n", path.string());
-        stale.push_back(file);
+        stale.push_back(names[i]);
       }
     } else {
       WriteTextAtomically(path.string(), text);
@@ -60,7 +71,7 @@ bool RunGenerateCommand(const GenerateOptions& options, std::ostream& out) {
     return true;
   }
   if (stale.empty()) {
-    out << fmt::format("{} is up to date ({} files)\n", shown, files.size());
+    out << fmt::format("{} is up to date ({} files)\n", shown, names.size());
     return true;
   }
   const std::string fix = options.out == GenerateOptions().out
