@@ -42,6 +42,13 @@ bool RunCheckCommand(const CheckCommandOptions& options, std::ostream& out) {
     else
       base_args.push_back(arg);
   }
+  if (cases.empty() && !base_args.empty()) {
+    // A mistyped case path is the likely mistake: name it rather than "no case given".
+    std::error_code ec;
+    const bool exists = std::filesystem::exists(base_args.back(), ec);
+    Fail("check ({}): expected a golden case directory (config.yml and tensors.npz), found {}",
+         base_args.back(), exists ? "a file that is not a directory" : "no such directory");
+  }
   if (cases.empty())
     Fail("check: no golden case directory given (a directory with config.yml and tensors.npz)");
   for (const std::string& c : cases)
