@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cli/visualization_pages.h"
+#include "config/run_inputs.h"
 #include "emit/ascii_flow.h"
 #include "emit/human_bytes.h"
 #include "emit/mask_tree.h"
@@ -24,6 +25,7 @@
 #include "emit/text_table.h"
 #include "emit/trace_invariants.h"
 #include "test_support.h"
+#include "trace/moe_block.h"
 
 namespace shardtrace {
 namespace {
@@ -298,6 +300,71 @@ TEST_CASE("mask tree shows expert -> slot -> tokens", "[viz]") {
   CHECK_THROWS_WITH(MaskTree("m", dispatch, 2), Catch::Contains("batch 2 is outside [0, 2)"));
 }
 
+TEST_CASE("sorted rows and ragged buffer trees name each row's token and choice", "[viz]") {
+  // One device, K=2, two tokens: flat rows T0k0=0, T0k1=1, T1k0=2, T1k1=3 chose experts
+  // 2, 0, 0, 1; the stable sort by expert gives rows 1, 2 (expert 0), 3 (1), 0 (2).
+  const Array selected = Array::FromData({1, 4}, DType::kInt32, {1, 2, 3, 0});
+  const Array experts = Array::FromData({1, 4}, DType::kInt32, {0, 0, 1, 2});
+  CHECK(SortedRowsTree(selected, experts, 2) ==
+        "sorted_inputs per device as Device → expert → sorted rows (of [D=1] x [R=4,M], K=2; "
+        "T = the device's token b*S+s):\n"
+        "\n"
+        "Device 0 (4 rows):\n"
+        "├── expert 0: rows 0-1 ← T0 k=1, T1 k=0\n"
+        "├── expert 1: row 2 ← T1 k=1\n"
+        "└── expert 2: row 3 ← T0 k=0\n");
+
+  // Two devices of 2 rows each; device 1's buffer got device 0's sorted row 1 then its own
+  // rows 0-1, and has one empty row.
+  const Array sel2 = Array::FromData({2, 2}, DType::kInt32, {0, 1, 1, 0});
+  const Array exp2 = Array::FromData({2, 2}, DType::kInt32, {0, 1, 1, 1});
+  const Array sources = Array::FromData({2, 4}, DType::kInt32, {0, -1, -1, -1, 1, 2, 3, -1});
+  CHECK(RaggedBufferTree(sources, sel2, exp2, 1) ==
+        "x per device as Device → buffer rows → sender → expert (of [D=2] x [U=4,M]; Dd.Tt = "
+        "device d's token t):\n"
+        "\n"
+        "Device 0 (buffer of 4 rows, 1 filled):\n"
+        "├── row 0 ← device 0, its sorted row 0\n"
+        "│   └── expert 0: D0.T0 k=0\n"
+        "└── rows 1-3: empty\n"
+        "\n"
+        "Device 1 (buffer of 4 rows, 3 filled):\n"
+        "├── row 0 ← device 0, its sorted row 1\n"
+        "│   └── expert 1: D0.T1 k=0\n"
+        "├── rows 1-2 ← device 1, its sorted rows 0-1\n"
+        "│   └── expert 1: D1.T1 k=0, D1.T0 k=0\n"
+        "└── row 3: empty\n");
+  CHECK_THROWS_WITH(SortedRowsTree(selected, sel2, 2), Catch::Contains("of one shape"));
+}
+
+// The receive buffers the ragged_all_to_all page draws come from the exchange itself: every
+// sorted row of every device lands exactly once, on the device holding its expert.
+TEST_CASE("the ragged all-to-all sends every sorted row to its expert's device", "[viz]") {
+  const RunInputs in =
+      LoadRunInputs({"base_emb_dim=16", "base_mlp_dim=32", "base_moe_mlp_dim=32", "num_experts=8",
+                     "num_experts_per_tok=2", "max_target_length=4", "per_device_batch_size=1",
+                     "decoder_block=mixtral", "ici_expert_parallelism=4"},
+                    4);
+  const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
+  const BlockRun run =
+      RunBlock(in.config, in.mesh, setup, MakeParams(setup, 2, true, 1), Block::kMoe, true);
+  const Array& sources = run.captures.at("x row sources per device");
+  const Array& experts = run.captures.at("sorted_experts per device");
+  REQUIRE(sources.shape[0] == 4);
+  REQUIRE(experts.shape == Shape({4, 8}));
+  std::multiset<int64_t> landed;
+  for (int64_t d = 0; d < 4; ++d)
+    for (int64_t u = 0; u < sources.shape[1]; ++u) {
+      const auto src = static_cast<int64_t>(sources.values()[d * sources.shape[1] + u]);
+      if (src < 0) continue;
+      landed.insert(src);
+      INFO("device " << d << " buffer row " << u << " <- " << src);
+      CHECK(static_cast<int64_t>(experts.values()[src]) / 2 == d);  // 2 local experts each
+    }
+  CHECK(landed.size() == 32);
+  CHECK(std::set<int64_t>(landed.begin(), landed.end()).size() == 32);
+}
+
 TEST_CASE("invariants report a violation instead of hiding it", "[viz]") {
   Trace trace = SmallTrace();
   trace.tensors.push_back(Tensor(7, "top_k_indices", "RoutedMoE", "BSK", {2, 4, 2}));
@@ -509,7 +576,10 @@ TEST_CASE("every visualization page keeps the conventions", "[viz]") {
       INFO("tree of " << name);
       CHECK(std::any_of(
           page.trace.tensors.begin(), page.trace.tensors.end(),
-          [&](const TensorRecord& t) { return t.name == name && t.shape.size() >= 3; }));
+          // (inside shard_map the record is one device's block: the devices are a dim more)
+          [&](const TensorRecord& t) {
+            return t.name == name && t.shape.size() + (t.in_shard_map ? 1 : 0) >= 3;
+          }));
       std::istringstream md(page.text);
       std::string heading;
       bool drawn = false;
@@ -558,14 +628,8 @@ TEST_CASE("every visualization page keeps the conventions", "[viz]") {
 TEST_CASE("pages show the collectives XLA implies with the trace's bytes", "[viz]") {
   const std::vector<std::tuple<std::string, CollectiveKind, std::string, std::vector<std::string>>>
       cases = {
-          {"moe_sparse_megablox.md",
-           CollectiveKind::kAllGather,
-           "fsdp",
-           {"wi_0", "wi_1", "wo"}},
-          {"moe_dense_dropless.md",
-           CollectiveKind::kAllGather,
-           "fsdp",
-           {"wi_0", "wi_1", "wo"}},
+          {"moe_sparse_megablox.md", CollectiveKind::kAllGather, "fsdp", {"wi_0", "wi_1", "wo"}},
+          {"moe_dense_dropless.md", CollectiveKind::kAllGather, "fsdp", {"wi_0", "wi_1", "wo"}},
           {"moe_dense_dropless.md", CollectiveKind::kPsum, "expert", {"output"}},
       };
   for (const auto& [file, kind, axis, tensors] : cases) {

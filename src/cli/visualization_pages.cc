@@ -113,7 +113,8 @@ std::vector<VisualizationPage> VisualizationPages() {
        .selected_by = "`sparse_matmul=true`, `megablox=true`, expert parallelism 1",
        .learn = "permute/gmm/unpermute inside shard_map, group sizes, in_specs",
        .args = With(dims, {"num_experts=4"}),
-       .devices = 4},
+       .devices = 4,
+       .trees = {"top_k_indices", "top_k_weights", "sorted_inputs"}},
       {.file = "moe_sparse_ragged_all_to_all.md",
        .title = "MoE sparse_matmul with ragged_all_to_all expert parallelism (EP=4)",
        .summary =
@@ -126,6 +127,7 @@ std::vector<VisualizationPage> VisualizationPages() {
        .learn = "all-to-all offsets and sizes, local_permute, the ragged send matrices",
        .args = With(dims, {"num_experts=8", "ici_expert_parallelism=4"}),
        .devices = 4,
+       .trees = {"top_k_indices", "top_k_weights", "sorted_inputs", "x"},
        .send_matrices = true},
       {.file = "moe_sparse_ep_decode.md",
        .title = "MoE sparse_matmul with expert parallelism in decode (EP=4, batch not sharded)",
@@ -143,6 +145,7 @@ std::vector<VisualizationPage> VisualizationPages() {
            With(dims, {"num_experts=8", "ici_expert_parallelism=4", "per_device_batch_size=0.25",
                        "max_target_length=1", "model_call_mode=inference"}),
        .devices = 4,
+       .trees = {"top_k_indices", "top_k_weights", "sorted_inputs"},
        .send_matrices = true},
       {.file = "moe_sparse_tensor_parallel.md",
        .title = "MoE sparse_matmul with tensor and tensor_transpose parallelism",
@@ -157,6 +160,7 @@ std::vector<VisualizationPage> VisualizationPages() {
        .learn = "which kernel dims tensor parallelism shards and the collectives it needs",
        .args = With(dims, {"num_experts=4", "ici_tensor_parallelism=2"}),
        .devices = 4,
+       .trees = {"top_k_indices", "top_k_weights", "sorted_inputs"},
        // use_2d_fsdp_sharding's in_specs put 'mlp_no_fsdp' (here 'tensor') on the kernels'
        // embedding dim, which the tensor-sharded hidden activations cannot meet.
        .variant_keys = {"shard_exp_on_fsdp"},
@@ -402,6 +406,30 @@ std::vector<MarkdownExample> RoutingExamples(const BlockRun& run, bool as_weight
            RoutingTree(Captured(run, "top_k_indices"), Captured(run, "top_k_weights"), 0)}};
 }
 
+// sparse_matmul's sorted rows on every device and, with expert parallelism, the receive
+// buffer of the forward ragged_all_to_all: the per-device values the run captured.
+std::vector<MarkdownExample> SortedRowExamples(const BlockRun& run, bool ragged_buffer) {
+  const Array& selected = Captured(run, "sorted_selected_experts per device");
+  const Array& experts = Captured(run, "sorted_experts per device");
+  const int64_t k = Captured(run, "top_k_indices").shape[2];
+  std::vector<MarkdownExample> out = {
+      {"Tree: sorted_inputs (per device)",
+       "What `permute` did on each device of this run: its (token, choice) rows repeated K "
+       "times and stable-sorted by expert, so each expert's rows are contiguous and the "
+       "`group_size` of an expert is the length of its run. `unpermute` undoes this order.",
+       SortedRowsTree(selected, experts, k)}};
+  if (ragged_buffer)
+    out.push_back(
+        {"Tree: x (the ragged_all_to_all receive buffer, per device)",
+         "Where those sorted rows went: each device's receive buffer after the "
+         "forward `ragged_all_to_all`, as runs of rows from one sender (the rows "
+         "the sender's `input_offsets`/`send_sizes` picked, placed at its "
+         "`output_offsets`), split by expert, and the empty rest of the buffer. "
+         "`local_permute` then sorts the filled rows by local expert.",
+         RaggedBufferTree(Captured(run, "x row sources per device"), selected, experts, k)});
+  return out;
+}
+
 MarkdownExample GroupExample(const BlockRun& run) {
   const Array& indices = Captured(run, "top_k_indices");
   const Array& scores = Captured(run, "group_scores");
@@ -479,6 +507,9 @@ RenderedPage RenderPage(const VisualizationPage& v) {
   if (wants("group_mask") || wants("group_scores")) doc.examples.push_back(GroupExample(run));
   if (wants("dispatch_mask") || wants("combine_mask"))
     for (MarkdownExample& e : MaskExamples(run)) doc.examples.push_back(std::move(e));
+  if (wants("sorted_inputs") || wants("x"))
+    for (MarkdownExample& e : SortedRowExamples(run, wants("x")))
+      doc.examples.push_back(std::move(e));
   if (v.send_matrices)
     for (MarkdownExample& e : SendMatrixExamples(run.trace)) doc.examples.push_back(std::move(e));
   for (const PageRun& more : v.more_runs) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "util/error.h"
@@ -145,6 +146,123 @@ std::string GroupTree(const Array& group_scores, const Array& group_mask,
                          g + 1 == g_size ? "└──" : "├──", g, g * per_group, (g + 1) * per_group - 1,
                          Value(group_scores.values()[(batch * s_size + s) * g_size + g], true),
                          kept(g) ? "kept" : "dropped");
+  }
+  return out;
+}
+
+namespace {
+
+void CheckSortedRows(const char* what, const Array& selected, const Array& experts, int64_t top_k) {
+  if (selected.rank() != 2 || experts.shape != selected.shape)
+    Fail(
+        "{}: expected [D,R] sorted_selected_experts and sorted_experts of one shape, got {} and {}",
+        what, ShapeToString(selected.shape), ShapeToString(experts.shape));
+  if (!selected.numeric() || !experts.numeric())
+    Fail("{}: the sorted rows have no values (symbolic run)", what);
+  if (top_k <= 0) Fail("{}: top_k {} is not positive", what, top_k);
+}
+
+std::string RowRange(int64_t first, int64_t last) {
+  return first == last ? fmt::format("row {}", first) : fmt::format("rows {}-{}", first, last);
+}
+
+// "T2 k=1" for sorted row `row` of `device`: the flat (token, choice) index it came from.
+std::string RowOrigin(const Array& selected, int64_t device, int64_t row, int64_t top_k,
+                      const std::string& prefix) {
+  const auto flat = static_cast<int64_t>(selected.values()[device * selected.shape[1] + row]);
+  return fmt::format("{}T{} k={}", prefix, flat / top_k, flat % top_k);
+}
+
+}  // namespace
+
+std::string SortedRowsTree(const Array& sorted_selected_experts, const Array& sorted_experts,
+                           int64_t top_k) {
+  CheckSortedRows("sorted rows tree", sorted_selected_experts, sorted_experts, top_k);
+  const int64_t d_size = sorted_experts.shape[0], r_size = sorted_experts.shape[1];
+  int64_t e_size = 0;
+  for (const float e : sorted_experts.values()) e_size = std::max(e_size, int64_t(e) + 1);
+  std::string out = fmt::format(
+      "sorted_inputs per device as Device → expert → sorted rows (of [D={}] x [R={},M], K={}; "
+      "T = the device's token b*S+s):\n",
+      d_size, r_size, top_k);
+  for (int64_t d = 0; d < d_size; ++d) {
+    out += fmt::format("\nDevice {} ({} rows):\n", d, r_size);
+    int64_t r = 0;
+    for (int64_t e = 0; e < e_size; ++e) {
+      std::vector<std::string> origins;
+      const int64_t first = r;
+      while (r < r_size && static_cast<int64_t>(sorted_experts.values()[d * r_size + r]) == e)
+        origins.push_back(RowOrigin(sorted_selected_experts, d, r++, top_k, ""));
+      const char* branch = e + 1 == e_size ? "└──" : "├──";
+      if (origins.empty())
+        out += fmt::format("{} expert {}: no rows\n", branch, e);
+      else
+        out += fmt::format("{} expert {}: {} ← {}\n", branch, e, RowRange(first, r - 1),
+                           fmt::join(origins, ", "));
+    }
+  }
+  return out;
+}
+
+std::string RaggedBufferTree(const Array& row_sources, const Array& sorted_selected_experts,
+                             const Array& sorted_experts, int64_t top_k) {
+  CheckSortedRows("ragged buffer tree", sorted_selected_experts, sorted_experts, top_k);
+  if (row_sources.rank() != 2 || !row_sources.numeric() ||
+      row_sources.shape[0] != sorted_experts.shape[0])
+    Fail("ragged buffer tree: expected numeric [D={},U] row sources, got {}",
+         sorted_experts.shape[0], ShapeToString(row_sources.shape));
+  const int64_t d_size = row_sources.shape[0], u_size = row_sources.shape[1],
+                r_size = sorted_experts.shape[1];
+  const auto source = [&](int64_t d, int64_t u) {
+    return static_cast<int64_t>(row_sources.values()[d * u_size + u]);
+  };
+  std::string out = fmt::format(
+      "x per device as Device → buffer rows → sender → expert (of [D={}] x [U={},M]; Dd.Tt = "
+      "device d's token t):\n",
+      d_size, u_size);
+  for (int64_t d = 0; d < d_size; ++d) {
+    // Runs of rows from one sender's consecutive sorted rows.
+    struct Run {
+      int64_t first, last, sender, sender_first;
+    };
+    std::vector<Run> runs;
+    int64_t filled = 0;
+    for (int64_t u = 0; u < u_size; ++u) {
+      const int64_t src = source(d, u);
+      filled += src >= 0;
+      const int64_t sender = src < 0 ? -1 : src / r_size, row = src < 0 ? -1 : src % r_size;
+      if (!runs.empty() && runs.back().last + 1 == u && runs.back().sender == sender &&
+          (sender < 0 || runs.back().sender_first + (u - runs.back().first) == row)) {
+        runs.back().last = u;
+      } else {
+        runs.push_back({u, u, sender, row});
+      }
+    }
+    out += fmt::format("\nDevice {} (buffer of {} rows, {} filled):\n", d, u_size, filled);
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const Run& run = runs[i];
+      const bool last_run = i + 1 == runs.size();
+      const char* branch = last_run ? "└──" : "├──";
+      if (run.sender < 0) {
+        out += fmt::format("{} {}: empty\n", branch, RowRange(run.first, run.last));
+        continue;
+      }
+      const int64_t from = run.sender_first, to = run.sender_first + run.last - run.first;
+      out += fmt::format("{} {} ← device {}, its sorted {}\n", branch,
+                         RowRange(run.first, run.last), run.sender, RowRange(from, to));
+      // The run split by the sender's expert of each row.
+      std::vector<std::pair<int64_t, std::vector<std::string>>> by_expert;
+      for (int64_t r = from; r <= to; ++r) {
+        const auto e = static_cast<int64_t>(sorted_experts.values()[run.sender * r_size + r]);
+        if (by_expert.empty() || by_expert.back().first != e) by_expert.push_back({e, {}});
+        by_expert.back().second.push_back(RowOrigin(sorted_selected_experts, run.sender, r, top_k,
+                                                    fmt::format("D{}.", run.sender)));
+      }
+      for (size_t j = 0; j < by_expert.size(); ++j)
+        out += fmt::format("{}   {} expert {}: {}\n", last_run ? " " : "│",
+                           j + 1 == by_expert.size() ? "└──" : "├──", by_expert[j].first,
+                           fmt::join(by_expert[j].second, ", "));
+    }
   }
   return out;
 }

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "trace/moe_setup.h"
 #include "trace/tracer.h"
@@ -22,6 +23,20 @@ struct MoeContext {
   // Records `value` (global, numeric) under `name` for golden comparison.
   void Capture(const std::string& name, const Array& value) const {
     if (value.numeric()) captures.insert_or_assign(name, value);
+  }
+  // Records per-device blocks (inside shard_map, numeric) stacked as [devices, ...] under
+  // `name`: what each virtual device holds, which no global array shows (the sorted rows
+  // and ragged buffers the pages draw as trees).
+  void CapturePerDevice(const std::string& name, const std::vector<Array>& shards) const {
+    if (shards.empty() || !shards.front().numeric()) return;
+    Shape shape = shards.front().shape;
+    std::vector<float> data;
+    for (const Array& a : shards) {
+      if (a.shape != shape) return;  // ragged blocks do not stack
+      data.insert(data.end(), a.values().begin(), a.values().end());
+    }
+    shape.insert(shape.begin(), static_cast<int64_t>(shards.size()));
+    captures.insert_or_assign(name, Array::FromData(shape, shards.front().dtype, std::move(data)));
   }
 };
 

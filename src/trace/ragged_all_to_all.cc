@@ -40,6 +40,8 @@ struct RaggedExchange {
   std::vector<double> dropped;     // per receiving device: rows past its buffer
   std::vector<double> unsent;      // per sender: rows past its operand
   std::vector<double> mismatched;  // per receiver: recv_sizes entries that disagree
+  // Per receiver, one entry per result row: sender * operand rows + sender's row, or -1.
+  std::vector<std::vector<float>> sources;
 };
 
 void Validate(const RaggedOperands& in, const std::string& name,
@@ -83,6 +85,8 @@ RaggedExchange MoveRows(const RaggedOperands& in, const std::string& name, const
   for (int64_t d = 0; d < devices; ++d)
     x.shards.push_back(in.output.shards[in.output.shards.size() == 1 ? 0 : d]);
   const int64_t capacity = in.output.shape()[0];
+  const int64_t operand_rows = in.operand.shape()[0];
+  x.sources.assign(devices, std::vector<float>(static_cast<size_t>(capacity), -1.0f));
   for (int64_t src = 0; src < devices; ++src) {
     const std::vector<int64_t> group = mesh.Group(src, axes);
     const int64_t self = mesh.AxisIndex(src, axes);
@@ -102,6 +106,8 @@ RaggedExchange MoveRows(const RaggedOperands& in, const std::string& name, const
       std::vector<float>& target = x.shards[dst].mutable_values();
       std::copy(data.begin() + in_off * row, data.begin() + (in_off + fits) * row,
                 target.begin() + out_off * row);
+      for (int64_t r = 0; r < fits; ++r)
+        x.sources[dst][out_off + r] = static_cast<float>(src * operand_rows + in_off + r);
       x.dropped[dst] += static_cast<double>(count - fits);
       if (count > available) x.unsent[src] += static_cast<double>(count - available);
       x.matrix[src * n + j] = static_cast<double>(count);
@@ -145,7 +151,7 @@ void ReportFacts(Tracer& t, const RaggedExchange& x, const std::string& out_name
 Value Tracer::RaggedAllToAll(const Value& operand, const Value& output, const Value& input_offsets,
                              const Value& send_sizes, const Value& output_offsets,
                              const Value& recv_sizes, const std::vector<std::string>& axes,
-                             const Out& out) {
+                             const Out& out, std::vector<Array>* row_sources) {
   SHARDTRACE_CHECK(operand.per_device);
   const RaggedOperands in{operand, output, input_offsets, send_sizes, output_offsets, recv_sizes};
   const int64_t n = mesh_.Size(axes);
@@ -159,6 +165,13 @@ Value Tracer::RaggedAllToAll(const Value& operand, const Value& output, const Va
   if (numeric_) {
     exchange = MoveRows(in, name, mesh_, axes, row, row_bytes);
     ReportFacts(*this, exchange, out.name, devices, n, output.shape()[0]);
+    if (row_sources) {
+      row_sources->clear();
+      for (std::vector<float>& rows : exchange.sources) {
+        const auto size = static_cast<int64_t>(rows.size());
+        row_sources->push_back(Array::FromData({size}, DType::kInt32, std::move(rows)));
+      }
+    }
   } else {
     exchange = EstimateBalanced(in, n, devices, row_bytes);
   }

@@ -53,6 +53,9 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
     selected_experts = perm.sorted_experts;
   } else {
     perm = Permute(ctx, x, logits, pre, std::nullopt);
+    // The sort each device did, for the page's tree of its sorted rows.
+    ctx.CapturePerDevice("sorted_selected_experts per device", perm.sorted_selected_experts.shards);
+    ctx.CapturePerDevice("sorted_experts per device", perm.sorted_experts.shards);
     x = perm.sorted_inputs;
     group_sizes = perm.group_size;
     selected_experts = perm.sorted_experts;
@@ -65,8 +68,10 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
         const int64_t buffer = route.buffer_rows;
         const Value output_shape =
             tr::Zeros(t, {buffer, x.dim(1)}, x.dtype(), {"output_shape", "UM"});
+        std::vector<Array> sources;
         x = t.RaggedAllToAll(x, output_shape, p.input_offsets, p.send_sizes, p.output_offsets,
-                             p.recv_sizes, ep_axes, {"x", "UM"});
+                             p.recv_sizes, ep_axes, {"x", "UM"}, &sources);
+        ctx.CapturePerDevice("x row sources per device", sources);
         const Value global_group_sizes =
             t.AllGather(group_sizes, ep_axes, 0, false, {"global_group_sizes", "PE"});
         const LocalPermuteOutput lp = LocalPermute(ctx, x, global_group_sizes, local_expert_size,

@@ -167,10 +167,13 @@ class Tracer {
   // jax.lax.ragged_all_to_all: rows operand[input_offsets[j] : +send_sizes[j]] go to peer
   // j's output at output_offsets[j]; recv_sizes[j] is what this device receives from j.
   // Rows that would land past the receiver's buffer are dropped and reported as a fact.
+  // `row_sources` (numeric runs, may be null) receives, per device, what each row of its
+  // result holds: sender device * operand rows + the sender's row, or -1 for a row nothing
+  // was written to, so the pages can show which rows travelled where.
   Value RaggedAllToAll(const Value& operand, const Value& output, const Value& input_offsets,
                        const Value& send_sizes, const Value& output_offsets,
                        const Value& recv_sizes, const std::vector<std::string>& axes,
-                       const Out& out);
+                       const Out& out, std::vector<Array>* row_sources = nullptr);
 
   void AddFact(Fact fact);
   void Note(std::string note) { trace_.notes.push_back(std::move(note)); }
