@@ -90,13 +90,11 @@ TEST_CASE("A symbolic DeepSeek-V3 671B trace on 256 devices allocates no tensor 
   CHECK(x.in_shard_map);
   CHECK(x.shape == Shape{12, 2048, 7168});
   CHECK(x.partition_spec->ToString() == "P(('fsdp', 'expert'), None, None)");
-  bool buffer_fact = false;
-  for (const Fact& f : run.trace.facts)
-    if (f.name == "ragged buffer rows") {
-      buffer_fact = true;
-      CHECK(f.values.at(0) == 12 * 2048 * 8 * 32);  // local rows x min(EP 64, E/K 32)
-    }
-  CHECK(buffer_fact);
+  const Fact* buffer = run.trace.FindFact(FactKind::kRaggedBufferRows);
+  REQUIRE(buffer);
+  CHECK(buffer->values.at(0) == 12 * 2048 * 8 * 32);  // local rows x min(EP 64, E/K 32)
+  CHECK(buffer->Input("rows") == 12 * 2048 * 8);
+  CHECK(buffer->Input("expert_parallelism") == 64);
   int ragged = 0;
   for (const OpRecord& op : run.trace.ops) ragged += op.kind == OpKind::kRaggedAllToAll;
   CHECK(ragged == 2);

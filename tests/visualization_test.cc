@@ -370,8 +370,7 @@ TEST_CASE("invariants report a violation instead of hiding it", "[viz]") {
   trace.tensors.push_back(Tensor(7, "top_k_indices", "RoutedMoE", "BSK", {2, 4, 2}));
   trace.top_k_indices = 7;
   // B*S*K = 16 choices, but the counts add up to 15.
-  trace.facts.push_back(
-      Fact{"tokens per expert (routed choices, whole batch)", "RoutedMoE", {4}, {4, 4, 4, 3}, ""});
+  trace.facts.push_back(Fact{FactKind::kTokensPerExpert, "", "RoutedMoE", {4}, {4, 4, 4, 3}, {}});
   const std::vector<Invariant> invariants = TraceInvariants(trace);
   bool found = false;
   for (const Invariant& inv : invariants) {

@@ -47,7 +47,6 @@ int64_t MaxOf(const std::vector<int64_t>& v) {
 
 std::vector<std::pair<std::string, CollectiveSide>> Collectives(const Trace& trace) {
   std::vector<std::pair<std::string, CollectiveSide>> out;
-  std::map<std::string, int> occurrences;
   for (const OpRecord& op : trace.ops) {
     if (!op.collective) continue;
     CollectiveSide s;
@@ -58,8 +57,7 @@ std::vector<std::pair<std::string, CollectiveSide>> Collectives(const Trace& tra
     if (!op.outputs.empty()) s.output = trace.tensors[op.outputs.front()].name;
     s.sent_per_device = MaxOf(op.collective->bytes_sent);
     s.received_per_device = MaxOf(op.collective->bytes_received);
-    const std::string base = fmt::format("{}/{}:{}", op.scope, ToString(s.kind), s.output);
-    out.push_back({fmt::format("{}#{}", base, occurrences[base]++), s});
+    out.push_back({op.stable_id, s});
   }
   return out;
 }

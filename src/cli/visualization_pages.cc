@@ -310,18 +310,14 @@ std::string CommandLine(const VisualizationPage& v) {
   return ShellLine(words);
 }
 
-const Fact* FindFact(const Trace& trace, const std::string& name) {
-  for (const Fact& f : trace.facts)
-    if (f.name == name) return &f;
-  return nullptr;
-}
-
 std::vector<MarkdownExample> MaskExamples(const BlockRun& run) {
   std::string facts;
-  for (const char* name : {"expert_capacity_per_batch", "tokens dropped per expert"})
-    if (const Fact* f = FindFact(run.trace, name))
-      facts += fmt::format(" `{} = {}`{}.", f->name, FactValuesText(*f),
-                           f->note.empty() ? "" : " (" + f->note + ")");
+  for (const FactKind kind : {FactKind::kExpertCapacity, FactKind::kTokensDroppedPerExpert})
+    if (const Fact* f = run.trace.FindFact(kind)) {
+      const std::string note = FactNote(*f);
+      facts += fmt::format(" `{} = {}`{}.", FactName(*f), FactValuesText(*f),
+                           note.empty() ? "" : " (" + note + ")");
+    }
   std::vector<MarkdownExample> out;
   const auto dispatch = run.captures.find("dispatch_mask");
   const auto combine = run.captures.find("combine_mask");
@@ -348,8 +344,7 @@ std::vector<MarkdownExample> MaskExamples(const BlockRun& run) {
 std::vector<MarkdownExample> SendMatrixExamples(const Trace& trace) {
   std::string text;
   for (const Fact& f : trace.facts) {
-    if (f.name.find("rows sent [device, peer]") == std::string::npos || f.shape.size() != 2)
-      continue;
+    if (f.kind != FactKind::kRowsSent || f.shape.size() != 2) continue;
     std::vector<std::string> header = {"device"};
     for (int64_t p = 0; p < f.shape[1]; ++p) header.push_back(fmt::format("to {}", p));
     header.push_back("total");
@@ -365,7 +360,7 @@ std::vector<MarkdownExample> SendMatrixExamples(const Trace& trace) {
       row.push_back(FactValueText(total));
       table.AddRow(row);
     }
-    text += fmt::format("{}{}\n{}", text.empty() ? "" : "\n", f.name, table.Render("  "));
+    text += fmt::format("{}{}\n{}", text.empty() ? "" : "\n", FactName(f), table.Render("  "));
   }
   if (text.empty()) return {};
   return {{"Ragged all-to-all send sizes",

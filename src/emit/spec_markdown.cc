@@ -363,9 +363,10 @@ data Facts(const Trace& trace) {
   data rows = List();
   for (const Fact& f : trace.facts) {
     data row;
-    row.set("name", f.name);
+    row.set("name", FactName(f));
     row.set("values", FactValuesText(f));
-    row.set("note", f.note.empty() ? "" : " (" + f.note + ")");
+    const std::string note = FactNote(f);
+    row.set("note", note.empty() ? "" : " (" + note + ")");
     rows.push_back(row);
   }
   return rows;

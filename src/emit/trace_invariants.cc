@@ -13,12 +13,6 @@
 namespace shardtrace {
 namespace {
 
-const Fact* FindFact(const Trace& trace, const std::string& name) {
-  for (const Fact& f : trace.facts)
-    if (f.name == name) return &f;
-  return nullptr;
-}
-
 // The size of dim `letter` of `t`, when its dims name it.
 std::optional<int64_t> DimSize(const TensorRecord& t, char letter) {
   if (t.dims.size() != t.shape.size()) return std::nullopt;
@@ -89,7 +83,7 @@ void RoutingInvariant(const Trace& trace, std::vector<Invariant>& out) {
   if (!in || !indices) return;
   const std::string statement = "sum(tokens per expert) == B*S*K";
   const std::string reason = "top_k picks exactly K distinct experts for each of the B*S tokens";
-  const Fact* per_expert = FindFact(trace, "tokens per expert (routed choices, whole batch)");
+  const Fact* per_expert = trace.FindFact(FactKind::kTokensPerExpert);
   const auto b = DimSize(*in, 'B'), s = DimSize(*in, 'S'), k = DimSize(*indices, 'K');
   if (!per_expert || !b || !s || !k) {
     out.push_back(Unchecked(statement, reason, "symbolic trace (no routing counts)"));
@@ -121,14 +115,14 @@ void CapacityInvariants(const Trace& trace, const std::map<std::string, Array>* 
       out.push_back(Unchecked(statement, reason, "symbolic trace"));
     }
   }
-  const Fact* capacity = FindFact(trace, "expert_capacity_per_batch");
+  const Fact* capacity = trace.FindFact(FactKind::kExpertCapacity);
   const auto c = DimSize(*dispatch, 'C');
   if (capacity && c && !capacity->values.empty())
     out.push_back(Checked("C (the masks' last dim) == expert_capacity_per_batch",
                           "one mask slot per unit of capacity", *c == capacity->values[0],
                           fmt::format("{} == {}", *c, FactValueText(capacity->values[0]))));
-  const Fact* routed = FindFact(trace, "tokens per expert (routed choices, whole batch)");
-  const Fact* dropped = FindFact(trace, "tokens dropped per expert");
+  const Fact* routed = trace.FindFact(FactKind::kTokensPerExpert);
+  const Fact* dropped = trace.FindFact(FactKind::kTokensDroppedPerExpert);
   if (routed && dropped && dispatch->summary) {
     const double kept = Sum(routed->values) - Sum(dropped->values);
     out.push_back(Checked(
@@ -189,7 +183,8 @@ void CapacityInvariants(const Trace& trace, const std::map<std::string, Array>* 
 void AllToAllInvariants(const Trace& trace, std::vector<Invariant>& out) {
   std::vector<const Fact*> forward;
   for (const Fact& f : trace.facts)
-    if (f.name == "x: rows sent [device, peer]" && f.shape.size() == 2) forward.push_back(&f);
+    if (f.kind == FactKind::kRowsSent && f.subject == "x" && f.shape.size() == 2)
+      forward.push_back(&f);
   if (forward.empty()) return;
   const Fact& sent = *forward.front();
   const auto x = Matrix(sent);
@@ -202,7 +197,7 @@ void AllToAllInvariants(const Trace& trace, std::vector<Invariant>& out) {
                           "chunks split M, not tokens: each chunk routes the same rows", same,
                           fmt::format("{} chunks", forward.size())));
   }
-  const Fact* fill = FindFact(trace, "ragged buffer fill [device]");
+  const Fact* fill = trace.FindFact(FactKind::kRaggedBufferFill);
   if (fill && fill->values.size() == devices)
     out.push_back(
         Checked("sum(rows_sent) == sum(ragged buffer fill)",
@@ -218,7 +213,7 @@ void AllToAllInvariants(const Trace& trace, std::vector<Invariant>& out) {
                           "one expert-parallel group: peer p is device p", fill->values == received,
                           fmt::format("{} == {}", Vector(fill->values), Vector(received))));
   }
-  const Fact* rows = FindFact(trace, "ragged buffer rows");
+  const Fact* rows = trace.FindFact(FactKind::kRaggedBufferRows);
   if (fill && rows && !rows->values.empty()) {
     const double most = *std::max_element(fill->values.begin(), fill->values.end());
     out.push_back(Checked(
@@ -226,7 +221,7 @@ void AllToAllInvariants(const Trace& trace, std::vector<Invariant>& out) {
         "rows beyond the buffer would be lost (get_ragged_buffer_size)", most <= rows->values[0],
         fmt::format("max {} <= {}", FactValueText(most), FactValueText(rows->values[0]))));
   }
-  const Fact* groups = FindFact(trace, "group_sizes [device, local expert]");
+  const Fact* groups = trace.FindFact(FactKind::kGroupSizesPerDevice);
   if (fill && groups && groups->shape.size() == 2 &&
       static_cast<size_t>(groups->shape[0]) == fill->values.size()) {
     std::vector<double> per_device;
@@ -236,7 +231,7 @@ void AllToAllInvariants(const Trace& trace, std::vector<Invariant>& out) {
                           per_device == fill->values,
                           fmt::format("{} == {}", Vector(per_device), Vector(fill->values))));
   }
-  const Fact* back = FindFact(trace, "intermediate_output: rows sent [device, peer]");
+  const Fact* back = trace.FindFact(FactKind::kRowsSent, "intermediate_output");
   if (!back) return;
   out.push_back(Checked(
       "sum(rows_sent_back) == sum(rows_sent)",

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "emit/fact_text.h"
 #include "trace/trace_totals.h"
 
 namespace shardtrace {
@@ -80,6 +81,7 @@ std::string TraceToJson(const Trace& trace) {
   for (const OpRecord& op : trace.ops) {
     Json o;
     o["id"] = op.id;
+    o["stable_id"] = op.stable_id;
     o["kind"] = op.Name();
     if (!op.equation.empty()) o["equation"] = op.equation;
     o["inputs"] = op.inputs;
@@ -116,12 +118,17 @@ std::string TraceToJson(const Trace& trace) {
   }
   j["ops"] = ops;
   Json facts = Json::array();
-  for (const Fact& f : trace.facts)
-    facts.push_back({{"name", f.name},
+  for (const Fact& f : trace.facts) {
+    Json inputs = Json::object();
+    for (const FactInput& in : f.inputs) inputs[in.name] = in.value;
+    facts.push_back({{"kind", ToString(f.kind)},
+                     {"name", FactName(f)},
                      {"scope", f.scope},
                      {"shape", f.shape},
                      {"values", f.values},
-                     {"note", f.note}});
+                     {"inputs", inputs},
+                     {"note", FactNote(f)}});
+  }
   j["facts"] = facts;
   const TraceTotals totals = ComputeTotals(trace);
   j["totals"] = {

@@ -9,8 +9,8 @@
 #include "emit/fact_text.h"
 #include "emit/human_bytes.h"
 #include "emit/text_table.h"
-#include "trace/trace_totals.h"
 #include "emit/xla_spmd_text.h"
+#include "trace/trace_totals.h"
 
 namespace shardtrace {
 namespace {
@@ -96,9 +96,11 @@ std::string TraceToTable(const Trace& trace) {
            collectives.Render("  ");
   if (!trace.facts.empty()) {
     out += "\nfacts\n";
-    for (const Fact& f : trace.facts)
-      out += fmt::format("  {} = {}{}\n", f.name, FactValuesText(f),
-                         f.note.empty() ? "" : "   # " + f.note);
+    for (const Fact& f : trace.facts) {
+      const std::string note = FactNote(f);
+      out += fmt::format("  {} = {}{}\n", FactName(f), FactValuesText(f),
+                         note.empty() ? "" : "   # " + note);
+    }
   }
   const TraceTotals totals = ComputeTotals(trace);
   out += fmt::format("\ncollectives sent per device: {} written in moe.py, {} inserted by XLA\n",

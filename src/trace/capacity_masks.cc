@@ -92,12 +92,15 @@ Masks GenerateMasks(const MoeContext& ctx, const Value& top_k_indices, const Val
   combine = tr::Slice(t, combine, -1 + static_cast<int64_t>(combine.shape().size()), 1, c,
                       {"combine_mask", lead + "SEC"});
   const Value dispatch = tr::Cast(t, combine, DType::kBool, {"dispatch_mask", lead + "SEC"});
-  ctx.t.AddFact({"expert_capacity_per_batch",
+  ctx.t.AddFact({FactKind::kExpertCapacity,
+                 "",
                  "",
                  {},
                  {static_cast<double>(c)},
-                 fmt::format("C = int(max(ceil({} * {} / {}) * {}, {}))", sub_seq, k, e,
-                             ctx.settings().capacity_factor, ctx.settings().capacity_factor)});
+                 {{"tokens", static_cast<double>(sub_seq)},
+                  {"top_k", static_cast<double>(k)},
+                  {"num_experts", static_cast<double>(e)},
+                  {"capacity_factor", ctx.settings().capacity_factor}}});
   if (t.numeric()) {
     // Routing facts: per expert, choices routed and choices dropped by capacity.
     std::vector<double> routed(e, 0.0), kept(e, 0.0);
@@ -110,11 +113,13 @@ Masks GenerateMasks(const MoeContext& ctx, const Value& top_k_indices, const Val
     std::vector<double> dropped(e);
     double total = 0;
     for (int64_t i = 0; i < e; ++i) total += dropped[i] = routed[i] - kept[i];
-    ctx.t.AddFact({"tokens dropped per expert",
-                   "",
-                   {e},
-                   dropped,
-                   fmt::format("{} of {} choices dropped by capacity {}", total, m.size() / e, c)});
+    ctx.t.AddFact(
+        {FactKind::kTokensDroppedPerExpert,
+         "",
+         "",
+         {e},
+         dropped,
+         {{"choices", static_cast<double>(m.size() / e)}, {"capacity", static_cast<double>(c)}}});
   }
   return {dispatch, combine, c};
 }

@@ -40,12 +40,16 @@ void PlanForwardAllToAll(const MoeContext& ctx, const Value& group_sizes, int64_
   ep.forward = GetAllToAllParams(ctx, *ep.all_shards_group_sizes, ep.expert_shard_id, s.ep, true);
   const double factor = ctx.settings().ragged_buffer_factor;
   ep.buffer_rows = RaggedBufferSize(rows, s.ep, s.num_experts, s.top_k, factor);
-  t.AddFact({"ragged buffer rows",
+  t.AddFact({FactKind::kRaggedBufferRows,
+             "",
              "",
              {},
              {static_cast<double>(ep.buffer_rows)},
-             fmt::format("get_ragged_buffer_size({}, {}, {}, {}, {})", rows, s.ep, s.num_experts,
-                         s.top_k, factor)});
+             {{"rows", static_cast<double>(rows)},
+              {"expert_parallelism", static_cast<double>(s.ep)},
+              {"num_experts", static_cast<double>(s.num_experts)},
+              {"top_k", static_cast<double>(s.top_k)},
+              {"ragged_buffer_factor", factor}}});
 }
 
 Value ReturnFromExperts(const MoeContext& ctx, const Value& expert_output, const EpRouting& ep,

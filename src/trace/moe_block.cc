@@ -2,13 +2,13 @@
 
 #include "config/config.h"
 #include "shard/mesh.h"
-#include "trace/spmd_analysis.h"
 #include "trace/dense_matmul.h"
 #include "trace/masked_loop.h"
 #include "trace/mlp_block.h"
 #include "trace/routing.h"
 #include "trace/sparse_matmul.h"
 #include "trace/sparse_pipeline.h"
+#include "trace/spmd_analysis.h"
 #include "trace/traced_ops.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
@@ -199,11 +199,12 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
           Bincount(Reshape(indices->second, {indices->second.size()}), setup.num_experts);
       // The golden format's group_sizes is this whole-batch count, on every path.
       run.captures.try_emplace("group_sizes", counts);
-      t.AddFact({"tokens per expert (routed choices, whole batch)",
+      t.AddFact({FactKind::kTokensPerExpert,
+                 "",
                  "RoutedMoE",
                  {setup.num_experts},
                  std::vector<double>(counts.values().begin(), counts.values().end()),
-                 ""});
+                 {}});
     }
     if (routed.lb_loss) ctx.Capture("lb_loss", routed.lb_loss->array());
     if (routed.bias_updates) ctx.Capture("bias_updates", routed.bias_updates->array());

@@ -365,17 +365,9 @@ void AddGroupSizeFacts(const MoeContext& ctx, const Value& group_sizes) {
     total_rows += rows;
   }
   const int64_t devices = static_cast<int64_t>(group_sizes.shards.size());
-  ctx.t.AddFact({"group_sizes [device, local expert]",
-                 "",
-                 {devices, group_sizes.dim(0)},
-                 sizes,
-                 "rows each gmm group gets"});
+  ctx.t.AddFact({FactKind::kGroupSizesPerDevice, "", "", {devices, group_sizes.dim(0)}, sizes, {}});
   const double mean = total_rows / static_cast<double>(devices);
-  ctx.t.AddFact({"load imbalance (max/mean rows per device)",
-                 "",
-                 {},
-                 {mean > 0 ? max_rows / mean : 0.0},
-                 ""});
+  ctx.t.AddFact({FactKind::kLoadImbalance, "", "", {}, {mean > 0 ? max_rows / mean : 0.0}, {}});
 }
 
 }  // namespace shardtrace

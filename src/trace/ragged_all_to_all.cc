@@ -125,25 +125,17 @@ RaggedExchange MoveRows(const RaggedOperands& in, const std::string& name, const
 
 void ReportFacts(Tracer& t, const RaggedExchange& x, const std::string& out_name, int64_t devices,
                  int64_t n, int64_t capacity) {
-  t.AddFact({out_name + ": rows sent [device, peer]",
-             "",
-             {devices, n},
-             x.matrix,
-             "ragged_all_to_all send_sizes of every device"});
+  t.AddFact({FactKind::kRowsSent, out_name, "", {devices, n}, x.matrix, {}});
   // Problems are facts only when they happened: a per-device count with a nonzero total.
-  auto report = [&](const std::string& what, const std::vector<double>& per_device,
-                    const std::string& note) {
+  auto report = [&](FactKind kind, const std::vector<double>& per_device,
+                    std::vector<FactInput> inputs) {
     double total = 0;
     for (const double v : per_device) total += v;
-    if (total > 0) t.AddFact({out_name + ": " + what, "", {devices}, per_device, note});
+    if (total > 0) t.AddFact({kind, out_name, "", {devices}, per_device, std::move(inputs)});
   };
-  double total_dropped = 0;
-  for (const double v : x.dropped) total_dropped += v;
-  report("rows dropped (buffer full) per receiving device", x.dropped,
-         fmt::format("{} rows did not fit the receive buffer of {} rows", total_dropped, capacity));
-  report("rows missing at the sender per device", x.unsent,
-         "send_sizes reach past the operand: rows an earlier full buffer dropped");
-  report("recv_sizes disagreeing with the senders", x.mismatched, "");
+  report(FactKind::kRowsDropped, x.dropped, {{"buffer_rows", static_cast<double>(capacity)}});
+  report(FactKind::kRowsMissing, x.unsent, {});
+  report(FactKind::kRecvSizesMismatched, x.mismatched, {});
 }
 
 }  // namespace

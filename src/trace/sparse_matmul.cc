@@ -87,11 +87,12 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
             for (const float v : g.values()) sum += v;
             fill.push_back(sum);
           }
-          t.AddFact({"ragged buffer fill [device]",
+          t.AddFact({FactKind::kRaggedBufferFill,
+                     "",
                      "",
                      {static_cast<int64_t>(fill.size())},
                      fill,
-                     fmt::format("rows received of a {}-row buffer", buffer)});
+                     {{"buffer_rows", static_cast<double>(buffer)}}});
         }
       } else {
         const auto c2 = t.Condition("batch replicated (global batch 1)");

@@ -36,4 +36,10 @@ const TensorRecord* Trace::At(int index) const {
   return index >= 0 && index < static_cast<int>(tensors.size()) ? &tensors[index] : nullptr;
 }
 
+const Fact* Trace::FindFact(FactKind kind, std::string_view subject) const {
+  for (const Fact& f : facts)
+    if (f.kind == kind && f.subject == subject) return &f;
+  return nullptr;
+}
+
 }  // namespace shardtrace

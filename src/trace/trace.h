@@ -25,6 +25,7 @@
 #include "shard/axis_rules.h"
 #include "shard/partition_spec.h"
 #include "trace/collective_kind.h"
+#include "trace/fact.h"
 #include "trace/op_kind.h"
 #include "trace/xla_spmd.h"
 
@@ -113,15 +114,11 @@ struct OpRecord {
 
   // The name the op is written as: the activation for kActivation, else ToString(kind).
   std::string Name() const;
-};
 
-// A named numeric fact: capacity, tokens per expert, the all-to-all matrix, ...
-struct Fact {
-  std::string name;
-  std::string scope;
-  Shape shape;                 // empty for a scalar
-  std::vector<double> values;  // row-major
-  std::string note;
+  // "<scope>/<name>:<first output>#<n>": the n-th such op recorded directly in `scope`
+  // ("RoutedMoE/sparse_matmul/wrapper/ragged_all_to_all:x#0"). Unique within a trace and,
+  // like a tensor's, not shifted by unrelated ops, so diff aligns ops across configs by it.
+  std::string stable_id;
 };
 
 // One entry of MaxText's debug_sharding activation dump (input_shardings.json).
@@ -157,6 +154,8 @@ struct Trace {
   const TensorRecord* Find(std::string_view stable_id) const;
   // tensors[index], or nullptr for -1.
   const TensorRecord* At(int index) const;
+  // The first fact of `kind` (about `subject`, for per-collective facts), or nullptr.
+  const Fact* FindFact(FactKind kind, std::string_view subject = {}) const;
 };
 
 }  // namespace shardtrace

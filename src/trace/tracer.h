@@ -208,7 +208,8 @@ class Tracer {
   std::vector<std::string> conditions_;
   std::string dump_file_ = "moe";
   int shard_map_depth_ = 0;
-  std::map<std::string, int> occurrences_;  // "<scope>/<name>" -> tensors recorded so far
+  std::map<std::string, int> occurrences_;     // "<scope>/<name>" -> tensors recorded so far
+  std::map<std::string, int> op_occurrences_;  // the same for ops' stable ids
   Trace trace_;
 };
 
