@@ -202,7 +202,8 @@ std::vector<VisualizationPage> VisualizationPages() {
        .learn = "the shared-expert MlpBlock beside the routed experts, DeepSeek routing",
        .args = {"model_name=deepseek3-tiny", "max_target_length=4", "per_device_batch_size=1",
                 "ici_expert_parallelism=2"},
-       .devices = 4},
+       .devices = 4,
+       .trees = {"top_k_indices", "top_k_weights", "sorted_inputs", "x"}},
       {.file = "moe_routing_variants.md",
        .title = "Routing variants: DeepSeek group-limited top-k, Llama 4, softmax top-k",
        .summary =
@@ -249,7 +250,8 @@ std::vector<VisualizationPage> VisualizationPages() {
        .learn = "the proposed chunked pipeline: per-chunk all-gathers and partial gmms",
        .args = With(dims, {"num_experts=4", "num_moe_emb_chunks=2", "ici_expert_parallelism=2"}),
        .devices = 4,
-       .source = PageSource::kPr3981},
+       .source = PageSource::kPr3981,
+       .trees = {"top_k_indices", "top_k_weights", "sorted_inputs", "x"}},
       {.file = "moe_masked_loop_port.md",
        .title = "Masked-loop sparse MoE (the JAX port's reference formulation)",
        .summary =

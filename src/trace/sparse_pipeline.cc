@@ -44,6 +44,11 @@ RouteOutput Route(const MoeContext& ctx, const ShardMapOperands& op, EpRouting& 
     roll = RollToExpertId(ctx, meta.expert_shard_id);
   }
   out.routing = RouteTokens(ctx, logits, pre, roll);
+  if (!roll) {  // (the ring's rolled ids are not expert ids)
+    ctx.CapturePerDevice("sorted_selected_experts per device",
+                         out.routing.sorted_selected_experts.shards);
+    ctx.CapturePerDevice("sorted_experts per device", out.routing.sorted_experts.shards);
+  }
   out.group_sizes = out.routing.group_size;
   out.selected_experts = out.routing.sorted_experts;
   if (s.ring_of_experts) {
@@ -90,8 +95,10 @@ Value Dispatch(const MoeContext& ctx, const Value& x_in, const RouteOutput& rout
     const Value buffer =
         tr::Zeros(t, {meta.buffer_rows, x.dim(1)}, x.dtype(), {"output_shape", "UM"});
     const AllToAllParams& p = *meta.forward;
+    std::vector<Array> sources;  // the same for every embedding chunk
     x = t.RaggedAllToAll(x, buffer, p.input_offsets, p.send_sizes, p.output_offsets, p.recv_sizes,
-                         s.expert_axes, {"x", "UM"});
+                         s.expert_axes, {"x", "UM"}, &sources);
+    ctx.CapturePerDevice("x row sources per device", sources);
   }
   const std::string dims = t.trace().tensors[x.tensor].dims;
   return tr::Take(t, x, *meta.local_sorted_indices, 0, {"sorted_inputs", dims});
