@@ -92,7 +92,7 @@ int Tracer::RecordOp(OpDesc op, std::vector<int> inputs, std::vector<int> output
   r.inputs = std::move(inputs);
   r.outputs = std::move(outputs);
   r.scope = CurrentScope();
-  std::string key = fmt::format("{}/{}", r.scope, r.Name());
+  std::string key = r.scope.empty() ? r.Name() : fmt::format("{}/{}", r.scope, r.Name());
   if (!r.outputs.empty()) key += ":" + trace_.tensors[r.outputs.front()].name;
   r.stable_id = fmt::format("{}#{}", key, op_occurrences_[key]++);
   trace_.ops.push_back(std::move(r));
