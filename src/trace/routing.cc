@@ -205,7 +205,7 @@ Value LoadBalanceUpdates(const MoeContext& ctx, const Value& top_k_indices) {
                  });
 }
 
-Value ApplyFfnActivation(const MoeContext& ctx, const Value& layer_w0, const Value& layer_w1) {
+Value ApplyFfnActivation(const MoeContext& ctx, Value layer_w0, Value layer_w1) {
   Tracer& t = ctx.t;
   const auto scope = t.Scope("ffn_act");
   const std::string act = ctx.settings().mlp_activations.front();
@@ -226,8 +226,11 @@ Value ApplyFfnActivation(const MoeContext& ctx, const Value& layer_w0, const Val
                    {"layer_w1", dims});
     out = tr::Binary(t, OpKind::kMul, glu, w1p, {"intermediate_layer", dims});
   } else {
-    const Value layer_act = tr::Activation(t, act, layer_w0, {"layer_act", dims});
+    Value layer_act = tr::Activation(t, act, layer_w0, {"layer_act", dims});
+    ReleaseData(layer_w0);
     out = tr::Binary(t, OpKind::kMul, layer_act, layer_w1, {"intermediate_layer", dims});
+    ReleaseData(layer_act);
+    ReleaseData(layer_w1);
   }
   return tr::Cast(t, out, ctx.dtype(), {"intermediate_layer", dims});
 }

@@ -32,6 +32,9 @@ Value LoadBalanceLoss(const MoeContext& ctx, const Value& top_k_indices,
 Value RouterProbs(const MoeContext& ctx, const Value& gate_logits);
 // calculate_load_balance_updates: sign(mean load - count) * rate per expert.
 Value LoadBalanceUpdates(const MoeContext& ctx, const Value& top_k_indices);
-Value ApplyFfnActivation(const MoeContext& ctx, const Value& layer_w0, const Value& layer_w1);
+// act(layer_w0) * layer_w1 cast to the compute dtype. Takes its inputs by value so a caller
+// that moves them in lets each buffer go after its last reader: the peak then holds two of
+// the [rows, H] activations besides the product, not four.
+Value ApplyFfnActivation(const MoeContext& ctx, Value layer_w0, Value layer_w1);
 
 }  // namespace shardtrace

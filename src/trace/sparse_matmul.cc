@@ -131,10 +131,11 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
   };
   Value layer_w0 = up(w0, w0_bias, "layer_w0", "moe_mlpwi_0");
   Value layer_w1 = up(w1, w1_bias, "layer_w1", "moe_mlpwi_1");
-  Value intermediate_layer = ApplyFfnActivation(ctx, layer_w0, layer_w1);
-  // The sorted rows and the up projections are read no more (checkpoint_name keeps them for
-  // the backward pass in MaxText; this forward-only engine does not need them).
-  for (Value* done : {&layer_w0, &layer_w1, &x, &perm.sorted_inputs}) ReleaseData(*done);
+  // The sorted rows and the up projections are read no more once the activation has read them
+  // (checkpoint_name keeps them for the backward pass in MaxText; this forward-only engine does
+  // not need them): the rows go now, the projections inside the activation after their last use.
+  for (Value* done : {&x, &perm.sorted_inputs}) ReleaseData(*done);
+  Value intermediate_layer = ApplyFfnActivation(ctx, std::move(layer_w0), std::move(layer_w1));
   Value intermediate_output;
   {
     const auto sc = t.Scope("gmm_wo");

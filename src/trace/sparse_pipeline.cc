@@ -208,7 +208,8 @@ PathOutput SparsePipeline(const MoeContext& ctx, const Value& inputs, const Valu
   }
   layer_w0 = tr::CheckpointName(t, layer_w0, "moe_mlpwi_0");
   layer_w1 = tr::CheckpointName(t, layer_w1, "moe_mlpwi_1");
-  const Value intermediate_layer = ApplyFfnActivation(ctx, layer_w0, layer_w1);
+  const Value intermediate_layer =
+      ApplyFfnActivation(ctx, std::move(layer_w0), std::move(layer_w1));
   Value out;
   {
     const auto sc = t.Scope("gmm_down");
