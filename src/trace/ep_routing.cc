@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "trace/traced_ops.h"
 
 namespace shardtrace {
@@ -50,6 +52,22 @@ void PlanForwardAllToAll(const MoeContext& ctx, const Value& group_sizes, int64_
               {"num_experts", static_cast<double>(s.num_experts)},
               {"top_k", static_cast<double>(s.top_k)},
               {"ragged_buffer_factor", factor}}});
+  ep.allocated_rows = ep.buffer_rows;
+  if (t.numeric()) {
+    // all_shards_group_sizes[src, dst] on every device (groups of the other mesh axes differ).
+    int64_t most = 1;  // a zero-row buffer would be a degenerate shape for the ops after it
+    for (const Array& shard : ep.all_shards_group_sizes->shards) {
+      const std::vector<float>& sizes = shard.values();
+      for (int64_t dst = 0; dst < s.ep; ++dst) {
+        int64_t received = 0;
+        for (int64_t src = 0; src < s.ep; ++src)
+          received += static_cast<int64_t>(sizes[src * s.ep + dst]);
+        most = std::max(most, received);
+      }
+    }
+    ep.allocated_rows = std::min(ep.buffer_rows, most);
+    t.set_ragged_buffer_rows(ep.buffer_rows);
+  }
 }
 
 Value ReturnFromExperts(const MoeContext& ctx, const Value& expert_output, const EpRouting& ep,

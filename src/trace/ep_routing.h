@@ -20,8 +20,12 @@ struct EpRouting {
   std::optional<Value> reshaped_group_sizes;    // [EP] this shard's rows per expert shard
   std::optional<Value> all_shards_group_sizes;  // [EP(src), EP(dst)], batch sharded by EP
   std::optional<AllToAllParams> forward;        // dispatch's ragged_all_to_all parameters
-  int64_t buffer_rows = 0;                      // get_ragged_buffer_size
-  std::optional<Value> local_sorted_indices;    // local_permute order of the received rows
+  int64_t buffer_rows = 0;                      // get_ragged_buffer_size (reported bound)
+  // Rows each device's receive buffer holds: symbolic, the bound; numeric, the most rows any
+  // device receives, capped by the bound (rows past it are dropped either way), so the
+  // worst case is reported without being allocated and zero-filled on every device.
+  int64_t allocated_rows = 0;
+  std::optional<Value> local_sorted_indices;  // local_permute order of the received rows
 };
 
 // jax.lax.axis_index over the expert axes (a constant 0 without expert parallelism).

@@ -55,8 +55,9 @@ void CheckNumericSize(const MoeSetup& s) {
       {"the expert kernels wi_0/wi_1/wo", s.num_experts * s.emb * std::max(s.hidden, s.wi_hidden)},
       {"the dense MLP kernels", s.emb * s.mlp_dim},
       {"a [B,S,E,H] activation", s.batch * s.seq * s.num_experts * wide},
-      {"the routed rows x buffer",
-       s.batch * s.seq * s.top_k * wide * std::min<int64_t>(s.ep, s.num_experts)},
+      // A device's ragged receive buffer holds at most every routed row (it is sized by the
+      // rows actually received, not allocated at get_ragged_buffer_size's worst case).
+      {"the routed rows", s.batch * s.seq * s.top_k * wide},
   };
   constexpr int64_t kLimit = int64_t{1} << 26;  // 64 Mi floats = 256 MiB per array
   for (const auto& [what, elements] : candidates)

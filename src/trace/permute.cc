@@ -288,7 +288,8 @@ Value Gmm(const MoeContext& ctx, const Value& inputs, const Value& kernel, const
   Tracer& t = ctx.t;
   const MoeSettings& c = ctx.settings();
   const MoeSetup& s = ctx.setup;
-  const int64_t rows = inputs.dim(0);
+  // A numeric ragged buffer holds only the routed rows; the op reports MaxText's rows.
+  const int64_t rows = t.RecordedRows(t.trace().tensors[inputs.tensor].dims, inputs.dim(0));
   const int64_t tile = c.wi_tile_fwd.batch_seq;
   const int64_t padded = tile > 0 ? (rows + tile - 1) / tile * tile : rows;
   const GmmTiling& tiles = wo_tiles ? c.wo_tile_fwd : c.wi_tile_fwd;

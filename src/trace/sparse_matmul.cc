@@ -65,12 +65,18 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
       if (batch_sharded) {
         const auto c2 = t.Condition("batch sharded by expert");
         const AllToAllParams& p = *route.forward;
-        const int64_t buffer = route.buffer_rows;
+        const int64_t buffer = route.allocated_rows;
         const Value output_shape =
             tr::Zeros(t, {buffer, x.dim(1)}, x.dtype(), {"output_shape", "UM"});
         std::vector<Array> sources;
         x = t.RaggedAllToAll(x, output_shape, p.input_offsets, p.send_sizes, p.output_offsets,
                              p.recv_sizes, ep_axes, {"x", "UM"}, &sources);
+        // The page draws the whole buffer MaxText allocates: unreceived rows are -1.
+        for (Array& rows : sources) {
+          std::vector<float> padded = rows.values();
+          padded.resize(static_cast<size_t>(route.buffer_rows), -1.0f);
+          rows = Array::FromData({route.buffer_rows}, DType::kInt32, std::move(padded));
+        }
         ctx.CapturePerDevice("x row sources per device", sources);
         const Value global_group_sizes =
             t.AllGather(group_sizes, ep_axes, 0, false, {"global_group_sizes", "PE"});
@@ -92,7 +98,7 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
                      "",
                      {static_cast<int64_t>(fill.size())},
                      fill,
-                     {{"buffer_rows", static_cast<double>(buffer)}}});
+                     {{"buffer_rows", static_cast<double>(route.buffer_rows)}}});
         }
       } else {
         const auto c2 = t.Condition("batch replicated (global batch 1)");

@@ -61,7 +61,7 @@ RouteOutput Route(const MoeContext& ctx, const ShardMapOperands& op, EpRouting& 
     if (s.batch_sharded_by_ep) {
       const Value global = t.AllGather(gs, s.expert_axes, 0, false, {"global_group_sizes", "PE"});
       const LocalPermuteOutput lp =
-          LocalSortOrder(ctx, meta.buffer_rows, "U", global, local_experts, meta.expert_shard_id,
+          LocalSortOrder(ctx, meta.allocated_rows, "U", global, local_experts, meta.expert_shard_id,
                          false, std::nullopt);
       meta.local_sorted_indices = lp.sorted_indices;
       out.group_sizes = lp.local_group_size;
@@ -93,7 +93,7 @@ Value Dispatch(const MoeContext& ctx, const Value& x_in, const RouteOutput& rout
   if (s.ep == 1) return x;
   if (s.batch_sharded_by_ep) {
     const Value buffer =
-        tr::Zeros(t, {meta.buffer_rows, x.dim(1)}, x.dtype(), {"output_shape", "UM"});
+        tr::Zeros(t, {meta.allocated_rows, x.dim(1)}, x.dtype(), {"output_shape", "UM"});
     const AllToAllParams& p = *meta.forward;
     std::vector<Array> sources;  // the same for every embedding chunk
     x = t.RaggedAllToAll(x, buffer, p.input_offsets, p.send_sizes, p.output_offsets, p.recv_sizes,

@@ -99,8 +99,10 @@ Value CheckpointName(Tracer& t, const Value& x, const std::string& name) {
 }
 
 Value Zeros(Tracer& t, const Shape& shape, DType dtype, const Out& out) {
+  Shape recorded = shape;
+  if (!recorded.empty()) recorded[0] = t.RecordedRows(out.dims, recorded[0]);
   return t.Apply(
-      {OpKind::kZeros, "", {{"shape", ShapeToString(shape)}}}, {}, out, [&](const Args&) {
+      {OpKind::kZeros, "", {{"shape", ShapeToString(recorded)}}}, {}, out, [&](const Args&) {
         return t.numeric() ? Array::Filled(shape, dtype, 0.0f) : Array::Symbolic(shape, dtype);
       });
 }
@@ -163,7 +165,9 @@ Value Repeat(Tracer& t, const Value& x, int64_t repeats, int64_t axis, const Out
 }
 
 Value RepeatBy(Tracer& t, const Value& x, const Value& repeats, int64_t total, const Out& out) {
-  return t.Apply({OpKind::kRepeat, "", {{"total_repeat_length", std::to_string(total)}}},
+  return t.Apply({OpKind::kRepeat,
+                  "",
+                  {{"total_repeat_length", std::to_string(t.RecordedRows(out.dims, total))}}},
                  {&x, &repeats}, out,
                  [&](const Args& a) { return shardtrace::Repeat(*a[0], *a[1], 0, total); });
 }

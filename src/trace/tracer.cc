@@ -68,7 +68,8 @@ int Tracer::Record(const Out& out, const std::vector<Array>& shards, bool per_de
   t.dims = out.dims;
   t.shape = a.shape;
   t.local_shape = a.shape;
-  t.bytes_per_device = TensorBytes(a.shape, a.dtype);
+  if (!t.shape.empty()) t.shape[0] = t.local_shape[0] = RecordedRows(out.dims, t.shape[0]);
+  t.bytes_per_device = TensorBytes(t.shape, a.dtype);
   t.scope = CurrentScope();
   const std::string path = t.scope.empty() ? t.name : t.scope + "/" + t.name;
   t.stable_id = fmt::format("{}#{}", path, occurrences_[path]++);

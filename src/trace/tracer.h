@@ -87,6 +87,16 @@ class Tracer {
   // outputs that print it (trace table/json, generated pages) need it, so `check` and the
   // equivalence tests run without. Default: on.
   void set_summaries(bool on) { summaries_ = on; }
+  // Numeric runs allocate a ragged receive buffer (dims 'U...') with only the rows devices
+  // actually receive; its records keep MaxText's get_ragged_buffer_size rows, so traces and
+  // pages show the shape MaxText allocates while memory follows the routed counts.
+  void set_ragged_buffer_rows(int64_t rows) { ragged_buffer_rows_ = rows; }
+  // The row count a record (and an op attribute) shows for an array of `rows` rows whose
+  // dims are `dims`: MaxText's buffer rows for a numeric ragged buffer, else `rows`.
+  int64_t RecordedRows(const std::string& dims, int64_t rows) const {
+    const bool ragged = numeric_ && ragged_buffer_rows_ > 0 && !dims.empty() && dims[0] == 'U';
+    return ragged ? ragged_buffer_rows_ : rows;
+  }
   // Shows the op and device being computed (numeric runs); null for none.
   void set_progress(Progress* progress) { progress_ = progress; }
   const Mesh& mesh() const { return mesh_; }
@@ -203,6 +213,7 @@ class Tracer {
   const bool numeric_;
   ThreadPool* pool_ = nullptr;
   bool summaries_ = true;
+  int64_t ragged_buffer_rows_ = 0;  // 0: records keep the arrays' own row count
   Progress* progress_ = nullptr;
   std::vector<std::string> scopes_;
   std::vector<std::string> conditions_;
