@@ -160,7 +160,9 @@ Value Tracer::RaggedAllToAll(const Value& operand, const Value& output, const Va
     if (row_sources) {
       row_sources->clear();
       for (std::vector<float>& rows : exchange.sources) {
-        const auto size = static_cast<int64_t>(rows.size());
+        // The whole buffer MaxText allocates: rows past a routed-size buffer were not received.
+        const int64_t size = RecordedRows(out.dims, static_cast<int64_t>(rows.size()));
+        rows.resize(static_cast<size_t>(size), -1.0f);
         row_sources->push_back(Array::FromData({size}, DType::kInt32, std::move(rows)));
       }
     }

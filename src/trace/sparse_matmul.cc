@@ -71,12 +71,6 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
         std::vector<Array> sources;
         x = t.RaggedAllToAll(x, output_shape, p.input_offsets, p.send_sizes, p.output_offsets,
                              p.recv_sizes, ep_axes, {"x", "UM"}, &sources);
-        // The page draws the whole buffer MaxText allocates: unreceived rows are -1.
-        for (Array& rows : sources) {
-          std::vector<float> padded = rows.values();
-          padded.resize(static_cast<size_t>(route.buffer_rows), -1.0f);
-          rows = Array::FromData({route.buffer_rows}, DType::kInt32, std::move(padded));
-        }
         ctx.CapturePerDevice("x row sources per device", sources);
         const Value global_group_sizes =
             t.AllGather(group_sizes, ep_axes, 0, false, {"global_group_sizes", "PE"});
