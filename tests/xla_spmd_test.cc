@@ -109,13 +109,12 @@ TEST_CASE("Resharding yields each collective kind with its bytes per device", "[
   // No change, or a change on a size-1 axis only: nothing.
   CHECK(plan({P({{"fsdp"}, kNone}), {}}, P({{"fsdp"}, kNone})).empty());
   CHECK(plan({P({{"fsdp"}, kNone}), {}}, P({{"fsdp"}, {"tensor"}})).empty());
-  // fsdp -> expert on dim 0: expert must land major of fsdp (block e of 2 is blocks
-  // 4e..4e+3 of 8), so blocks change owners among expert peers ((2-1)/2 of the 128 B block),
-  // then the minor fsdp is gathered from the [1,16] blocks: 3 * 64 B.
+  // fsdp -> expert on dim 0: expert would land major of fsdp, which the target drops anyway,
+  // so fsdp is gathered first (3 * the 128 B block) and expert sliced from the whole dim for
+  // free, as XLA does with the gate kernel of the fsdp=4 x tensor=2 MaxText case.
   CHECK(plan({P({{"fsdp"}, kNone}), {}}, P({{"expert"}, kNone})) ==
-        std::vector<std::string>{
-            "all-to-all expert n=2 64B P('fsdp', None)->P(('expert', 'fsdp'), None)",
-            "all-gather fsdp n=4 192B P(('expert', 'fsdp'), None)->P('expert', None)"});
+        std::vector<std::string>{"all-gather fsdp n=4 384B P('fsdp', None)->P(None, None)",
+                                 "slice expert n=2 0B P(None, None)->P('expert', None)"});
   // The other way round, expert minor of fsdp, is a free slice.
   CHECK(
       plan({P({{"fsdp"}, kNone}), {}}, P({{"fsdp", "expert"}, kNone})) ==
@@ -299,21 +298,27 @@ TEST_CASE("Every MoE path on fsdp=2 x expert=2 gets the collectives XLA inserts"
     std::vector<std::string> expected;
   };
   const std::string gate = "all-gather gate.kernel fsdp,expert 384";
+  // The block input arrives as the decoder layer hands it over, batch on fsdp x expert
+  // ([1,8,16] f32 per device): the dense paths keep the batch on fsdp only, so it and the
+  // gate's output are gathered over expert.
+  const std::string input = "all-gather inputs expert 256";
+  const std::string gate_out = "all-gather output expert 128";
   const std::vector<Case> cases = {
       // The dense dropless combine contracts E sharded on expert: partial sums, all-reduced
       // ([B=2,S=8,M=16] float32 per device = 1024 B, 2(n-1)/n of it).
       {"dense dropless",
        {"sparse_matmul=false"},
-       {gate, "all-gather wi_0 fsdp 4096", "all-gather wi_1 fsdp 4096", "all-gather wo fsdp 4096",
-        "all-reduce output expert 1024"}},
+       {gate, gate_out, input, "all-gather wi_0 fsdp 4096", "all-gather wi_1 fsdp 4096",
+        "all-gather wo fsdp 4096", "all-reduce output expert 1024"}},
       // Token dropping: the mask constraints slice, the kernels are gathered by the
       // constraint in maybe_all_gather_kernel_weight_in_expert_parallelism, the combine
       // contracts E (and C) sharded on expert.
       {"dense dropping",
        {"sparse_matmul=false", "capacity_factor=1.5"},
-       {gate, "slice expert_token_count expert 0", "all-gather within_capacity expert 128",
-        "all-gather softmax_probs fsdp 256", "slice dispatch expert 0", "all-gather wi_0 fsdp 4096",
-        "all-gather wi_1 fsdp 4096", "all-gather wo fsdp 4096", "all-reduce output expert 512"}},
+       {gate, gate_out, "slice expert_token_count expert 0",
+        "all-gather within_capacity expert 128", "all-gather softmax_probs fsdp 256", input,
+        "slice dispatch expert 0", "all-gather wi_0 fsdp 4096", "all-gather wi_1 fsdp 4096",
+        "all-gather wo fsdp 4096", "all-reduce output expert 512"}},
       // sparse_matmul: kernel_axes P('expert', 'fsdp', None) vs in_spec P('expert', None, None).
       {"ragged all-to-all",
        {},
@@ -324,10 +329,14 @@ TEST_CASE("Every MoE path on fsdp=2 x expert=2 gets the collectives XLA inserts"
       // The chunked pipeline keeps wi sharded along the embedding into shard_map (it gathers
       // the chunks itself); only wo is gathered by XLA.
       {"chunked pipeline", {"num_moe_emb_chunks=2"}, {gate, "all-gather wo fsdp 4096"}},
-      // EP 1 with tensor parallelism: the kernels keep 'tensor' and lose 'fsdp'.
+      // EP 1 with tensor parallelism: the kernels keep 'tensor' and lose 'fsdp'. The input
+      // arrives with M on tensor: the gate contracts it against a sliced kernel and
+      // all-reduces the partial sums, shard_map's in_specs gather it (as in the compiled
+      // HLO of the MaxText case sparse_tp2).
       {"no EP, TP 2",
        {"ici_expert_parallelism=1", "ici_tensor_parallelism=2"},
-       {"all-gather gate.kernel fsdp 256", "all-gather wi_0 fsdp 4096", "all-gather wi_1 fsdp 4096",
+       {"all-gather gate.kernel fsdp 256", "all-gather inputs tensor 256",
+        "all-reduce output tensor 256", "all-gather wi_0 fsdp 4096", "all-gather wi_1 fsdp 4096",
         "all-gather wo fsdp 4096"}},
   };
   for (const Case& c : cases) {

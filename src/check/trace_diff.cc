@@ -173,7 +173,8 @@ DiffSideInfo InfoOf(const std::vector<std::string>& args, const Side& s,
 
 std::optional<int64_t> KnownBytesPerDevice(const TensorRecord& t) {
   // Placed by a statement, a shard_map block, or the SPMD propagation model.
-  if (t.partition_spec || t.in_shard_map || t.placement == Placement::kPropagated)
+  if (t.partition_spec || t.in_shard_map || t.placement == Placement::kPropagated ||
+      t.placement == Placement::kArgument)
     return t.bytes_per_device;
   return std::nullopt;
 }

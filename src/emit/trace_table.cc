@@ -60,6 +60,7 @@ std::string TraceToTable(const Trace& trace) {
         HumanBytes(t.bytes_per_device),
         t.constraint != Constraint::kNone                          ? ToString(t.constraint)
         : t.placement == Placement::kPropagated                    ? "(propagated)"
+        : t.placement == Placement::kArgument                      ? "(argument)"
         : t.placement == Placement::kUnresolved && !t.in_shard_map ? "(unresolved: replicated)"
                                                                    : "",
         t.condition};

@@ -1,6 +1,7 @@
 #include "trace/moe_block.h"
 
 #include "config/config.h"
+#include "shard/axis_rules.h"
 #include "shard/mesh.h"
 #include "trace/dense_matmul.h"
 #include "trace/masked_loop.h"
@@ -210,7 +211,11 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
     if (routed.bias_updates) ctx.Capture("bias_updates", routed.bias_updates->array());
   }
   run.trace = std::move(t).Finish();
-  AnalyzeSpmd(mesh, &run.trace);
+  // The decoder layer's constraint on the normed hidden states, which the block receives.
+  const LogicalAxes arrival =
+      LogicalNames({"activation_batch", "activation_norm_length", "activation_embed"});
+  AnalyzeSpmd(mesh, &run.trace,
+              ResolveLogicalAxes(arrival, config.logical_axis_rules(), &mesh).spec);
   return run;
 }
 

@@ -166,11 +166,11 @@ PartitionSpec ReshapeSpec(const Shape& in, const Shape& out, const PartitionSpec
   return PartitionSpec(result);
 }
 
-enum class Source { kNone, kExplicit, kForward, kBackward };
+enum class Source { kNone, kExplicit, kArgument, kForward, kBackward };
 
 class Analysis {
  public:
-  Analysis(const Mesh& mesh, Trace* trace)
+  Analysis(const Mesh& mesh, Trace* trace, const std::optional<PartitionSpec>& input_arrival)
       : mesh_(mesh),
         trace_(*trace),
         spec_(trace->tensors.size()),
@@ -188,6 +188,15 @@ class Analysis {
         spec_[t.id] = WithRank(*t.partition_spec, t.shape.size());
         source_[t.id] = Source::kExplicit;
       }
+    const int input = trace_.input;
+    if (input_arrival && input >= 0 && !T(input).in_shard_map && !T(input).partition_spec) {
+      const Shape& shape = T(input).shape;
+      Entries e = WithRank(*input_arrival, shape.size()).entries();
+      for (size_t d = 0; d < e.size(); ++d)
+        if (shape[d] % mesh_.Size(e[d]) != 0) e[d].clear();
+      spec_[input] = PartitionSpec(e);
+      source_[input] = Source::kArgument;
+    }
   }
 
   void Run() {
@@ -553,7 +562,9 @@ class Analysis {
       }
       const PartitionSpec spec =
           spec_[t.id] ? *spec_[t.id] : PartitionSpec::Replicated(t.shape.size());
-      t.placement = spec_[t.id] ? Placement::kPropagated : Placement::kUnresolved;
+      t.placement = source_[t.id] == Source::kArgument ? Placement::kArgument
+                    : spec_[t.id]                      ? Placement::kPropagated
+                                                       : Placement::kUnresolved;
       t.propagated_spec = spec;
       t.local_shape = LocalShapeOf(t.shape, spec, mesh_);
       t.bytes_per_device = TensorBytes(t.local_shape, t.dtype);
@@ -573,6 +584,9 @@ class Analysis {
 
 }  // namespace
 
-void AnalyzeSpmd(const Mesh& mesh, Trace* trace) { Analysis(mesh, trace).Run(); }
+void AnalyzeSpmd(const Mesh& mesh, Trace* trace,
+                 const std::optional<PartitionSpec>& input_arrival) {
+  Analysis(mesh, trace, input_arrival).Run();
+}
 
 }  // namespace shardtrace

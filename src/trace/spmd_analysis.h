@@ -11,15 +11,27 @@
 // no operand places (block inputs, constants) the sharding their first user needs; forward
 // wins over backward, so a reshard sits at the statement that asks for it. Sweeps repeat
 // until nothing changes. What stays unplaced is counted replicated (kUnresolved).
+//
+// The block's input is not moe.py's to place: MaxText's decoder layers constrain it to
+// (activation_batch, activation_norm_length, activation_embed) after the norm and hand it
+// over so (the oracle jits the block with that input sharding too). Given that spec, the
+// input arrives with it (Placement::kArgument) and whatever moe.py needs differently is an
+// implied reshard; without it, the input is placed backward like any unconstrained tensor.
 #pragma once
 
+#include <optional>
+
 #include "shard/mesh.h"
+#include "shard/partition_spec.h"
 #include "trace/trace.h"
 
 namespace shardtrace {
 
 // Fills placement/propagated_spec/local_shape/bytes_per_device of tensors outside shard_map,
-// OpRecord::implied and Trace::memory. Idempotent.
-void AnalyzeSpmd(const Mesh& mesh, Trace* trace);
+// OpRecord::implied and Trace::memory. `input_arrival` is Trace::input's sharding as handed
+// over; an entry whose devices do not divide its dim is dropped, as MaxText's
+// adjust_pspec_for_indivisible_shapes does. Idempotent.
+void AnalyzeSpmd(const Mesh& mesh, Trace* trace,
+                 const std::optional<PartitionSpec>& input_arrival = std::nullopt);
 
 }  // namespace shardtrace

@@ -123,6 +123,26 @@ std::vector<ImpliedCollective> PlanReshard(const Shape& shape, DType dtype, cons
   }
   if (!reduce.empty()) emit(CollectiveKind::kPsum, reduce, cur);
 
+  // 2a. A dim whose new axis would land major to axes the target drops anyway: XLA gathers
+  //     those first and then slices the new axis for free (the compiled HLO of fsdp x
+  //     tensor cases all-gathers the gate kernel whole rather than re-tiling it).
+  for (size_t d = 0; d < to.size(); ++d) {
+    bool retile = false;
+    for (const std::string& axis : to[d])
+      if (DimOf(cur, axis) < 0) {
+        PartitionSpec::Entry probe = cur[d];
+        retile |= !InsertOrdered(probe, axis, to[d]);
+      }
+    std::vector<std::string> dropped;
+    for (const std::string& axis : cur[d])
+      if (DimOf(to, axis) < 0) dropped.push_back(axis);
+    if (!retile || dropped.empty()) continue;
+    Entries next = cur;
+    for (const std::string& a : dropped)
+      next[d].erase(std::find(next[d].begin(), next[d].end(), a));
+    emit(CollectiveKind::kAllGather, dropped, next);
+  }
+
   // 2. Axes the target adds to a dim that no dim uses yet: each device keeps a sub-block
   //    (a free slice) when the axis lands minor-most; otherwise blocks change owners.
   std::map<int, std::vector<std::string>> slices, retiles;

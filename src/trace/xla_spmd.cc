@@ -10,6 +10,8 @@ std::string ToString(Placement placement) {
       return "shard_map";
     case Placement::kPropagated:
       return "propagated";
+    case Placement::kArgument:
+      return "argument";
     case Placement::kUnresolved:
       return "unresolved";
   }

@@ -21,9 +21,11 @@ enum class Placement {
   kExplicit,       // kernel_axes, a sharding constraint or a shard_map out_spec fixed it
   kShardMapBlock,  // inside shard_map: the record is already one device's block
   kPropagated,     // no statement: shardtrace's model of XLA's sharding propagation
+  kArgument,       // the block's input as the decoder layer hands it over (not moe.py's own)
   kUnresolved,     // propagation reached no sharding: counted replicated (an upper bound)
 };
-std::string ToString(Placement placement);  // "explicit", "shard_map", "propagated", ...
+std::string ToString(
+    Placement placement);  // "explicit", "shard_map", "propagated", "argument", ...
 
 // A collective XLA inserts (the code does not write it: CollectiveOrigin::kImplied).
 // Kinds: kAllGather (a mesh axis leaves a dim), kPsumScatter (a reduce-scatter of partial
