@@ -9,6 +9,7 @@
 #include "config/config.h"
 #include "config/run_inputs.h"
 #include "shard/mesh.h"
+#include "test_support.h"
 #include "trace/moe_block.h"
 
 namespace shardtrace {
@@ -42,13 +43,7 @@ BlockRun Run(std::vector<std::string> overrides, int64_t devices, int64_t batch 
   return RunBlock(in.config, in.mesh, setup, params, Block::kMoe, /*numeric=*/true);
 }
 
-double MaxDiff(const Array& a, const Array& b) {
-  REQUIRE(a.shape == b.shape);
-  double m = 0;
-  for (size_t i = 0; i < a.values().size(); ++i)
-    m = std::max(m, static_cast<double>(std::fabs(a.values()[i] - b.values()[i])));
-  return m;
-}
+using testing::MaxDiff;
 
 std::vector<std::string> With(std::vector<std::string> base,
                               std::initializer_list<std::string> extra) {

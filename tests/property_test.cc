@@ -17,6 +17,7 @@
 #include "config/run_inputs.h"
 #include "emit/trace_invariants.h"
 #include "shard/mesh.h"
+#include "test_support.h"
 #include "trace/moe_block.h"
 
 namespace shardtrace {
@@ -99,13 +100,7 @@ BlockRun Run(const std::vector<std::string>& overrides, int64_t devices) {
   return RunBlock(in.config, in.mesh, setup, params, Block::kMoe, options);
 }
 
-double MaxDiff(const Array& a, const Array& b) {
-  REQUIRE(a.shape == b.shape);
-  double m = 0;
-  for (size_t i = 0; i < a.values().size(); ++i)
-    m = std::max(m, static_cast<double>(std::fabs(a.values()[i] - b.values()[i])));
-  return m;
-}
+using testing::MaxDiff;
 
 // The structural invariants every trace keeps, whatever the path and mesh.
 void CheckInvariants(const BlockRun& run, const Mesh& mesh) {

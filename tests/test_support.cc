@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +15,14 @@
 #include "cli/cli.h"
 
 namespace shardtrace::testing {
+
+double MaxDiff(const Array& a, const Array& b) {
+  REQUIRE(a.shape == b.shape);
+  double m = 0;
+  for (size_t i = 0; i < a.values().size(); ++i)
+    m = std::max(m, static_cast<double>(std::fabs(a.values()[i] - b.values()[i])));
+  return m;
+}
 
 namespace fs = std::filesystem;
 

@@ -9,7 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "numeric/array.h"
+
 namespace shardtrace::testing {
+
+// The largest |a - b| over two numeric arrays of the same shape (fails the test otherwise).
+double MaxDiff(const Array& a, const Array& b);
 
 std::string SourcePath(const std::string& relative);  // SHARDTRACE_SOURCE_DIR/relative
 // The whole file, read in binary mode ("" if it cannot be opened).
