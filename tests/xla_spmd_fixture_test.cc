@@ -153,6 +153,14 @@ TEST_CASE("Per-device arguments agree with XLA's memory_analysis on every compil
     const bool close =
         std::abs(static_cast<double>(ours - xla_args)) <= 0.15 * static_cast<double>(xla_args);
     CHECK(close);
+    // On one device with float32 weights and compute nothing is gathered or cast, so no
+    // weight copy may hold memory: XLA removes the identity convert (the model once counted
+    // 48 KiB of copies here against XLA's 13 KiB temp).
+    const bool all_f32_weights =
+        std::all_of(trace.tensors.begin(), trace.tensors.end(), [](const TensorRecord& t) {
+          return t.kind != TensorKind::kWeight || t.dtype == DType::kFloat32;
+        });
+    if (compiled["devices"].get<int>() == 1 && all_f32_weights) CHECK(m.gathered_weight_bytes == 0);
     std::map<std::string, int> implied, hlo;
     for (const OpRecord& op : trace.ops)
       for (const ImpliedCollective& c : op.implied)
