@@ -42,20 +42,29 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (a == "" || b == "" || b == 0) prin
 mb() { awk -v b="$(stat -c %s "$1")" 'BEGIN{printf "%.0f", b/1048576}'; }
 today=$(date -u +%Y-%m-%d)
 
-case400=$OUT/sparse400
-if [[ ! -f $case400/tensors.npz ]]; then
-  echo "generating $case400 (4096 tokens, M=1024, H=2048, E=16, K=2, float32)" >&2
-  "$PY" "$PEER" generate "$case400" --tokens 4096 --emb 1024 --hidden 2048 --experts 16 --top-k 2
-fi
-payload=$(mb "$case400/tensors.npz")
+# check_vs_peer DIR DESCRIPTION GENERATE_ARGS...: generates the case in DIR once (NumPy peer),
+# then runs the peer's and shardtrace's `check` on it side by side and prints their table.
+# Leaves peer_s/peer_mb, st_s/st_mb and payload set for the section's own verdict line.
+check_vs_peer() {
+  local dir=$1 description=$2
+  shift 2
+  if [[ ! -f $dir/tensors.npz ]]; then
+    echo "generating $dir ($description)" >&2
+    "$PY" "$PEER" generate "$dir" "$@"
+  fi
+  payload=$(mb "$dir/tensors.npz")
+  measure peer "$PY" "$PEER" check "$dir"
+  measure st "$BIN" check "$dir" --quiet
+  echo "| run | seconds | peak RSS MB | RSS / payload ($payload MB) |"
+  echo "|---|---|---|---|"
+  echo "| numpy_peer.py check | $peer_s | $peer_mb | $(ratio "$peer_mb" "$payload") |"
+  echo "| shardtrace check | $st_s | $st_mb | $(ratio "$st_mb" "$payload") |"
+}
 
+case400=$OUT/sparse400
 echo "## 1. check on the ~400 MB sparse case vs NumPy+OpenBLAS ($today)"
-measure peer "$PY" "$PEER" check "$case400"
-measure st "$BIN" check "$case400" --quiet
-echo "| run | seconds | peak RSS MB | RSS / payload ($payload MB) |"
-echo "|---|---|---|---|"
-echo "| numpy_peer.py check | $peer_s | $peer_mb | $(ratio "$peer_mb" "$payload") |"
-echo "| shardtrace check | $st_s | $st_mb | $(ratio "$st_mb" "$payload") |"
+check_vs_peer "$case400" "4096 tokens, M=1024, H=2048, E=16, K=2, float32" \
+  --tokens 4096 --emb 1024 --hidden 2048 --experts 16 --top-k 2
 echo "time ratio shardtrace / numpy: **$(ratio "$st_s" "$peer_s")** (target <= 0.8); RSS / payload: **$(ratio "$st_mb" "$payload")** (target <= 1.3)"
 echo
 
@@ -101,19 +110,9 @@ echo
 
 avail_gb=$(awk '/MemAvailable/ {printf "%d", $2 / 1048576}' /proc/meminfo)
 if [[ ${BENCH_MIXTRAL:-1} == 1 && $avail_gb -ge 16 ]]; then
-  mix=$OUT/mixtral8x7b
-  if [[ ! -f $mix/tensors.npz ]]; then
-    echo "generating $mix (512 tokens, M=4096, H=14336, E=8, K=2, float32; 5.6 GB)" >&2
-    "$PY" "$PEER" generate "$mix" --tokens 512 --emb 4096 --hidden 14336 --experts 8 --top-k 2
-  fi
-  mix_payload=$(mb "$mix/tensors.npz")
   echo "## 6. Mixtral-8x7B layer slice ($today)"
-  measure mixpeer "$PY" "$PEER" check "$mix"
-  measure mixst "$BIN" check "$mix" --quiet
-  echo "| run | seconds | peak RSS MB | RSS / payload ($mix_payload MB) |"
-  echo "|---|---|---|---|"
-  echo "| numpy_peer.py check | $mixpeer_s | $mixpeer_mb | $(ratio "$mixpeer_mb" "$mix_payload") |"
-  echo "| shardtrace check | $mixst_s | $mixst_mb | $(ratio "$mixst_mb" "$mix_payload") |"
+  check_vs_peer "$OUT/mixtral8x7b" "512 tokens, M=4096, H=14336, E=8, K=2, float32; 5.6 GB" \
+    --tokens 512 --emb 4096 --hidden 14336 --experts 8 --top-k 2
   echo "(target: RSS <= 1.3x payload)"
 else
   echo "## 6. Mixtral-8x7B layer slice: skipped (BENCH_MIXTRAL=0, or ${avail_gb} GB available < 16)"
