@@ -131,17 +131,28 @@ Trace SmallTrace() {
                                {},
                                "",
                                {},
-                               ParseEinsum("BSM,ME->BSE")});
-  trace.ops.push_back(
-      OpRecord{1, OpKind::kShardingConstraint, "", {2}, {3}, {}, "", {}, "", {}, std::nullopt});
+                               ParseEinsum("BSM,ME->BSE"),
+                               /*stable_id=*/""});
+  trace.ops.push_back(OpRecord{1,
+                               OpKind::kShardingConstraint,
+                               "",
+                               {2},
+                               {3},
+                               {},
+                               "",
+                               {},
+                               "",
+                               {},
+                               std::nullopt,
+                               /*stable_id=*/""});
   CollectiveRecord gather;
   gather.kind = CollectiveKind::kAllGather;
   gather.axes = {"expert"};
   gather.participants = 2;
   gather.bytes_sent = {16, 16};
   gather.bytes_received = {16, 16};
-  trace.ops.push_back(
-      OpRecord{2, OpKind::kAllGather, "", {4}, {5}, {}, "", gather, "", {}, std::nullopt});
+  trace.ops.push_back(OpRecord{
+      2, OpKind::kAllGather, "", {4}, {5}, {}, "", gather, "", {}, std::nullopt, /*stable_id=*/""});
   return trace;
 }
 
@@ -199,7 +210,8 @@ TEST_CASE("ascii flow folds a chain of casts into one line", "[viz]") {
                                  {},
                                  "",
                                  {},
-                                 std::nullopt});
+                                 std::nullopt,
+                                 /*stable_id=*/""});
     if (i > 0) trace.ops.back().inputs = {i - 1};
   }
   const std::string flow = AsciiFlow(trace);
@@ -226,7 +238,8 @@ TEST_CASE("ascii flow draws independent branches side by side and wraps at the w
                                {},
                                "",
                                {},
-                               ParseEinsum("TM,MH->TH")});
+                               ParseEinsum("TM,MH->TH"),
+                               /*stable_id=*/""});
   trace.ops.push_back(OpRecord{1,
                                OpKind::kEinsum,
                                "TM,MH->TH",
@@ -237,9 +250,10 @@ TEST_CASE("ascii flow draws independent branches side by side and wraps at the w
                                {},
                                "",
                                {},
-                               ParseEinsum("TM,MH->TH")});
-  trace.ops.push_back(
-      OpRecord{2, OpKind::kMul, "", {1, 2}, {3}, {}, "moe/act", {}, "", {}, std::nullopt});
+                               ParseEinsum("TM,MH->TH"),
+                               /*stable_id=*/""});
+  trace.ops.push_back(OpRecord{
+      2, OpKind::kMul, "", {1, 2}, {3}, {}, "moe/act", {}, "", {}, std::nullopt, /*stable_id=*/""});
   const std::string flow = AsciiFlow(trace);
   INFO(flow);
   CHECK(flow.find("  ├──") != std::string::npos);
