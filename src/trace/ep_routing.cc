@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "shard/mesh.h"
 #include "trace/traced_ops.h"
 
 namespace shardtrace {
@@ -23,6 +24,31 @@ Value RollToExpertId(const MoeContext& ctx, const Value& expert_shard_id) {
                      {&expert_shard_id}, {"roll_to_expert_id", ""}, [&](const Args& a) {
                        return Mul(*a[0], Scalar(static_cast<float>(local_experts), DType::kInt32));
                      });
+}
+
+void CaptureRingRows(const MoeContext& ctx, const PermuteOutput& routing, const Value& roll,
+                     const Value& local_group_sizes, int64_t local_batch, int64_t sequence_length) {
+  if (!ctx.t.numeric()) return;
+  ctx.CapturePerDevice("ring sorted_selected_experts per device",
+                       routing.sorted_selected_experts.shards);
+  ctx.CapturePerDevice("ring sorted_experts per device", routing.sorted_experts.shards);
+  ctx.CapturePerDevice("ring roll_to_expert_id per device", roll.shards);
+  ctx.CapturePerDevice("ring group_sizes per device", local_group_sizes.shards);
+  const Mesh& mesh = ctx.t.mesh();
+  const int64_t local_tokens = local_batch * sequence_length;
+  std::vector<Array> sources;
+  for (int64_t d = 0; d < mesh.num_devices(); ++d) {
+    const std::vector<int64_t> group = mesh.Group(d, ctx.setup.expert_axes);
+    const auto tokens = static_cast<int64_t>(group.size()) * local_tokens;
+    std::vector<float> pairs;
+    pairs.reserve(static_cast<size_t>(2 * tokens));
+    for (int64_t g = 0; g < tokens; ++g) {
+      pairs.push_back(static_cast<float>(group[g / local_tokens]));
+      pairs.push_back(static_cast<float>(g % local_tokens));
+    }
+    sources.push_back(Array::FromData({tokens, 2}, DType::kInt32, std::move(pairs)));
+  }
+  ctx.CapturePerDevice("ring token sources per device", sources);
 }
 
 void PlanForwardAllToAll(const MoeContext& ctx, const Value& group_sizes, int64_t rows,
@@ -84,15 +110,21 @@ Value ReturnFromExperts(const MoeContext& ctx, const Value& expert_output, const
                                        return Transpose(*a[0], {1, 0});
                                      });
     const AllToAllParams p = GetAllToAllParams(ctx, transposed, ep.expert_shard_id, s.ep, true);
-    return t.RaggedAllToAll(local_output, output_shape, p.input_offsets, p.send_sizes,
-                            p.output_offsets, p.recv_sizes, s.expert_axes,
-                            {"intermediate_output", "RM"});
+    std::vector<Array> sources;
+    const Value out = t.RaggedAllToAll(local_output, output_shape, p.input_offsets, p.send_sizes,
+                                       p.output_offsets, p.recv_sizes, s.expert_axes,
+                                       {"intermediate_output", "RM"}, &sources);
+    ctx.CapturePerDevice("intermediate_output row sources per device", sources);
+    return out;
   }
   const AllToAllParams p =
       GetAllToAllParams(ctx, *ep.reshaped_group_sizes, ep.expert_shard_id, s.ep, false);
-  return t.RaggedAllToAll(expert_output, output_shape, p.input_offsets, p.send_sizes,
-                          p.output_offsets, p.recv_sizes, s.expert_axes,
-                          {"intermediate_output", "RM"});
+  std::vector<Array> sources;
+  const Value out =
+      t.RaggedAllToAll(expert_output, output_shape, p.input_offsets, p.send_sizes, p.output_offsets,
+                       p.recv_sizes, s.expert_axes, {"intermediate_output", "RM"}, &sources);
+  ctx.CapturePerDevice("intermediate_output row sources per device", sources);
+  return out;
 }
 
 }  // namespace shardtrace

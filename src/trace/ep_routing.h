@@ -34,6 +34,16 @@ Value ExpertShardId(const MoeContext& ctx);
 // Ring of experts: num_experts_per_shard * expert_shard_id, the id routing rolls by.
 Value RollToExpertId(const MoeContext& ctx, const Value& expert_shard_id);
 
+// Ring of experts, numeric: captures what each device's permute sorted for the page's tree
+// (MoeContext::CapturePerDevice, [D, ...]): "ring sorted_selected_experts per device" and
+// "ring sorted_experts per device" (the rolled ids the rows are sorted by), "ring
+// roll_to_expert_id per device", "ring group_sizes per device" (the local experts' sizes,
+// [D, L]) and "ring token sources per device" [D, T, 2]: for each all-gathered token
+// T = b*S+s, the device it was gathered from and that device's own token index (the
+// all-gather over the expert axes concatenates the group's batches in axis-index order).
+void CaptureRingRows(const MoeContext& ctx, const PermuteOutput& routing, const Value& roll,
+                     const Value& local_group_sizes, int64_t local_batch, int64_t sequence_length);
+
 // Expert parallelism > 1: group_sizes summed per expert shard; when the batch is sharded by
 // expert, the all-gathered [EP, EP] sizes, the forward all-to-all offsets and the receive
 // buffer of `rows` routed rows (recorded as the fact "ragged buffer rows").
@@ -42,7 +52,9 @@ void PlanForwardAllToAll(const MoeContext& ctx, const Value& group_sizes, int64_
 
 // Expert parallelism > 1: the expert outputs back to the shards that routed their rows,
 // [batch*seq*top_k, M/TP] in routing order (local rows unsorted, then the reverse
-// ragged_all_to_all; batch replicated: the all-to-all with the reshaped sizes).
+// ragged_all_to_all; batch replicated: the all-to-all with the reshaped sizes). A numeric
+// run captures where each returned row came from as "intermediate_output row sources per
+// device" [D, R] (sender * sender's operand rows + sender's row, -1 for a row nobody sent).
 Value ReturnFromExperts(const MoeContext& ctx, const Value& expert_output, const EpRouting& ep,
                         int64_t original_rows);
 

@@ -201,6 +201,12 @@ LocalPermuteOutput LocalSortOrder(const MoeContext& ctx, int64_t rows, const std
         tr::Take(t, *inputs, out.sorted_indices, 0, {"sorted_inputs", row_dim + "M"});
   out.sorted_experts_ids =
       tr::Take(t, expert_indices, out.sorted_indices, 0, {"sorted_experts_ids", row_dim});
+  // What each device's sort did, for the pages' trees of the local order.
+  ctx.CapturePerDevice("local_permute sorted_indices per device", out.sorted_indices.shards);
+  ctx.CapturePerDevice("local_permute sorted_experts_ids per device",
+                       out.sorted_experts_ids.shards);
+  ctx.CapturePerDevice("local_group_size per device", out.local_group_size.shards);
+  ctx.CapturePerDevice("expert_shard_id per device", shard_index.shards);
   return out;
 }
 

@@ -46,7 +46,10 @@ struct LocalPermuteOutput {
 };
 // local_permute's sort order, local group sizes and local expert ids for `rows` received
 // rows; with `inputs`, also sorted_inputs, taken where moe.py takes it (before the ids),
-// else sorted_inputs is left empty.
+// else sorted_inputs is left empty. A numeric run captures each device's order for the
+// pages' trees: "local_permute sorted_indices per device", "local_permute
+// sorted_experts_ids per device", "local_group_size per device", "expert_shard_id per
+// device".
 LocalPermuteOutput LocalSortOrder(const MoeContext& ctx, int64_t rows, const std::string& row_dim,
                                   const Value& global_group_sizes, int64_t local_expert_size,
                                   const Value& shard_index, bool is_offset,

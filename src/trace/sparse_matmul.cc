@@ -49,6 +49,7 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
     const Value roll = RollToExpertId(ctx, expert_shard_id);
     perm = Permute(ctx, x, logits, pre, roll);
     group_sizes = tr::Slice(t, perm.group_size, 0, 0, local_expert_size, {"group_sizes", "E"});
+    CaptureRingRows(ctx, perm, roll, group_sizes, batch_size, sequence_length);
     x = MaskRowsPastGroups(ctx, perm.sorted_inputs, group_sizes, "x");
     selected_experts = perm.sorted_experts;
   } else {

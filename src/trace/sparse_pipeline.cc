@@ -53,6 +53,7 @@ RouteOutput Route(const MoeContext& ctx, const ShardMapOperands& op, EpRouting& 
   out.selected_experts = out.routing.sorted_experts;
   if (s.ring_of_experts) {
     out.group_sizes = tr::Slice(t, out.group_sizes, 0, 0, local_experts, {"group_sizes", "E"});
+    CaptureRingRows(ctx, out.routing, *roll, out.group_sizes, op.x.dim(0), op.x.dim(1));
   } else if (ep > 1) {
     const auto cond = t.Condition("expert parallelism > 1");
     const Value& gs = out.routing.group_size;
