@@ -259,6 +259,19 @@ TEST_CASE("render: DeepSeek-V3 on 256 devices from a MaxText base.yml", "[compar
                   "M=16 E=256 K=8 H=32 instead of B=3072 S=2048 M=7168 E=256 K=8 H=2048") !=
         std::string::npos);
   CHECK(page.find("T0 (sum of weights") != std::string::npos);
+  // generate's sparse trees and send matrices, drawn for the first 8 of 256 devices.
+  CHECK(page.find("## Tree: sorted_inputs (per device)") != std::string::npos);
+  CHECK(page.find("## Tree: x (the ragged_all_to_all receive buffer, per device)") !=
+        std::string::npos);
+  CHECK(page.find("(devices 8-255 not shown: the first 8 of 256 devices are drawn.)") !=
+        std::string::npos);
+  CHECK(page.find("  device  to 0  to 1  to 2  to 3  to 4  to 5  to 6  to 7  to 8-63  total\n") !=
+        std::string::npos);
+  CHECK(page.find("Device 8 (") == std::string::npos);
+  // The kernel specs with expert parallelism off: one column per variant.
+  CHECK(page.find("| `wi_0` (kernel_axes) | `P(('fsdp', 'expert'), None)` | `P('fsdp', None)` |") !=
+        std::string::npos);
+  CHECK(page.find("```mermaid\nflowchart TD") != std::string::npos);
   // Unconstrained activations are never sized per device at their global size: the float32
   // inputs [3072,2048,7168] (168.0 GiB globally) take the batch sharding the first
   // constraint asks for, 12 of 3072 sequences per device.
@@ -277,7 +290,12 @@ TEST_CASE("render: a small dense-dropping config runs its own numbers for the ma
   CompareWithGolden("expected/render_small_dense_dropping.md", r.out);
   CHECK(r.out.find("from a numeric run of this config (B=4 S=4 M=16 E=4 K=2 H=32, seed 1)") !=
         std::string::npos);
-  CHECK(r.out.find("## Routing example: dispatch_mask") != std::string::npos);
+  // The same sections as the documented dense-dropping page: masks, variants, mermaid.
+  CHECK(r.out.find("## Tree: dispatch_mask") != std::string::npos);
+  CHECK(r.out.find("## Tree: combine_mask") != std::string::npos);
+  CHECK(r.out.find("## Config variants") != std::string::npos);
+  CHECK(r.out.find("| EP off (`ici_expert_parallelism=1`) |") != std::string::npos);
+  CHECK(r.out.find("```mermaid\nflowchart TD") != std::string::npos);
   for (const auto& [n, line] : CodeLines(r.out)) {
     INFO("line " << n << ": " << line);
     CHECK(DisplayWidth(line) <= 120);

@@ -16,14 +16,18 @@
 #include <tuple>
 #include <vector>
 
+#include "cli/kernel_variants.h"
 #include "cli/visualization_pages.h"
 #include "config/run_inputs.h"
 #include "emit/ascii_flow.h"
 #include "emit/human_bytes.h"
 #include "emit/mask_tree.h"
 #include "emit/mermaid_flow.h"
+#include "emit/page_sections.h"
+#include "emit/sparse_row_tree.h"
 #include "emit/text_table.h"
 #include "emit/trace_invariants.h"
+#include "emit/tree_text.h"
 #include "test_support.h"
 #include "trace/moe_block.h"
 
@@ -349,6 +353,83 @@ TEST_CASE("sorted rows and ragged buffer trees name each row's token and choice"
         "│   └── expert 1: D1.T1 k=0, D1.T0 k=0\n"
         "└── row 3: empty\n");
   CHECK_THROWS_WITH(SortedRowsTree(selected, sel2, 2), Catch::Contains("of one shape"));
+}
+
+TEST_CASE("tree lines wrap under their rules; big trees fold idle experts and devices", "[viz]") {
+  // A leaf list wider than the line continues under the node's vertical rule.
+  const std::string line =
+      TreeLine("├── ", "│   ", "expert 0: rows 0-5 ← T0 k=1, T1 k=0, T2 k=1, T3 k=0", 40);
+  CHECK(line ==
+        "├── expert 0: rows 0-5 ← T0 k=1,\n"
+        "│       T1 k=0, T2 k=1, T3 k=0\n");
+  // Three devices of 4 rows, 12 experts, K=1: device d's tokens chose experts 0, 1, 2 and
+  // 11 - d; experts without rows fold into ranges, and a view of 2 devices leaves one out.
+  std::vector<float> selected, experts;
+  for (int d = 0; d < 3; ++d)
+    for (int r = 0; r < 4; ++r) {
+      selected.push_back(static_cast<float>(r));
+      experts.push_back(static_cast<float>(r < 3 ? r : 11 - d));
+    }
+  const Array sel = Array::FromData({3, 4}, DType::kInt32, selected);
+  const Array exp = Array::FromData({3, 4}, DType::kInt32, experts);
+  CHECK(SortedRowsTree(sel, exp, 1, {.max_devices = 2}) ==
+        "sorted_inputs per device as Device → expert → sorted rows (of [D=3] x [R=4,M], K=1; "
+        "T = the device's token b*S+s):\n"
+        "\n"
+        "Device 0 (4 rows):\n"
+        "├── expert 0: row 0 ← T0 k=0\n"
+        "├── expert 1: row 1 ← T1 k=0\n"
+        "├── expert 2: row 2 ← T2 k=0\n"
+        "├── experts 3-10: no rows\n"
+        "└── expert 11: row 3 ← T3 k=0\n"
+        "\n"
+        "Device 1 (4 rows):\n"
+        "├── expert 0: row 0 ← T0 k=0\n"
+        "├── expert 1: row 1 ← T1 k=0\n"
+        "├── expert 2: row 2 ← T2 k=0\n"
+        "├── experts 3-9: no rows\n"
+        "├── expert 10: row 3 ← T3 k=0\n"
+        "└── expert 11: no rows\n"
+        "\n"
+        "(device 2 not shown: the first 2 of 3 devices are drawn.)\n");
+  // 120 columns hold however many rows an expert gets.
+  std::vector<float> many_sel, many_exp;
+  for (int r = 0; r < 200; ++r) {
+    many_sel.push_back(static_cast<float>(r));
+    many_exp.push_back(0.0f);
+  }
+  const std::string wide = SortedRowsTree(Array::FromData({1, 200}, DType::kInt32, many_sel),
+                                          Array::FromData({1, 200}, DType::kInt32, many_exp), 2);
+  std::istringstream lines(wide);
+  std::string l;
+  int continued = 0;
+  while (std::getline(lines, l)) {
+    INFO(l);
+    CHECK(DisplayWidth(l) <= 120);
+    continued += l.rfind("        T", 0) == 0;  // under "└── ": no rule below the last node
+  }
+  CHECK(continued > 10);
+  CHECK(wide.find("T99 k=1") != std::string::npos);
+}
+
+TEST_CASE("a config variant the config cannot take is named with its reason", "[viz]") {
+  const std::vector<std::string> args = {
+      "base_emb_dim=16",         "base_mlp_dim=32",       "base_moe_mlp_dim=32",
+      "num_experts=3",           "num_experts_per_tok=2", "max_target_length=4",
+      "per_device_batch_size=1", "decoder_block=mixtral", "sparse_matmul=false"};
+  const RunInputs in = LoadRunInputs(args, 4);
+  const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
+  const BlockRun run =
+      RunBlock(in.config, in.mesh, setup, MakeParams(setup, 2, false, 0), Block::kMoe, false);
+  const std::vector<VariantColumn> cols =
+      KernelVariants({.args = args, .devices = 4, .keys = {"shard_exp_on_fsdp"}}, run.trace);
+  REQUIRE(cols.size() == 3);
+  CHECK(cols[0].label == "as traced");
+  CHECK(cols[1].not_traced.empty());
+  CHECK(cols[1].specs.size() == cols[0].specs.size());
+  CHECK(cols[2].label == "EP on (`ici_expert_parallelism=2`)");
+  CHECK(cols[2].not_traced == "num_experts 3 is not divisible by the expert-parallel size 2");
+  CHECK(cols[2].specs.empty());
 }
 
 // The receive buffers the ragged_all_to_all page draws come from the exchange itself: every

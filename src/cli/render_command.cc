@@ -1,12 +1,14 @@
 // `shardtrace render [CONFIG.yml ...] [key=value ...] [--block ...] [--devices N] -o FILE.md`:
-// one visualization page for any user config, with generate's renderers (AsciiFlow,
-// RoutingTree, MaskTree, TraceInvariants, RenderVisualization and its template). The flow
-// and the formal specification come from a symbolic trace at full size; the routing trees
-// need real numbers, so they come from a numeric run of the same config on the same mesh,
-// with the model dims reduced when the config is too big to run (the page says so and
-// gives the reduced dims). Per-device figures are the ones the trace supports: a
-// "Per-device totals" section counts placed tensors and lists the activations no
-// statement places as "unconstrained (XLA chooses)", never adding their global size.
+// one visualization page for any user config, composed like generate's pages from the same
+// pieces (AsciiFlow, page_sections' trees and send matrices, KernelVariants' config-variant
+// table, TraceInvariants, RenderVisualization and its template). The flow and the formal
+// specification come from a symbolic trace at full size; the trees need real numbers, so
+// they come from a numeric run of the same config on the same mesh, with the model dims
+// reduced when the config is too big for a tree to read (the page says so and gives the
+// reduced dims); on a big mesh the per-device trees draw the first devices. Per-device
+// figures are the ones the trace supports: a "Per-device totals" section counts placed
+// tensors and lists the activations no statement places as "unconstrained (XLA chooses)",
+// never adding their global size.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -14,11 +16,13 @@
 
 #include "check/trace_diff.h"
 #include "cli/commands.h"
+#include "cli/kernel_variants.h"
 #include "cli/visualization_pages.h"
 #include "config/run_inputs.h"
 #include "emit/ascii_flow.h"
 #include "emit/human_bytes.h"
-#include "emit/mask_tree.h"
+#include "emit/mermaid_flow.h"
+#include "emit/page_sections.h"
 #include "emit/spec_markdown.h"
 #include "emit/text_table.h"
 #include "emit/trace_invariants.h"
@@ -57,9 +61,11 @@ std::vector<std::string> ReducedArgs(const std::vector<std::string>& args) {
   return out;
 }
 
-// The config is small enough to run as it is.
+// The config is small enough for its trees to read as they are (a few tokens per row, rows
+// of a few tokens per device); anything bigger runs ReducedArgs.
 bool Small(const MoeSetup& s) {
-  return s.batch * s.seq <= 4096 && s.emb <= 256 && s.wi_hidden <= 512 && s.mlp_dim <= 512;
+  return s.seq <= 16 && s.batch * s.seq <= 256 && s.emb <= 256 && s.wi_hidden <= 512 &&
+         s.mlp_dim <= 512;
 }
 
 std::string Dims(const MoeSetup& s) {
@@ -116,6 +122,7 @@ void RunRenderCommand(const RenderOptions& options, std::ostream& out) {
   doc.source = PageSourceText(PageSource::kSeedMoe);
   doc.config_files = in.config.loaded_files();
   doc.flow = AsciiFlow(trace);
+  doc.mermaid = MermaidFlow(trace);
 
   std::string trees_note;
   if (block == Block::kMoe && devices <= kMaxNumericDevices) {
@@ -139,34 +146,20 @@ void RunRenderCommand(const RenderOptions& options, std::ostream& out) {
       trees_note = fmt::format("The reduced run takes another path ({}), so no tree is shown.",
                                run.trace.path);
     } else {
-      const auto indices = run.captures.find("top_k_indices");
-      const auto weights = run.captures.find("top_k_weights");
-      if (indices != run.captures.end() && weights != run.captures.end())
-        doc.examples.push_back(
-            {"Routing example: top-k choices",
-             fmt::format(
-                 "Batch row 0 as a tree Token → choice → expert, from {}:\n\n```sh\n{}\n```",
-                 origin, ShellLine(twords)),
-             RoutingTree(indices->second, weights->second, 0)});
-      const auto dispatch = run.captures.find("dispatch_mask");
-      const auto combine = run.captures.find("combine_mask");
-      if (dispatch != run.captures.end() && combine != run.captures.end() &&
-          indices != run.captures.end()) {
-        if (tsetup.num_experts <= kMaxMaskTreeExperts) {
-          doc.examples.push_back(
-              {"Routing example: dispatch_mask",
-               "Batch row 0 as a tree Expert → slot → tokens, from the same "
-               "run; a choice that finds its expert's slots full is dropped.",
-               MaskTree("dispatch_mask", dispatch->second, 0, &indices->second)});
-          doc.examples.push_back({"Routing example: combine_mask",
-                                  "The same slots with the routing weights the combine einsum "
-                                  "applies.",
-                                  MaskTree("combine_mask", combine->second, 0, &indices->second)});
-        } else {
-          trees_note = fmt::format("The dispatch/combine mask trees are left out: {} experts.",
-                                   tsetup.num_experts);
-        }
-      }
+      std::vector<std::string> trees = DrawableTrees(run.captures);
+      if (tsetup.num_experts > kMaxMaskTreeExperts &&
+          std::erase_if(trees, [](const std::string& t) {
+            return t == "dispatch_mask" || t == "combine_mask";
+          }) > 0)
+        trees_note = fmt::format("The dispatch/combine mask trees are left out: {} experts.",
+                                 tsetup.num_experts);
+      std::vector<MarkdownExample> sections = TreeSections(run.trace, run.captures, trees);
+      for (MarkdownExample& e : SendMatrixSections(run.trace)) sections.push_back(std::move(e));
+      if (!sections.empty())
+        sections.front().intro =
+            fmt::format("The trees and matrices below come from {}:\n\n```sh\n{}\n```\n\n{}",
+                        origin, ShellLine(twords), sections.front().intro);
+      for (MarkdownExample& e : sections) doc.examples.push_back(std::move(e));
     }
   } else if (block == Block::kMoe) {
     trees_note =
@@ -179,6 +172,12 @@ void RunRenderCommand(const RenderOptions& options, std::ostream& out) {
       "totals for what the trace supports and which activations XLA places.{}",
       Dims(setup), trees_note.empty() ? "" : " " + trees_note);
   doc.examples.push_back(TotalsExample(trace));
+  doc.variants = KernelVariants({.args = args,
+                                 .devices = devices,
+                                 .block = options.block,
+                                 .masked_loop = false,
+                                 .keys = {"shard_exp_on_fsdp", "use_2d_fsdp_sharding"}},
+                                trace);
   doc.invariants = TraceInvariants(trace, nullptr);
   std::string page = RenderVisualization(doc, trace);
   // The template's first line says generate wrote the page; this one comes from render.

@@ -5,13 +5,13 @@
 
 #include <algorithm>
 
+#include "cli/kernel_variants.h"
 #include "config/run_inputs.h"
 #include "emit/ascii_flow.h"
-#include "emit/fact_text.h"
 #include "emit/mask_tree.h"
 #include "emit/mermaid_flow.h"
+#include "emit/page_sections.h"
 #include "emit/spec_markdown.h"
-#include "emit/text_table.h"
 #include "emit/trace_invariants.h"
 #include "trace/moe_block.h"
 #include "util/error.h"
@@ -20,22 +20,6 @@ namespace shardtrace {
 namespace {
 
 constexpr uint64_t kSeed = 1;
-
-// `base` with the overrides `more`: a key already in `base` takes the new value in place, so
-// the reproducing command names each key once.
-std::vector<std::string> With(std::vector<std::string> base, const std::vector<std::string>& more) {
-  for (const std::string& kv : more) {
-    const std::string key = kv.substr(0, kv.find('=') + 1);
-    const auto same = std::find_if(base.begin(), base.end(),
-                                   [&](const std::string& b) { return b.rfind(key, 0) == 0; });
-    if (same != base.end()) {
-      *same = kv;
-    } else {
-      base.push_back(kv);
-    }
-  }
-  return base;
-}
 
 }  // namespace
 
@@ -48,6 +32,7 @@ std::vector<std::string> With(std::vector<std::string> base, const std::vector<s
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 std::vector<VisualizationPage> VisualizationPages() {
+  const auto With = &WithOverrides;
   const std::vector<std::string> dims = {"base_emb_dim=16",      "base_mlp_dim=32",
                                          "base_moe_mlp_dim=32",  "num_experts_per_tok=2",
                                          "max_target_length=4",  "per_device_batch_size=1",
@@ -318,66 +303,6 @@ std::string CommandLine(const VisualizationPage& v) {
   return ShellLine(words);
 }
 
-std::vector<MarkdownExample> MaskExamples(const BlockRun& run) {
-  std::string facts;
-  for (const FactKind kind : {FactKind::kExpertCapacity, FactKind::kTokensDroppedPerExpert})
-    if (const Fact* f = run.trace.FindFact(kind)) {
-      const std::string note = FactNote(*f);
-      facts += fmt::format(" `{} = {}`{}.", FactName(*f), FactValuesText(*f),
-                           note.empty() ? "" : " (" + note + ")");
-    }
-  std::vector<MarkdownExample> out;
-  const auto dispatch = run.captures.find("dispatch_mask");
-  const auto combine = run.captures.find("combine_mask");
-  const auto indices = run.captures.find("top_k_indices");
-  if (dispatch == run.captures.end() || combine == run.captures.end() ||
-      indices == run.captures.end())
-    Fail("generate: the dense dropping run captured no dispatch/combine masks or top_k_indices");
-  out.push_back({"Tree: dispatch_mask",
-                 "Batch row 0 of this run, as a tree Expert → slot → tokens: the dispatch "
-                 "einsum `BSM,BSEC->EBCM` contracts the tokens `S`, so they are the leaves; a "
-                 "slot holds at most one token, and a choice that finds its expert's `C` slots "
-                 "full is dropped (it appears in no slot)." +
-                     facts,
-                 MaskTree("dispatch_mask", dispatch->second, 0, &indices->second)});
-  out.push_back({"Tree: combine_mask",
-                 "The same slots with the routing weights the combine einsum `EBCM,BSEC->BSM` "
-                 "applies when it scatters expert outputs back to their tokens; a token whose "
-                 "choice was dropped gets fewer than K weighted outputs.",
-                 MaskTree("combine_mask", combine->second, 0, &indices->second)});
-  return out;
-}
-
-// Each `rows sent [device, peer]` fact as a grid, rows = sending device.
-std::vector<MarkdownExample> SendMatrixExamples(const Trace& trace) {
-  std::string text;
-  for (const Fact& f : trace.facts) {
-    if (f.kind != FactKind::kRowsSent || f.shape.size() != 2) continue;
-    std::vector<std::string> header = {"device"};
-    for (int64_t p = 0; p < f.shape[1]; ++p) header.push_back(fmt::format("to {}", p));
-    header.push_back("total");
-    TextTable table(header);
-    for (int64_t d = 0; d < f.shape[0]; ++d) {
-      std::vector<std::string> row = {std::to_string(d)};
-      double total = 0;
-      for (int64_t p = 0; p < f.shape[1]; ++p) {
-        const double v = f.values[d * f.shape[1] + p];
-        total += v;
-        row.push_back(FactValueText(v));
-      }
-      row.push_back(FactValueText(total));
-      table.AddRow(row);
-    }
-    text += fmt::format("{}{}\n{}", text.empty() ? "" : "\n", FactName(f), table.Render("  "));
-  }
-  if (text.empty()) return {};
-  return {{"Ragged all-to-all send sizes",
-           "Rows each device sends to each expert-parallel peer in the forward all-to-all "
-           "(`x`, the routed token rows) and back (`intermediate_output`, the expert outputs): "
-           "the second matrix is the transpose of the first.",
-           text}};
-}
-
 BlockRun Run(const std::vector<std::string>& args, int64_t devices, const std::string& block,
              const std::string& path, bool numeric) {
   const RunInputs in = LoadRunInputs(args, devices);
@@ -386,106 +311,6 @@ BlockRun Run(const std::vector<std::string>& args, int64_t devices, const std::s
   const MoeParams params = MakeParams(setup, n_act, numeric, kSeed);
   return RunBlock(in.config, in.mesh, setup, params, ParseBlock(block), numeric,
                   path == "masked_loop");
-}
-
-const Array& Captured(const BlockRun& run, const std::string& name) {
-  const auto found = run.captures.find(name);
-  if (found == run.captures.end())
-    Fail("generate: the page draws a tree of {}, but its run captured none", name);
-  return found->second;
-}
-
-std::vector<MarkdownExample> RoutingExamples(const BlockRun& run, bool as_weights) {
-  return {{as_weights ? "Tree: top_k_indices, top_k_weights = the weights [B,S,E]"
-                      : "Tree: top_k_indices, top_k_weights",
-           as_weights
-               ? "Batch row 0 of this run as a tree Token → choice → expert. This is exactly "
-                 "what `reshape_and_update_weights` scatters into `weights` [B,S,E]: each "
-                 "token's K weights at its chosen experts, 0 elsewhere, the factors the "
-                 "expert outputs are summed with."
-               : "Batch row 0 of this run as a tree Token → choice → expert: the top-k "
-                 "indices and weights read together (permute sorts the (token, choice) rows "
-                 "by these experts; unpermute sums the outputs with these weights).",
-           RoutingTree(Captured(run, "top_k_indices"), Captured(run, "top_k_weights"), 0)}};
-}
-
-// sparse_matmul's sorted rows on every device and, with expert parallelism, the receive
-// buffer of the forward ragged_all_to_all: the per-device values the run captured.
-std::vector<MarkdownExample> SortedRowExamples(const BlockRun& run, bool ragged_buffer) {
-  const Array& selected = Captured(run, "sorted_selected_experts per device");
-  const Array& experts = Captured(run, "sorted_experts per device");
-  const int64_t k = Captured(run, "top_k_indices").shape[2];
-  std::vector<MarkdownExample> out = {
-      {"Tree: sorted_inputs (per device)",
-       "What `permute` did on each device of this run: its (token, choice) rows repeated K "
-       "times and stable-sorted by expert, so each expert's rows are contiguous and the "
-       "`group_size` of an expert is the length of its run. `unpermute` undoes this order.",
-       SortedRowsTree(selected, experts, k)}};
-  if (ragged_buffer)
-    out.push_back(
-        {"Tree: x (the ragged_all_to_all receive buffer, per device)",
-         "Where those sorted rows went: each device's receive buffer after the "
-         "forward `ragged_all_to_all`, as runs of rows from one sender (the rows "
-         "the sender's `input_offsets`/`send_sizes` picked, placed at its "
-         "`output_offsets`), split by expert, and the empty rest of the buffer. "
-         "`local_permute` then sorts the filled rows by local expert.",
-         RaggedBufferTree(Captured(run, "x row sources per device"), selected, experts, k)});
-  return out;
-}
-
-MarkdownExample GroupExample(const BlockRun& run) {
-  const Array& indices = Captured(run, "top_k_indices");
-  const Array& scores = Captured(run, "group_scores");
-  const int64_t experts = Captured(run, "gate_logits").shape[2];
-  return {"Tree: group_scores, group_mask",
-          "DeepSeek's group-limited routing on batch row 0: `expert_group_mask` scores each "
-          "routing group by the sum of its two best (biased) expert scores and keeps the "
-          "best `topk_routing_group`; experts outside kept groups are masked to -inf before "
-          "top-k, so every chosen expert lies in a kept group.",
-          GroupTree(scores, Captured(run, "group_mask"), indices, experts, 0)};
-}
-
-// The kernel specs of the page's config and of the variants a reader tunes: one row per
-// explicitly placed weight (name and statement), one column per variant, each cell the
-// PartitionSpec a symbolic trace of that variant recorded.
-std::vector<VariantColumn> KernelVariants(const VisualizationPage& v, const Trace& trace) {
-  int64_t ep = 1;
-  for (const std::string& a : v.args)
-    if (a.rfind("ici_expert_parallelism=", 0) == 0) ep = std::stoll(a.substr(23));
-  // shard_exp_on_fsdp and use_2d_fsdp_sharding give the sparse shard_map specs no 'exp'
-  // entry, so they go with expert parallelism 1 there.
-  const bool sparse_ep = ep > 1 && trace.path.rfind("sparse_matmul", 0) == 0;
-  const auto fsdp_variant = [&](const std::string& key) {
-    std::pair<std::string, std::vector<std::string>> out = {"`" + key + "=true`", {key + "=true"}};
-    if (sparse_ep) {
-      out.first += " (EP=1: its specs do not shard experts)";
-      out.second.push_back("ici_expert_parallelism=1");
-    }
-    return out;
-  };
-  std::vector<std::pair<std::string, std::vector<std::string>>> variants = {{"as traced", {}}};
-  for (const std::string& key : v.variant_keys) variants.push_back(fsdp_variant(key));
-  // The ring needs expert parallelism; the others show the EP switch both ways.
-  bool ring = false;
-  for (const std::string& a : v.args) ring |= a == "use_ring_of_experts=true";
-  if (ep > 1 && !ring)
-    variants.push_back({"EP off (`ici_expert_parallelism=1`)", {"ici_expert_parallelism=1"}});
-  if (ep == 1 && v.block == "moe")
-    variants.push_back({"EP on (`ici_expert_parallelism=2`)", {"ici_expert_parallelism=2"}});
-  std::vector<VariantColumn> out;
-  for (const auto& [label, extra] : variants) {
-    const Trace t = extra.empty() ? trace
-                                  : Run(With(v.args, extra), v.devices, v.block, v.path,
-                                        /*numeric=*/false)
-                                        .trace;
-    VariantColumn col{label, t.mesh, {}};
-    for (const TensorRecord& r : t.tensors)
-      if (r.kind == TensorKind::kWeight && r.constraint != Constraint::kNone && r.partition_spec)
-        col.specs.push_back({fmt::format("`{}` ({})", r.name, ToString(r.constraint)),
-                             r.partition_spec->ToString()});
-    out.push_back(std::move(col));
-  }
-  return out;
 }
 
 }  // namespace
@@ -502,19 +327,9 @@ RenderedPage RenderPage(const VisualizationPage& v) {
   doc.config_files = in.config.loaded_files();
   doc.flow = AsciiFlow(run.trace);
   doc.mermaid = MermaidFlow(run.trace);
-  const auto wants = [&](const char* name) {
-    return std::find(v.trees.begin(), v.trees.end(), name) != v.trees.end();
-  };
-  if (wants("top_k_indices") || wants("top_k_weights"))
-    doc.examples = RoutingExamples(run, wants("weights"));
-  if (wants("group_mask") || wants("group_scores")) doc.examples.push_back(GroupExample(run));
-  if (wants("dispatch_mask") || wants("combine_mask"))
-    for (MarkdownExample& e : MaskExamples(run)) doc.examples.push_back(std::move(e));
-  if (wants("sorted_inputs") || wants("x"))
-    for (MarkdownExample& e : SortedRowExamples(run, wants("x")))
-      doc.examples.push_back(std::move(e));
+  doc.examples = TreeSections(run.trace, run.captures, v.trees);
   if (v.send_matrices)
-    for (MarkdownExample& e : SendMatrixExamples(run.trace)) doc.examples.push_back(std::move(e));
+    for (MarkdownExample& e : SendMatrixSections(run.trace)) doc.examples.push_back(std::move(e));
   for (const PageRun& more : v.more_runs) {
     const BlockRun other = Run(more.args, more.devices, "moe", "", /*numeric=*/true);
     std::string text = AsciiFlow(other.trace, 120, more.only_scope);
@@ -527,7 +342,13 @@ RenderedPage RenderPage(const VisualizationPage& v) {
                                                      fmt::join(more.args, " "), more.devices),
                             text});
   }
-  if (v.variants) doc.variants = KernelVariants(v, run.trace);
+  if (v.variants)
+    doc.variants = KernelVariants({.args = v.args,
+                                   .devices = v.devices,
+                                   .block = v.block,
+                                   .masked_loop = v.path == "masked_loop",
+                                   .keys = v.variant_keys},
+                                  run.trace);
   doc.invariants = TraceInvariants(run.trace, &run.captures);
   RenderedPage page;
   page.text = RenderVisualization(doc, run.trace);

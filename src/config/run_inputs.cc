@@ -1,5 +1,7 @@
 #include "config/run_inputs.h"
 
+#include <algorithm>
+
 #include "config/mesh_config.h"
 
 namespace shardtrace {
@@ -13,6 +15,21 @@ ConfigSource SplitArgs(const std::vector<std::string>& args) {
       source.files.push_back(arg);
   }
   return source;
+}
+
+std::vector<std::string> WithOverrides(std::vector<std::string> args,
+                                       const std::vector<std::string>& more) {
+  for (const std::string& kv : more) {
+    const std::string key = kv.substr(0, kv.find('=') + 1);
+    const auto same = std::find_if(args.begin(), args.end(),
+                                   [&](const std::string& a) { return a.rfind(key, 0) == 0; });
+    if (same != args.end()) {
+      *same = kv;
+    } else {
+      args.push_back(kv);
+    }
+  }
+  return args;
 }
 
 RunInputs LoadRunInputs(const std::vector<std::string>& args, std::optional<int64_t> devices) {

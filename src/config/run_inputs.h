@@ -18,6 +18,12 @@ struct RunInputs {
 };
 
 ConfigSource SplitArgs(const std::vector<std::string>& args);
+
+// `args` with the key=value overrides `more`: a key `args` already sets takes the new value
+// in place (so a command line built from the result names each key once), a new key is
+// appended.
+std::vector<std::string> WithOverrides(std::vector<std::string> args,
+                                       const std::vector<std::string>& more);
 RunInputs LoadRunInputs(const std::vector<std::string>& args, std::optional<int64_t> devices);
 
 }  // namespace shardtrace

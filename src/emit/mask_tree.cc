@@ -75,7 +75,8 @@ std::string MaskTree(const std::string& name, const Array& mask, int64_t batch,
   return out;
 }
 
-std::string RoutingTree(const Array& top_k_indices, const Array& top_k_weights, int64_t batch) {
+std::string RoutingTree(const Array& top_k_indices, const Array& top_k_weights, int64_t batch,
+                        const Array* dense_weights) {
   if (top_k_indices.rank() != 3 || top_k_weights.shape != top_k_indices.shape)
     Fail(
         "routing tree: expected [B,S,K] top_k_indices and top_k_weights of one shape, got {} "
@@ -87,18 +88,35 @@ std::string RoutingTree(const Array& top_k_indices, const Array& top_k_weights, 
                 k_size = top_k_indices.shape[2];
   if (batch < 0 || batch >= b_size)
     Fail("routing tree: batch {} is outside [0, {})", batch, b_size);
-  std::string out = fmt::format(
-      "top_k_indices, top_k_weights[b={}] as Token → choice → expert (of [B={},S={},K={}]):\n",
-      batch, b_size, s_size, k_size);
+  if (dense_weights && (dense_weights->rank() != 3 || !dense_weights->numeric() ||
+                        dense_weights->shape[0] != b_size || dense_weights->shape[1] != s_size))
+    Fail("routing tree: expected numeric [B={},S={},E] weights, got {}", b_size, s_size,
+         ShapeToString(dense_weights->shape));
+  std::string out =
+      dense_weights
+          ? fmt::format(
+                "weights[b={}] as Token → choice → expert (of [B={},S={},E={}], chosen by "
+                "top_k_indices [B,S,K={}]):\n",
+                batch, b_size, s_size, dense_weights->shape[2], k_size)
+          : fmt::format(
+                "top_k_indices, top_k_weights[b={}] as Token → choice → expert (of "
+                "[B={},S={},K={}]):\n",
+                batch, b_size, s_size, k_size);
   for (int64_t s = 0; s < s_size; ++s) {
     double sum = 0;
     std::string lines;
     for (int64_t k = 0; k < k_size; ++k) {
       const int64_t at = (batch * s_size + s) * k_size + k;
-      const float w = top_k_weights.values()[at];
+      const auto expert = static_cast<int64_t>(top_k_indices.values()[at]);
+      const int64_t e_size = dense_weights ? dense_weights->shape[2] : 0;
+      if (dense_weights && (expert < 0 || expert >= e_size))
+        Fail("routing tree: expert {} is outside the weights' [0, {})", expert, e_size);
+      const float w = dense_weights
+                          ? dense_weights->values()[(batch * s_size + s) * e_size + expert]
+                          : top_k_weights.values()[at];
       sum += w;
       lines += fmt::format("{} k={} → expert {}, weight {}\n", k + 1 == k_size ? "└──" : "├──", k,
-                           static_cast<int64_t>(top_k_indices.values()[at]), Value(w, true));
+                           expert, Value(w, true));
     }
     out += fmt::format("\nT{} (sum of weights {:.4g})\n{}", s, sum, lines);
   }
@@ -146,123 +164,6 @@ std::string GroupTree(const Array& group_scores, const Array& group_mask,
                          g + 1 == g_size ? "└──" : "├──", g, g * per_group, (g + 1) * per_group - 1,
                          Value(group_scores.values()[(batch * s_size + s) * g_size + g], true),
                          kept(g) ? "kept" : "dropped");
-  }
-  return out;
-}
-
-namespace {
-
-void CheckSortedRows(const char* what, const Array& selected, const Array& experts, int64_t top_k) {
-  if (selected.rank() != 2 || experts.shape != selected.shape)
-    Fail(
-        "{}: expected [D,R] sorted_selected_experts and sorted_experts of one shape, got {} and {}",
-        what, ShapeToString(selected.shape), ShapeToString(experts.shape));
-  if (!selected.numeric() || !experts.numeric())
-    Fail("{}: the sorted rows have no values (symbolic run)", what);
-  if (top_k <= 0) Fail("{}: top_k {} is not positive", what, top_k);
-}
-
-std::string RowRange(int64_t first, int64_t last) {
-  return first == last ? fmt::format("row {}", first) : fmt::format("rows {}-{}", first, last);
-}
-
-// "T2 k=1" for sorted row `row` of `device`: the flat (token, choice) index it came from.
-std::string RowOrigin(const Array& selected, int64_t device, int64_t row, int64_t top_k,
-                      const std::string& prefix) {
-  const auto flat = static_cast<int64_t>(selected.values()[device * selected.shape[1] + row]);
-  return fmt::format("{}T{} k={}", prefix, flat / top_k, flat % top_k);
-}
-
-}  // namespace
-
-std::string SortedRowsTree(const Array& sorted_selected_experts, const Array& sorted_experts,
-                           int64_t top_k) {
-  CheckSortedRows("sorted rows tree", sorted_selected_experts, sorted_experts, top_k);
-  const int64_t d_size = sorted_experts.shape[0], r_size = sorted_experts.shape[1];
-  int64_t e_size = 0;
-  for (const float e : sorted_experts.values()) e_size = std::max(e_size, int64_t(e) + 1);
-  std::string out = fmt::format(
-      "sorted_inputs per device as Device → expert → sorted rows (of [D={}] x [R={},M], K={}; "
-      "T = the device's token b*S+s):\n",
-      d_size, r_size, top_k);
-  for (int64_t d = 0; d < d_size; ++d) {
-    out += fmt::format("\nDevice {} ({} rows):\n", d, r_size);
-    int64_t r = 0;
-    for (int64_t e = 0; e < e_size; ++e) {
-      std::vector<std::string> origins;
-      const int64_t first = r;
-      while (r < r_size && static_cast<int64_t>(sorted_experts.values()[d * r_size + r]) == e)
-        origins.push_back(RowOrigin(sorted_selected_experts, d, r++, top_k, ""));
-      const char* branch = e + 1 == e_size ? "└──" : "├──";
-      if (origins.empty())
-        out += fmt::format("{} expert {}: no rows\n", branch, e);
-      else
-        out += fmt::format("{} expert {}: {} ← {}\n", branch, e, RowRange(first, r - 1),
-                           fmt::join(origins, ", "));
-    }
-  }
-  return out;
-}
-
-std::string RaggedBufferTree(const Array& row_sources, const Array& sorted_selected_experts,
-                             const Array& sorted_experts, int64_t top_k) {
-  CheckSortedRows("ragged buffer tree", sorted_selected_experts, sorted_experts, top_k);
-  if (row_sources.rank() != 2 || !row_sources.numeric() ||
-      row_sources.shape[0] != sorted_experts.shape[0])
-    Fail("ragged buffer tree: expected numeric [D={},U] row sources, got {}",
-         sorted_experts.shape[0], ShapeToString(row_sources.shape));
-  const int64_t d_size = row_sources.shape[0], u_size = row_sources.shape[1],
-                r_size = sorted_experts.shape[1];
-  const auto source = [&](int64_t d, int64_t u) {
-    return static_cast<int64_t>(row_sources.values()[d * u_size + u]);
-  };
-  std::string out = fmt::format(
-      "x per device as Device → buffer rows → sender → expert (of [D={}] x [U={},M]; Dd.Tt = "
-      "device d's token t):\n",
-      d_size, u_size);
-  for (int64_t d = 0; d < d_size; ++d) {
-    // Runs of rows from one sender's consecutive sorted rows.
-    struct Run {
-      int64_t first, last, sender, sender_first;
-    };
-    std::vector<Run> runs;
-    int64_t filled = 0;
-    for (int64_t u = 0; u < u_size; ++u) {
-      const int64_t src = source(d, u);
-      filled += src >= 0;
-      const int64_t sender = src < 0 ? -1 : src / r_size, row = src < 0 ? -1 : src % r_size;
-      if (!runs.empty() && runs.back().last + 1 == u && runs.back().sender == sender &&
-          (sender < 0 || runs.back().sender_first + (u - runs.back().first) == row)) {
-        runs.back().last = u;
-      } else {
-        runs.push_back({u, u, sender, row});
-      }
-    }
-    out += fmt::format("\nDevice {} (buffer of {} rows, {} filled):\n", d, u_size, filled);
-    for (size_t i = 0; i < runs.size(); ++i) {
-      const Run& run = runs[i];
-      const bool last_run = i + 1 == runs.size();
-      const char* branch = last_run ? "└──" : "├──";
-      if (run.sender < 0) {
-        out += fmt::format("{} {}: empty\n", branch, RowRange(run.first, run.last));
-        continue;
-      }
-      const int64_t from = run.sender_first, to = run.sender_first + run.last - run.first;
-      out += fmt::format("{} {} ← device {}, its sorted {}\n", branch,
-                         RowRange(run.first, run.last), run.sender, RowRange(from, to));
-      // The run split by the sender's expert of each row.
-      std::vector<std::pair<int64_t, std::vector<std::string>>> by_expert;
-      for (int64_t r = from; r <= to; ++r) {
-        const auto e = static_cast<int64_t>(sorted_experts.values()[run.sender * r_size + r]);
-        if (by_expert.empty() || by_expert.back().first != e) by_expert.push_back({e, {}});
-        by_expert.back().second.push_back(RowOrigin(sorted_selected_experts, run.sender, r, top_k,
-                                                    fmt::format("D{}.", run.sender)));
-      }
-      for (size_t j = 0; j < by_expert.size(); ++j)
-        out += fmt::format("{}   {} expert {}: {}\n", last_run ? " " : "│",
-                           j + 1 == by_expert.size() ? "└──" : "├──", by_expert[j].first,
-                           fmt::join(by_expert[j].second, ", "));
-    }
   }
   return out;
 }

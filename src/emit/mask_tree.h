@@ -35,8 +35,13 @@ std::string MaskTree(const std::string& name, const Array& mask, int64_t batch =
 //   ├── k=0 → expert 2, weight 0.5312
 //   └── k=1 → expert 0, weight 0.4688
 //
+// With `dense_weights` (dense_matmul's dropless `weights` [B, S, E], numeric), each choice
+// shows the weight that tensor holds at its expert: what the weight-sum really multiplies
+// by (llama4's weights of one, not its top-k logits).
+//
 // REQUIRES both numeric, rank 3, the same shape. Throws Error otherwise. Ends with a newline.
-std::string RoutingTree(const Array& top_k_indices, const Array& top_k_weights, int64_t batch = 0);
+std::string RoutingTree(const Array& top_k_indices, const Array& top_k_weights, int64_t batch = 0,
+                        const Array* dense_weights = nullptr);
 
 // DeepSeek's group-limited routing of one batch row as a tree Token → routing group: each
 // group's score (the sum of its two best expert scores), whether the token keeps it
@@ -51,37 +56,5 @@ std::string RoutingTree(const Array& top_k_indices, const Array& top_k_weights, 
 // Error otherwise. Ends with a newline.
 std::string GroupTree(const Array& group_scores, const Array& group_mask,
                       const Array& top_k_indices, int64_t num_experts, int64_t batch = 0);
-
-// sparse_matmul's permute on every device as a tree Device → expert → sorted rows: which
-// (token, choice) each row of `sorted_inputs` repeats. Inputs are the per-device stacks
-// (MoeContext::CapturePerDevice) of the sort permutation `sorted_selected_experts` [D, R]
-// (entry r: the flat index token * K + k the sorted row r came from) and `sorted_experts`
-// [D, R] (the expert of sorted row r). Tokens are the device's own, T = b * S + s.
-//
-//   Device 0 (8 rows):
-//   ├── expert 0: rows 0-1 ← T0 k=1, T2 k=0
-//   └── expert 1: no rows
-//
-// REQUIRES both numeric, rank 2, one shape; throws Error otherwise. Ends with a newline.
-std::string SortedRowsTree(const Array& sorted_selected_experts, const Array& sorted_experts,
-                           int64_t top_k);
-
-// The receive buffers of the forward ragged_all_to_all as a tree Device → runs of buffer
-// rows: the sending device and its sorted rows each run holds, split by expert into the
-// (token, choice) rows, and the buffer's empty tail. `row_sources` [D, U] is what the
-// exchange recorded (Tracer::RaggedAllToAll: sender * R + sender's sorted row, -1 empty);
-// the sender's rows are read through its `sorted_selected_experts` and `sorted_experts`
-// [D, R], as for SortedRowsTree.
-//
-//   Device 1 (buffer of 16 rows, 5 filled):
-//   ├── rows 0-2 ← device 0, its sorted rows 2-4
-//   │   ├── expert 2: D0.T1 k=0
-//   │   └── expert 3: D0.T0 k=1, D0.T3 k=0
-//   └── rows 5-15: empty
-//
-// REQUIRES numeric arrays, row_sources rank 2 with D rows, the others as SortedRowsTree;
-// throws Error otherwise. Ends with a newline.
-std::string RaggedBufferTree(const Array& row_sources, const Array& sorted_selected_experts,
-                             const Array& sorted_experts, int64_t top_k);
 
 }  // namespace shardtrace

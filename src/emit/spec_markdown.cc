@@ -374,7 +374,15 @@ data Facts(const Trace& trace) {
 
 // Rows = explicitly placed weights (in the order the first variant records them), columns =
 // variants; a weight a variant does not place shows "-".
-std::string VariantTable(const std::vector<VariantColumn>& variants) {
+std::string VariantTable(const std::vector<VariantColumn>& all) {
+  std::vector<VariantColumn> variants;
+  std::string untraced;
+  for (const VariantColumn& v : all) {
+    if (v.not_traced.empty())
+      variants.push_back(v);
+    else
+      untraced += fmt::format("\nNot traced: {}: {}\n", v.label, v.not_traced);
+  }
   if (variants.empty()) return "";
   std::vector<std::string> rows;
   for (const VariantColumn& v : variants)
@@ -399,7 +407,7 @@ std::string VariantTable(const std::vector<VariantColumn>& variants) {
     }
     out += "\n";
   }
-  return out;
+  return out + untraced;
 }
 
 data Strings(const std::vector<std::string>& items) {

@@ -34,6 +34,9 @@ struct VariantColumn {
   std::string label;  // "`shard_exp_on_fsdp=true`"
   std::string mesh;   // Mesh::ToString() of that run
   std::vector<std::pair<std::string, std::string>> specs;
+  // Why this variant of the config does not trace (empty: it does). The table leaves the
+  // column out and says why below it.
+  std::string not_traced;
 };
 
 // What the caller knows about the document beyond the trace.

@@ -317,6 +317,8 @@ Value WeightSum(const MoeContext& ctx, const DenseRouting& r, Value intermediate
     weights = ReshapeAndUpdateWeights(ctx, ones, r.top.indices);
   }
   Value w = *weights;
+  // The [B,S,E] weights the sum uses (the routing tree of the dropless page reads them).
+  ctx.Capture("weights", w.array());
   if (ctx.settings().float32_weight_sum) {
     const auto c3 = t.Condition("float32_weight_sum");
     intermediate = tr::Cast(t, intermediate, DType::kFloat32, {"intermediate_layer", "BSEM"});

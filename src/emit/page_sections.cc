@@ -1,0 +1,191 @@
+#include "emit/page_sections.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "emit/fact_text.h"
+#include "emit/mask_tree.h"
+#include "emit/text_table.h"
+#include "util/error.h"
+
+namespace shardtrace {
+namespace {
+
+bool Wants(const std::vector<std::string>& trees, const char* name) {
+  return std::find(trees.begin(), trees.end(), name) != trees.end();
+}
+
+const Array& Captured(const Captures& captures, const std::string& name) {
+  const auto found = captures.find(name);
+  if (found == captures.end())
+    Fail("visualization: the page draws a tree of {}, but its run captured none", name);
+  return found->second;
+}
+
+MarkdownExample RoutingSection(const Captures& captures, bool as_weights) {
+  const Array& indices = Captured(captures, "top_k_indices");
+  const Array& weights = Captured(captures, "top_k_weights");
+  if (as_weights)
+    return {"Tree: top_k_indices, top_k_weights = the weights [B,S,E]",
+            "Batch row 0 of this run as a tree Token → choice → expert, each weight read from "
+            "the `weights` [B,S,E] that `reshape_and_update_weights` scatters the top-k "
+            "weights into: each token's K weights at its chosen experts, 0 elsewhere, the "
+            "factors the expert outputs are summed with.",
+            RoutingTree(indices, weights, 0, &Captured(captures, "weights"))};
+  return {"Tree: top_k_indices, top_k_weights",
+          "Batch row 0 of this run as a tree Token → choice → expert: the top-k indices and "
+          "weights read together (permute sorts the (token, choice) rows by these experts; "
+          "unpermute sums the outputs with these weights).",
+          RoutingTree(indices, weights, 0)};
+}
+
+MarkdownExample GroupSection(const Captures& captures) {
+  return {"Tree: group_scores, group_mask",
+          "DeepSeek's group-limited routing on batch row 0: `expert_group_mask` scores each "
+          "routing group by the sum of its two best (biased) expert scores and keeps the "
+          "best `topk_routing_group`; experts outside kept groups are masked to -inf before "
+          "top-k, so every chosen expert lies in a kept group.",
+          GroupTree(Captured(captures, "group_scores"), Captured(captures, "group_mask"),
+                    Captured(captures, "top_k_indices"), Captured(captures, "gate_logits").shape[2],
+                    0)};
+}
+
+std::vector<MarkdownExample> MaskSections(const Trace& trace, const Captures& captures) {
+  std::string facts;
+  for (const FactKind kind : {FactKind::kExpertCapacity, FactKind::kTokensDroppedPerExpert})
+    if (const Fact* f = trace.FindFact(kind)) {
+      const std::string note = FactNote(*f);
+      facts += fmt::format(" `{} = {}`{}.", FactName(*f), FactValuesText(*f),
+                           note.empty() ? "" : " (" + note + ")");
+    }
+  const Array& indices = Captured(captures, "top_k_indices");
+  return {{"Tree: dispatch_mask",
+           "Batch row 0 of this run, as a tree Expert → slot → tokens: the dispatch einsum "
+           "`BSM,BSEC->EBCM` contracts the tokens `S`, so they are the leaves; a slot holds at "
+           "most one token, and a choice that finds its expert's `C` slots full is dropped (it "
+           "appears in no slot)." +
+               facts,
+           MaskTree("dispatch_mask", Captured(captures, "dispatch_mask"), 0, &indices)},
+          {"Tree: combine_mask",
+           "The same slots with the routing weights the combine einsum `EBCM,BSEC->BSM` "
+           "applies when it scatters expert outputs back to their tokens; a token whose choice "
+           "was dropped gets fewer than K weighted outputs.",
+           MaskTree("combine_mask", Captured(captures, "combine_mask"), 0, &indices)}};
+}
+
+// sparse_matmul's sorted rows on every device and, with expert parallelism, the receive
+// buffer of the forward ragged_all_to_all: the per-device values the run captured.
+std::vector<MarkdownExample> SortedRowSections(const Captures& captures, bool ragged_buffer,
+                                               const DeviceTreeView& view) {
+  const Array& selected = Captured(captures, "sorted_selected_experts per device");
+  const Array& experts = Captured(captures, "sorted_experts per device");
+  const int64_t k = Captured(captures, "top_k_indices").shape[2];
+  std::vector<MarkdownExample> out = {
+      {"Tree: sorted_inputs (per device)",
+       "What `permute` did on each device of this run: its (token, choice) rows repeated K "
+       "times and stable-sorted by expert, so each expert's rows are contiguous and the "
+       "`group_size` of an expert is the length of its run. `unpermute` undoes this order.",
+       SortedRowsTree(selected, experts, k, view)}};
+  if (ragged_buffer)
+    out.push_back(
+        {"Tree: x (the ragged_all_to_all receive buffer, per device)",
+         "Where those sorted rows went: each device's receive buffer after the forward "
+         "`ragged_all_to_all`, as runs of rows from one sender (the rows the sender's "
+         "`input_offsets`/`send_sizes` picked, placed at its `output_offsets`), split by "
+         "expert, and the empty rest of the buffer. `local_permute` then sorts the filled rows "
+         "by local expert.",
+         RaggedBufferTree(Captured(captures, "x row sources per device"), selected, experts, k,
+                          view)});
+  return out;
+}
+
+}  // namespace
+
+const std::vector<std::string>& TreeNames() {
+  static const std::vector<std::string> names = {"top_k_indices", "top_k_weights", "weights",
+                                                 "group_scores",  "group_mask",    "dispatch_mask",
+                                                 "combine_mask",  "sorted_inputs", "x"};
+  return names;
+}
+
+std::vector<std::string> DrawableTrees(const Captures& captures) {
+  // The capture each tree needs beyond the top-k choices every MoE run has.
+  const std::vector<std::pair<std::string, std::string>> needs = {
+      {"top_k_indices", "top_k_indices"},
+      {"top_k_weights", "top_k_weights"},
+      {"weights", "weights"},
+      {"group_scores", "group_scores"},
+      {"group_mask", "group_mask"},
+      {"dispatch_mask", "dispatch_mask"},
+      {"combine_mask", "combine_mask"},
+      {"sorted_inputs", "sorted_experts per device"},
+      {"x", "x row sources per device"}};
+  std::vector<std::string> out;
+  if (!captures.count("top_k_indices") || !captures.count("top_k_weights")) return out;
+  for (const auto& [tree, capture] : needs)
+    if (captures.count(capture)) out.push_back(tree);
+  return out;
+}
+
+std::vector<MarkdownExample> TreeSections(const Trace& trace, const Captures& captures,
+                                          const std::vector<std::string>& trees,
+                                          const DeviceTreeView& view) {
+  for (const std::string& name : trees)
+    if (!Wants(TreeNames(), name.c_str()))
+      Fail("visualization: no tree view of '{}' (known: {})", name,
+           fmt::format("{}", fmt::join(TreeNames(), ", ")));
+  std::vector<MarkdownExample> out;
+  if (Wants(trees, "top_k_indices") || Wants(trees, "top_k_weights") || Wants(trees, "weights"))
+    out.push_back(RoutingSection(captures, Wants(trees, "weights")));
+  if (Wants(trees, "group_scores") || Wants(trees, "group_mask"))
+    out.push_back(GroupSection(captures));
+  if (Wants(trees, "dispatch_mask") || Wants(trees, "combine_mask"))
+    for (MarkdownExample& e : MaskSections(trace, captures)) out.push_back(std::move(e));
+  if (Wants(trees, "sorted_inputs") || Wants(trees, "x"))
+    for (MarkdownExample& e : SortedRowSections(captures, Wants(trees, "x"), view))
+      out.push_back(std::move(e));
+  return out;
+}
+
+std::vector<MarkdownExample> SendMatrixSections(const Trace& trace, const DeviceTreeView& view) {
+  std::string text;
+  for (const Fact& f : trace.facts) {
+    if (f.kind != FactKind::kRowsSent || f.shape.size() != 2) continue;
+    const int64_t senders = f.shape[0], peers = f.shape[1];
+    const int64_t shown_peers = std::min(peers, view.max_devices),
+                  shown_senders = std::min(senders, view.max_devices);
+    std::vector<std::string> header = {"device"};
+    for (int64_t p = 0; p < shown_peers; ++p) header.push_back(fmt::format("to {}", p));
+    if (shown_peers < peers) header.push_back(fmt::format("to {}-{}", shown_peers, peers - 1));
+    header.push_back("total");
+    TextTable table(header);
+    for (int64_t d = 0; d < shown_senders; ++d) {
+      std::vector<std::string> row = {std::to_string(d)};
+      double total = 0, rest = 0;
+      for (int64_t p = 0; p < peers; ++p) {
+        const double v = f.values[d * peers + p];
+        total += v;
+        if (p < shown_peers)
+          row.push_back(FactValueText(v));
+        else
+          rest += v;
+      }
+      if (shown_peers < peers) row.push_back(FactValueText(rest));
+      row.push_back(FactValueText(total));
+      table.AddRow(row);
+    }
+    text += fmt::format("{}{}\n{}", text.empty() ? "" : "\n", FactName(f), table.Render("  "));
+    if (shown_senders < senders)
+      text += fmt::format("  (devices {}-{} not shown)\n", shown_senders, senders - 1);
+  }
+  if (text.empty()) return {};
+  return {{"Ragged all-to-all send sizes",
+           "Rows each device sends to each expert-parallel peer in the forward all-to-all "
+           "(`x`, the routed token rows) and back (`intermediate_output`, the expert outputs): "
+           "the second matrix is the transpose of the first.",
+           text}};
+}
+
+}  // namespace shardtrace

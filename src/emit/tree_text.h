@@ -1,0 +1,22 @@
+// The lines of the tree views (mask, routing and sparse-row trees): one node per line after
+// its branch (`├── `, `└── `, nested under `│   `), wrapped within the 120 columns of a
+// visualization code block. A long list of leaves (the tokens of an expert's rows on a big
+// config) continues on lines that keep the tree's vertical rules, so the tree still reads
+// as a tree.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace shardtrace {
+
+// `prefix` + `text` and a newline, wrapped at `width` display columns: continuation lines
+// start with `continuation` (the rules of the levels above, e.g. "│   ") and four spaces.
+std::string TreeLine(const std::string& prefix, const std::string& continuation,
+                     const std::string& text, size_t width = 120);
+
+// "├── " or "└── " for child `i` of `n`, and the rule its children continue under.
+const char* Branch(size_t i, size_t n);
+const char* UnderBranch(size_t i, size_t n);
+
+}  // namespace shardtrace
