@@ -4,13 +4,52 @@
 #include "emit/expert_rows_tree.h"
 
 #include <catch2/catch.hpp>
+#include <map>
+#include <regex>
+#include <set>
 #include <string>
+#include <vector>
+
+#include "cli/visualization_pages.h"
 
 namespace shardtrace {
 namespace {
 
 Array Ints(Shape shape, std::vector<float> values) {
   return Array::FromData(std::move(shape), DType::kInt32, std::move(values));
+}
+
+std::string Page(const std::string& file) {
+  for (const VisualizationPage& v : VisualizationPages())
+    if (v.file == file) return RenderPage(v).text;
+  FAIL("no page " << file);
+  return "";
+}
+
+// The code block of the page section headed `heading`, split per "Device d (" paragraph.
+std::vector<std::string> DeviceBlocks(const std::string& page, const std::string& heading) {
+  const size_t at = page.find("## " + heading + "\n");
+  REQUIRE(at != std::string::npos);
+  const size_t open = page.find("```text\n", at), close = page.find("\n```", open + 8);
+  const std::string block = page.substr(open, close - open);
+  std::vector<std::string> out;
+  for (size_t d = block.find("\nDevice "); d != std::string::npos;) {
+    const size_t next = block.find("\nDevice ", d + 1);
+    out.push_back(block.substr(d, next == std::string::npos ? next : next - d));
+    d = next;
+  }
+  return out;
+}
+
+// Every (device.)token-choice item of `text` ("D1.T3 k=0" with `devices`, else "T3 k=0").
+std::multiset<std::string> Items(const std::string& text, bool devices) {
+  const std::regex item(devices ? "D[0-9]+\\.T[0-9]+ k=[0-9]+"
+                                : "(^|[^.0-9A-Z])(T[0-9]+ k=[0-9]+)");
+  std::multiset<std::string> out;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), item); it != std::sregex_iterator();
+       ++it)
+    out.insert(devices ? it->str() : (*it)[2].str());
+  return out;
 }
 
 }  // namespace
@@ -130,6 +169,18 @@ TEST_CASE("local selection tree keeps a shard's experts and names the masked row
         "├── local expert 1 = expert 3: no rows\n"
         "└── id 2 (other shards' experts, masked out): row 1 ← sorted row 0\n"
         "    └── expert 1: T0 k=0\n");
+  // On a big mesh the first devices are drawn and the rest counted; idle experts fold.
+  // (experts 4 and 5: no shard keeps a row)
+  const std::string first = LocalSelectionTree(
+      Ints({2, 2}, {0, 1, 0, 1}), Ints({2, 2}, {2, 2, 2, 2}), Ints({2, 2}, {0, 0, 0, 0}), shard,
+      sel, Ints({2, 2}, {4, 5, 4, 5}), 2, {.max_devices = 1});
+  CHECK(first.find("├── local experts 0-1 = experts 0-1: no rows\n"
+                   "└── id 2 (other shards' experts, masked out): rows 0-1 ← sorted rows 0-1\n"
+                   "    ├── expert 4: T0 k=0\n"
+                   "    └── expert 5: T0 k=1\n") != std::string::npos);
+  CHECK(first.find("Device 1") == std::string::npos);
+  CHECK(first.find("\n(device 1 not shown: the first 1 of 2 devices are drawn.)\n") !=
+        std::string::npos);
   CHECK_THROWS_WITH(LocalSelectionTree(order, ids, sizes, shard, sel, experts, 0),
                     Catch::Contains("top_k 0"));
 }
@@ -155,6 +206,52 @@ TEST_CASE("expert row trees wrap long leaves under the tree prefix", "[viz]") {
     CHECK(columns <= 120);
     start = end + 1;
   }
+}
+
+// The trees on the committed pages, read as text: the ring's computed rows are every
+// (device, token, choice) of the mesh once; local_permute orders exactly the rows the
+// receive buffer holds; the return tree gives each device back exactly its sorted rows.
+TEST_CASE("the pages' expert row trees account for every routed row", "[viz]") {
+  {
+    const std::vector<std::string> devices = DeviceBlocks(
+        Page("moe_ring_of_experts.md"), "Tree: sorted_inputs (ring of experts, per device)");
+    REQUIRE(devices.size() == 4);
+    std::multiset<std::string> computed, masked;
+    for (const std::string& d : devices) {
+      const size_t split = d.find("masked to 0");
+      REQUIRE(split != std::string::npos);
+      for (const std::string& i : Items(d.substr(0, split), true)) computed.insert(i);
+      for (const std::string& i : Items(d.substr(split), true)) masked.insert(i);
+    }
+    // 4 devices x 4 tokens x K=2, each computed once; each group of 2 sees its 16 rows twice.
+    CHECK(computed.size() == 32);
+    CHECK(std::set<std::string>(computed.begin(), computed.end()).size() == 32);
+    CHECK(computed.size() + masked.size() == 64);
+    for (const std::string& i : masked) CHECK(computed.count(i) == 1);
+  }
+  const std::string ragged = Page("moe_sparse_ragged_all_to_all.md");
+  const std::vector<std::string> buffer =
+      DeviceBlocks(ragged, "Tree: x (the ragged_all_to_all receive buffer, per device)");
+  const std::vector<std::string> local =
+      DeviceBlocks(ragged, "Tree: sorted_inputs after local_permute (per device)");
+  const std::vector<std::string> sorted = DeviceBlocks(ragged, "Tree: sorted_inputs (per device)");
+  const std::vector<std::string> back =
+      DeviceBlocks(ragged, "Tree: intermediate_output (the return ragged_all_to_all, per device)");
+  REQUIRE(buffer.size() == 4);
+  REQUIRE(local.size() == 4);
+  REQUIRE(back.size() == 4);
+  REQUIRE(sorted.size() == 4);
+  size_t received = 0;
+  for (size_t d = 0; d < 4; ++d) {
+    INFO("device " << d);
+    const std::multiset<std::string> rows = Items(local[d], true);
+    CHECK(rows == Items(buffer[d], true));
+    CHECK(std::set<std::string>(rows.begin(), rows.end()).size() == rows.size());
+    received += rows.size();
+    CHECK(Items(back[d], false) == Items(sorted[d], false));
+    CHECK(Items(back[d], false).size() == 8);
+  }
+  CHECK(received == 32);
 }
 
 }  // namespace shardtrace

@@ -117,7 +117,7 @@ std::vector<VisualizationPage> VisualizationPages() {
        .learn = "all-to-all offsets and sizes, local_permute, the ragged send matrices",
        .args = With(dims, {"num_experts=8", "ici_expert_parallelism=4"}),
        .devices = 4,
-       .trees = {"top_k_indices", "top_k_weights", "sorted_inputs", "x"},
+       .trees = {"top_k_indices", "top_k_weights", "sorted_inputs", "x", "intermediate_output"},
        .send_matrices = true},
       {.file = "moe_sparse_ep_decode.md",
        .title = "MoE sparse_matmul with expert parallelism in decode (EP=4, batch not sharded)",
@@ -135,7 +135,7 @@ std::vector<VisualizationPage> VisualizationPages() {
            With(dims, {"num_experts=8", "ici_expert_parallelism=4", "per_device_batch_size=0.25",
                        "max_target_length=1", "model_call_mode=inference"}),
        .devices = 4,
-       .trees = {"top_k_indices", "top_k_weights", "sorted_inputs"},
+       .trees = {"top_k_indices", "top_k_weights", "sorted_inputs", "intermediate_output"},
        .send_matrices = true},
       {.file = "moe_sparse_tensor_parallel.md",
        .title = "MoE sparse_matmul with tensor and tensor_transpose parallelism",
@@ -176,6 +176,7 @@ std::vector<VisualizationPage> VisualizationPages() {
        .args =
            With(dims, {"num_experts=4", "use_ring_of_experts=true", "ici_expert_parallelism=2"}),
        .devices = 4,
+       .trees = {"top_k_indices", "top_k_weights", "sorted_inputs"},
        // Both fsdp switches leave 'exp' unsharded in the shard_map specs, and the ring needs
        // expert parallelism: only the EP-on column applies.
        .variant_keys = {}},
@@ -193,7 +194,7 @@ std::vector<VisualizationPage> VisualizationPages() {
        .args = {"model_name=deepseek3-tiny", "max_target_length=4", "per_device_batch_size=1",
                 "ici_expert_parallelism=2"},
        .devices = 4,
-       .trees = {"top_k_indices", "top_k_weights", "sorted_inputs", "x"}},
+       .trees = {"top_k_indices", "top_k_weights", "sorted_inputs", "x", "intermediate_output"}},
       {.file = "moe_routing_variants.md",
        .title = "Routing variants: DeepSeek group-limited top-k, Llama 4, softmax top-k",
        .summary =
@@ -241,7 +242,7 @@ std::vector<VisualizationPage> VisualizationPages() {
        .args = With(dims, {"num_experts=4", "num_moe_emb_chunks=2", "ici_expert_parallelism=2"}),
        .devices = 4,
        .source = PageSource::kPr3981,
-       .trees = {"top_k_indices", "top_k_weights", "sorted_inputs", "x"}},
+       .trees = {"top_k_indices", "top_k_weights", "sorted_inputs", "x", "intermediate_output"}},
       {.file = "moe_masked_loop_port.md",
        .title = "Masked-loop sparse MoE (the JAX port's reference formulation)",
        .summary =

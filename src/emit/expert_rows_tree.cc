@@ -1,18 +1,18 @@
 #include "emit/expert_rows_tree.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
+#include <functional>
 #include <vector>
 
-#include "emit/text_table.h"
+#include "emit/tree_text.h"
 #include "util/error.h"
 
 namespace shardtrace {
 
 namespace {
-
-constexpr size_t kWidth = 120;
 
 int64_t At(const Array& a, int64_t flat) { return static_cast<int64_t>(a.values()[flat]); }
 
@@ -20,26 +20,74 @@ std::string Span(int64_t first, int64_t last) {
   return first == last ? fmt::format("{}", first) : fmt::format("{}-{}", first, last);
 }
 
+// "row 3" / "rows 3-5" (what: "row", "buffer row", ...).
 std::string RowSpan(const std::string& what, int64_t first, int64_t last) {
   return fmt::format("{}{} {}", what, first == last ? "" : "s", Span(first, last));
 }
 
-const char* Branch(bool last) { return last ? "└── " : "├── "; }
-const char* Under(bool last) { return last ? "    " : "│   "; }
+// A node of a tree and the nodes under it, drawn with the shared tree rules.
+struct Node {
+  std::string text;
+  std::vector<Node> children;
+};
 
-// Appends `lead + text`, wrapped within kWidth columns; continuation lines start with `cont`
-// (the tree's vertical bars, as wide as `lead`) and four more spaces.
-void AddLine(std::string& out, const std::string& lead, const std::string& cont,
-             const std::string& text) {
-  const size_t room = kWidth - std::min(DisplayWidth(lead), kWidth - 40);
-  const std::vector<std::string> lines = WrapText(text, room, 4);
-  for (size_t i = 0; i < lines.size(); ++i) out += (i == 0 ? lead : cont) + lines[i] + "\n";
+void Draw(std::string& out, const std::vector<Node>& nodes, const std::string& rule,
+          const DeviceTreeView& view) {
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const std::string under = rule + UnderBranch(i, nodes.size());
+    out += TreeLine(rule + Branch(i, nodes.size()), under, nodes[i].text, view.width);
+    Draw(out, nodes[i].children, under, view);
+  }
+}
+
+// The tree's title lines (each wrapped within the view's width, no tree rules).
+std::string Title(const std::vector<std::string>& lines, const DeviceTreeView& view) {
+  std::string out;
+  for (const std::string& line : lines) out += TreeLine("", "", line, view.width);
+  return out;
+}
+
+int64_t ShownDevices(int64_t devices, const DeviceTreeView& view) {
+  return std::min(devices, std::max<int64_t>(view.max_devices, 1));
+}
+
+// The closing line of a tree that left devices out.
+std::string LeftOut(int64_t shown, int64_t devices) {
+  if (shown == devices) return "";
+  return fmt::format("\n({} not shown: the first {} of {} devices are drawn.)\n",
+                     shown + 1 == devices ? fmt::format("device {}", shown)
+                                          : fmt::format("devices {}-{}", shown, devices - 1),
+                     shown, devices);
+}
+
+// Nodes for ids first..last in order, one per id with rows (`node(id)`, nullopt-like empty
+// text for none) and one per run of ids without rows (`idle(from, to)`).
+std::vector<Node> FoldIdle(int64_t first, int64_t last, const std::function<Node(int64_t)>& node,
+                           const std::function<std::string(int64_t, int64_t)>& idle) {
+  std::vector<Node> out;
+  int64_t idle_from = -1;
+  for (int64_t id = first; id <= last + 1; ++id) {
+    Node n = id <= last ? node(id) : Node{};
+    if (id <= last && n.text.empty()) {
+      if (idle_from < 0) idle_from = id;
+      continue;
+    }
+    if (idle_from >= 0) out.push_back({idle(idle_from, id - 1), {}});
+    idle_from = -1;
+    if (id <= last) out.push_back(std::move(n));
+  }
+  return out;
 }
 
 void RequireNumeric(const char* tree, const char* name, const Array& a, const Shape& shape) {
   if (!a.numeric() || a.shape != shape)
     Fail("{}: expected numeric {} {}, got {}{}", tree, name, ShapeToString(shape),
          ShapeToString(a.shape), a.numeric() ? "" : " (symbolic)");
+}
+
+void RequireRank2(const char* tree, const char* name, const Array& a) {
+  if (a.rank() != 2)
+    Fail("{}: expected a [D,...] {} of rank 2, got {}", tree, name, ShapeToString(a.shape));
 }
 
 void RequireTopK(const char* tree, int64_t top_k) {
@@ -58,6 +106,7 @@ std::string Origin(const Array& selected, int64_t device, int64_t row, int64_t t
 // sorted order over contiguous source rows (tag: the sender, or -1).
 struct Run {
   int64_t first, last, source_first, tag;
+  int64_t source_last() const { return source_first + last - first; }
 };
 
 void Extend(std::vector<Run>& runs, int64_t row, int64_t source, int64_t tag) {
@@ -75,37 +124,36 @@ void Extend(std::vector<Run>& runs, int64_t row, int64_t source, int64_t tag) {
 
 std::string RingRowsTree(const Array& sorted_selected_experts, const Array& sorted_experts,
                          const Array& roll_to_expert_id, const Array& group_sizes,
-                         const Array& token_sources, int64_t num_experts, int64_t top_k) {
+                         const Array& token_sources, int64_t num_experts, int64_t top_k,
+                         const DeviceTreeView& view) {
   const char* tree = "ring rows tree";
   RequireTopK(tree, top_k);
-  if (sorted_selected_experts.rank() != 2)
-    Fail("{}: expected [D,R] sorted_selected_experts, got {}", tree,
-         ShapeToString(sorted_selected_experts.shape));
+  RequireRank2(tree, "sorted_selected_experts", sorted_selected_experts);
+  RequireRank2(tree, "group_sizes", group_sizes);
   const int64_t d_size = sorted_selected_experts.shape[0];
   const int64_t r_size = sorted_selected_experts.shape[1];
+  const int64_t l_size = group_sizes.shape[1];
   RequireNumeric(tree, "sorted_selected_experts", sorted_selected_experts, {d_size, r_size});
   RequireNumeric(tree, "sorted_experts", sorted_experts, {d_size, r_size});
   RequireNumeric(tree, "roll_to_expert_id", roll_to_expert_id, {d_size});
-  if (group_sizes.rank() != 2)
-    Fail("{}: expected [D,L] group_sizes, got {}", tree, ShapeToString(group_sizes.shape));
-  const int64_t l_size = group_sizes.shape[1];
   RequireNumeric(tree, "group_sizes", group_sizes, {d_size, l_size});
   if (r_size % top_k != 0)
     Fail("{}: {} sorted rows are not a whole number of tokens at K={}", tree, r_size, top_k);
   const int64_t t_size = r_size / top_k;
   RequireNumeric(tree, "token_sources", token_sources, {d_size, t_size, 2});
-  if (num_experts < l_size) Fail("{}: {} experts, fewer than {} local", tree, num_experts, l_size);
+  if (l_size < 1 || num_experts < l_size)
+    Fail("{}: {} experts, {} of them local", tree, num_experts, l_size);
 
-  std::string out;
-  AddLine(out, "", "",
-          "sorted_inputs per device under the ring of experts as Device → local/masked rows → "
-          "rolled id → rows");
-  AddLine(out, "", "",
-          fmt::format("(of [D={}] x [R={},M] all-gathered rows; K={}, E={}, L={}; rolled id = "
-                      "(expert - roll_to_expert_id) mod E;",
-                      d_size, r_size, top_k, num_experts, l_size));
-  AddLine(out, "", "", "Dd.Tt = device d's token t):");
-  for (int64_t d = 0; d < d_size; ++d) {
+  std::string out =
+      Title({"sorted_inputs per device under the ring of experts as Device → local/masked rows → "
+             "rolled id → rows",
+             fmt::format("(of [D={}] x [R={},M] all-gathered rows; K={}, E={}, L={}; rolled id = "
+                         "(expert - roll_to_expert_id) mod E;",
+                         d_size, r_size, top_k, num_experts, l_size),
+             "Dd.Tt = device d's token t):"},
+            view);
+  const int64_t shown = ShownDevices(d_size, view);
+  for (int64_t d = 0; d < shown; ++d) {
     const int64_t roll = At(roll_to_expert_id, d);
     const auto expert_of = [&](int64_t rolled) { return (rolled + roll) % num_experts; };
     int64_t local = 0;
@@ -116,12 +164,6 @@ std::string RingRowsTree(const Array& sorted_selected_experts, const Array& sort
       if (std::find(gathered_from.begin(), gathered_from.end(), src) == gathered_from.end())
         gathered_from.push_back(src);
     }
-    out += "\n";
-    AddLine(out, "", "",
-            fmt::format("Device {} (roll_to_expert_id {}: experts {}-{} local; tokens of devices "
-                        "{}; {} rows, {} local):",
-                        d, roll, expert_of(0), expert_of(l_size - 1),
-                        fmt::join(gathered_from, ", "), r_size, local));
     // The rows of each rolled id, contiguous in the sort.
     std::vector<std::pair<int64_t, int64_t>> span(static_cast<size_t>(num_experts), {-1, -2});
     for (int64_t r = 0; r < r_size; ++r) {
@@ -132,10 +174,9 @@ std::string RingRowsTree(const Array& sorted_selected_experts, const Array& sort
       if (first < 0) first = r;
       last = r;
     }
-    const auto rows_of = [&](int64_t id, const std::string& lead, const std::string& cont) {
+    const auto rows_of = [&](int64_t id) {
       const auto [first, last] = span[static_cast<size_t>(id)];
-      const std::string head = fmt::format("rolled {} = expert {}: ", id, expert_of(id));
-      if (first < 0) return AddLine(out, lead, cont, head + "no rows");
+      if (first < 0) return Node{};
       std::vector<std::string> origins;
       for (int64_t r = first; r <= last; ++r) {
         const int64_t flat = At(sorted_selected_experts, d * r_size + r);
@@ -143,49 +184,52 @@ std::string RingRowsTree(const Array& sorted_selected_experts, const Array& sort
         origins.push_back(fmt::format("D{}.T{} k={}", At(token_sources, (d * t_size + g) * 2),
                                       At(token_sources, (d * t_size + g) * 2 + 1), flat % top_k));
       }
-      AddLine(
-          out, lead, cont,
-          fmt::format("{}{} ← {}", head, RowSpan("row", first, last), fmt::join(origins, ", ")));
+      return Node{fmt::format("rolled {} = expert {}: {} ← {}", id, expert_of(id),
+                              RowSpan("row", first, last), fmt::join(origins, ", ")),
+                  {}};
     };
-    std::vector<int64_t> masked;
-    for (int64_t id = l_size; id < num_experts; ++id)
-      if (span[static_cast<size_t>(id)].first >= 0) masked.push_back(id);
-    const bool any_masked = local < r_size;
-    AddLine(out, Branch(!any_masked), Under(!any_masked),
-            local == 0 ? std::string("no rows computed here")
-                       : fmt::format("{}: computed here (sum(group_sizes) = {})",
-                                     RowSpan("row", 0, local - 1), local));
-    const std::string under_local = Under(!any_masked);
-    for (int64_t id = 0; id < l_size; ++id) {
-      const bool last = id + 1 == l_size;
-      rows_of(id, under_local + Branch(last), under_local + Under(last));
+    // (the local experts are roll .. roll+L-1: rolled ids below L never wrap)
+    const auto idle = [&](int64_t from, int64_t to) {
+      return from == to ? fmt::format("rolled {} = expert {}: no rows", from, expert_of(from))
+                        : fmt::format("rolled {}-{} = experts {}-{}: no rows", from, to,
+                                      expert_of(from), expert_of(to));
+    };
+    std::vector<Node> nodes;
+    nodes.push_back({local == 0 ? std::string("no rows computed here")
+                                : fmt::format("{}: computed here (sum(group_sizes) = {})",
+                                              RowSpan("row", 0, local - 1), local),
+                     FoldIdle(0, l_size - 1, rows_of, idle)});
+    if (local < r_size) {
+      // Other devices' experts: only the rolled ids with rows.
+      std::vector<Node> masked;
+      for (int64_t id = l_size; id < num_experts; ++id)
+        if (Node n = rows_of(id); !n.text.empty()) masked.push_back(std::move(n));
+      nodes.push_back({fmt::format("{}: masked to 0 (other devices' experts)",
+                                   RowSpan("row", local, r_size - 1)),
+                       std::move(masked)});
     }
-    if (!any_masked) continue;
-    AddLine(
-        out, Branch(true), Under(true),
-        fmt::format("{}: masked to 0 (other devices' experts)", RowSpan("row", local, r_size - 1)));
-    for (size_t i = 0; i < masked.size(); ++i) {
-      const bool last = i + 1 == masked.size();
-      rows_of(masked[i], std::string(Under(true)) + Branch(last),
-              std::string(Under(true)) + Under(last));
-    }
+    out += "\n" + TreeLine("", "",
+                           fmt::format("Device {} (roll_to_expert_id {}: experts {}-{} local; "
+                                       "tokens of devices {}; {} rows, {} local):",
+                                       d, roll, expert_of(0), expert_of(l_size - 1),
+                                       fmt::join(gathered_from, ", "), r_size, local),
+                           view.width);
+    Draw(out, nodes, "", view);
   }
-  return out;
+  return out + LeftOut(shown, d_size);
 }
 
 std::string LocalPermuteTree(const Array& sorted_indices, const Array& sorted_experts_ids,
                              const Array& local_group_size, const Array& expert_shard_id,
                              const Array& row_sources, const Array& sorted_selected_experts,
-                             const Array& sorted_experts, int64_t top_k) {
+                             const Array& sorted_experts, int64_t top_k,
+                             const DeviceTreeView& view) {
   const char* tree = "local_permute tree";
   RequireTopK(tree, top_k);
-  if (sorted_indices.rank() != 2 || local_group_size.rank() != 2 || row_sources.rank() != 2 ||
-      sorted_experts.rank() != 2)
-    Fail(
-        "{}: expected [D,U'] sorted_indices, [D,L] local_group_size, [D,U] row_sources and "
-        "[D,R] sorted_experts, got {}, {}, {} and {}",
-        tree, ShapeToString(sorted_indices.shape), ShapeToString(local_group_size.shape),
-        ShapeToString(row_sources.shape), ShapeToString(sorted_experts.shape));
+  RequireRank2(tree, "sorted_indices", sorted_indices);
+  RequireRank2(tree, "local_group_size", local_group_size);
+  RequireRank2(tree, "row_sources", row_sources);
+  RequireRank2(tree, "sorted_experts", sorted_experts);
   const int64_t d_size = sorted_indices.shape[0], kept_rows = sorted_indices.shape[1];
   const int64_t l_size = local_group_size.shape[1], u_size = row_sources.shape[1];
   const int64_t r_size = sorted_experts.shape[1];
@@ -199,22 +243,17 @@ std::string LocalPermuteTree(const Array& sorted_indices, const Array& sorted_ex
   if (kept_rows > u_size)
     Fail("{}: local_permute sorted {} rows, more than the {}-row buffer", tree, kept_rows, u_size);
 
-  std::string out;
-  AddLine(out, "", "",
-          "sorted_inputs after local_permute per device as Device → local expert → sorted rows ← "
-          "buffer rows");
-  AddLine(out, "", "",
-          fmt::format("(of [D={}] x [U={},M]; L={}; Dd.Tt = device d's token t):", d_size, u_size,
-                      l_size));
-  for (int64_t d = 0; d < d_size; ++d) {
+  std::string out = Title(
+      {"sorted_inputs after local_permute per device as Device → local expert → sorted rows ← "
+       "buffer rows",
+       fmt::format("(of [D={}] x [U={},M]; L={}; Dd.Tt = device d's token t):", d_size, u_size,
+                   l_size)},
+      view);
+  const int64_t shown = ShownDevices(d_size, view);
+  for (int64_t d = 0; d < shown; ++d) {
     const int64_t shard = At(expert_shard_id, d);
     int64_t received = 0;
     for (int64_t u = 0; u < u_size; ++u) received += At(row_sources, d * u_size + u) >= 0;
-    out += "\n";
-    AddLine(out, "", "",
-            fmt::format("Device {} (expert shard {}: experts {}-{}; buffer of {} rows, {} "
-                        "received):",
-                        d, shard, shard * l_size, shard * l_size + l_size - 1, u_size, received));
     // Per local expert, runs of received rows from one sender; then the empty rows, the
     // rows past the captured order (the buffer's untouched tail) in place.
     std::vector<std::vector<Run>> by_expert(static_cast<size_t>(l_size));
@@ -234,51 +273,58 @@ std::string LocalPermuteTree(const Array& sorted_indices, const Array& sorted_ex
       }
     }
     for (int64_t i = kept_rows; i < u_size; ++i) Extend(empty, i, i, -1);
-    for (int64_t j = 0; j < l_size; ++j) {
-      const bool last = j + 1 == l_size && empty.empty();
+    const auto expert_node = [&](int64_t j) {
       const std::vector<Run>& runs = by_expert[static_cast<size_t>(j)];
-      const std::string head =
-          fmt::format("local expert {} = expert {} (group size {})", j, shard * l_size + j,
-                      At(local_group_size, d * l_size + j));
-      AddLine(out, Branch(last), Under(last), runs.empty() ? head + ": no rows" : head);
-      for (size_t k = 0; k < runs.size(); ++k) {
-        const Run& run = runs[k];
+      if (runs.empty()) return Node{};
+      Node n{fmt::format("local expert {} = expert {} (group size {})", j, shard * l_size + j,
+                         At(local_group_size, d * l_size + j)),
+             {}};
+      for (const Run& run : runs) {
         std::vector<std::string> origins;
-        for (int64_t u = run.source_first; u <= run.source_first + run.last - run.first; ++u) {
+        for (int64_t u = run.source_first; u <= run.source_last(); ++u) {
           const int64_t src = At(row_sources, d * u_size + u);
           origins.push_back(Origin(sorted_selected_experts, src / r_size, src % r_size, top_k,
                                    fmt::format("D{}.", src / r_size)));
         }
-        const bool last_run = k + 1 == runs.size();
-        AddLine(
-            out, std::string(Under(last)) + Branch(last_run),
-            std::string(Under(last)) + Under(last_run),
-            fmt::format("{} ← buffer {} (device {}): {}", RowSpan("row", run.first, run.last),
-                        RowSpan("row", run.source_first, run.source_first + run.last - run.first),
-                        run.tag, fmt::join(origins, ", ")));
+        n.children.push_back(
+            {fmt::format("{} ← buffer {} (device {}): {}", RowSpan("row", run.first, run.last),
+                         RowSpan("row", run.source_first, run.source_last()), run.tag,
+                         fmt::join(origins, ", ")),
+             {}});
       }
-    }
-    for (size_t k = 0; k < empty.size(); ++k) {
-      const Run& run = empty[k];
-      const bool last = k + 1 == empty.size();
-      AddLine(
-          out, Branch(last), Under(last),
-          fmt::format("{} ← buffer {}: empty, in no group", RowSpan("row", run.first, run.last),
-                      RowSpan("row", run.source_first, run.source_first + run.last - run.first)));
-    }
+      return n;
+    };
+    const auto idle = [&](int64_t from, int64_t to) {
+      return from == to
+                 ? fmt::format("local expert {} = expert {}: no rows", from, shard * l_size + from)
+                 : fmt::format("local experts {}-{} = experts {}-{}: no rows", from, to,
+                               shard * l_size + from, shard * l_size + to);
+    };
+    std::vector<Node> nodes = FoldIdle(0, l_size - 1, expert_node, idle);
+    for (const Run& run : empty)
+      nodes.push_back(
+          {fmt::format("{} ← buffer {}: empty, in no group", RowSpan("row", run.first, run.last),
+                       RowSpan("row", run.source_first, run.source_last())),
+           {}});
+    out += "\n" + TreeLine("", "",
+                           fmt::format("Device {} (expert shard {}: experts {}-{}; buffer of {} "
+                                       "rows, {} received):",
+                                       d, shard, shard * l_size, shard * l_size + l_size - 1,
+                                       u_size, received),
+                           view.width);
+    Draw(out, nodes, "", view);
   }
-  return out;
+  return out + LeftOut(shown, d_size);
 }
 
 std::string LocalSelectionTree(const Array& sorted_indices, const Array& sorted_experts_ids,
                                const Array& local_group_size, const Array& expert_shard_id,
                                const Array& sorted_selected_experts, const Array& sorted_experts,
-                               int64_t top_k) {
+                               int64_t top_k, const DeviceTreeView& view) {
   const char* tree = "local selection tree";
   RequireTopK(tree, top_k);
-  if (sorted_experts.rank() != 2 || local_group_size.rank() != 2)
-    Fail("{}: expected [D,R] sorted_experts and [D,L] local_group_size, got {} and {}", tree,
-         ShapeToString(sorted_experts.shape), ShapeToString(local_group_size.shape));
+  RequireRank2(tree, "sorted_experts", sorted_experts);
+  RequireRank2(tree, "local_group_size", local_group_size);
   const int64_t d_size = sorted_experts.shape[0], r_size = sorted_experts.shape[1];
   const int64_t l_size = local_group_size.shape[1];
   RequireNumeric(tree, "sorted_indices", sorted_indices, {d_size, r_size});
@@ -288,15 +334,15 @@ std::string LocalSelectionTree(const Array& sorted_indices, const Array& sorted_
   RequireNumeric(tree, "sorted_selected_experts", sorted_selected_experts, {d_size, r_size});
   RequireNumeric(tree, "sorted_experts", sorted_experts, {d_size, r_size});
 
-  std::string out;
-  AddLine(out, "", "",
-          "sorted_inputs after local_permute(is_offset=True) per device as Device → local expert → "
-          "rows ← sorted rows");
-  AddLine(out, "", "",
-          fmt::format("(of [D={}] x [R={},M]; K={}, L={}; T = the token b*S+s, the same rows on "
-                      "every device):",
-                      d_size, r_size, top_k, l_size));
-  for (int64_t d = 0; d < d_size; ++d) {
+  std::string out = Title(
+      {"sorted_inputs after local_permute(is_offset=True) per device as Device → local expert → "
+       "rows ← sorted rows",
+       fmt::format("(of [D={}] x [R={},M]; K={}, L={}; T = the token b*S+s, the same rows on "
+                   "every device):",
+                   d_size, r_size, top_k, l_size)},
+      view);
+  const int64_t shown = ShownDevices(d_size, view);
+  for (int64_t d = 0; d < shown; ++d) {
     const int64_t shard = At(expert_shard_id, d);
     std::vector<std::vector<Run>> by_id(static_cast<size_t>(l_size + 1));
     for (int64_t i = 0; i < r_size; ++i) {
@@ -310,87 +356,85 @@ std::string LocalSelectionTree(const Array& sorted_indices, const Array& sorted_
     int64_t kept = 0;
     for (int64_t j = 0; j < l_size; ++j)
       for (const Run& run : by_id[static_cast<size_t>(j)]) kept += run.last - run.first + 1;
-    out += "\n";
-    AddLine(out, "", "",
-            fmt::format("Device {} (expert shard {}: experts {}-{}; keeps {} of {} rows):", d,
-                        shard, shard * l_size, shard * l_size + l_size - 1, kept, r_size));
     const auto origins = [&](const Run& run) {
       std::vector<std::string> items;
-      for (int64_t u = run.source_first; u <= run.source_first + run.last - run.first; ++u)
+      for (int64_t u = run.source_first; u <= run.source_last(); ++u)
         items.push_back(Origin(sorted_selected_experts, d, u, top_k, ""));
       return fmt::format("{}", fmt::join(items, ", "));
     };
     const auto span = [](const Run& run) {
       return fmt::format("{} ← sorted {}", RowSpan("row", run.first, run.last),
-                         RowSpan("row", run.source_first, run.source_first + run.last - run.first));
+                         RowSpan("row", run.source_first, run.source_last()));
     };
-    const bool any_masked = !by_id[static_cast<size_t>(l_size)].empty();
-    for (int64_t j = 0; j < l_size; ++j) {
-      const bool last = j + 1 == l_size && !any_masked;
+    const auto expert_node = [&](int64_t j) {
       const std::vector<Run>& runs = by_id[static_cast<size_t>(j)];
       const std::string head = fmt::format("local expert {} = expert {}", j, shard * l_size + j);
-      if (runs.size() <= 1) {
-        AddLine(out, Branch(last), Under(last),
-                runs.empty() ? head + ": no rows"
-                             : fmt::format("{}: {}: {}", head, span(runs[0]), origins(runs[0])));
-        continue;
-      }
-      AddLine(out, Branch(last), Under(last), head);
-      for (size_t k = 0; k < runs.size(); ++k)
-        AddLine(out, std::string(Under(last)) + Branch(k + 1 == runs.size()),
-                std::string(Under(last)) + Under(k + 1 == runs.size()),
-                fmt::format("{}: {}", span(runs[k]), origins(runs[k])));
-    }
-    if (!any_masked) continue;
+      if (runs.empty()) return Node{};
+      if (runs.size() == 1)
+        return Node{fmt::format("{}: {}: {}", head, span(runs[0]), origins(runs[0])), {}};
+      Node n{head, {}};
+      for (const Run& run : runs)
+        n.children.push_back({fmt::format("{}: {}", span(run), origins(run)), {}});
+      return n;
+    };
+    const auto idle = [&](int64_t from, int64_t to) {
+      return from == to
+                 ? fmt::format("local expert {} = expert {}: no rows", from, shard * l_size + from)
+                 : fmt::format("local experts {}-{} = experts {}-{}: no rows", from, to,
+                               shard * l_size + from, shard * l_size + to);
+    };
+    std::vector<Node> nodes = FoldIdle(0, l_size - 1, expert_node, idle);
     // The other shards' rows, by their (global) expert.
     const std::vector<Run>& masked = by_id[static_cast<size_t>(l_size)];
-    AddLine(out, Branch(true), Under(true),
-            fmt::format("id {} (other shards' experts, masked out): {}", l_size,
-                        fmt::join(
-                            [&] {
-                              std::vector<std::string> spans;
-                              for (const Run& run : masked) spans.push_back(span(run));
-                              return spans;
-                            }(),
-                            "; ")));
-    std::vector<std::pair<int64_t, std::vector<std::string>>> experts;
-    for (const Run& run : masked)
-      for (int64_t u = run.source_first; u <= run.source_first + run.last - run.first; ++u) {
-        const int64_t e = At(sorted_experts, d * r_size + u);
-        if (experts.empty() || experts.back().first != e) experts.push_back({e, {}});
-        experts.back().second.push_back(Origin(sorted_selected_experts, d, u, top_k, ""));
-      }
-    for (size_t k = 0; k < experts.size(); ++k) {
-      const bool last = k + 1 == experts.size();
-      AddLine(out, std::string(Under(true)) + Branch(last), std::string(Under(true)) + Under(last),
-              fmt::format("expert {}: {}", experts[k].first, fmt::join(experts[k].second, ", ")));
+    if (!masked.empty()) {
+      std::vector<std::string> spans;
+      for (const Run& run : masked) spans.push_back(span(run));
+      Node n{fmt::format("id {} (other shards' experts, masked out): {}", l_size,
+                         fmt::join(spans, "; ")),
+             {}};
+      std::vector<std::pair<int64_t, std::vector<std::string>>> experts;
+      for (const Run& run : masked)
+        for (int64_t u = run.source_first; u <= run.source_last(); ++u) {
+          const int64_t e = At(sorted_experts, d * r_size + u);
+          if (experts.empty() || experts.back().first != e) experts.push_back({e, {}});
+          experts.back().second.push_back(Origin(sorted_selected_experts, d, u, top_k, ""));
+        }
+      for (const auto& [e, items] : experts)
+        n.children.push_back({fmt::format("expert {}: {}", e, fmt::join(items, ", ")), {}});
+      nodes.push_back(std::move(n));
     }
+    out += "\n" + TreeLine("", "",
+                           fmt::format("Device {} (expert shard {}: experts {}-{}; keeps {} of {} "
+                                       "rows):",
+                                       d, shard, shard * l_size, shard * l_size + l_size - 1, kept,
+                                       r_size),
+                           view.width);
+    Draw(out, nodes, "", view);
   }
-  return out;
+  return out + LeftOut(shown, d_size);
 }
 
 std::string ReturnRowsTree(const Array& row_sources, int64_t sender_rows,
                            const std::string& sender_row_name, const Array& sorted_selected_experts,
-                           const Array& sorted_experts, int64_t top_k) {
+                           const Array& sorted_experts, int64_t top_k, const DeviceTreeView& view) {
   const char* tree = "return rows tree";
   RequireTopK(tree, top_k);
-  if (sorted_experts.rank() != 2)
-    Fail("{}: expected [D,R] sorted_experts, got {}", tree, ShapeToString(sorted_experts.shape));
+  RequireRank2(tree, "sorted_experts", sorted_experts);
   const int64_t d_size = sorted_experts.shape[0], r_size = sorted_experts.shape[1];
   RequireNumeric(tree, "row_sources", row_sources, {d_size, r_size});
   RequireNumeric(tree, "sorted_selected_experts", sorted_selected_experts, {d_size, r_size});
   RequireNumeric(tree, "sorted_experts", sorted_experts, {d_size, r_size});
   if (sender_rows <= 0) Fail("{}: senders have {} rows", tree, sender_rows);
 
-  std::string out;
-  AddLine(out, "", "",
-          "intermediate_output per device after the return ragged_all_to_all as Device → its "
-          "sorted rows ← sender → expert");
-  AddLine(out, "", "",
-          fmt::format("(of [D={}] x [R={},M]; rows in the device's own permute order, T = its "
-                      "token b*S+s):",
-                      d_size, r_size));
-  for (int64_t d = 0; d < d_size; ++d) {
+  std::string out =
+      Title({"intermediate_output per device after the return ragged_all_to_all as Device → its "
+             "sorted rows ← sender → expert",
+             fmt::format("(of [D={}] x [R={},M]; rows in the device's own permute order, T = its "
+                         "token b*S+s):",
+                         d_size, r_size)},
+            view);
+  const int64_t shown = ShownDevices(d_size, view);
+  for (int64_t d = 0; d < shown; ++d) {
     std::vector<Run> runs;
     int64_t returned = 0;
     for (int64_t r = 0; r < r_size; ++r) {
@@ -398,36 +442,32 @@ std::string ReturnRowsTree(const Array& row_sources, int64_t sender_rows,
       returned += src >= 0;
       Extend(runs, r, src < 0 ? -1 : src % sender_rows, src < 0 ? -1 : src / sender_rows);
     }
-    out += "\n";
-    AddLine(out, "", "", fmt::format("Device {} ({} rows, {} returned):", d, r_size, returned));
-    for (size_t i = 0; i < runs.size(); ++i) {
-      const Run& run = runs[i];
-      const bool last = i + 1 == runs.size();
+    std::vector<Node> nodes;
+    for (const Run& run : runs) {
       if (run.tag < 0) {
-        AddLine(out, Branch(last), Under(last),
-                fmt::format("{}: nothing returned", RowSpan("row", run.first, run.last)));
+        nodes.push_back(
+            {fmt::format("{}: nothing returned", RowSpan("row", run.first, run.last)), {}});
         continue;
       }
-      AddLine(out, Branch(last), Under(last),
-              fmt::format("{} ← device {}, its {}", RowSpan("row", run.first, run.last), run.tag,
-                          RowSpan(sender_row_name, run.source_first,
-                                  run.source_first + run.last - run.first)));
+      Node n{fmt::format("{} ← device {}, its {}", RowSpan("row", run.first, run.last), run.tag,
+                         RowSpan(sender_row_name, run.source_first, run.source_last())),
+             {}};
       std::vector<std::pair<int64_t, std::vector<std::string>>> by_expert;
       for (int64_t r = run.first; r <= run.last; ++r) {
         const int64_t e = At(sorted_experts, d * r_size + r);
         if (by_expert.empty() || by_expert.back().first != e) by_expert.push_back({e, {}});
         by_expert.back().second.push_back(Origin(sorted_selected_experts, d, r, top_k, ""));
       }
-      for (size_t j = 0; j < by_expert.size(); ++j) {
-        const bool last_e = j + 1 == by_expert.size();
-        AddLine(
-            out, std::string(Under(last)) + Branch(last_e),
-            std::string(Under(last)) + Under(last_e),
-            fmt::format("expert {}: {}", by_expert[j].first, fmt::join(by_expert[j].second, ", ")));
-      }
+      for (const auto& [e, items] : by_expert)
+        n.children.push_back({fmt::format("expert {}: {}", e, fmt::join(items, ", ")), {}});
+      nodes.push_back(std::move(n));
     }
+    out += "\n" + TreeLine("", "",
+                           fmt::format("Device {} ({} rows, {} returned):", d, r_size, returned),
+                           view.width);
+    Draw(out, nodes, "", view);
   }
-  return out;
+  return out + LeftOut(shown, d_size);
 }
 
 }  // namespace shardtrace

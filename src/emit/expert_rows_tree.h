@@ -6,13 +6,15 @@
 // reads arrays a numeric run captured per device ([D, ...] stacks, MoeContext::
 // CapturePerDevice; the capture names are in the trace headers: ep_routing.h, permute.h)
 // and only formats them: the hierarchy is Device → expert → runs of rows, each leaf naming
-// the (device, token, choice) rows it holds. Long leaves wrap within 120 columns under the
-// tree's continuation prefix.
+// the (device, token, choice) rows it holds. As for the sparse-row trees (DeviceTreeView):
+// the first devices are drawn and a closing line counts the rest, runs of local experts
+// without rows fold into one line, and long leaves wrap under the tree's rules.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
+#include "emit/sparse_row_tree.h"
 #include "numeric/array.h"
 
 namespace shardtrace {
@@ -35,7 +37,8 @@ namespace shardtrace {
 // Throws Error on other shapes. Ends with a newline.
 std::string RingRowsTree(const Array& sorted_selected_experts, const Array& sorted_experts,
                          const Array& roll_to_expert_id, const Array& group_sizes,
-                         const Array& token_sources, int64_t num_experts, int64_t top_k);
+                         const Array& token_sources, int64_t num_experts, int64_t top_k,
+                         const DeviceTreeView& view = {});
 
 // local_permute after the forward ragged_all_to_all, on every device, as a tree Device →
 // local expert → runs of sorted rows ← buffer rows: the received rows (row_sources, as for
@@ -58,7 +61,8 @@ std::string RingRowsTree(const Array& sorted_selected_experts, const Array& sort
 std::string LocalPermuteTree(const Array& sorted_indices, const Array& sorted_experts_ids,
                              const Array& local_group_size, const Array& expert_shard_id,
                              const Array& row_sources, const Array& sorted_selected_experts,
-                             const Array& sorted_experts, int64_t top_k);
+                             const Array& sorted_experts, int64_t top_k,
+                             const DeviceTreeView& view = {});
 
 // Decode's local_permute(is_offset=True) on every device (the batch is replicated, so every
 // device holds the same globally sorted rows) as a tree Device → local expert → rows ←
@@ -75,7 +79,7 @@ std::string LocalPermuteTree(const Array& sorted_indices, const Array& sorted_ex
 std::string LocalSelectionTree(const Array& sorted_indices, const Array& sorted_experts_ids,
                                const Array& local_group_size, const Array& expert_shard_id,
                                const Array& sorted_selected_experts, const Array& sorted_experts,
-                               int64_t top_k);
+                               int64_t top_k, const DeviceTreeView& view = {});
 
 // The return ragged_all_to_all as a tree Device → runs of its sorted rows ← sender: each
 // returned expert output lands in the row of the device's own permute order it was
@@ -93,6 +97,7 @@ std::string LocalSelectionTree(const Array& sorted_indices, const Array& sorted_
 // and `sorted_experts` [D, R]. Throws Error on other shapes. Ends with a newline.
 std::string ReturnRowsTree(const Array& row_sources, int64_t sender_rows,
                            const std::string& sender_row_name, const Array& sorted_selected_experts,
-                           const Array& sorted_experts, int64_t top_k);
+                           const Array& sorted_experts, int64_t top_k,
+                           const DeviceTreeView& view = {});
 
 }  // namespace shardtrace

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "emit/expert_rows_tree.h"
 #include "emit/fact_text.h"
 #include "emit/mask_tree.h"
 #include "emit/text_table.h"
@@ -75,19 +76,39 @@ std::vector<MarkdownExample> MaskSections(const Trace& trace, const Captures& ca
            MaskTree("combine_mask", Captured(captures, "combine_mask"), 0, &indices)}};
 }
 
-// sparse_matmul's sorted rows on every device and, with expert parallelism, the receive
-// buffer of the forward ragged_all_to_all: the per-device values the run captured.
-std::vector<MarkdownExample> SortedRowSections(const Captures& captures, bool ragged_buffer,
-                                               const DeviceTreeView& view) {
+// sparse_matmul's sorted rows on every device (under the ring of experts, the rolled sort of
+// the gathered tokens) and, with expert parallelism, the receive buffer of the forward
+// ragged_all_to_all and local_permute's order: the per-device values the run captured.
+std::vector<MarkdownExample> SortedRowSections(const Captures& captures, bool sorted_inputs,
+                                               bool ragged_buffer, const DeviceTreeView& view) {
+  const int64_t k = Captured(captures, "top_k_indices").shape[2];
+  std::vector<MarkdownExample> out;
+  if (captures.count("ring sorted_experts per device")) {
+    out.push_back(
+        {"Tree: sorted_inputs (ring of experts, per device)",
+         "What `permute` did on each device under the ring of experts: it routed every token "
+         "all-gathered over its expert-parallel group, and subtracted `roll_to_expert_id = "
+         "num_experts_per_shard * expert_shard_id` from each expert id (mod E) before the sort, "
+         "so the device's own experts come first as rolled ids 0..L-1. `group_sizes[:L]` counts "
+         "those rows; the rows past their sum (other devices' experts) are set to 0 before and "
+         "after the gmms, so each (token, choice) is computed on exactly one device of the group "
+         "and `psum_scatter` adds the partial outputs.",
+         RingRowsTree(Captured(captures, "ring sorted_selected_experts per device"),
+                      Captured(captures, "ring sorted_experts per device"),
+                      Captured(captures, "ring roll_to_expert_id per device"),
+                      Captured(captures, "ring group_sizes per device"),
+                      Captured(captures, "ring token sources per device"),
+                      Captured(captures, "gate_logits").shape[2], k, view)});
+    return out;
+  }
   const Array& selected = Captured(captures, "sorted_selected_experts per device");
   const Array& experts = Captured(captures, "sorted_experts per device");
-  const int64_t k = Captured(captures, "top_k_indices").shape[2];
-  std::vector<MarkdownExample> out = {
+  out.push_back(
       {"Tree: sorted_inputs (per device)",
        "What `permute` did on each device of this run: its (token, choice) rows repeated K "
        "times and stable-sorted by expert, so each expert's rows are contiguous and the "
        "`group_size` of an expert is the length of its run. `unpermute` undoes this order.",
-       SortedRowsTree(selected, experts, k, view)}};
+       SortedRowsTree(selected, experts, k, view)});
   if (ragged_buffer)
     out.push_back(
         {"Tree: x (the ragged_all_to_all receive buffer, per device)",
@@ -98,15 +119,67 @@ std::vector<MarkdownExample> SortedRowSections(const Captures& captures, bool ra
          "by local expert.",
          RaggedBufferTree(Captured(captures, "x row sources per device"), selected, experts, k,
                           view)});
+  if (!sorted_inputs || !captures.count("local_permute sorted_indices per device")) return out;
+  const Array& order = Captured(captures, "local_permute sorted_indices per device");
+  const Array& ids = Captured(captures, "local_permute sorted_experts_ids per device");
+  const Array& sizes = Captured(captures, "local_group_size per device");
+  const Array& shard = Captured(captures, "expert_shard_id per device");
+  if (captures.count("x row sources per device"))
+    out.push_back(
+        {"Tree: sorted_inputs after local_permute (per device)",
+         "How `local_permute` orders each device's receive buffer for its gmms: "
+         "`expert_indices` repeats each (sender, local expert) id by its count in the "
+         "all-gathered group sizes, and a stable argsort groups the received rows by local "
+         "expert, each expert's rows in sender order; `local_group_size` gives the gmm groups. "
+         "The empty buffer rows sort last, past every group.",
+         LocalPermuteTree(order, ids, sizes, shard, Captured(captures, "x row sources per device"),
+                          selected, experts, k, view)});
+  else
+    out.push_back(
+        {"Tree: sorted_inputs after local_permute(is_offset=True) (per device)",
+         "The batch is not sharded by the expert axes, so every device routed and sorted the "
+         "same rows (the tree above). `local_permute(is_offset=True)` gives each sorted row of "
+         "this shard's experts its local id (`global_sorted_experts // L == shard_index`: id "
+         "`expert % L`) and every other row the out-of-range id L, so a stable argsort puts the "
+         "shard's rows first, in order; `local_group_size` (the gmm groups) covers exactly "
+         "them, and the rows with id L are computed by other shards.",
+         LocalSelectionTree(order, ids, sizes, shard, selected, experts, k, view)});
   return out;
+}
+
+// Where the expert outputs land after the return ragged_all_to_all.
+MarkdownExample ReturnSection(const Captures& captures, const DeviceTreeView& view) {
+  const int64_t k = Captured(captures, "top_k_indices").shape[2];
+  const Array& sources = Captured(captures, "intermediate_output row sources per device");
+  const Array& selected = Captured(captures, "sorted_selected_experts per device");
+  const Array& experts = Captured(captures, "sorted_experts per device");
+  const int64_t sender_rows =
+      Captured(captures, "local_permute sorted_indices per device").shape[1];
+  if (captures.count("x row sources per device"))
+    return {"Tree: intermediate_output (the return ragged_all_to_all, per device)",
+            "Where the expert outputs go: each device unsorts its outputs back to its buffer "
+            "order (`argsort(local_sorted_indices)`), and the second `ragged_all_to_all`, with "
+            "the parameters of the transposed `all_shards_group_sizes`, sends every run back to "
+            "the device that routed it, into the rows of that device's own `permute` order: "
+            "the inverse of the receive buffer tree. `unpermute` then restores token order and "
+            "sums the K choices with their weights.",
+            ReturnRowsTree(sources, sender_rows, "buffer row", selected, experts, k, view)};
+  return {"Tree: intermediate_output (the return ragged_all_to_all, per device)",
+          "How the outputs come back in decode: each shard sends its first `local_group_size` "
+          "rows (its experts' outputs, in sorted order) to every device, at the offset where its "
+          "experts' rows start in the global sort, so every device rebuilds all sorted rows, each "
+          "from the shard holding its expert, before `unpermute`.",
+          ReturnRowsTree(sources, sender_rows, "local row", selected, experts, k, view)};
 }
 
 }  // namespace
 
 const std::vector<std::string>& TreeNames() {
-  static const std::vector<std::string> names = {"top_k_indices", "top_k_weights", "weights",
-                                                 "group_scores",  "group_mask",    "dispatch_mask",
-                                                 "combine_mask",  "sorted_inputs", "x"};
+  static const std::vector<std::string> names = {
+      "top_k_indices",      "top_k_weights", "weights",
+      "group_scores",       "group_mask",    "dispatch_mask",
+      "combine_mask",       "sorted_inputs", "x",
+      "intermediate_output"};
   return names;
 }
 
@@ -121,11 +194,14 @@ std::vector<std::string> DrawableTrees(const Captures& captures) {
       {"dispatch_mask", "dispatch_mask"},
       {"combine_mask", "combine_mask"},
       {"sorted_inputs", "sorted_experts per device"},
-      {"x", "x row sources per device"}};
+      {"sorted_inputs", "ring sorted_experts per device"},
+      {"x", "x row sources per device"},
+      {"intermediate_output", "intermediate_output row sources per device"}};
   std::vector<std::string> out;
   if (!captures.count("top_k_indices") || !captures.count("top_k_weights")) return out;
   for (const auto& [tree, capture] : needs)
-    if (captures.count(capture)) out.push_back(tree);
+    if (captures.count(capture) && std::find(out.begin(), out.end(), tree) == out.end())
+      out.push_back(tree);
   return out;
 }
 
@@ -144,8 +220,10 @@ std::vector<MarkdownExample> TreeSections(const Trace& trace, const Captures& ca
   if (Wants(trees, "dispatch_mask") || Wants(trees, "combine_mask"))
     for (MarkdownExample& e : MaskSections(trace, captures)) out.push_back(std::move(e));
   if (Wants(trees, "sorted_inputs") || Wants(trees, "x"))
-    for (MarkdownExample& e : SortedRowSections(captures, Wants(trees, "x"), view))
+    for (MarkdownExample& e :
+         SortedRowSections(captures, Wants(trees, "sorted_inputs"), Wants(trees, "x"), view))
       out.push_back(std::move(e));
+  if (Wants(trees, "intermediate_output")) out.push_back(ReturnSection(captures, view));
   return out;
 }
 

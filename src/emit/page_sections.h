@@ -25,7 +25,10 @@ using Captures = std::map<std::string, Array>;
 // "top_k_indices"/"top_k_weights" (Token → choice → expert), "weights" (the same read from
 // dense_matmul's dropless [B,S,E] weights), "group_scores"/"group_mask" (DeepSeek routing
 // groups), "dispatch_mask"/"combine_mask" (Expert → slot → tokens), "sorted_inputs" (each
-// device's permuted rows), "x" (each device's ragged_all_to_all receive buffer).
+// device's permuted rows: under the ring of experts its rolled sort of the gathered tokens;
+// with expert parallelism also local_permute's order of the rows it computes), "x" (each
+// device's ragged_all_to_all receive buffer), "intermediate_output" (where the return
+// ragged_all_to_all puts each expert output).
 const std::vector<std::string>& TreeNames();
 
 // The names of TreeNames() whose captures the run holds (numeric runs only).
