@@ -185,6 +185,33 @@ TEST_CASE("local selection tree keeps a shard's experts and names the masked row
                     Catch::Contains("top_k 0"));
 }
 
+// A local expert fed by more than 4 senders (a big mesh) lists its rows as one leaf, each
+// row's sender in its D prefix. Six devices with one expert each, every token on expert 0.
+TEST_CASE("local_permute tree folds many senders into one leaf", "[viz]") {
+  const Array zeros = Ints({6, 1}, std::vector<float>(6, 0.0f));
+  std::vector<float> forward(36, -1.0f), order(36), sizes(6, 0.0f), shard(6);
+  for (int64_t d = 0; d < 6; ++d) {
+    forward[d] = static_cast<float>(d);  // device 0's buffer row d <- device d's sorted row 0
+    shard[d] = static_cast<float>(d);
+    for (int64_t u = 0; u < 6; ++u) order[d * 6 + u] = static_cast<float>(u);
+  }
+  sizes[0] = 6;
+  const std::string text = LocalPermuteTree(
+      Ints({6, 6}, order), Ints({6, 6}, std::vector<float>(36, 0.0f)), Ints({6, 1}, sizes),
+      Ints({6}, shard), Ints({6, 6}, forward), zeros, zeros, 1, {.max_devices = 1});
+  CHECK(text ==
+        "sorted_inputs after local_permute per device as Device → local expert → sorted rows ← "
+        "buffer rows\n"
+        "(of [D=6] x [U=6,M]; L=1; Dd.Tt = device d's token t):\n"
+        "\n"
+        "Device 0 (expert shard 0: expert 0; buffer of 6 rows, 6 received):\n"
+        "└── local expert 0 = expert 0 (group size 6)\n"
+        "    └── rows 0-5 ← buffer rows 0-5 (6 senders): D0.T0 k=0, D1.T0 k=0, D2.T0 k=0, D3.T0 "
+        "k=0, D4.T0 k=0, D5.T0 k=0\n"
+        "\n"
+        "(devices 1-5 not shown: the first 1 of 6 devices are drawn.)\n");
+}
+
 // A leaf longer than a code line wraps under the tree's bars, every line within 120 columns.
 TEST_CASE("expert row trees wrap long leaves under the tree prefix", "[viz]") {
   const int64_t r = 64;  // one device, 64 tokens all on expert 1, K=1

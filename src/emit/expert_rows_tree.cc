@@ -14,13 +14,16 @@ namespace shardtrace {
 
 namespace {
 
+// A local expert fed by more senders than this shows its rows as one wrapped leaf.
+constexpr int64_t kMaxRunNodes = 4;
+
 int64_t At(const Array& a, int64_t flat) { return static_cast<int64_t>(a.values()[flat]); }
 
 std::string Span(int64_t first, int64_t last) {
   return first == last ? fmt::format("{}", first) : fmt::format("{}-{}", first, last);
 }
 
-// "row 3" / "rows 3-5" (what: "row", "buffer row", ...).
+// "row 3" / "rows 3-5" (what: "row", "buffer row", "expert", ...).
 std::string RowSpan(const std::string& what, int64_t first, int64_t last) {
   return fmt::format("{}{} {}", what, first == last ? "" : "s", Span(first, last));
 }
@@ -208,12 +211,13 @@ std::string RingRowsTree(const Array& sorted_selected_experts, const Array& sort
                                    RowSpan("row", local, r_size - 1)),
                        std::move(masked)});
     }
-    out += "\n" + TreeLine("", "",
-                           fmt::format("Device {} (roll_to_expert_id {}: experts {}-{} local; "
-                                       "tokens of devices {}; {} rows, {} local):",
-                                       d, roll, expert_of(0), expert_of(l_size - 1),
-                                       fmt::join(gathered_from, ", "), r_size, local),
-                           view.width);
+    out +=
+        "\n" + TreeLine("", "",
+                        fmt::format("Device {} (roll_to_expert_id {}: {} local; tokens of "
+                                    "devices {}; {} rows, {} local):",
+                                    d, roll, RowSpan("expert", expert_of(0), expert_of(l_size - 1)),
+                                    fmt::join(gathered_from, ", "), r_size, local),
+                        view.width);
     Draw(out, nodes, "", view);
   }
   return out + LeftOut(shown, d_size);
@@ -279,19 +283,40 @@ std::string LocalPermuteTree(const Array& sorted_indices, const Array& sorted_ex
       Node n{fmt::format("local expert {} = expert {} (group size {})", j, shard * l_size + j,
                          At(local_group_size, d * l_size + j)),
              {}};
-      for (const Run& run : runs) {
-        std::vector<std::string> origins;
+      const auto origins = [&](const Run& run) {
+        std::vector<std::string> items;
         for (int64_t u = run.source_first; u <= run.source_last(); ++u) {
           const int64_t src = At(row_sources, d * u_size + u);
-          origins.push_back(Origin(sorted_selected_experts, src / r_size, src % r_size, top_k,
-                                   fmt::format("D{}.", src / r_size)));
+          items.push_back(Origin(sorted_selected_experts, src / r_size, src % r_size, top_k,
+                                 fmt::format("D{}.", src / r_size)));
         }
+        return fmt::format("{}", fmt::join(items, ", "));
+      };
+      if (static_cast<int64_t>(runs.size()) > kMaxRunNodes) {
+        // Many senders (a big mesh): one leaf, the Dd. prefixes name each row's sender.
+        std::vector<std::pair<int64_t, int64_t>> buffer;  // (senders' adjacent runs merged)
+        std::vector<std::string> spans, items;
+        for (const Run& run : runs) {
+          if (!buffer.empty() && buffer.back().second + 1 == run.source_first)
+            buffer.back().second = run.source_last();
+          else
+            buffer.push_back({run.source_first, run.source_last()});
+          items.push_back(origins(run));
+        }
+        for (const auto& [first, last] : buffer) spans.push_back(Span(first, last));
+        n.children.push_back(
+            {fmt::format("{} ← buffer rows {} ({} senders): {}",
+                         RowSpan("row", runs.front().first, runs.back().last),
+                         fmt::join(spans, ", "), runs.size(), fmt::join(items, ", ")),
+             {}});
+        return n;
+      }
+      for (const Run& run : runs)
         n.children.push_back(
             {fmt::format("{} ← buffer {} (device {}): {}", RowSpan("row", run.first, run.last),
                          RowSpan("row", run.source_first, run.source_last()), run.tag,
-                         fmt::join(origins, ", ")),
+                         origins(run)),
              {}});
-      }
       return n;
     };
     const auto idle = [&](int64_t from, int64_t to) {
@@ -306,12 +331,14 @@ std::string LocalPermuteTree(const Array& sorted_indices, const Array& sorted_ex
           {fmt::format("{} ← buffer {}: empty, in no group", RowSpan("row", run.first, run.last),
                        RowSpan("row", run.source_first, run.source_last())),
            {}});
-    out += "\n" + TreeLine("", "",
-                           fmt::format("Device {} (expert shard {}: experts {}-{}; buffer of {} "
-                                       "rows, {} received):",
-                                       d, shard, shard * l_size, shard * l_size + l_size - 1,
-                                       u_size, received),
-                           view.width);
+    out +=
+        "\n" + TreeLine("", "",
+                        fmt::format("Device {} (expert shard {}: {}; buffer of {} rows, {} "
+                                    "received):",
+                                    d, shard,
+                                    RowSpan("expert", shard * l_size, shard * l_size + l_size - 1),
+                                    u_size, received),
+                        view.width);
     Draw(out, nodes, "", view);
   }
   return out + LeftOut(shown, d_size);
@@ -403,12 +430,12 @@ std::string LocalSelectionTree(const Array& sorted_indices, const Array& sorted_
         n.children.push_back({fmt::format("expert {}: {}", e, fmt::join(items, ", ")), {}});
       nodes.push_back(std::move(n));
     }
-    out += "\n" + TreeLine("", "",
-                           fmt::format("Device {} (expert shard {}: experts {}-{}; keeps {} of {} "
-                                       "rows):",
-                                       d, shard, shard * l_size, shard * l_size + l_size - 1, kept,
-                                       r_size),
-                           view.width);
+    out += "\n" +
+           TreeLine("", "",
+                    fmt::format("Device {} (expert shard {}: {}; keeps {} of {} rows):", d, shard,
+                                RowSpan("expert", shard * l_size, shard * l_size + l_size - 1),
+                                kept, r_size),
+                    view.width);
     Draw(out, nodes, "", view);
   }
   return out + LeftOut(shown, d_size);

@@ -43,7 +43,9 @@ std::string RingRowsTree(const Array& sorted_selected_experts, const Array& sort
 // local_permute after the forward ragged_all_to_all, on every device, as a tree Device →
 // local expert → runs of sorted rows ← buffer rows: the received rows (row_sources, as for
 // RaggedBufferTree) in local-expert order, each run from one sender, then the empty buffer
-// rows (their padded id sorts them last; they are in no group).
+// rows (their padded id sorts them last; they are in no group). A local expert fed by more
+// than 4 senders (a big mesh) lists its rows as one wrapped leaf, the D prefixes naming the
+// senders.
 //
 //   Device 0 (expert shard 0: experts 0-1; buffer of 32 rows, 11 received):
 //   ├── local expert 0 = expert 0 (group size 3)
