@@ -20,6 +20,7 @@
 #include "cli/visualization_pages.h"
 #include "config/run_inputs.h"
 #include "emit/ascii_flow.h"
+#include "emit/dim_letters.h"
 #include "emit/human_bytes.h"
 #include "emit/mask_tree.h"
 #include "emit/mermaid_flow.h"
@@ -786,6 +787,100 @@ TEST_CASE("mermaid labels escape quotes", "[viz]") {
         "flowchart TD\n  n0[\"a#quot;b: act [T=2] f32\"]\n"
         "  classDef constrained stroke-width:3px\n  classDef weight fill:#fff3d6\n"
         "  classDef collective fill:#e3f0ff\n");
+}
+
+// moe.py's letters clash with the pages' (its unpermute sum says B for tokens and E for the
+// embedding): equations are written in the letters of the tensors they read and write, with
+// moe.py's spelling kept as a note, and a renaming that would merge two letters keeps moe.py's.
+TEST_CASE("einsums are written in the page's dim letters", "[viz]") {
+  Trace trace;
+  trace.tensors.push_back(Tensor(0, "reshaped_intermediate", "unpermute", "TKM", {4, 2, 16}));
+  trace.tensors.push_back(Tensor(1, "reshaped_weights", "unpermute", "TK", {4, 2}));
+  trace.tensors.push_back(Tensor(2, "output", "unpermute", "TM", {4, 16}));
+  trace.tensors.push_back(Tensor(3, "x", "wrapper", "UQ", {32, 8}));
+  trace.tensors.push_back(Tensor(4, "w0_chunk", "wrapper", "EQH", {2, 8, 32}));
+  trace.tensors.push_back(Tensor(5, "group_sizes", "wrapper", "E", {2}));
+  trace.tensors.push_back(Tensor(6, "layer_w0", "wrapper", "UH", {32, 32}));
+  trace.tensors.push_back(Tensor(7, "square", "wrapper", "MM", {16, 16}));
+  OpRecord sum;
+  sum.kind = OpKind::kEinsum;
+  sum.equation = "BKE,BK->BE";
+  sum.einsum = ParseEinsum(sum.equation);
+  sum.inputs = {0, 1};
+  sum.outputs = {2};
+  CHECK(PageEquation(trace, sum) == "TKM,TK->TM");
+  CHECK(PageEinsum(trace, sum)->contracted == "K");
+  OpRecord gmm;
+  gmm.kind = OpKind::kGmm;
+  gmm.equation = "RK,GKN->RN";
+  gmm.einsum = ParseEinsum(gmm.equation);
+  gmm.inputs = {3, 4, 5};
+  gmm.outputs = {6};
+  CHECK(PageEquation(trace, gmm) == "UMc,EMcH->UH");  // Q is labelled Mc: one embedding chunk
+  OpRecord merged = sum;                              // a and b would both become M
+  merged.equation = "ab,bc->ac";
+  merged.einsum = ParseEinsum(merged.equation);
+  merged.inputs = {7, 7};
+  merged.outputs = {7};
+  CHECK(PageEquation(trace, merged) == "ab,bc->ac");
+  CHECK(!PageEinsum(trace, merged));
+  CHECK(DimsText("BSM") == "BSM");
+  CHECK(DimsText("BSGJ") == "B,S,G,g2");
+  CHECK(DimLabel('L') == "P*E");
+}
+
+// What the committed pages say (generate --check keeps them equal to what the emitters write).
+TEST_CASE("pages label folded and borrowed dims and write einsums in their own letters", "[viz]") {
+  const auto page = [](const std::string& file) {
+    return ReadFile(SourcePath("visualizations/" + file));
+  };
+  const std::string megablox = page("moe_sparse_megablox.md");
+  CHECK_THAT(megablox,
+             Catch::Contains(
+                 "| `output = einsum(\"TKM,TK->TM\", reshaped_intermediate, reshaped_weights)` | "
+                 "`output[T,M] = Σ_K reshaped_intermediate[T,K,M] · reshaped_weights[T,K]`: "
+                 "contracts K (top-k choices per token); moe.py spells it `BKE,BK->BE` |"));
+  CHECK_THAT(megablox,
+             Catch::Contains("| `layer_w0 = gmm(\"RM,EMH->RH\", sorted_inputs, w0, group_size)` | "
+                             "grouped matmul, megablox: "));
+  CHECK_THAT(megablox, Catch::Contains("moe.py calls gmm with no equation, the trace spells it "
+                                       "`RK,GKN->RN` |"));
+  const std::string ragged = page("moe_sparse_ragged_all_to_all.md");
+  CHECK_THAT(ragged,
+             Catch::Contains("│ local_sizes: act [P*E=8] i32  ← reshape(all_shard_local_sizes)"));
+  CHECK_THAT(ragged,
+             Catch::Contains("| `P*E` | (peer, local expert) slots, flattened: local_sizes = "
+                             "all_shard_local_sizes.reshape(-1) (moe.py:768) | 8 inside "
+                             "shard_map |"));
+  CHECK_THAT(ragged, Catch::Contains("gmm(\"UM,EMH->UH\", sorted_inputs, w0, local_group_size"));
+  const std::string routing = page("moe_routing_variants.md");
+  CHECK_THAT(
+      routing,
+      Catch::Contains("│ top2_in_group_idx: act [B=2,S=4,G=4,g2=2] i32  ← top_k(scores_grouped)"));
+  CHECK_THAT(routing,
+             Catch::Contains("│ group_mask: act [B=2,S=4,Gk=2,G=4] f32  ← one_hot(group_idx)"));
+  CHECK_THAT(routing, Catch::Contains("| `K` | top-k choices per token | 8 |"));
+  CHECK_THAT(routing,
+             Catch::Contains("| `Gk` | routing groups each token keeps (topk_routing_group, "
+                             "moe.py:585) | 2 |"));
+  CHECK_THAT(page("moe_ring_of_experts.md"),
+             Catch::Contains("│ output: act [B=1,S=4,P*M=32] bf16  ← reshape, as bf16"));
+  const std::string pipeline = page("moe_pipeline_chunked.md");
+  CHECK_THAT(pipeline,
+             Catch::Contains("│ x_chunk: act [B=1,S=4,Mc=8] bf16  ← take(x, chunk_indices)"));
+  CHECK_THAT(pipeline,
+             Catch::Contains("gmm(\"UMc,EMcH->UH\", sorted_inputs, w0_chunk, local_group_size)"));
+  const std::string dropping = page("moe_dense_dropping.md");
+  CHECK_THAT(dropping, Catch::Contains("│ combine_mask: act [B=4,S=4,E=4,C+1=3] bf16  ← mul("));
+  // Context-free words only where they hold: no shard_map and no context groups here.
+  CHECK_THAT(dropping, Catch::Contains("| `S` | sequence | 4 |"));
+  CHECK_THAT(dropping, Catch::Contains("| `E` | experts | 4 |"));
+  CHECK_THAT(dropping, Catch::Contains("contracts E (experts), C (expert capacity) |"));
+  CHECK_THAT(ragged,
+             Catch::Contains("| `E` | experts; inside shard_map, this device's local experts | "
+                             "8; 2 inside shard_map |"));
+  CHECK_THAT(page("moe_dense_dropping_inference.md"),
+             Catch::Contains("| `S` | sequence (per context group) | 4 |"));
 }
 
 TEST_CASE("generate --check passes on the committed visualizations", "[viz][e2e]") {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 
+#include "emit/dim_letters.h"
 #include "emit/human_bytes.h"
 #include "emit/text_table.h"
 #include "emit/xla_spmd_text.h"
@@ -64,14 +65,15 @@ char Letter(const TensorRecord& t, size_t i) {
   return t.dims.size() == t.shape.size() ? t.dims[i] : '-';
 }
 
-// "[B=4,S=8,M=16]"; letters that name no dim ('-', '1') and dims without letters show the
-// bare size.
+// "[B=4,S=8,M=16]", a folded dim under its label ("P*E=8"); letters that name no dim ('-',
+// '1') and dims without letters show the bare size.
 std::string DimShape(const TensorRecord& t) {
   std::vector<std::string> parts;
   for (size_t i = 0; i < t.shape.size(); ++i) {
     const char letter = Letter(t, i);
-    parts.push_back(letter == '-' || letter == '1' ? std::to_string(t.shape[i])
-                                                   : fmt::format("{}={}", letter, t.shape[i]));
+    parts.push_back(letter == '-' || letter == '1'
+                        ? std::to_string(t.shape[i])
+                        : fmt::format("{}={}", DimLabel(letter), t.shape[i]));
   }
   return fmt::format("[{}]", fmt::join(parts, ","));
 }
@@ -193,7 +195,8 @@ class FlowRenderer {
       return args.empty() ? "as " + dtype : InputNames(args) + " as " + dtype;
     }
     if (!op.equation.empty())
-      return fmt::format("{}(\"{}\", {})", op.Name(), op.equation, InputNames(op.inputs));
+      return fmt::format("{}(\"{}\", {})", op.Name(), PageEquation(trace_, op),
+                         InputNames(op.inputs));
     if (args.empty()) return op.Name();
     return fmt::format("{}({})", op.Name(), InputNames(args));
   }

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "emit/dim_letters.h"
 #include "util/error.h"
 
 namespace shardtrace {
@@ -34,15 +35,15 @@ std::string Quote(const std::string& text) {
 }
 
 std::string TensorLabel(const TensorRecord& t) {
-  std::string label =
-      fmt::format("{}\\n{} {} {}", t.name, ToString(t.dtype), ShapeToString(t.shape), t.dims);
+  std::string label = fmt::format("{}\\n{} {} {}", t.name, ToString(t.dtype),
+                                  ShapeToString(t.shape), DimsText(t.dims));
   if (t.partition_spec) label += fmt::format("\\n{}", t.partition_spec->ToString());
   if (t.in_shard_map) label += "\\n(per device)";
   return label;
 }
 
-std::string OpLabel(const OpRecord& op) {
-  if (!op.equation.empty()) return fmt::format("{} {}", op.Name(), op.equation);
+std::string OpLabel(const Trace& trace, const OpRecord& op) {
+  if (!op.equation.empty()) return fmt::format("{} {}", op.Name(), PageEquation(trace, op));
   if (op.collective) {
     std::string axes;
     for (const std::string& a : op.collective->axes) axes += (axes.empty() ? "" : ",") + a;
@@ -114,7 +115,7 @@ std::string TraceToDot(const Trace& trace) {
   for (const OpRecord& op : trace.ops)
     for (const int in : op.inputs)
       for (const int result : op.outputs)
-        out += fmt::format("  t{} -> t{} [label={}{}];\n", in, result, Quote(OpLabel(op)),
+        out += fmt::format("  t{} -> t{} [label={}{}];\n", in, result, Quote(OpLabel(trace, op)),
                            op.collective ? ", color=red, fontcolor=red" : "");
   return out + "}\n";
 }

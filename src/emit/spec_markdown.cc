@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "emit/ascii_flow.h"
+#include "emit/dim_letters.h"
 #include "emit/fact_text.h"
 #include "emit/human_bytes.h"
 #include "emit/tensor_glossary.h"
@@ -25,37 +26,8 @@ namespace {
 using kainjow::mustache::data;
 using kainjow::mustache::mustache;
 
-// The dim letters of trace.h, in the order the Definitions table lists them.
-std::string_view LetterMeaning(char letter) {
-  static constexpr std::array<std::pair<char, std::string_view>, 18> kLetters = {{
-      {'B', "batch"},
-      {'S', "sequence (per context group inside context parallelism)"},
-      {'N', "context groups"},
-      {'M', "model / embed"},
-      {'E', "experts (local ones inside shard_map)"},
-      {'K', "top-k choices per token"},
-      {'C', "expert capacity"},
-      {'H', "expert hidden"},
-      {'G', "routing groups"},
-      {'g', "experts per routing group"},
-      {'F', "dense / shared MLP hidden"},
-      {'T', "tokens = B*S, flattened"},
-      {'R', "routed rows = T*K, sorted by expert"},
-      {'U', "ragged buffer rows"},
-      {'P', "expert-parallel peers"},
-      {'A', "activations of a fused wi"},
-      {'1', "broadcast dim of size 1"},
-      {'-', "unnamed dim"},
-  }};
-  for (const auto& [l, meaning] : kLetters)
-    if (l == letter) return meaning;
-  return "";
-}
-
 // Code blocks stay within this many columns (GitHub shows ~120 without scrolling).
 constexpr size_t kCodeWidth = 120;
-
-constexpr std::string_view kLetterOrder = "BSNMEKCHGgFTRUPA1-";
 
 // Markdown table cells cannot hold a bare '|'.
 std::string Cell(const std::string& text) {
@@ -73,7 +45,7 @@ std::string Code(const std::string& text) {
 }
 
 std::string DimsShape(const TensorRecord& t) {
-  return t.dims.empty() ? ShapeToString(t.shape) : ShapeToString(t.shape) + " " + t.dims;
+  return t.dims.empty() ? ShapeToString(t.shape) : ShapeToString(t.shape) + " " + DimsText(t.dims);
 }
 
 data List() { return data(data::type::list); }
@@ -89,8 +61,9 @@ data Definitions(const Trace& trace) {
       if (std::find(seen.begin(), seen.end(), t.shape[i]) == seen.end()) seen.push_back(t.shape[i]);
     }
   }
+  const bool context_groups = sizes.count('N') > 0;
   data rows = List();
-  for (const char letter : kLetterOrder) {
+  for (const char letter : DimLetterOrder()) {
     const auto found = sizes.find(letter);
     if (found == sizes.end()) continue;
     const auto& [global, local] = found->second;
@@ -102,9 +75,15 @@ data Definitions(const Trace& trace) {
     if (!global.empty()) parts.push_back(fmt::format("{}", fmt::join(global, ", ")));
     if (!only_local.empty())
       parts.push_back(fmt::format("{} inside shard_map", fmt::join(only_local, ", ")));
+    // A meaning says what the letter is on this trace: E is the local experts only where
+    // shard_map shows a size of its own, S per context group only under context groups.
+    std::string meaning(DimMeaning(letter));
+    if (letter == 'S' && context_groups) meaning += " (per context group)";
+    if (letter == 'E' && !only_local.empty())
+      meaning += "; inside shard_map, this device's local experts";
     data row;
-    row.set("letter", std::string(1, letter));
-    row.set("meaning", std::string(LetterMeaning(letter)));
+    row.set("letter", DimLabel(letter));
+    row.set("meaning", Cell(meaning));
     row.set("sizes", fmt::format("{}", fmt::join(parts, "; ")));
     rows.push_back(row);
   }
@@ -186,7 +165,7 @@ std::string Algorithm(const Trace& trace, bool line_refs) {
   for (size_t i = 0; i < trace.ops.size(); ++i) {
     const OpRecord& op = trace.ops[i];
     std::vector<std::string> args;
-    if (!op.equation.empty()) args.push_back(fmt::format("\"{}\"", op.equation));
+    if (!op.equation.empty()) args.push_back(fmt::format("\"{}\"", PageEquation(trace, op)));
     for (const int in : op.inputs) args.push_back(arg(in));
     std::vector<std::string> attrs = args;
     for (const auto& [key, value] : op.attrs)
@@ -245,7 +224,7 @@ std::string Algorithm(const Trace& trace, bool line_refs) {
 
 std::string Indexed(const std::string& name, const std::string& letters) {
   std::vector<std::string> idx;
-  for (const char c : letters) idx.push_back(std::string(1, c));
+  for (const char c : letters) idx.push_back(DimLabel(c));
   return fmt::format("{}[{}]", name, fmt::join(idx, ","));
 }
 
@@ -263,9 +242,11 @@ std::string EinsumMeaning(const Trace& trace, const OpRecord& op) {
         trace.tensors[op.inputs[2]].name);
   }
   if (!op.einsum) return "";
-  const std::vector<std::string>& operands = op.einsum->operands;
-  const std::string& out_letters = op.einsum->output;
-  const std::string& contracted = op.einsum->contracted;
+  // In the page's letters (the Definitions table's), not moe.py's.
+  const ParsedEinsum page = PageEinsum(trace, op).value_or(*op.einsum);
+  const std::vector<std::string>& operands = page.operands;
+  const std::string& out_letters = page.output;
+  const std::string& contracted = page.contracted;
   if (operands.size() != op.inputs.size()) return "";
   std::vector<std::string> factors;
   for (size_t i = 0; i < operands.size(); ++i)
@@ -275,9 +256,14 @@ std::string EinsumMeaning(const Trace& trace, const OpRecord& op) {
     return fmt::format("`{} = {}`: no contraction (broadcast product)",
                        Indexed(out_name, out_letters), product);
   std::vector<std::string> what;
-  for (const char c : contracted) what.push_back(fmt::format("{} ({})", c, LetterMeaning(c)));
-  const std::string over =
-      contracted.size() == 1 ? contracted : fmt::format("{{{}}}", fmt::join(contracted, ","));
+  std::vector<std::string> over_labels;
+  for (const char c : contracted) {
+    over_labels.push_back(DimLabel(c));
+    what.push_back(fmt::format("{} ({})", DimLabel(c), DimMeaning(c)));
+  }
+  const std::string over = over_labels.size() == 1
+                               ? over_labels.front()
+                               : fmt::format("{{{}}}", fmt::join(over_labels, ","));
   return fmt::format("`{} = Σ_{} {}`: contracts {}", Indexed(out_name, out_letters), over, product,
                      fmt::join(what, ", "));
 }
@@ -290,7 +276,7 @@ data Einsums(const Trace& trace) {
     std::vector<std::string> in_names;
     for (const int in : op.inputs) in_names.push_back(trace.tensors[in].name);
     const std::string call = fmt::format("{} = {}(\"{}\", {})", Names(trace, op.outputs), op.Name(),
-                                         op.equation, fmt::join(in_names, ", "));
+                                         PageEquation(trace, op), fmt::join(in_names, ", "));
     if (counts[call]++ == 0) order.emplace_back(call, &op);
   }
   data rows = List();
@@ -298,7 +284,16 @@ data Einsums(const Trace& trace) {
     const int n = counts[call];
     data row;
     row.set("call", Cell(call));
-    row.set("meaning", Cell(EinsumMeaning(trace, *op) + (n > 1 ? fmt::format(" (x{})", n) : "")));
+    // moe.py's own letters, where the page renamed them, so the reader finds the line.
+    const std::string page = PageEquation(trace, *op);
+    const std::string spelled =
+        page == op->equation ? ""
+        : op->kind == OpKind::kGmm
+            ? fmt::format("; moe.py calls gmm with no equation, the trace spells it `{}`",
+                          op->equation)
+            : fmt::format("; moe.py spells it `{}`", op->equation);
+    row.set("meaning",
+            Cell(EinsumMeaning(trace, *op) + spelled + (n > 1 ? fmt::format(" (x{})", n) : "")));
     row.set("scope", Cell(op->scope));
     rows.push_back(row);
   }

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "emit/dim_letters.h"
 #include "emit/human_bytes.h"
 #include "emit/text_table.h"
 #include "trace/trace_totals.h"
@@ -62,7 +63,8 @@ std::string Local(const std::optional<Shape>& s) { return s ? ShapeToString(*s) 
 std::string WhatChanged(const TensorDiff& t) {
   if (!t.a || !t.b) {
     const TensorSide& s = t.a ? *t.a : *t.b;
-    std::string text = fmt::format("{} {} {}", ToString(s.dtype), ShapeToString(s.shape), s.dims);
+    std::string text =
+        fmt::format("{} {} {}", ToString(s.dtype), ShapeToString(s.shape), DimsText(s.dims));
     if (s.spec) text += " " + s.spec->ToString();
     if (s.local_shape) text += " local " + ShapeToString(*s.local_shape);
     return text;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "emit/dim_letters.h"
 #include "emit/fact_text.h"
 #include "emit/human_bytes.h"
 #include "emit/text_table.h"
@@ -51,7 +52,7 @@ std::string TraceToTable(const Trace& trace) {
         t.name,
         ToString(t.kind),
         ToString(t.dtype),
-        fmt::format("{} {}", ShapeToString(t.shape), t.dims),
+        fmt::format("{} {}", ShapeToString(t.shape), DimsText(t.dims)),
         t.logical_axes ? LogicalAxesToString(*t.logical_axes) : "",
         t.partition_spec    ? t.partition_spec->ToString()
         : t.propagated_spec ? t.propagated_spec->ToString()

@@ -78,13 +78,13 @@ Masks GenerateMasks(const MoeContext& ctx, const Value& top_k_indices, const Val
   const Value combined_position = tr::Binary(t, OpKind::kMul, summed, combined_mask,
                                              {"combined_expert_token_position", lead + "SE"});
   // The one-hot has C+1 slots (slot 0 = not kept) until the slice below drops slot 0: that
-  // dim is not C, so it gets no letter (the Definitions then list C's one size).
+  // dim is not C but C+1 (D), so the Definitions list C's one size.
   const Value in_capacity = tr::OneHot(t, combined_position, c + 1, DType::kInt32,
-                                       {"expert_token_position_in_capacity", lead + "SE-"});
+                                       {"expert_token_position_in_capacity", lead + "SED"});
   // combine_mask = softmax_probs[..., None] * one_hot, then drop slot 0 (= not kept).
   Value combine =
       t.Apply({OpKind::kMul, "", {{"broadcast", "softmax_probs[..., None]"}}},
-              {&weights, &in_capacity}, {"combine_mask", lead + "SE-"}, [](const Args& a) {
+              {&weights, &in_capacity}, {"combine_mask", lead + "SED"}, [](const Args& a) {
                 Shape s = a[0]->shape;
                 s.push_back(1);
                 return Mul(Reshape(*a[0], s), *a[1]);

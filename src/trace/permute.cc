@@ -14,6 +14,12 @@ using Args = std::vector<const Array*>;
 
 namespace {
 
+// The letter of a value's last dim: M, or Mc (Q) for one embedding chunk of the pipeline.
+std::string LastLetter(Tracer& t, const Value& v) {
+  const std::string& dims = t.trace().tensors[v.tensor].dims;
+  return dims.empty() ? "M" : dims.substr(dims.size() - 1);
+}
+
 // get_topk plus the optional load-balance loss and bias updates (permute's first lines).
 PermuteOutput TopKAndLosses(const MoeContext& ctx, const Value& gate_logits,
                             const std::optional<Value>& pre_bias_logits) {
@@ -68,7 +74,7 @@ void GroupSizes(const MoeContext& ctx, PermuteOutput& out, const Value& flat) {
 Value Inputs2d(const MoeContext& ctx, const Value& inputs, const Value& weights) {
   (void)weights;
   return tr::Reshape(ctx.t, inputs, {inputs.dim(0) * inputs.dim(1), inputs.dim(2)},
-                     {"inputs_2d", "TM"});
+                     {"inputs_2d", "T" + LastLetter(ctx.t, inputs)});
 }
 
 Value ScaleByRouterScores(const MoeContext& ctx, Value inputs_2d, const Value& weights) {
@@ -80,17 +86,19 @@ Value ScaleByRouterScores(const MoeContext& ctx, Value inputs_2d, const Value& w
   const Value scores = tr::Activation(t, "sigmoid", f32, {"router_scores", "BSK"});
   const Value flat_scores =
       tr::Reshape(t, scores, {inputs_2d.dim(0), s.top_k}, {"router_scores", "TK"});
-  return tr::Binary(t, OpKind::kMul, inputs_2d, flat_scores, {"inputs_2d", "TM"});
+  return tr::Binary(t, OpKind::kMul, inputs_2d, flat_scores,
+                    {"inputs_2d", "T" + LastLetter(t, inputs_2d)});
 }
 
 // replicated_inputs_2d = repeat(inputs_2d, K); sorted_inputs = its rows in expert order.
 Value ReplicateAndSort(const MoeContext& ctx, const Value& inputs_2d,
                        const Value& sorted_selected_experts) {
   Tracer& t = ctx.t;
+  const std::string rm = "R" + LastLetter(t, inputs_2d);
   const Value replicated =
-      tr::Repeat(t, inputs_2d, ctx.setup.top_k, 0, {"replicated_inputs_2d", "RM"});
-  const Value sorted = tr::Take(t, replicated, sorted_selected_experts, 0, {"sorted_inputs", "RM"});
-  return tr::Cast(t, sorted, ctx.setup.dtype, {"sorted_inputs", "RM"});
+      tr::Repeat(t, inputs_2d, ctx.setup.top_k, 0, {"replicated_inputs_2d", rm});
+  const Value sorted = tr::Take(t, replicated, sorted_selected_experts, 0, {"sorted_inputs", rm});
+  return tr::Cast(t, sorted, ctx.setup.dtype, {"sorted_inputs", rm});
 }
 
 }  // namespace
@@ -153,9 +161,9 @@ Value Unpermute(const MoeContext& ctx, const Value& intermediate,
       tr::Einsum(t, "BKE,BK -> BE", x, w, PromoteTypes(x.dtype(), w.dtype()), {"output", "TM"});
   // moe.py reshapes to (batch_size, sequence_length, -1). Under the ring of experts the rows
   // are the whole expert-parallel group's, so -1 folds the gathered batch into the last dim
-  // ([1, S, 2*M] for 2 shards): that dim is not M, so it gets no letter.
+  // ([1, S, 2*M] for 2 shards): that dim is P*M (W), not M.
   const int64_t last = out.array().size() / (batch_size * sequence_length);
-  const std::string dims = last == out.dim(1) ? "BSM" : "BS-";
+  const std::string dims = last == out.dim(1) ? "BSM" : "BSW";
   const Value reshaped = tr::Reshape(t, out, {batch_size, sequence_length, -1}, {"output", dims});
   return tr::Cast(t, reshaped, s.dtype, {"output", dims});
 }
@@ -175,7 +183,8 @@ LocalPermuteOutput LocalSortOrder(const MoeContext& ctx, int64_t rows, const std
         const int64_t start = a[1]->numeric() ? static_cast<int64_t>(a[1]->values()[0]) * l : 0;
         return Slice(*a[0], 1, start, l);
       });
-  const Value local_sizes = tr::Reshape(t, local_sizes_2d, {shards * l}, {"local_sizes", "E"});
+  // [P*E]: every peer's local-expert slots in one axis (moe.py:768), not the E experts.
+  const Value local_sizes = tr::Reshape(t, local_sizes_2d, {shards * l}, {"local_sizes", "L"});
   LocalPermuteOutput out;
   out.local_group_size = tr::Sum(t, local_sizes_2d, 0, false, {"local_group_size", "E"});
   Value expert_indices;
@@ -192,13 +201,13 @@ LocalPermuteOutput LocalSortOrder(const MoeContext& ctx, int64_t rows, const std
   } else {
     const Value base =
         tr::Constant(t, Mod(Arange(shards * l), Scalar(static_cast<float>(l), DType::kInt32)),
-                     {"base_indices", "E"});
+                     {"base_indices", "L"});
     expert_indices = tr::RepeatBy(t, base, local_sizes, rows, {"expert_indices", row_dim});
   }
   out.sorted_indices = tr::Argsort(t, expert_indices, {"sorted_indices", row_dim});
   if (inputs)
-    out.sorted_inputs =
-        tr::Take(t, *inputs, out.sorted_indices, 0, {"sorted_inputs", row_dim + "M"});
+    out.sorted_inputs = tr::Take(t, *inputs, out.sorted_indices, 0,
+                                 {"sorted_inputs", row_dim + LastLetter(t, *inputs)});
   out.sorted_experts_ids =
       tr::Take(t, expert_indices, out.sorted_indices, 0, {"sorted_experts_ids", row_dim});
   // What each device's sort did, for the pages' trees of the local order.
@@ -308,18 +317,20 @@ Value Gmm(const MoeContext& ctx, const Value& inputs, const Value& kernel, const
                          std::min(tn, kernel.dim(2)));
   const std::string row = t.trace().tensors[inputs.tensor].dims.substr(0, 1);
   const std::string out_dims = row + (wo_tiles ? "M" : "H");
-  return t.Apply(
-      {OpKind::kGmm,
-       "RK,GKN->RN",
-       {{"kernel", s.gmm_kernel},
-        {"tiling_fwd", tiling},
-        {"rows", std::to_string(rows)},
-        {"padded_rows", fmt::format("{} (multiple of wi_tile_fwd_batch_seq {})", padded, tile)},
-        {"padding", std::to_string(padded - rows)}}},
-      {&inputs, &kernel, &group_sizes}, {name, out_dims}, [&](const Args& a) {
-        // Zero padding rows never reach a group, so the math is ragged_dot's.
-        return RaggedDot(Cast(*a[0], s.dtype), Cast(*a[1], s.dtype), *a[2], s.dtype, t.pool());
-      });
+  // moe.py's gmm letters (K = the contracted dim, G = groups); emitters read them parsed to
+  // write the page's ("UM,EMH->UH").
+  OpDesc op(
+      OpKind::kGmm, "RK,GKN->RN",
+      {{"kernel", s.gmm_kernel},
+       {"tiling_fwd", tiling},
+       {"rows", std::to_string(rows)},
+       {"padded_rows", fmt::format("{} (multiple of wi_tile_fwd_batch_seq {})", padded, tile)},
+       {"padding", std::to_string(padded - rows)}});
+  op.einsum = ParseEinsum(op.equation);
+  return t.Apply(op, {&inputs, &kernel, &group_sizes}, {name, out_dims}, [&](const Args& a) {
+    // Zero padding rows never reach a group, so the math is ragged_dot's.
+    return RaggedDot(Cast(*a[0], s.dtype), Cast(*a[1], s.dtype), *a[2], s.dtype, t.pool());
+  });
 }
 
 Value TransformBias(const MoeContext& ctx, const Value& expert_ids, const Value& bias,

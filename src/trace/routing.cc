@@ -49,12 +49,12 @@ Value ExpertGroupMask(const MoeContext& ctx, const Value& gate_logits) {
   const Value grouped =
       tr::Reshape(t, gate_logits, {s[0], s[1], groups, e / groups}, {"scores_grouped", "BSGg"});
   const auto [top2, top2_idx] =
-      tr::TopK(t, grouped, 2, {"top2_in_group_vals", "BSGK"}, {"top2_in_group_idx", "BSGK"});
-  const Value top2_f32 = tr::Cast(t, top2, DType::kFloat32, {"top2_in_group_vals", "BSGK"});
+      tr::TopK(t, grouped, 2, {"top2_in_group_vals", "BSGJ"}, {"top2_in_group_idx", "BSGJ"});
+  const Value top2_f32 = tr::Cast(t, top2, DType::kFloat32, {"top2_in_group_vals", "BSGJ"});
   const Value group_scores = tr::Sum(t, top2_f32, -1, false, {"group_scores", "BSG"});
   const auto [gv, group_idx] =
-      tr::TopK(t, group_scores, top_groups, {"group_vals", "BSK"}, {"group_idx", "BSK"});
-  const Value one_hot = tr::OneHot(t, group_idx, groups, DType::kFloat32, {"group_mask", "BSKG"});
+      tr::TopK(t, group_scores, top_groups, {"group_vals", "BSV"}, {"group_idx", "BSV"});
+  const Value one_hot = tr::OneHot(t, group_idx, groups, DType::kFloat32, {"group_mask", "BSVG"});
   const Value group_mask = tr::Sum(t, one_hot, -2, false, {"group_mask", "BSG"});
   // Outside shard_map (dense_matmul) these are global: the visualizations draw the groups
   // each token keeps from them.

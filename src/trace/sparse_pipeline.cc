@@ -93,12 +93,13 @@ Value Dispatch(const MoeContext& ctx, const Value& x_in, const RouteOutput& rout
   if (s.ring_of_experts) return MaskRowsPastGroups(ctx, x, route.group_sizes, "x");
   if (s.ep == 1) return x;
   if (s.batch_sharded_by_ep) {
+    const std::string um = "U" + t.trace().tensors[x.tensor].dims.substr(1);  // UM or UMc
     const Value buffer =
-        tr::Zeros(t, {meta.allocated_rows, x.dim(1)}, x.dtype(), {"output_shape", "UM"});
+        tr::Zeros(t, {meta.allocated_rows, x.dim(1)}, x.dtype(), {"output_shape", um});
     const AllToAllParams& p = *meta.forward;
     std::vector<Array> sources;  // the same for every embedding chunk
     x = t.RaggedAllToAll(x, buffer, p.input_offsets, p.send_sizes, p.output_offsets, p.recv_sizes,
-                         s.expert_axes, {"x", "UM"}, &sources);
+                         s.expert_axes, {"x", um}, &sources);
     ctx.CapturePerDevice("x row sources per device", sources);
   }
   const std::string dims = t.trace().tensors[x.tensor].dims;
@@ -162,11 +163,11 @@ PathOutput SparsePipeline(const MoeContext& ctx, const Value& inputs, const Valu
           indices.push_back(static_cast<float>(k * local_m + chunk * chunk_local + j));
       const Value index = tr::Constant(
           t, Array::FromData({static_cast<int64_t>(indices.size())}, DType::kInt32, indices),
-          {"chunk_indices", "M"});
-      const Value x_chunk = tr::Take(t, op.x, index, 2, {"x_chunk", "BSM"});
+          {"chunk_indices", "Q"});  // Q: the chunk's embedding columns (Mc), not M
+      const Value x_chunk = tr::Take(t, op.x, index, 2, {"x_chunk", "BSQ"});
       auto chunk_weight = [&](const Value& w, const char* name) {
-        Value piece = tr::Slice(t, w, 1, chunk * chunk_local, chunk_local, {name, "EMH"});
-        if (!m_axes.empty()) piece = t.AllGather(piece, m_axes, 1, true, {name, "EMH"});
+        Value piece = tr::Slice(t, w, 1, chunk * chunk_local, chunk_local, {name, "EQH"});
+        if (!m_axes.empty()) piece = t.AllGather(piece, m_axes, 1, true, {name, "EQH"});
         return piece;
       };
       const Value w0_chunk = chunk_weight(op.w0, "w0_chunk");
