@@ -331,6 +331,7 @@ RenderedPage RenderPage(const VisualizationPage& v) {
   doc.examples = TreeSections(run.trace, run.captures, v.trees);
   if (v.send_matrices)
     for (MarkdownExample& e : SendMatrixSections(run.trace)) doc.examples.push_back(std::move(e));
+  std::vector<Invariant> section_invariants;
   for (const PageRun& more : v.more_runs) {
     const BlockRun other = Run(more.args, more.devices, "moe", "", /*numeric=*/true);
     std::string text = AsciiFlow(other.trace, 120, more.only_scope);
@@ -338,6 +339,11 @@ RenderedPage RenderPage(const VisualizationPage& v) {
     const auto weights = other.captures.find("top_k_weights");
     if (more.routing_tree && indices != other.captures.end() && weights != other.captures.end())
       text += "\n" + RoutingTree(indices->second, weights->second, 0);
+    // A routing section's own properties, listed as that run's (Llama 4's weights are raw
+    // logits, which the page trace's non-negative weights do not cover).
+    if (more.routing_tree)
+      for (Invariant& inv : RoutingInvariants(other.trace, other.captures, more.heading))
+        section_invariants.push_back(std::move(inv));
     doc.examples.push_back({more.heading,
                             more.intro + fmt::format(" Traced with `{}` on {} devices.",
                                                      fmt::join(more.args, " "), more.devices),
@@ -350,7 +356,17 @@ RenderedPage RenderPage(const VisualizationPage& v) {
                                    .masked_loop = v.path == "masked_loop",
                                    .keys = v.variant_keys},
                                   run.trace);
-  doc.invariants = TraceInvariants(run.trace, &run.captures);
+  // The masked loop's claim is checked against dense_matmul dropless on the same seed.
+  std::optional<BlockRun> dropless;
+  std::optional<ReferenceRun> reference;
+  if (v.path == "masked_loop") {
+    dropless = Run(WithOverrides(v.args, {"sparse_matmul=false", "capacity_factor=-1"}), v.devices,
+                   v.block, "", /*numeric=*/true);
+    reference = ReferenceRun{"dense_matmul dropless (`sparse_matmul=false capacity_factor=-1`)",
+                             &dropless->captures};
+  }
+  doc.invariants = TraceInvariants(run.trace, &run.captures, reference ? &*reference : nullptr);
+  for (Invariant& inv : section_invariants) doc.invariants.push_back(std::move(inv));
   RenderedPage page;
   page.text = RenderVisualization(doc, run.trace);
   page.trace = run.trace;

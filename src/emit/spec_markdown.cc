@@ -349,6 +349,10 @@ data Invariants(const std::vector<Invariant>& invariants) {
     row.set("statement", inv.statement);
     row.set("reason", inv.reason);
     row.set("result", inv.result);
+    row.set("source", inv.source);
+    row.set("has_source", !inv.source.empty());
+    row.set("run", inv.run);
+    row.set("has_run", !inv.run.empty());
     rows.push_back(row);
   }
   return rows;

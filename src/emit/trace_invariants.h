@@ -1,9 +1,13 @@
 // The invariants a visualization's formal specification lists: properties of the traced
-// path that always hold, each evaluated on the Trace at hand (and, for the routing masks,
-// on the numeric captures of the run). Which ones apply follows from what the trace holds:
-// routing facts give the token-count checks, dispatch/combine masks the capacity checks,
-// the ragged all-to-all facts the send/receive balance. A violated invariant is reported,
-// not thrown: the document then shows the bug instead of hiding it.
+// path that always hold, each evaluated on the Trace at hand and the numeric captures of
+// its run. Which ones apply follows from what the trace holds: every trace gets the shape
+// and bytes checks; routing facts give the token counts; an MlpBlock its wo contraction;
+// dense_matmul's [B,S,E] weights the dropless checks; the 5-D subgroup masks the inference
+// checks; the sparse per-device sorts, the ragged send matrices, the tensor-parallel
+// psum_scatter, the ring's rolled ids, DeepSeek's scaling and the shared experts each their
+// own. Every invariant is a typed record (InvariantKind) naming the source line it comes
+// from, so tests and renderers select by kind, never by matching its prose. A violated
+// invariant is reported, not thrown: the document then shows the bug instead of hiding it.
 #pragma once
 
 #include <map>
@@ -15,15 +19,100 @@
 
 namespace shardtrace {
 
+enum class InvariantKind {
+  // Every trace.
+  kOutputShape,      // output.shape == inputs.shape
+  kPlacedBytes,      // bytes_per_device == prod(local_shape) * sizeof(dtype)
+  kTokensRouted,     // sum(tokens per expert) == B*S*K
+  kDistinctChoices,  // each token's K choices are distinct experts
+  kNonNegativeWeights,
+  kChoicesInKeptGroups,  // DeepSeek group-limited routing
+  // dense_matmul with capacity.
+  kDispatchIsCombineNonzero,
+  kCapacityIsMaskDim,
+  kKeptIsRoutedMinusDropped,
+  kOneTokenPerSlot,
+  kSlotsInArrivalOrder,
+  // ragged_all_to_all.
+  kChunksRouteAlike,
+  kSentEqualsBufferFill,
+  kBufferFillIsReceived,
+  kBufferFillWithinRows,
+  kGroupSizesSumToFill,
+  kSentBackEqualsSent,
+  kSentBackIsFill,
+  kSentBackIsTranspose,
+  // MlpBlock (linears.py), also the shared experts.
+  kMlpHiddenConstrained,     // x before wo constrained with wo's F sharding
+  kMlpContractionAllReduce,  // the F-sharded wo contraction needs an all-reduce
+  // dense_matmul dropless.
+  kDroplessWeightSum,     // sum_E weights == sum_K top_k_weights
+  kDroplessUnchosenZero,  // weights[b,s,e] == 0 unless e was chosen
+  kDroplessEveryExpert,   // layer_w0 is [B,S,E,H]: every expert on every token
+  // dense_matmul dropping in inference (generate_masks_subgroup).
+  kSubgroupPositions,       // slots counted per (b, n) group, from 0, capped at C
+  kSubgroupCombineSoftmax,  // combine_mask holds the full softmax of the kept experts
+  kSubgroupOutputReshape,   // [B,N,S,M] -> [B,N*S,M]
+  // sparse_matmul (per device, inside shard_map).
+  kSortedExpertsNonDecreasing,
+  kGroupSizesCoverRows,
+  kUnsortInvertsSort,
+  kNoRowsLeaveDevice,  // EP = 1
+  // sparse_matmul with the batch replicated (decode).
+  kDecodeReceivesAllRows,
+  kDecodeSendSizesBroadcast,
+  kDecodeOutputReplicated,
+  // sparse_matmul with tensor parallelism.
+  kTensorScatteredOutput,
+  kTensorOutSpecMatches,
+  // ring of experts.
+  kRingMaskKeepsLocalExperts,
+  kRingGroupSizesCoverGroup,
+  // routing variants.
+  kScaledWeightSum,     // DeepSeek: sum_k top_k_weights == routed_scaling_factor
+  kBiasedSelection,     // DeepSeek: chosen by biased score, weighted by pre-bias
+  kUnitCombineWeights,  // Llama 4: the weight-sum uses weight 1
+  kNormalizedWeights,   // norm_topk_prob: sum_k top_k_weights == 1
+  // RoutedAndSharedMoE.
+  kRoutedPlusShared,
+  // The masked-loop reference.
+  kMaskedLoopMatchesDropless,
+};
+
+// "output_shape", "dropless_weight_sum", ...: a stable key (JSON, tests).
+std::string ToString(InvariantKind kind);
+
 struct Invariant {
+  InvariantKind kind = InvariantKind::kOutputShape;
   std::string statement;  // "sum(tokens per expert) == B*S*K"
   std::string reason;     // why it always holds, one line
   std::string result;     // "holds: 32 == 4*4*2", "VIOLATED: ...", "not evaluated: ..."
   bool violated = false;
+  // Where it comes from: "moe.py:1451, 1462", "linears.py MlpBlock"; empty for shardtrace's
+  // own bookkeeping (bytes per device).
+  std::string source;
+  // The run it was evaluated on when not the page's own trace ("Llama 4 run"), so a property
+  // of one section is never read as one of another.
+  std::string run;
 };
 
-// `captures` (BlockRun::captures) may be null; the mask checks then say so.
+// A second run of the same inputs and weights that an invariant compares against.
+struct ReferenceRun {
+  std::string label;  // "dense_matmul dropless (sparse_matmul=false capacity_factor=-1)"
+  const std::map<std::string, Array>* captures = nullptr;
+};
+
+// `captures` (BlockRun::captures) may be null; the value checks then say so. `reference`,
+// when given, is the dropless run the masked loop's output is compared with.
 std::vector<Invariant> TraceInvariants(const Trace& trace,
-                                       const std::map<std::string, Array>* captures = nullptr);
+                                       const std::map<std::string, Array>* captures = nullptr,
+                                       const ReferenceRun* reference = nullptr);
+
+// The routing invariants alone (token counts, distinct choices, and each variant's weights),
+// labeled with `run`: for a page section traced from another config (Llama 4, norm_topk_prob),
+// so its properties are listed as that run's and not the page trace's.
+std::vector<Invariant> RoutingInvariants(const Trace& trace,
+                                         const std::map<std::string, Array>& captures,
+                                         const std::string& run);
 
 }  // namespace shardtrace

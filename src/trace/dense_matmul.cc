@@ -126,6 +126,8 @@ DroppingLayout ConstrainedMasks(const MoeContext& ctx, DenseRouting& r, const Va
   } else {
     const auto inf = t.Condition("model_call_mode == inference");
     const Value probs = RouterProbs(ctx, gate_logits);
+    // What the combine mask's weights are taken from (the invariants compare them).
+    ctx.Capture("softmax_probs", probs.array());
     masks = GenerateMasks(ctx, r.top.indices, probs, cp);
     LogicalAxes input_axis;
     // moe.py tests context_autoregressive size > 0 (always true) and cp == 1.

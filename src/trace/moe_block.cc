@@ -189,6 +189,9 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
       const Value shared_out =
           MlpBlock(t, setup.settings, inputs, *params.shared, "shared_experts");
       output = tr::Binary(t, OpKind::kAdd, routed.output, shared_out, {"output", "BSM"});
+      // The two addends, for the invariant output == routed + shared.
+      ctx.Capture("routed_experts output", routed.output.array());
+      ctx.Capture("shared_experts output", shared_out.array());
     }
     ctx.Capture("output", output.array());
     t.trace().input = inputs.tensor;

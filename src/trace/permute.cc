@@ -150,6 +150,7 @@ Value Unpermute(const MoeContext& ctx, const Value& intermediate,
     const auto cond = t.Condition("decoder_block == llama4");
     w = t.Apply({OpKind::kOnesLike, "", {}}, {&w}, {"reshaped_weights", "TK"},
                 [](const Args& a) { return FullLike(*a[0], 1.0f, a[0]->dtype); });
+    ctx.CapturePerDevice("weight_sum weights per device", w.shards);
   }
   if (ctx.settings().float32_weight_sum) {
     const auto cond = t.Condition("float32_weight_sum");

@@ -57,6 +57,7 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
     // The sort each device did, for the page's tree of its sorted rows.
     ctx.CapturePerDevice("sorted_selected_experts per device", perm.sorted_selected_experts.shards);
     ctx.CapturePerDevice("sorted_experts per device", perm.sorted_experts.shards);
+    ctx.CapturePerDevice("top_k_indices per device", perm.top_k_indices.shards);
     x = perm.sorted_inputs;
     group_sizes = perm.group_size;
     selected_experts = perm.sorted_experts;

@@ -48,6 +48,7 @@ RouteOutput Route(const MoeContext& ctx, const ShardMapOperands& op, EpRouting& 
     ctx.CapturePerDevice("sorted_selected_experts per device",
                          out.routing.sorted_selected_experts.shards);
     ctx.CapturePerDevice("sorted_experts per device", out.routing.sorted_experts.shards);
+    ctx.CapturePerDevice("top_k_indices per device", out.routing.top_k_indices.shards);
   }
   out.group_sizes = out.routing.group_size;
   out.selected_experts = out.routing.sorted_experts;

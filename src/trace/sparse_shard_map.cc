@@ -231,6 +231,9 @@ PathOutput ExitSparseShardMap(const MoeContext& ctx, const RoutedShardings& shar
   ctx.Capture("top_k_indices", t.Assemble(routing.top_k_indices, routed_batch_spec));
   t.trace().top_k_indices = routing.top_k_indices.tensor;
   ctx.Capture("top_k_weights", t.Assemble(routing.weights, routed_batch_spec));
+  // A replicated batch (decode) leaves every device the whole output: the invariants check
+  // that the copies agree (small: the batch is one sequence).
+  if (!ctx.setup.batch_sharded_by_ep) ctx.CapturePerDevice("output per device", output.shards);
   t.ExitShardMapBody();
   PathOutput result;
   result.output =
