@@ -212,6 +212,26 @@ TEST_CASE("local_permute tree folds many senders into one leaf", "[viz]") {
         "(devices 1-5 not shown: the first 1 of 6 devices are drawn.)\n");
 }
 
+// Rows back from more than 8 runs (a big mesh): one line per run. Ten devices, one row each,
+// device 0's row r computed by device r at its buffer row 0.
+TEST_CASE("return rows tree puts each run on one line when there are many", "[viz]") {
+  std::vector<float> back(10 * 10, -1.0f), sel(10 * 10), experts(10 * 10);
+  for (int64_t r = 0; r < 10; ++r) {
+    back[r] = static_cast<float>(r * 5);  // senders' operands have 5 rows
+    sel[r] = static_cast<float>(r);
+    experts[r] = static_cast<float>(r);
+  }
+  const std::string text =
+      ReturnRowsTree(Ints({10, 10}, back), 5, "buffer row", Ints({10, 10}, sel),
+                     Ints({10, 10}, experts), 1, {.max_devices = 1});
+  CHECK(text.find("Device 0 (10 rows, 10 returned):\n"
+                  "├── row 0 ← device 0, its buffer row 0: expert 0: T0 k=0\n"
+                  "├── row 1 ← device 1, its buffer row 0: expert 1: T1 k=0\n") !=
+        std::string::npos);
+  CHECK(text.find("└── row 9 ← device 9, its buffer row 0: expert 9: T9 k=0\n\n(devices 1-9 not "
+                  "shown") != std::string::npos);
+}
+
 // A leaf longer than a code line wraps under the tree's bars, every line within 120 columns.
 TEST_CASE("expert row trees wrap long leaves under the tree prefix", "[viz]") {
   const int64_t r = 64;  // one device, 64 tokens all on expert 1, K=1

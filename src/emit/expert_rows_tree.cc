@@ -14,7 +14,8 @@ namespace shardtrace {
 
 namespace {
 
-// A local expert fed by more senders than this shows its rows as one wrapped leaf.
+// A local expert fed by more senders than this shows its rows as one wrapped leaf; a device
+// that gets its rows back from more than twice as many runs shows each run on one line.
 constexpr int64_t kMaxRunNodes = 4;
 
 int64_t At(const Array& a, int64_t flat) { return static_cast<int64_t>(a.values()[flat]); }
@@ -485,8 +486,15 @@ std::string ReturnRowsTree(const Array& row_sources, int64_t sender_rows,
         if (by_expert.empty() || by_expert.back().first != e) by_expert.push_back({e, {}});
         by_expert.back().second.push_back(Origin(sorted_selected_experts, d, r, top_k, ""));
       }
+      std::vector<std::string> groups;
       for (const auto& [e, items] : by_expert)
-        n.children.push_back({fmt::format("expert {}: {}", e, fmt::join(items, ", ")), {}});
+        groups.push_back(fmt::format("expert {}: {}", e, fmt::join(items, ", ")));
+      if (static_cast<int64_t>(runs.size()) > 2 * kMaxRunNodes) {
+        // Many senders (a big mesh): each run on one line.
+        n.text += fmt::format(": {}", fmt::join(groups, "; "));
+      } else {
+        for (std::string& g : groups) n.children.push_back({std::move(g), {}});
+      }
       nodes.push_back(std::move(n));
     }
     out += "\n" + TreeLine("", "",

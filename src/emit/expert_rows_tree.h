@@ -96,7 +96,9 @@ std::string LocalSelectionTree(const Array& sorted_indices, const Array& sorted_
 // row, -1 for none); `sender_row_name` names a sender's row ("buffer row": the receive
 // buffer order the batch-sharded path unsorts to; "local row": decode's local_permute
 // order). The rows are read through the receiver's `sorted_selected_experts`
-// and `sorted_experts` [D, R]. Throws Error on other shapes. Ends with a newline.
+// and `sorted_experts` [D, R]. A device whose rows come back in more than 8 runs (a big
+// mesh) shows each run on one line, its experts after it. Throws Error on other shapes.
+// Ends with a newline.
 std::string ReturnRowsTree(const Array& row_sources, int64_t sender_rows,
                            const std::string& sender_row_name, const Array& sorted_selected_experts,
                            const Array& sorted_experts, int64_t top_k,
