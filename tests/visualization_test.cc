@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <regex>
 #include <set>
@@ -619,6 +620,31 @@ std::vector<std::string> MermaidProblems(const std::string& text,
       problems.push_back("edge to an undefined node: " + from + " --> " + to);
   if (double_bordered != constrained_class)
     problems.push_back("the [[...]] nodes are not the class constrained ones");
+  // Edges follow data dependencies: the graph has no cycle (a collective reducing a tensor in
+  // place sits between the op's operands and its result, not in a loop `n -.-> x -.-> n`),
+  // and every collective, written (c) or implied (x), has an edge in and an edge out.
+  std::map<std::string, std::vector<std::string>> next;
+  std::map<std::string, int> in_degree, out_degree;
+  for (const auto& [from, to] : edges) {
+    next[from].push_back(to);
+    ++out_degree[from];
+    ++in_degree[to];
+    if (from == to) problems.push_back("self-loop: " + from);
+  }
+  for (const auto& [id, label] : *labels)
+    if ((id[0] == 'c' || id[0] == 'x') && (!in_degree[id] || !out_degree[id]))
+      problems.push_back("a collective without an edge in and an edge out: " + id);
+  std::map<std::string, int> state;  // 1 on the DFS stack, 2 done
+  std::function<void(const std::string&)> visit = [&](const std::string& id) {
+    state[id] = 1;
+    for (const std::string& to : next[id]) {
+      if (state[to] == 1) problems.push_back("a cycle through " + id + " --> " + to);
+      if (!state[to]) visit(to);
+    }
+    state[id] = 2;
+  };
+  for (const auto& [id, label] : *labels)
+    if (!state[id]) visit(id);
   return problems;
 }
 
@@ -715,6 +741,37 @@ TEST_CASE("every visualization page keeps the conventions", "[viz]") {
     }
     CHECK(marked == constrained);
     CHECK(exchange == collectives);
+    // A dtype cast is not a node: it folds into its tensor's label (`f32→bf16`), as the ASCII
+    // flow folds it, whenever it keeps the shape and condition and restates the same tensor
+    // (its name, or a weight cast to the compute dtype) that nothing else reads.
+    std::vector<int> readers(page.trace.tensors.size(), 0);
+    for (const OpRecord& op : page.trace.ops)
+      for (const int in : std::set<int>(op.inputs.begin(), op.inputs.end())) ++readers[in];
+    size_t casts = 0;
+    for (const OpRecord& op : page.trace.ops) {
+      if (op.kind != OpKind::kAstype || op.inputs.size() != 1 || op.outputs.size() != 1) continue;
+      const TensorRecord& from = page.trace.tensors[op.inputs[0]];
+      const TensorRecord& to = page.trace.tensors[op.outputs[0]];
+      if (from.shape != to.shape || from.condition_clauses != to.condition_clauses ||
+          (from.name != to.name && from.kind != TensorKind::kWeight) ||
+          (readers[from.id] != 1 && from.dtype != to.dtype))
+        continue;
+      ++casts;
+      const std::string head =
+          (from.name == to.name ? to.name : from.name + " → " + to.name) + ": ";
+      const std::string change =
+          from.dtype == to.dtype ? "" : ShortDtype(from.dtype) + "→" + ShortDtype(to.dtype);
+      INFO("cast of " << from.stable_id << " to " << to.stable_id);
+      CHECK(std::any_of(labels.begin(), labels.end(), [&](const auto& node) {
+        const std::string& label = node.second;
+        const size_t at = label.find(head);
+        return node.first[0] == 'n' &&
+               (at == 0 ||
+                (at != std::string::npos && at >= 3 && label.compare(at - 3, 3, " → ") == 0)) &&
+               label.find(change, at) != std::string::npos;
+      }));
+    }
+    CHECK(casts > 0);
   }
 }
 

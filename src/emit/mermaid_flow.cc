@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <utility>
 #include <vector>
@@ -33,10 +34,13 @@ class MermaidRenderer {
  public:
   explicit MermaidRenderer(const Trace& trace) : trace_(trace) {
     producer_.assign(trace.tensors.size(), -1);
-    for (size_t i = 0; i < trace.ops.size(); ++i)
+    readers_.assign(trace.tensors.size(), 0);
+    for (size_t i = 0; i < trace.ops.size(); ++i) {
       for (const int out : trace.ops[i].outputs)
-        if (out >= 0 && out < static_cast<int>(producer_.size()))
-          producer_[out] = static_cast<int>(i);
+        if (Valid(out)) producer_[out] = static_cast<int>(i);
+      for (const int in : std::set<int>(trace.ops[i].inputs.begin(), trace.ops[i].inputs.end()))
+        if (Valid(in)) ++readers_[in];
+    }
     node_of_.assign(trace.tensors.size(), -1);
     for (size_t i = 0; i < trace.tensors.size(); ++i) Place(static_cast<int>(i));
   }
@@ -62,10 +66,9 @@ class MermaidRenderer {
         out += Statement(fmt::format("  subgraph s{}", s), "[\"", title, "\"]", "  ");
       }
       for (const int node : stage.nodes) {
-        const TensorRecord& t = trace_.tensors[nodes_[node].tensors.back()];
-        if (t.constraint != Constraint::kNone)
+        if (Constrained(node))
           constrained.push_back(fmt::format("n{}", node));
-        else if (t.kind == TensorKind::kWeight)
+        else if (trace_.tensors[nodes_[node].tensors.front()].kind == TensorKind::kWeight)
           weights.push_back(fmt::format("n{}", node));
         out += NodeText(node, common, indent);
       }
@@ -75,8 +78,8 @@ class MermaidRenderer {
                              op->collective->origin == CollectiveOrigin::kImplied ? " xla" : "",
                              Quote(ToString(op->collective->kind)),
                              Quote(fmt::format("{}", fmt::join(op->collective->axes, ","))));
-      // A collective XLA inserts (OpRecord::implied): its own dashed node, fed by the tensor it
-      // moves and feeding the node the op writes.
+      // A collective XLA inserts (OpRecord::implied): its own dashed node on the way from the
+      // tensor it moves to the node the op writes.
       for (const int node : stage.nodes)
         for (const int id : nodes_[node].tensors)
           if (const OpRecord* op = FirstOutputOf(id))
@@ -111,10 +114,15 @@ class MermaidRenderer {
     std::string scope;
     std::vector<int> nodes;  // index into nodes_
   };
-  // A node: the records of one folded chain (the last is the node's tensor).
+  // A node: one tensor and the records that only restate it (casts, checkpoint names, its
+  // constraint, a chain of elementwise ops on one name), in trace order.
   struct Node {
     std::vector<int> tensors;
   };
+
+  bool Valid(int tensor) const {
+    return tensor >= 0 && tensor < static_cast<int>(trace_.tensors.size());
+  }
 
   const OpRecord* Producer(int tensor) const {
     const int op = producer_[tensor];
@@ -133,24 +141,63 @@ class MermaidRenderer {
     return nullptr;
   }
 
+  bool Constrained(int node) const {
+    return std::any_of(nodes_[node].tensors.begin(), nodes_[node].tensors.end(),
+                       [&](int id) { return trace_.tensors[id].constraint != Constraint::kNone; });
+  }
+
+  // The node the record `id` joins instead of drawing one of its own, or -1.
+  //  - A record that only restates its one input (same shape and condition, no data moved):
+  //    a dtype cast, a checkpoint name, an optimization barrier or a sharding constraint,
+  //    when nobody else reads the input (or the cast keeps name and dtype: an identity).
+  //    `inputs: act [B,S,M] f32→bf16` is one node. A cast that names a new variable
+  //    (dispatch_mask = combine_mask.astype(bool)) keeps its node, except a weight's cast to
+  //    the compute dtype (w0_kernel = wi_0 as bf16), which is the same kernel.
+  //  - An op in the same scope that rewrites one name (softmax, silu, x * y), reading the
+  //    last record of an unconstrained node nobody else reads, as the ASCII flow folds it.
+  int JoinTarget(int id) const {
+    const OpRecord* op = Producer(id);
+    if (!op || op->outputs.size() != 1 || op->collective || !op->implied.empty()) return -1;
+    const TensorRecord& t = trace_.tensors[id];
+    const auto same = [&](int in) {
+      const TensorRecord& from = trace_.tensors[in];
+      return Valid(in) && node_of_[in] >= 0 && from.shape == t.shape &&
+             from.condition_clauses == t.condition_clauses && from.in_shard_map == t.in_shard_map;
+    };
+    if (op->inputs.size() == 1 && same(op->inputs.front())) {
+      const int in = op->inputs.front();
+      const TensorRecord& from = trace_.tensors[in];
+      const int node = node_of_[in];
+      const bool identity = (op->kind == OpKind::kAstype && from.dtype == t.dtype) ||
+                            op->kind == OpKind::kCheckpointName ||
+                            op->kind == OpKind::kOptimizationBarrier;
+      const bool restates = (op->kind == OpKind::kAstype &&
+                             (from.name == t.name || from.kind == TensorKind::kWeight)) ||
+                            (identity && from.name == t.name) ||
+                            (op->kind == OpKind::kShardingConstraint && !Constrained(node));
+      if (restates && (readers_[in] == 1 || (identity && from.name == t.name))) return node;
+    }
+    if (t.constraint != Constraint::kNone) return -1;
+    for (auto in = op->inputs.rbegin(); in != op->inputs.rend(); ++in) {
+      if (!same(*in)) continue;
+      const TensorRecord& from = trace_.tensors[*in];
+      const int node = node_of_[*in];
+      if (from.name == t.name && from.scope == t.scope && readers_[*in] == 1 &&
+          nodes_[node].tensors.back() == *in && !Constrained(node) && !CollectiveOf(node))
+        return node;
+    }
+    return -1;
+  }
+
   void Place(int id) {
+    if (const int node = JoinTarget(id); node >= 0) {
+      nodes_[node].tensors.push_back(id);
+      node_of_[id] = node;
+      return;
+    }
     const TensorRecord& t = trace_.tensors[id];
     if (stages_.empty() || stages_.back().scope != t.scope) stages_.push_back(Stage{t.scope, {}});
     Stage& stage = stages_.back();
-    if (!stage.nodes.empty()) {
-      Node& last = nodes_[stage.nodes.back()];
-      const TensorRecord& prev = trace_.tensors[last.tensors.back()];
-      const OpRecord* op = Producer(id);
-      const bool chain = prev.name == t.name && prev.shape == t.shape &&
-                         prev.condition == t.condition && prev.constraint == Constraint::kNone &&
-                         t.constraint == Constraint::kNone && !(op && op->collective) &&
-                         !CollectiveOf(stage.nodes.back());
-      if (chain) {
-        last.tensors.push_back(id);
-        node_of_[id] = stage.nodes.back();
-        return;
-      }
-    }
     nodes_.push_back(Node{{id}});
     stage.nodes.push_back(static_cast<int>(nodes_.size()) - 1);
     node_of_[id] = static_cast<int>(nodes_.size()) - 1;
@@ -175,21 +222,45 @@ class MermaidRenderer {
     return common;
   }
 
+  // `wi_0 → w0_kernel: weight [E=4,M=16,H=32] f32→bf16`: the names and dtypes the node's
+  // records take, in order, around the head the ASCII flow gives the last record.
+  std::string Head(int node) const {
+    std::vector<std::string> names, dtypes;
+    for (const int id : nodes_[node].tensors) {
+      const TensorRecord& r = trace_.tensors[id];
+      if (names.empty() || names.back() != r.name) names.push_back(r.name);
+      const std::string dtype = ShortDtype(r.dtype);
+      if (dtypes.empty() || dtypes.back() != dtype) dtypes.push_back(dtype);
+    }
+    const TensorRecord& last = trace_.tensors[nodes_[node].tensors.back()];
+    std::string head = TensorHead(last);
+    const std::string suffix = " " + ShortDtype(last.dtype);
+    if (head.ends_with(suffix))
+      head =
+          head.substr(0, head.size() - suffix.size()) + fmt::format(" {}", fmt::join(dtypes, "→"));
+    if (head.rfind(last.name + ":", 0) == 0)
+      head = fmt::format("{}{}", fmt::join(names, " → "), head.substr(last.name.size()));
+    return head;
+  }
+
   // `n3["label"]`, `n3[["label"]]` for a constrained tensor. A label that would make the
   // line longer than 120 columns continues on the next source line after a `<br/>` (the
   // line break is the `<br/>`; the newline is whitespace to Mermaid).
   std::string NodeText(int node, const std::vector<std::string>& stated,
                        const std::string& indent) const {
     const TensorRecord& t = trace_.tensors[nodes_[node].tensors.back()];
-    std::vector<std::string> parts = {TensorHead(t)};
+    std::vector<std::string> parts = {Head(node)};
     std::vector<std::string> fresh;
     for (const std::string& c : t.condition_clauses)
       if (std::find(stated.begin(), stated.end(), c) == stated.end()) fresh.push_back(c);
     if (!fresh.empty()) parts.push_back(fmt::format("(if {})", fmt::join(fresh, " && ")));
-    const bool constrained = t.constraint != Constraint::kNone;
-    if (constrained)
-      parts.push_back(ToString(t.constraint) +
-                      (t.partition_spec ? ": " + t.partition_spec->ToString() : ""));
+    const bool constrained = Constrained(node);
+    for (const int id : nodes_[node].tensors) {
+      const TensorRecord& r = trace_.tensors[id];
+      if (r.constraint != Constraint::kNone)
+        parts.push_back(ToString(r.constraint) +
+                        (r.partition_spec ? ": " + r.partition_spec->ToString() : ""));
+    }
     return Statement(fmt::format("{}n{}", indent, node), constrained ? "[[\"" : "[\"", parts,
                      constrained ? "\"]]" : "\"]", indent);
   }
@@ -214,40 +285,68 @@ class MermaidRenderer {
     return out + "\n";
   }
 
-  // One edge per (input node, output node) pair; a collective's output is reached through
-  // its own node.
+  // One edge per (from, to) pair, following each op from its inputs to the node of its
+  // output. A collective the code writes is reached through its own node; one XLA implies
+  // sits on the way: on the edge from the operand it moves (`wi_0 -.-> all-gather -.-> x`),
+  // or, when it reduces the op's own result in place (the partial sums of an einsum), on the
+  // edges from all the op's operands to the result (`x, wo -.-> all-reduce -.-> output`),
+  // so no node ever feeds itself.
   std::vector<std::string> Edges() const {
     std::vector<std::string> out;
     std::set<std::pair<std::string, std::string>> seen;
-    const auto add = [&](const std::string& from, const std::string& to) {
-      if (from != to && seen.insert({from, to}).second) out.push_back(from + " --> " + to);
+    const auto add = [&](const std::string& from, const std::string& to, bool dashed) {
+      if (from != to && seen.insert({from, to}).second)
+        out.push_back(from + (dashed ? " -.-> " : " --> ") + to);
     };
     for (size_t n = 0; n < nodes_.size(); ++n) {
       const OpRecord* collective = CollectiveOf(static_cast<int>(n));
-      const std::string target = fmt::format("n{}", n);
-      if (collective) add(fmt::format("c{}", n), target);
-      for (const int id : nodes_[n].tensors)
-        if (const OpRecord* op = Producer(id))
-          for (const int in : op->inputs)
-            if (node_of_[in] >= 0)
-              add(fmt::format("n{}", node_of_[in]),
-                  op == collective ? fmt::format("c{}", n) : target);
-      for (const int id : nodes_[n].tensors)
-        if (const OpRecord* op = FirstOutputOf(id))
+      const std::string node = fmt::format("n{}", n);
+      if (collective) add(fmt::format("c{}", n), node, false);
+      for (const int id : nodes_[n].tensors) {
+        const OpRecord* op = Producer(id);
+        if (!op) continue;
+        const std::string target = op == collective ? fmt::format("c{}", n) : node;
+        // operand's node -> the implied collectives moving it, in order
+        std::map<int, std::vector<std::string>> moved;
+        std::vector<std::string> in_place;
+        if (FirstOutputOf(id) == op)
           for (size_t k = 0; k < op->implied.size(); ++k) {
             const std::string x = fmt::format("x{}_{}", producer_[id], k);
-            const int from = node_of_[op->implied[k].tensor];
-            if (from >= 0 && seen.insert({fmt::format("n{}", from), x}).second)
-              out.push_back(fmt::format("n{} -.-> {}", from, x));
-            if (seen.insert({x, target}).second)
-              out.push_back(fmt::format("{} -.-> {}", x, target));
+            const int t = op->implied[k].tensor;
+            if (std::find(op->outputs.begin(), op->outputs.end(), t) != op->outputs.end())
+              in_place.push_back(x);
+            else if (Valid(t) && node_of_[t] >= 0)
+              moved[node_of_[t]].push_back(x);
           }
+        // From every operand's node (through the collective moving it) into the in-place
+        // chain, or the target.
+        const std::string sink = in_place.empty() ? target : in_place.front();
+        std::set<int> from_nodes;
+        for (const int in : op->inputs)
+          if (Valid(in) && node_of_[in] >= 0 && node_of_[in] != static_cast<int>(n))
+            from_nodes.insert(node_of_[in]);
+        for (const auto& [from, x] : moved) from_nodes.insert(from);
+        for (const int from : from_nodes) {
+          const std::string name = fmt::format("n{}", from);
+          if (const auto m = moved.find(from); m != moved.end()) {
+            const std::vector<std::string>& chain = m->second;
+            add(name, chain.front(), true);
+            for (size_t k = 0; k < chain.size(); ++k)
+              add(chain[k], k + 1 < chain.size() ? chain[k + 1] : sink, true);
+          } else {
+            add(name, sink, !in_place.empty());
+          }
+        }
+        for (size_t k = 0; k < in_place.size(); ++k)
+          add(in_place[k], k + 1 < in_place.size() ? in_place[k + 1] : target, true);
+      }
     }
     return out;
   }
 
   const Trace& trace_;
   std::vector<int> producer_;
+  std::vector<int> readers_;  // tensor id -> how many ops read it
   std::vector<int> node_of_;  // tensor id -> node
   std::vector<Node> nodes_;
   std::vector<Stage> stages_;

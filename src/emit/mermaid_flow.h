@@ -1,12 +1,18 @@
 // The Mermaid `flowchart` of a Trace: the same flow as the ASCII diagram (ascii_flow.h) in
-// a form GitHub renders. Each stage (a run of records in one scope) is a subgraph titled
-// by its scope path; each tensor (a folded chain of casts on one name counts once) is a
-// node labelled `name: weight|act [dims] dtype`; a tensor an explicit statement placed is
-// a double-bordered `[[...]]` node that also names the statement and its PartitionSpec;
-// a collective is its own stadium node `(["⇄ all_gather over expert"])` between the
-// tensor it reads and the one it makes; edges follow the ops' inputs (data dependencies,
-// not program order). `shardtrace trace --format mermaid` prints it for any config, and
-// every visualization page embeds it. Only formats what the Trace recorded.
+// a form GitHub renders, kept small enough to read there. Each stage (a run of records in
+// one scope) is a subgraph titled by its scope path. Each tensor is one node labelled
+// `name: weight|act [dims] dtype`; the records that only restate it (dtype casts, checkpoint
+// names, its sharding constraint, a chain of elementwise ops on one name) fold into that
+// label (`inputs: act [B=4,S=4,M=16] f32→bf16`, `wi_0 → w0_kernel: weight ...`) instead of
+// drawing nodes of their own. A tensor an explicit statement placed is a double-bordered
+// `[[...]]` node that also names the statement and its PartitionSpec (the only nodes that
+// show a spec). A collective the code writes is its own stadium node
+// `(["⇄ all_gather over expert"])` between the tensor it reads and the one it makes; one XLA
+// implies sits on the way from the operand it moves to the op's result, or, when it reduces
+// that result in place, from the op's operands to the result, so the graph has no cycle.
+// Edges follow the ops' inputs (data dependencies, not program order).
+// `shardtrace trace --format mermaid` prints it for any config, and every visualization
+// page embeds it. Only formats what the Trace recorded.
 #pragma once
 
 #include <string>
