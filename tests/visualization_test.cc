@@ -471,7 +471,7 @@ TEST_CASE("invariants report a violation instead of hiding it", "[viz]") {
   const std::vector<Invariant> invariants = TraceInvariants(trace);
   bool found = false;
   for (const Invariant& inv : invariants) {
-    if (inv.statement != "sum(tokens per expert) == B*S*K") continue;
+    if (inv.kind != InvariantKind::kTokensRouted) continue;
     found = true;
     CHECK(inv.violated);
     CHECK(inv.result == "VIOLATED: sum([4, 4, 4, 3]) = 15, B*S*K = 2*4*2 = 16");

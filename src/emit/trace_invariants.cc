@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -1032,8 +1033,9 @@ void RoutingVariantInvariants(const Trace& trace, const Captures* captures, Buil
   }
   if (FindTensor(trace, "top_k_values", "deepseek_routing")) {
     const std::string statement =
-        "the K experts are the top K by biased score (gate_logits + bias, inside the kept "
-        "groups); their weights are the pre-bias scores, normalized";
+        "the K experts are the top K by biased score (gate_logits + bias; with routing "
+        "groups, inside the groups kept by the same scores); their weights are the pre-bias "
+        "scores, normalized";
     const std::string reason =
         "deepseek_routing runs top_k on the biased logits, then take_along_axis on "
         "pre_bias_logits: the bias steers the load, not the weighting";
@@ -1050,7 +1052,7 @@ void RoutingVariantInvariants(const Trace& trace, const Captures* captures, Buil
       const int64_t e = biased->shape[2], k = idx->shape[2];
       const int64_t tokens = idx->shape[0] * idx->shape[1];
       const int64_t g = groups && groups->rank() == 3 ? groups->shape[2] : 0;
-      int64_t outranked = 0, differ_by_pre_bias = 0;
+      int64_t outranked = 0, differ_by_pre_bias = 0, groups_outranked = 0;
       double worst = 0;
       for (int64_t t = 0; t < tokens; ++t) {
         std::vector<bool> chosen(static_cast<size_t>(e), false);
@@ -1066,6 +1068,21 @@ void RoutingVariantInvariants(const Trace& trace, const Captures* captures, Buil
           const bool kept = g == 0 || groups->values()[t * g + c / (e / g)] != 0.0f;
           if (!chosen[static_cast<size_t>(c)] && kept && biased->values()[t * e + c] > lowest)
             ++outranked;
+        }
+        // The kept groups are the best by the sum of their two best biased scores.
+        if (g > 0) {
+          double worst_kept = 1e30, best_dropped = -1e30;
+          for (int64_t group = 0; group < g; ++group) {
+            std::vector<float> scores(biased->values().begin() + t * e + group * (e / g),
+                                      biased->values().begin() + t * e + (group + 1) * (e / g));
+            std::sort(scores.begin(), scores.end(), std::greater<>());
+            const double top2 = scores.size() < 2 ? scores[0] : double{scores[0]} + scores[1];
+            if (groups->values()[t * g + group] != 0.0f)
+              worst_kept = std::min(worst_kept, top2);
+            else
+              best_dropped = std::max(best_dropped, top2);
+          }
+          groups_outranked += best_dropped > worst_kept + 1e-6;
         }
         for (int64_t j = 0; j < k; ++j) {
           const auto c = static_cast<int64_t>(idx->values()[t * k + j]);
@@ -1090,12 +1107,19 @@ void RoutingVariantInvariants(const Trace& trace, const Captures* captures, Buil
         }
         differ_by_pre_bias += !same;
       }
-      b.Checked(InvariantKind::kBiasedSelection, "moe.py:616-620", statement, reason,
-                outranked == 0 && worst <= bf16,
-                fmt::format("{} unchosen kept experts outrank a chosen one; max |w/sum(w) - "
+      const std::string ranked_groups =
+          g > 0 ? fmt::format(
+                      "{} tokens keep a group whose two best biased scores sum lower "
+                      "than a dropped group's; ",
+                      groups_outranked)
+                : "";
+      b.Checked(InvariantKind::kBiasedSelection,
+                g > 0 ? "moe.py:579-597, 616-620" : "moe.py:616-620", statement, reason,
+                outranked == 0 && groups_outranked == 0 && worst <= bf16,
+                fmt::format("{}{} unchosen kept experts outrank a chosen one; max |w/sum(w) - "
                             "p/sum(p)| {} (tolerance 2^-7); the pre-bias scores alone would "
                             "pick other experts for {} of {} tokens",
-                            outranked, Number(worst), differ_by_pre_bias, tokens));
+                            ranked_groups, outranked, Number(worst), differ_by_pre_bias, tokens));
     }
   }
   if (FindTensor(trace, "router_scores")) {

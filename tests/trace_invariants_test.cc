@@ -1,0 +1,289 @@
+// Each path-specific invariant on a real numeric run of its page's config: it holds there,
+// and a deliberately broken capture or trace record (one value changed) makes it report a
+// violation instead of passing silently.
+#include "emit/trace_invariants.h"
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "config/run_inputs.h"
+#include "trace/moe_block.h"
+#include "trace/moe_params.h"
+#include "trace/moe_setup.h"
+
+namespace shardtrace {
+namespace {
+
+const std::vector<std::string> kDims = {"base_emb_dim=16",      "base_mlp_dim=32",
+                                        "base_moe_mlp_dim=32",  "num_experts_per_tok=2",
+                                        "max_target_length=4",  "per_device_batch_size=1",
+                                        "decoder_block=mixtral"};
+
+BlockRun NumericRun(const std::vector<std::string>& args, int64_t devices,
+                    Block block = Block::kMoe, bool masked_loop = false) {
+  const RunInputs in = LoadRunInputs(args, devices);
+  const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
+  const int n_act = static_cast<int>(in.config.StrList("mlp_activations").size());
+  return RunBlock(in.config, in.mesh, setup, MakeParams(setup, n_act, true, 1), block, true,
+                  masked_loop);
+}
+
+std::vector<std::string> Small(std::initializer_list<std::string> more) {
+  std::vector<std::string> args = kDims;
+  args.insert(args.end(), more);
+  return args;
+}
+
+// The invariant of `kind` (exactly one) evaluated on `run`.
+Invariant Evaluate(const BlockRun& run, InvariantKind kind,
+                   const ReferenceRun* reference = nullptr) {
+  std::vector<Invariant> found;
+  for (const Invariant& inv : TraceInvariants(run.trace, &run.captures, reference))
+    if (inv.kind == kind) found.push_back(inv);
+  INFO(ToString(kind));
+  REQUIRE(found.size() == 1);
+  return found.front();
+}
+
+// `kind` holds on `run` and is violated once `brake` has changed one value of a copy.
+void HoldsThenBreaks(const BlockRun& run, InvariantKind kind,
+                     const std::function<void(BlockRun&)>& brake) {
+  const Invariant good = Evaluate(run, kind);
+  INFO(ToString(kind) << ": " << good.statement << " -> " << good.result);
+  CHECK(good.result.rfind("holds: ", 0) == 0);
+  CHECK_FALSE(good.violated);
+  CHECK_FALSE(good.source.empty());
+  BlockRun broken = run;
+  brake(broken);
+  const Invariant bad = Evaluate(broken, kind);
+  INFO("broken: " << bad.result);
+  CHECK(bad.violated);
+  CHECK(bad.result.rfind("VIOLATED: ", 0) == 0);
+}
+
+std::vector<float>& Values(BlockRun& run, const std::string& capture) {
+  INFO("capture " << capture);
+  REQUIRE(run.captures.count(capture) == 1);
+  return run.captures.at(capture).mutable_values();
+}
+
+TensorRecord& Tensor(BlockRun& run, const std::string& name, const std::string& dims) {
+  for (TensorRecord& t : run.trace.tensors)
+    if (t.name == name && t.dims == dims) return t;
+  FAIL("no tensor " << name << " " << dims);
+  throw;
+}
+
+OpRecord& EinsumOp(BlockRun& run, const std::string& equation) {
+  for (OpRecord& op : run.trace.ops)
+    if (op.kind == OpKind::kEinsum && op.equation == equation) return op;
+  FAIL("no einsum " << equation);
+  throw;
+}
+
+Fact& FactOf(BlockRun& run, FactKind kind, const std::string& subject = "") {
+  for (Fact& f : run.trace.facts)
+    if (f.kind == kind && (subject.empty() || f.subject == subject)) return f;
+  FAIL("no fact " << ToString(kind));
+  throw;
+}
+
+}  // namespace
+
+TEST_CASE("MlpBlock: the hidden constraint and the all-reduce of the F-sharded wo",
+          "[invariants]") {
+  const BlockRun run =
+      NumericRun({"base_emb_dim=16", "base_mlp_dim=32", "base_moe_mlp_dim=32",
+                  "max_target_length=4", "per_device_batch_size=1", "ici_tensor_parallelism=2"},
+                 4, Block::kMlp);
+  CHECK(Evaluate(run, InvariantKind::kMlpContractionAllReduce).result ==
+        "holds: F over 'tensor' in x and wo; all-reduce over 'tensor', 256 B per device");
+  HoldsThenBreaks(run, InvariantKind::kMlpHiddenConstrained, [](BlockRun& r) {
+    r.trace.tensors[EinsumOp(r, "BSF,FM->BSM").inputs[0]].constraint = Constraint::kNone;
+  });
+  // Without the all-reduce the partial sums would be the output.
+  HoldsThenBreaks(run, InvariantKind::kMlpContractionAllReduce,
+                  [](BlockRun& r) { EinsumOp(r, "BSF,FM->BSM").implied.clear(); });
+}
+
+TEST_CASE("dense dropless: the [B,S,E] weights and every expert on every token", "[invariants]") {
+  const BlockRun run =
+      NumericRun(Small({"num_experts=4", "sparse_matmul=false", "ici_expert_parallelism=2"}), 4);
+  HoldsThenBreaks(run, InvariantKind::kDroplessEveryExpert,
+                  [](BlockRun& r) { Tensor(r, "layer_w0", "BSEH").shape[2] = 3; });
+  // A weight on an expert the token did not choose: both the sums and the zeros break.
+  const auto stray = [](BlockRun& r) {
+    const float chosen = r.captures.at("top_k_indices").values()[0];
+    std::vector<float>& w = Values(r, "weights");
+    w[chosen == 0.0f ? 1 : 0] += 0.25f;
+  };
+  HoldsThenBreaks(run, InvariantKind::kDroplessWeightSum, stray);
+  HoldsThenBreaks(run, InvariantKind::kDroplessUnchosenZero, stray);
+}
+
+TEST_CASE("dense dropping in inference: subgroup slots, softmax combine, output reshape",
+          "[invariants]") {
+  const BlockRun run =
+      NumericRun(Small({"num_experts=4", "sparse_matmul=false", "capacity_factor=1",
+                        "model_call_mode=inference", "ici_expert_parallelism=2"}),
+                 4);
+  HoldsThenBreaks(run, InvariantKind::kSubgroupOutputReshape,
+                  [](BlockRun& r) { r.trace.tensors[r.trace.output].shape[1] = 5; });
+  // A token moved from slot 0 to slot 1 of its expert: slot 0 is left empty.
+  HoldsThenBreaks(run, InvariantKind::kSubgroupPositions, [](BlockRun& r) {
+    std::vector<float>& mask = Values(r, "dispatch_mask");  // [B,S,E,C=2]
+    for (size_t i = 0; i < mask.size(); i += 2)
+      if (mask[i] != 0.0f && mask[i + 1] == 0.0f) {
+        std::swap(mask[i], mask[i + 1]);
+        return;
+      }
+    FAIL("no token in slot 0 with slot 1 free");
+  });
+  HoldsThenBreaks(run, InvariantKind::kSubgroupCombineSoftmax, [](BlockRun& r) {
+    for (float& p : Values(r, "softmax_probs")) p *= 1.5f;
+  });
+}
+
+TEST_CASE("sparse megablox at EP=1: the per-device sort, its inverse, local rows", "[invariants]") {
+  const BlockRun run = NumericRun(Small({"num_experts=4"}), 4);
+  HoldsThenBreaks(run, InvariantKind::kSortedExpertsNonDecreasing, [](BlockRun& r) {
+    std::vector<float>& experts = Values(r, "sorted_experts per device");
+    std::reverse(experts.begin(), experts.begin() + 8);  // device 0's 8 rows, descending
+  });
+  HoldsThenBreaks(run, InvariantKind::kUnsortInvertsSort, [](BlockRun& r) {
+    std::vector<float>& order = Values(r, "sorted_selected_experts per device");
+    order[1] = order[0];  // no longer a permutation
+  });
+  HoldsThenBreaks(run, InvariantKind::kGroupSizesCoverRows,
+                  [](BlockRun& r) { FactOf(r, FactKind::kGroupSizesPerDevice).values[0] += 1; });
+  HoldsThenBreaks(run, InvariantKind::kNoRowsLeaveDevice, [](BlockRun& r) {
+    r.trace.ops.back().collective = CollectiveRecord{};  // an all-gather inside the block
+  });
+}
+
+TEST_CASE("sparse decode: every device receives every row, broadcast sends, one output",
+          "[invariants]") {
+  const BlockRun run =
+      NumericRun(Small({"num_experts=8", "ici_expert_parallelism=4", "per_device_batch_size=0.25",
+                        "max_target_length=1", "model_call_mode=inference"}),
+                 4);
+  CHECK(Evaluate(run, InvariantKind::kDecodeReceivesAllRows).result ==
+        "holds: received [2, 2, 2, 2] == R = 1*1*2 = 2");
+  const auto uneven = [](BlockRun& r) {
+    FactOf(r, FactKind::kRowsSent, "intermediate_output").values[0] += 1;
+  };
+  HoldsThenBreaks(run, InvariantKind::kDecodeReceivesAllRows, uneven);
+  HoldsThenBreaks(run, InvariantKind::kDecodeSendSizesBroadcast, uneven);
+  HoldsThenBreaks(run, InvariantKind::kDecodeOutputReplicated,
+                  [](BlockRun& r) { Values(r, "output per device").back() += 1.0f; });
+}
+
+TEST_CASE("sparse tensor parallelism: [R, M/TP] after psum_scatter, out_specs agree",
+          "[invariants]") {
+  const BlockRun run = NumericRun(Small({"num_experts=4", "ici_tensor_parallelism=2"}), 4);
+  const auto scattered = [](BlockRun& r) {
+    for (const OpRecord& op : r.trace.ops)
+      if (op.collective && op.collective->kind == CollectiveKind::kPsumScatter) {
+        r.trace.tensors[op.outputs[0]].shape[1] = 16;  // the scatter left M whole
+        return;
+      }
+    FAIL("no psum_scatter");
+  };
+  HoldsThenBreaks(run, InvariantKind::kTensorScatteredOutput, scattered);
+  HoldsThenBreaks(run, InvariantKind::kTensorOutSpecMatches, scattered);
+}
+
+TEST_CASE("ring of experts: the row mask keeps the local experts, groups cover their tokens",
+          "[invariants]") {
+  const BlockRun run = NumericRun(
+      Small({"num_experts=4", "use_ring_of_experts=true", "ici_expert_parallelism=2"}), 4);
+  const auto one_more = [](BlockRun& r) { Values(r, "ring group_sizes per device")[0] += 1; };
+  HoldsThenBreaks(run, InvariantKind::kRingMaskKeepsLocalExperts, one_more);
+  HoldsThenBreaks(run, InvariantKind::kRingGroupSizesCoverGroup, one_more);
+  HoldsThenBreaks(run, InvariantKind::kSortedExpertsNonDecreasing, [](BlockRun& r) {
+    std::vector<float>& rolled = Values(r, "ring sorted_experts per device");
+    std::reverse(rolled.begin(), rolled.begin() + 16);
+  });
+}
+
+TEST_CASE("DeepSeek routing: scaled weights, biased selection, routed plus shared",
+          "[invariants]") {
+  const BlockRun run =
+      NumericRun({"model_name=deepseek3-tiny", "max_target_length=4", "per_device_batch_size=1",
+                  "n_routing_groups=4", "topk_routing_group=2", "sparse_matmul=false"},
+                 2);
+  HoldsThenBreaks(run, InvariantKind::kScaledWeightSum,
+                  [](BlockRun& r) { Values(r, "top_k_weights")[0] += 0.5f; });
+  // A dropped group's expert now scores highest: that group should have been kept.
+  HoldsThenBreaks(run, InvariantKind::kBiasedSelection, [](BlockRun& r) {
+    const Array& mask = r.captures.at("group_mask");
+    std::vector<float>& logits = Values(r, "gate_logits");
+    const int64_t e = 16, g = mask.shape[2];
+    for (int64_t group = 0; group < g; ++group)
+      if (mask.values()[group] == 0.0f) {
+        logits[group * (e / g)] = 100.0f;
+        return;
+      }
+    FAIL("token 0 kept every group");
+  });
+  HoldsThenBreaks(run, InvariantKind::kRoutedPlusShared,
+                  [](BlockRun& r) { Values(r, "shared_experts output")[0] += 1.0f; });
+}
+
+TEST_CASE("DeepSeek routing without groups on the sparse path: the bias picks, pre-bias weighs",
+          "[invariants]") {
+  const BlockRun run = NumericRun({"model_name=deepseek3-tiny", "max_target_length=4",
+                                   "per_device_batch_size=1", "ici_expert_parallelism=2"},
+                                  4);
+  // Token 0's best unchosen expert now outranks its chosen ones.
+  HoldsThenBreaks(run, InvariantKind::kBiasedSelection, [](BlockRun& r) {
+    const Array& idx = r.captures.at("top_k_indices");
+    std::vector<float>& logits = Values(r, "gate_logits");
+    for (int64_t c = 0; c < 16; ++c)
+      if (std::find(idx.values().begin(), idx.values().begin() + idx.shape[2],
+                    static_cast<float>(c)) == idx.values().begin() + idx.shape[2]) {
+        logits[c] = 100.0f;
+        return;
+      }
+  });
+  HoldsThenBreaks(run, InvariantKind::kRoutedPlusShared,
+                  [](BlockRun& r) { Values(r, "routed_experts output")[3] -= 1.0f; });
+}
+
+TEST_CASE("Llama 4 and norm_topk_prob: unit combine weights, normalized weights, scoped runs",
+          "[invariants]") {
+  const BlockRun llama4 =
+      NumericRun(Small({"decoder_block=llama4", "num_experts=4", "num_experts_per_tok=1"}), 2);
+  HoldsThenBreaks(llama4, InvariantKind::kUnitCombineWeights,
+                  [](BlockRun& r) { Values(r, "weight_sum weights per device")[0] = 0.5f; });
+  // The raw logits Llama 4 keeps as top_k_weights may be negative: no non-negativity claim
+  // on that run, and its section's invariants say which run they are.
+  for (const Invariant& inv : RoutingInvariants(llama4.trace, llama4.captures, "Llama 4")) {
+    CHECK(inv.kind != InvariantKind::kNonNegativeWeights);
+    CHECK(inv.run == "Llama 4");
+  }
+  const BlockRun qwen = NumericRun(Small({"num_experts=4", "norm_topk_prob=true"}), 2);
+  HoldsThenBreaks(qwen, InvariantKind::kNormalizedWeights,
+                  [](BlockRun& r) { Values(r, "top_k_weights")[0] += 0.25f; });
+}
+
+TEST_CASE("the masked loop equals a dropless run of the same seed", "[invariants]") {
+  const std::vector<std::string> args = Small({"num_experts=4", "ici_expert_parallelism=2"});
+  const BlockRun loop = NumericRun(args, 4, Block::kMoe, /*masked_loop=*/true);
+  BlockRun dropless =
+      NumericRun(WithOverrides(args, {"sparse_matmul=false", "capacity_factor=-1"}), 4);
+  CHECK(Evaluate(loop, InvariantKind::kMaskedLoopMatchesDropless).result ==
+        "not evaluated: no dropless run to compare with");
+  const ReferenceRun reference{"dropless", &dropless.captures};
+  const Invariant same = Evaluate(loop, InvariantKind::kMaskedLoopMatchesDropless, &reference);
+  CHECK(same.result == "holds: max |difference| 0 over 256 elements against dropless");
+  Values(dropless, "output")[7] += 0.01f;
+  const Invariant off = Evaluate(loop, InvariantKind::kMaskedLoopMatchesDropless, &reference);
+  CHECK(off.violated);
+  CHECK(off.result == "VIOLATED: max |difference| 0.01 over 256 elements against dropless");
+}
+
+}  // namespace shardtrace
