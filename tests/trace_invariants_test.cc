@@ -147,6 +147,23 @@ TEST_CASE("dense dropping in inference: subgroup slots, softmax combine, output 
   });
 }
 
+TEST_CASE("dense dropping in inference with two context groups: slots restart per group",
+          "[invariants]") {
+  const BlockRun run =
+      NumericRun(Small({"num_experts=4", "sparse_matmul=false", "capacity_factor=1",
+                        "model_call_mode=inference", "ici_context_autoregressive_parallelism=2"}),
+                 2);
+  REQUIRE(run.trace.At(run.trace.dispatch_mask)->shape == Shape({2, 2, 2, 4, 1}));
+  // Read per (b, n) group, two tokens in slot 0 of one batch row are not a collision.
+  for (const Invariant& inv : TraceInvariants(run.trace, &run.captures)) {
+    INFO(ToString(inv.kind) << ": " << inv.result);
+    CHECK(inv.result.rfind("holds: ", 0) == 0);
+  }
+  HoldsThenBreaks(run, InvariantKind::kSubgroupPositions, [](BlockRun& r) {
+    for (float& slot : Values(r, "dispatch_mask")) slot = 0.0f;  // every choice dropped
+  });
+}
+
 TEST_CASE("sparse megablox at EP=1: the per-device sort, its inverse, local rows", "[invariants]") {
   const BlockRun run = NumericRun(Small({"num_experts=4"}), 4);
   HoldsThenBreaks(run, InvariantKind::kSortedExpertsNonDecreasing, [](BlockRun& r) {
@@ -203,6 +220,10 @@ TEST_CASE("ring of experts: the row mask keeps the local experts, groups cover t
   const auto one_more = [](BlockRun& r) { Values(r, "ring group_sizes per device")[0] += 1; };
   HoldsThenBreaks(run, InvariantKind::kRingMaskKeepsLocalExperts, one_more);
   HoldsThenBreaks(run, InvariantKind::kRingGroupSizesCoverGroup, one_more);
+  // A row past the device's experts left unmasked (device 0 keeps its first rows only).
+  HoldsThenBreaks(run, InvariantKind::kRingMaskKeepsLocalExperts, [](BlockRun& r) {
+    Values(r, "ring intermediate_output row max|x| per device")[15] = 0.5f;
+  });
   HoldsThenBreaks(run, InvariantKind::kSortedExpertsNonDecreasing, [](BlockRun& r) {
     std::vector<float>& rolled = Values(r, "ring sorted_experts per device");
     std::reverse(rolled.begin(), rolled.begin() + 16);

@@ -352,7 +352,11 @@ void CapacityInvariants(const Trace& trace, const Captures* captures, Builder& b
     return;
   }
   const Array& m = *mask;
-  const int64_t nb = m.shape[0], ns = m.shape[1], ne = m.shape[2], nc = m.shape[3];
+  // The inference masks [B,N,S/N,E,C] are captured as [B,S,E,C]: the same data, read per
+  // (b, n) group, where slots restart.
+  const int64_t groups = subgroups ? dispatch->shape[1] : 1;
+  const int64_t nb = m.shape[0] * groups, ns = m.shape[1] / groups, ne = m.shape[2],
+                nc = m.shape[3];
   const auto at = [&](int64_t bi, int64_t s, int64_t e, int64_t ci) {
     return m.values()[((bi * ns + s) * ne + e) * nc + ci] != 0.0f;
   };
@@ -376,8 +380,8 @@ void CapacityInvariants(const Trace& trace, const Captures* captures, Builder& b
             fmt::format("{} of {} slots hold more than one token", crowded, nb * ne * nc));
   b.Checked(InvariantKind::kSlotsInArrivalOrder, masks, fcfs,
             "positions come from a cumulative sum over tokens in order", out_of_order == 0,
-            fmt::format("{} out-of-order assignments in {} batch rows x {} experts", out_of_order,
-                        nb, ne));
+            fmt::format("{} out-of-order assignments in {} {} x {} experts", out_of_order, nb,
+                        subgroups ? "(batch, group) rows" : "batch rows", ne));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -916,11 +920,17 @@ void RingInvariants(const Trace& trace, const Captures* captures, Builder& b) {
   const Array* sizes = Captured(captures, "ring group_sizes per device");
   if (!sorted || !sizes || sorted->rank() != 2 || sizes->rank() != 2) return;
   const int64_t devices = sorted->shape[0], rows = sorted->shape[1], local = sizes->shape[1];
+  // Per-row max |value| of the masked gmm output, when the run kept it.
+  const Array* magnitudes = Captured(captures, "ring intermediate_output row max|x| per device");
+  if (magnitudes && magnitudes->shape != sorted->shape) magnitudes = nullptr;
   std::vector<std::string> per_device;
-  int64_t bad = 0;
+  int64_t bad = 0, unzeroed = 0;
   for (int64_t d = 0; d < devices; ++d) {
     const std::vector<float> ids = Row(*sorted, d), g = Row(*sizes, d);
     const auto kept = static_cast<int64_t>(std::accumulate(g.begin(), g.end(), 0.0));
+    if (magnitudes)
+      for (int64_t r = kept; r < rows; ++r)
+        unzeroed += magnitudes->values()[static_cast<size_t>(d * rows + r)] != 0.0f;
     int64_t local_rows = 0;
     bool prefix = true;
     for (int64_t r = 0; r < rows; ++r) {
@@ -936,9 +946,12 @@ void RingInvariants(const Trace& trace, const Captures* captures, Builder& b) {
             "whose rolled expert id < E_local; the rest are zeroed",
             "rolling by E_local*shard puts the device's own experts first in the sort, so the "
             "count of its rows is a prefix length",
-            bad == 0,
-            fmt::format("rows kept per device {} (E_local = {}); {} devices differ",
-                        fmt::format("[{}]", fmt::join(per_device, ", ")), local, bad));
+            bad == 0 && unzeroed == 0,
+            fmt::format("rows kept per device [{}] (E_local = {}); {} devices differ; {}",
+                        fmt::join(per_device, ", "), local, bad,
+                        magnitudes
+                            ? fmt::format("{} masked rows of intermediate_output nonzero", unzeroed)
+                            : std::string("row values not captured")));
   const Array* sources = Captured(captures, "ring token sources per device");
   const Array* roll = Captured(captures, "ring roll_to_expert_id per device");
   const TensorRecord* indices = trace.At(trace.top_k_indices);

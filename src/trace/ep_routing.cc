@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "shard/mesh.h"
 #include "trace/traced_ops.h"
@@ -49,6 +50,22 @@ void CaptureRingRows(const MoeContext& ctx, const PermuteOutput& routing, const 
     sources.push_back(Array::FromData({tokens, 2}, DType::kInt32, std::move(pairs)));
   }
   ctx.CapturePerDevice("ring token sources per device", sources);
+}
+
+void CaptureRowMagnitudes(const MoeContext& ctx, const Value& rows, const std::string& name) {
+  if (!ctx.t.numeric() || !rows.numeric()) return;
+  std::vector<Array> magnitudes;
+  for (const Array& shard : rows.shards) {
+    const int64_t n = shard.shape.empty() ? 1 : shard.shape[0];
+    const int64_t width = n == 0 ? 0 : shard.size() / n;
+    std::vector<float> m(static_cast<size_t>(n), 0.0f);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < width; ++c)
+        m[static_cast<size_t>(r)] =
+            std::max(m[static_cast<size_t>(r)], std::abs(shard.values()[r * width + c]));
+    magnitudes.push_back(Array::FromData({n}, DType::kFloat32, std::move(m)));
+  }
+  ctx.CapturePerDevice(name, magnitudes);
 }
 
 void PlanForwardAllToAll(const MoeContext& ctx, const Value& group_sizes, int64_t rows,

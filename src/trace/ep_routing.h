@@ -44,6 +44,10 @@ Value RollToExpertId(const MoeContext& ctx, const Value& expert_shard_id);
 void CaptureRingRows(const MoeContext& ctx, const PermuteOutput& routing, const Value& roll,
                      const Value& local_group_sizes, int64_t local_batch, int64_t sequence_length);
 
+// Numeric runs: each device's per-row max |value| of `rows` [R, ...] (as [devices, R]), so the
+// invariants can see which rows the ring's mask zeroed without keeping the rows themselves.
+void CaptureRowMagnitudes(const MoeContext& ctx, const Value& rows, const std::string& name);
+
 // Expert parallelism > 1: group_sizes summed per expert shard; when the batch is sharded by
 // expert, the all-gathered [EP, EP] sizes, the forward all-to-all offsets and the receive
 // buffer of `rows` routed rows (recorded as the fact "ragged buffer rows").

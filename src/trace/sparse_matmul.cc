@@ -162,6 +162,8 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
     const auto cond = t.Condition("use_ring_of_experts");
     intermediate_output =
         MaskRowsPastGroups(ctx, intermediate_output, group_sizes, "intermediate_output");
+    CaptureRowMagnitudes(ctx, intermediate_output,
+                         "ring intermediate_output row max|x| per device");
     output = Unpermute(ctx, intermediate_output, perm.sorted_selected_experts, perm.weights,
                        batch_size, sequence_length);
     output = tr::Reshape(t, output, {-1, sequence_length, s.emb / s.tp}, {"output", "BSM"});

@@ -231,6 +231,7 @@ PathOutput SparsePipeline(const MoeContext& ctx, const Value& inputs, const Valu
     const int64_t batch_size = op.x.dim(0), seq = op.x.dim(1);
     if (s.ring_of_experts) {
       out = MaskRowsPastGroups(ctx, out, route.group_sizes, "intermediate_output");
+      CaptureRowMagnitudes(ctx, out, "ring intermediate_output row max|x| per device");
       output = Unpermute(ctx, out, route.routing.sorted_selected_experts, route.routing.weights,
                          batch_size, seq);
       output = tr::Reshape(t, output, {-1, seq, m / s.tp}, {"output", "BSM"});
