@@ -51,6 +51,7 @@ std::vector<VisualizationPage> VisualizationPages() {
                 "per_device_batch_size=1", "ici_tensor_parallelism=2"},
        .devices = 4,
        .block = "mlp",
+       .source = PageSource::kSeedLinears,
        .trees = {}},
       {.file = "moe_dense_dropless.md",
        .title = "MoE dense_matmul, dropless (`capacity_factor <= 0`)",
@@ -196,7 +197,7 @@ std::vector<VisualizationPage> VisualizationPages() {
        .devices = 4,
        .trees = {"top_k_indices", "top_k_weights", "sorted_inputs", "x", "intermediate_output"}},
       {.file = "moe_routing_variants.md",
-       .title = "Routing variants: DeepSeek group-limited top-k, Llama 4, softmax top-k",
+       .title = "Routing variants: DeepSeek group-limited top-k, Llama 4, Gemma 4 with norm_topk_prob",
        .summary =
            "How `get_topk` turns gate logits into each token's experts and weights, on three "
            "real configs. Main trace: DeepSeek-V3 routing (`deepseek3-tiny` with 4 routing "
@@ -204,7 +205,8 @@ std::vector<VisualizationPage> VisualizationPages() {
            "plus the routing bias choose the experts "
            "within the best groups, and the unbiased scores, normalized and scaled by "
            "`routed_scaling_factor`, weight them. Below it, Llama 4 (top-1, sigmoid of the "
-           "chosen logit, applied to the inputs) and softmax top-k with `norm_topk_prob`.",
+           "chosen logit, applied to the inputs) and Gemma 4 (softmax over all experts, top-k, "
+           "`norm_topk_prob`).",
        .selected_by = "`routed_score_func`, `routed_bias`, `n_routing_groups`, "
                       "`topk_routing_group`, `decoder_block`, `norm_topk_prob`",
        .learn = "each routing variant's ops and the real experts/weights they choose",
@@ -215,30 +217,40 @@ std::vector<VisualizationPage> VisualizationPages() {
        .more_runs =
            {{.heading = "Llama 4: top-1 with sigmoid scores on the inputs",
              .intro = "`decoder_block=llama4` (sparse path, top-1): `get_topk` keeps the raw "
-                      "top logit, and `permute` multiplies each token's inputs by the "
-                      "sigmoid of it before the experts run; the weight-sum at unpermute "
-                      "then uses weight 1.",
+                      "top logit as the \"weight\" (no softmax, moe.py:551), `permute` "
+                      "multiplies each token's input by its router score `sigmoid(logit)` "
+                      "before the experts run (654-658), and `unpermute` sums the outputs with "
+                      "weight 1 (708-710). The tree shows logit and score per choice.",
              .args = With(dims, {"decoder_block=llama4", "num_experts=4", "num_experts_per_tok=1"}),
              .devices = 2,
              .only_scope = "permute"},
-            {.heading = "Softmax top-k with `norm_topk_prob` (Qwen3 style)",
-             .intro = "`norm_topk_prob=true`: softmax over all experts, top-k, then the k "
-                      "weights are renormalized to sum to 1 per token.",
-             .args = With(dims, {"num_experts=4", "norm_topk_prob=true"}),
+            {.heading = "Gemma 4: softmax over all experts, top-k, `norm_topk_prob`",
+             .intro = "`decoder_block=gemma4` with `norm_topk_prob=true`: `get_topk` takes the "
+                      "softmax over all E experts, picks the top-k by logit and keeps their "
+                      "probabilities (moe.py:543-546), which sum to less than 1; "
+                      "`norm_topk_prob` then divides by their sum (554-555), so each token's "
+                      "weights sum to 1. Other decoder blocks (Mixtral, Qwen3) take the softmax "
+                      "over the K chosen logits instead (548, 552), which already sums to 1: "
+                      "there `norm_topk_prob` changes nothing but bf16 rounding.",
+             .args = With(dims, {"decoder_block=gemma4", "num_experts=4", "norm_topk_prob=true"}),
              .devices = 2,
              .only_scope = "get_topk"}}},
       {.file = "moe_pipeline_chunked.md",
-       .title = "MoE sparse pipeline with 2 embedding chunks (PR 3981 as proposed)",
+       .title = "MoE sparse pipeline with 2 embedding chunks (PR 3981's end state, as modelled)",
        .summary =
-           "The refactored route / dispatch / gmm_up / maybe_tp_reduce / gmm_down / unpermute "
-           "pipeline that MaxText PR 3981 proposes, with `num_moe_emb_chunks=2`: the embedding "
-           "dim is split in two chunks, each with its own wi all-gather and dispatch, and the "
-           "gmm_up partials are accumulated before the activation. This is not moe.py at "
-           "313890777: the seed has no embedding chunking (PR 3981 lists it as a next step), "
-           "and its shard_map in_spec for wi_0/wi_1 is `P('expert', None, None)` where this "
-           "proposal keeps `P('expert', 'fsdp', None)`.",
-       .selected_by = "`num_moe_emb_chunks>1` (PR 3981), `sparse_matmul=true`, EP>1",
-       .learn = "the proposed chunked pipeline: per-chunk all-gathers and partial gmms",
+           "The route / dispatch / gmm_up / maybe_tp_reduce / gmm_down / unpermute pipeline of "
+           "the end-state pseudocode in MaxText PR 3981's description, with its chunking loop "
+           "(`for x_chunk in chunks(x)`, each chunk dispatched and its gmm_up partial added "
+           "into `intermediate`). The PR itself only extracts route and gmm_up and lists the "
+           "chunking loop as a next step, so two things here are shardtrace's model, not "
+           "MaxText's: the config key `num_moe_emb_chunks` (shardtrace's own; in neither "
+           "base.yml 313890777 nor the PR) and the shard_map in_spec "
+           "`P('expert', 'fsdp', None)` for wi_0/wi_1, chosen so each chunk's wi all-gather "
+           "over fsdp is visible (moe.py 313890777 gathers the kernels whole, "
+           "`P('expert', None, None)`).",
+       .selected_by = "`num_moe_emb_chunks>1` (a shardtrace key modelling PR 3981's end "
+                      "state), `sparse_matmul=true`, EP>1",
+       .learn = "the chunked pipeline as modelled: per-chunk all-gathers and partial gmms",
        .args = With(dims, {"num_experts=4", "num_moe_emb_chunks=2", "ici_expert_parallelism=2"}),
        .devices = 4,
        .source = PageSource::kPr3981,
@@ -266,9 +278,13 @@ std::string PageSourceText(PageSource source) {
   switch (source) {
     case PageSource::kSeedMoe:
       return "`src/MaxText/layers/moe.py` at MaxText 313890777 (the seed revision)";
+    case PageSource::kSeedLinears:
+      return "`MlpBlock` of `src/MaxText/layers/linears.py` at MaxText 313890777 (the seed "
+             "revision; moe.py calls it for the shared experts)";
     case PageSource::kPr3981:
-      return "MaxText PR 3981's refactored MoE pipeline as proposed, on top of moe.py "
-             "313890777 (not merged there)";
+      return "the end state of MaxText PR 3981's description (its chunking loop is a next "
+             "step there), modelled on moe.py 313890777; `num_moe_emb_chunks` is shardtrace's "
+             "key";
     case PageSource::kJaxPort:
       return "the masked-loop sparse MoE of the PyTorch-to-JAX sparse-MoE port, with "
              "moe.py 313890777's routing";
@@ -337,8 +353,12 @@ RenderedPage RenderPage(const VisualizationPage& v) {
     std::string text = AsciiFlow(other.trace, 120, more.only_scope);
     const auto indices = other.captures.find("top_k_indices");
     const auto weights = other.captures.find("top_k_weights");
+    const auto scores = other.captures.find("router_scores");
     if (more.routing_tree && indices != other.captures.end() && weights != other.captures.end())
-      text += "\n" + RoutingTree(indices->second, weights->second, 0);
+      text += "\n" + RoutingTree(indices->second, weights->second, 0,
+                                 {.router_scores = scores == other.captures.end()
+                                                       ? nullptr
+                                                       : &scores->second});
     // A routing section's own properties, listed as that run's (Llama 4's weights are raw
     // logits, which the page trace's non-negative weights do not cover).
     if (more.routing_tree)
@@ -373,6 +393,32 @@ RenderedPage RenderPage(const VisualizationPage& v) {
   return page;
 }
 
+namespace {
+
+// The index's "models" cell: the source and, where the page loads one, the model's yml.
+std::string PageModels(const VisualizationPage& p) {
+  std::string out;
+  switch (p.source) {
+    case PageSource::kSeedMoe:
+      out = "moe.py 313890777";
+      break;
+    case PageSource::kSeedLinears:
+      out = "linears.py 313890777";
+      break;
+    case PageSource::kPr3981:
+      out = "PR 3981's end state (modelled)";
+      break;
+    case PageSource::kJaxPort:
+      out = "JAX port";
+      break;
+  }
+  for (const std::string& a : p.args)
+    if (a.rfind("model_name=", 0) == 0) out += fmt::format(", `models/{}.yml`", a.substr(11));
+  return out;
+}
+
+}  // namespace
+
 std::string VisualizationIndex(const std::vector<VisualizationPage>& pages) {
   std::string out =
       "<!-- Generated by `shardtrace generate`; do not edit: regenerate with `shardtrace "
@@ -390,9 +436,7 @@ std::string VisualizationIndex(const std::vector<VisualizationPage>& pages) {
       "|---|---|---|---|\n";
   for (const VisualizationPage& p : pages)
     out += fmt::format("| [{}]({}) | {} | {} | {} |\n", p.file, p.file, p.selected_by, p.learn,
-                       p.source == PageSource::kSeedMoe  ? "moe.py 313890777"
-                       : p.source == PageSource::kPr3981 ? "PR 3981 (proposed)"
-                                                         : "JAX port");
+                       PageModels(p));
   return out;
 }
 

@@ -14,7 +14,8 @@ namespace shardtrace {
 
 // What a page's trace follows: moe.py at the seed revision, or a proposal on top of it.
 enum class PageSource {
-  kSeedMoe,  // src/MaxText/layers/moe.py at MaxText 313890777
+  kSeedMoe,      // src/MaxText/layers/moe.py at MaxText 313890777
+  kSeedLinears,  // src/MaxText/layers/linears.py (MlpBlock) at MaxText 313890777
   kPr3981,   // MaxText PR 3981's refactored pipeline, as proposed (not in moe.py 313890777)
   kJaxPort,  // the masked-loop sparse MoE port (a PyTorch-to-JAX sparse-MoE port)
 };

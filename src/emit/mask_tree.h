@@ -1,5 +1,5 @@
 // The tree view of a [B, S, E, C] routing mask (dense_matmul's dispatch_mask and
-// combine_mask) that the visualization conventions ask for: a 4-D tensor is unreadable as
+// combine_mask; in inference [B, N, S, E, C], one level more per context subgroup) that the visualization conventions ask for: a 4-D tensor is unreadable as
 // nested lists, so one batch row is fixed and the rest is shown as Expert -> slot -> tokens,
 // the hierarchy the dispatch einsum (BSM,BSEC->EBCM: contracts S) consumes it in:
 //
@@ -18,7 +18,8 @@
 
 namespace shardtrace {
 
-// REQUIRES mask.numeric(). Throws Error unless `mask` is rank 4 and 0 <= batch < B.
+// REQUIRES mask.numeric(). Throws Error unless `mask` is rank 4 ([B,S,E,C]) or 5
+// ([B,N,S,E,C]: subgroups of S/N tokens, each with its own slots) and 0 <= batch < B.
 // Leaves of boolean/integer masks show 0/1; float masks show their weights (4 significant
 // digits) and the annotation names the weight. With the routing choices (`top_k_indices`,
 // [B, S, K], numeric), each expert also lists the tokens that chose it but hold no slot:
@@ -35,13 +36,21 @@ std::string MaskTree(const std::string& name, const Array& mask, int64_t batch =
 //   ├── k=0 → expert 2, weight 0.5312
 //   └── k=1 → expert 0, weight 0.4688
 //
-// With `dense_weights` (dense_matmul's dropless `weights` [B, S, E], numeric), each choice
-// shows the weight that tensor holds at its expert: what the weight-sum really multiplies
-// by (llama4's weights of one, not its top-k logits).
-//
-// REQUIRES both numeric, rank 3, the same shape. Throws Error otherwise. Ends with a newline.
+// What else the tree reads beside the top-k arrays.
+struct RoutingTreeValues {
+  // dense_matmul's dropless `weights` [B, S, E]: each choice shows the weight that tensor
+  // holds at its expert, what the weight-sum really multiplies by.
+  const Array* dense_weights = nullptr;
+  // Llama 4's `router_scores` [B, S, K] = sigmoid(top-k logit): the top-k "weights" are raw
+  // logits there, the score scales the token's input and the combine weight is 1, so each
+  // choice shows both and no sum.
+  const Array* router_scores = nullptr;
+};
+
+// REQUIRES both numeric, rank 3, the same shape (and the values' shapes as above). Throws
+// Error otherwise. Ends with a newline.
 std::string RoutingTree(const Array& top_k_indices, const Array& top_k_weights, int64_t batch = 0,
-                        const Array* dense_weights = nullptr);
+                        const RoutingTreeValues& values = {});
 
 // DeepSeek's group-limited routing of one batch row as a tree Token → routing group: each
 // group's score (the sum of its two best expert scores), whether the token keeps it

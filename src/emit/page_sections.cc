@@ -34,12 +34,43 @@ MarkdownExample RoutingSection(const Captures& captures, bool as_weights) {
             "the `weights` [B,S,E] that `reshape_and_update_weights` scatters the top-k "
             "weights into: each token's K weights at its chosen experts, 0 elsewhere, the "
             "factors the expert outputs are summed with.",
-            RoutingTree(indices, weights, 0, &Captured(captures, "weights"))};
-  return {"Tree: top_k_indices, top_k_weights",
-          "Batch row 0 of this run as a tree Token → choice → expert: the top-k indices and "
-          "weights read together (permute sorts the (token, choice) rows by these experts; "
-          "unpermute sums the outputs with these weights).",
-          RoutingTree(indices, weights, 0)};
+            RoutingTree(indices, weights, 0, {.dense_weights = &Captured(captures, "weights")})};
+  const std::string heading = "Tree: top_k_indices, top_k_weights";
+  const std::string lead =
+      "Batch row 0 of this run as a tree Token → choice → expert, the top-k indices and "
+      "weights read together. ";
+  // What reads these choices differs by path; the captures say which path ran.
+  if (const auto scores = captures.find("router_scores"); scores != captures.end())
+    return {heading,
+            lead +
+                "Llama 4 keeps the raw top-1 logit as the \"weight\": each token's input is "
+                "multiplied by its router score `sigmoid(logit)` before the experts run "
+                "(moe.py:654-658 sparse, 1697-1699 dense), and the expert outputs are combined "
+                "with weight 1.",
+            RoutingTree(indices, weights, 0, {.router_scores = &scores->second})};
+  std::string use;
+  if (captures.count("sorted_experts per device"))
+    use = "`permute` sorts the (token, choice) rows by these experts; `unpermute` sums the "
+          "expert outputs with these weights.";
+  else if (captures.count("dispatch_mask subgroups"))
+    use = "In inference the masks do not use these weights: `generate_masks_subgroup` takes "
+          "the softmax over all experts (moe.py:1748-1749), so the combine_mask weights below "
+          "are those probabilities, not these top-k weights; only the experts chosen here "
+          "come from top-k.";
+  else if (captures.count("dispatch_mask"))
+    use = "`reshape_and_update_weights` scatters them into `weights` [B,S,E], which "
+          "`generate_masks` takes as its `softmax_probs` (moe.py:1725-1726): each choice gets "
+          "a slot of its expert in token order, and its weight becomes that slot's "
+          "combine_mask entry.";
+  else
+    use = "`reshape_and_update_weights` scatters them into `weights` [B,S,E] for the "
+          "weighted sum of the expert outputs.";
+  if (captures.count("pre_bias_logits"))
+    use += " With a routing bias (DeepSeek) the experts are chosen by the biased scores, but "
+           "each weight is the unbiased score at its expert (moe.py:620), normalized when "
+           "`routed_score_func` is sigmoid and scaled by `routed_scaling_factor` (558-564): "
+           "the weights need not decrease with k.";
+  return {heading, lead + use, RoutingTree(indices, weights, 0)};
 }
 
 MarkdownExample GroupSection(const Captures& captures) {
@@ -62,6 +93,25 @@ std::vector<MarkdownExample> MaskSections(const Trace& trace, const Captures& ca
                            note.empty() ? "" : " (" + note + ")");
     }
   const Array& indices = Captured(captures, "top_k_indices");
+  // Inference holds the masks per context subgroup, [B,N,S,E,C] (generate_masks_subgroup).
+  const bool grouped = captures.count("dispatch_mask subgroups") > 0;
+  const std::string suffix = grouped ? " subgroups" : "";
+  if (grouped)
+    return {{"Tree: dispatch_mask",
+             "Batch row 0 of this run, as a tree subgroup → Expert → slot → tokens: "
+             "`generate_masks_subgroup` splits each sequence into N context subgroups and gives "
+             "every expert `C` slots in each (moe.py:1472-1555); the dispatch einsum "
+             "`BNSM,BNSEC->EBNCM` (moe.py:1806) contracts the tokens `S` of a subgroup, so "
+             "they are the leaves. A choice that finds its expert's slots in its subgroup full "
+             "is dropped." +
+                 facts,
+             MaskTree("dispatch_mask", Captured(captures, "dispatch_mask" + suffix), 0, &indices)},
+            {"Tree: combine_mask",
+             "The same slots with the weights the combine einsum `EBNCM,BNSEC->BNSM` "
+             "(moe.py:1892) applies: in inference they are the softmax probabilities over all "
+             "experts (moe.py:1748-1749), not the top-k weights of the routing tree, so a "
+             "token's weights need not sum to 1.",
+             MaskTree("combine_mask", Captured(captures, "combine_mask" + suffix), 0, &indices)}};
   return {{"Tree: dispatch_mask",
            "Batch row 0 of this run, as a tree Expert → slot → tokens: the dispatch einsum "
            "`BSM,BSEC->EBCM` contracts the tokens `S`, so they are the leaves; a slot holds at "
@@ -259,6 +309,17 @@ std::vector<MarkdownExample> SendMatrixSections(const Trace& trace, const Device
       text += fmt::format("  (devices {}-{} not shown)\n", shown_senders, senders - 1);
   }
   if (text.empty()) return {};
+  // With the batch replicated over `expert` (decode) no rows go ahead of the experts: the
+  // only exchange is the return one.
+  if (!trace.FindFact(FactKind::kRowsSent, "x"))
+    return {{"Ragged all-to-all send sizes",
+             "Rows each device sends to each expert-parallel peer in the one `ragged_all_to_all` "
+             "of this path, after its local experts ran (`intermediate_output`). With the batch "
+             "not sharded by expert every device holds every token, so "
+             "`get_all_to_all_params` repeats a device's own row count for every peer "
+             "(moe.py:845-848): each row of the matrix is constant, a broadcast of that device's "
+             "expert outputs, which every peer places at the device's offset.",
+             text}};
   return {{"Ragged all-to-all send sizes",
            "Rows each device sends to each expert-parallel peer in the forward all-to-all "
            "(`x`, the routed token rows) and back (`intermediate_output`, the expert outputs): "

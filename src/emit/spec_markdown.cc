@@ -466,6 +466,7 @@ std::string RenderVisualization(const VisualizationDoc& doc, const Trace& trace)
   view.set("command", doc.command);
   view.set("block", trace.block);
   view.set("path", trace.path);
+  view.set("reference_path", trace.reference_path);
   view.set("mesh", trace.mesh);
   view.set("devices", std::to_string(trace.num_devices));
   view.set("mode", trace.numeric ? "numeric: real values on every simulated device"

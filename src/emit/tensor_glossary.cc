@@ -171,6 +171,20 @@ std::string_view TensorMeaning(std::string_view name) {
 std::string MoeLineRef(std::string_view scope) {
   const size_t slash = scope.rfind('/');
   const std::string_view last = slash == std::string_view::npos ? scope : scope.substr(slash + 1);
+  const auto has_segment = [&](std::string_view segment) {
+    for (size_t from = 0; from <= scope.size();) {
+      const size_t end = std::min(scope.find('/', from), scope.size());
+      if (scope.substr(from, end - from) == segment) return true;
+      from = end + 1;
+    }
+    return false;
+  };
+  // The shared experts are linears.MlpBlock: moe.py only builds (2153) and calls (2180) it,
+  // and its wi_0/wi_1/wo are linears.py's, not dense_matmul's scopes of the same names.
+  if (last == "shared_experts") return "moe.py:2180 (calls linears.MlpBlock)";
+  if (has_segment("shared_experts") || has_segment("MlpBlock")) return "";
+  if ((last == "wi_0" || last == "wi_1" || last == "wo") && !has_segment("dense_matmul"))
+    return "";
   if (last == "weight_sum")
     return scope.find("unpermute") != std::string_view::npos ? "moe.py:706" : "moe.py:1945";
   for (const auto& [name, line] : kLines)

@@ -19,6 +19,8 @@ Value ReshapeAndUpdateWeights(const MoeContext& ctx, const Value& weights, const
   Tracer& t = ctx.t;
   const auto scope = t.Scope("reshape_and_update_weights");
   const int64_t b = weights.dim(0), s = weights.dim(1), e = ctx.setup.num_experts;
+  // moe.py:1451 allocates the [B,S,E] zeros first, then the index helpers (1452-1456).
+  const Value zeros = tr::Zeros(t, {b, s, e}, ctx.dtype(), {"update_weights", "BSE"});
   // The index helpers are constrained too; MaxText's dump names them by the caller's variable.
   Value batch_index = tr::Constant(t, Reshape(Arange(b), {b, 1, 1}), {"index_batch", "B11"});
   batch_index = t.ShardWithLogical(batch_index, "index_batch", "B11",
@@ -26,7 +28,6 @@ Value ReshapeAndUpdateWeights(const MoeContext& ctx, const Value& weights, const
   Value seq_index = tr::Constant(t, Reshape(Arange(s), {s, 1}), {"index_length", "S1"});
   seq_index = t.ShardWithLogical(seq_index, "index_length", "S1",
                                  LogicalNames({"activation_length", nullptr}), "");
-  const Value zeros = tr::Zeros(t, {b, s, e}, ctx.dtype(), {"update_weights", "BSE"});
   return t.Apply({OpKind::kScatterSet,
                   "",
                   {{"index", "(arange(B)[:,None,None], arange(S)[:,None], top_k_indices)"}}},
@@ -74,6 +75,7 @@ DenseRouting Route(const MoeContext& ctx, const Value& inputs, const Value& gate
     const Value f32 = tr::Cast(t, r.top.weights, DType::kFloat32, {"top_k_weights", "BSK"});
     const Value sig = tr::Activation(t, "sigmoid", f32, {"router_scores", "BSK"});
     const Value scores = tr::Cast(t, sig, s.dtype, {"router_scores", "BSK"});
+    ctx.Capture("router_scores", scores.array());
     r.inputs = tr::Binary(t, OpKind::kMul, r.inputs, scores, {"inputs", "BSM"});
   } else {
     r.weights = ReshapeAndUpdateWeights(ctx, r.top.weights, r.top.indices);
@@ -162,6 +164,11 @@ DroppingLayout ConstrainedMasks(const MoeContext& ctx, DenseRouting& r, const Va
   };
   ctx.Capture("dispatch_mask", as_bsec(l.dispatch_mask.array()));
   ctx.Capture("combine_mask", as_bsec(l.combine_mask.array()));
+  if (l.dispatch_mask.shape().size() == 5) {
+    // The page's trees draw the subgroups as the inference path holds them.
+    ctx.Capture("dispatch_mask subgroups", l.dispatch_mask.array());
+    ctx.Capture("combine_mask subgroups", l.combine_mask.array());
+  }
   t.trace().dispatch_mask = l.dispatch_mask.tensor;
   t.trace().combine_mask = l.combine_mask.tensor;
   if (ctx.settings().revision.semantics == MoeSemantics::kRelease)

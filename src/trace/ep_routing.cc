@@ -118,8 +118,9 @@ Value ReturnFromExperts(const MoeContext& ctx, const Value& expert_output, const
   Tracer& t = ctx.t;
   const MoeSetup& s = ctx.setup;
   const Value output_shape =
-      tr::Zeros(t, {original_rows, s.emb / s.tp}, expert_output.dtype(), {"output_shape", "RM"});
+      tr::Empty(t, {original_rows, s.emb / s.tp}, expert_output.dtype(), {"output_shape", "RM"});
   if (s.batch_sharded_by_ep) {
+    const auto cond = t.Condition("batch sharded by expert");
     const Value inverse = tr::Argsort(t, *ep.local_sorted_indices, {"unsort_indices", "U"});
     const Value local_output = tr::Take(t, expert_output, inverse, 0, {"local_output", "UM"});
     const Value transposed = t.Apply({OpKind::kTranspose, "", {}}, {&*ep.all_shards_group_sizes},
@@ -134,6 +135,7 @@ Value ReturnFromExperts(const MoeContext& ctx, const Value& expert_output, const
     ctx.CapturePerDevice("intermediate_output row sources per device", sources);
     return out;
   }
+  const auto cond = t.Condition("batch replicated (global batch 1)");
   const AllToAllParams p =
       GetAllToAllParams(ctx, *ep.reshaped_group_sizes, ep.expert_shard_id, s.ep, false);
   std::vector<Array> sources;

@@ -179,8 +179,11 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
     const MaxTextRevision& revision = setup.settings.revision;
     if (revision.semantics != MoeSemantics::kSeed)
       t.Note(fmt::format("semantics: moe.py of MaxText {} ({})", revision.name, revision.why));
-    for (const std::string& r : setup.path_reasons) t.Note("path: " + r);
-    for (const std::string& n : setup.notes) t.Note(n);
+    t.trace().reference_path = masked_loop;
+    if (!masked_loop) {
+      for (const std::string& r : setup.path_reasons) t.Note("path: " + r);
+      for (const std::string& n : setup.notes) t.Note(n);
+    }
     const auto scope = t.Scope(shared ? "RoutedAndSharedMoE" : "");
     const Value inputs = t.Input({"inputs", "BSM"}, params.inputs);
     PathOutput routed = RoutedMoE(ctx, inputs, params, shared, masked_loop);

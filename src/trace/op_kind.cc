@@ -12,6 +12,8 @@ std::string ToString(OpKind kind) {
       return "constant";
     case OpKind::kZeros:
       return "zeros";
+    case OpKind::kEmpty:
+      return "empty";
     case OpKind::kOnesLike:
       return "ones_like";
     case OpKind::kRandomRandint:

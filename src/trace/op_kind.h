@@ -16,7 +16,8 @@ enum class OpKind {
   kInput,     // an activation fed to the block
   kParam,     // a kernel or bias (nnx.Param)
   kConstant,  // a constant the code creates (jnp.arange, a literal)
-  kZeros,     // jnp.zeros / jax.lax.empty
+  kZeros,     // jnp.zeros
+  kEmpty,     // jax.lax.empty: uninitialized in JAX (the simulator fills zeros)
   kOnesLike,
   kRandomRandint,  // jax.random.randint (use_random_routing)
   // Layout.

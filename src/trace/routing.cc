@@ -135,6 +135,7 @@ TopKOutput GetTopK(const MoeContext& ctx, const Value& gate_logits,
     const auto cond = t.Condition("decoder_block == deepseek");
     const auto sc = t.Scope("deepseek_scale_weights");
     if (ctx.settings().routed_score_func == "sigmoid") {
+      const auto cond = t.Condition("routed_score_func == sigmoid");
       const Value sum = tr::Sum(t, *weights, -1, true, {"weights_sum", "BS1"});
       weights = tr::Binary(t, OpKind::kDiv, *weights, sum, {"top_k_weights", "BSK"});
     }

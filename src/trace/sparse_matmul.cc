@@ -69,7 +69,7 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
         const AllToAllParams& p = *route.forward;
         const int64_t buffer = route.allocated_rows;
         const Value output_shape =
-            tr::Zeros(t, {buffer, x.dim(1)}, x.dtype(), {"output_shape", "UM"});
+            tr::Empty(t, {buffer, x.dim(1)}, x.dtype(), {"output_shape", "UM"});
         std::vector<Array> sources;
         x = t.RaggedAllToAll(x, output_shape, p.input_offsets, p.send_sizes, p.output_offsets,
                              p.recv_sizes, ep_axes, {"x", "UM"}, &sources);

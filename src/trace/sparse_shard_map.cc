@@ -5,6 +5,8 @@
 #include <algorithm>
 
 #include "config/moe_settings.h"
+#include "numeric/activations.h"
+#include "numeric/elementwise.h"
 #include "numeric/index_ops.h"
 #include "numeric/shape_ops.h"
 #include "shard/mesh.h"
@@ -230,7 +232,12 @@ PathOutput ExitSparseShardMap(const MoeContext& ctx, const RoutedShardings& shar
   // Routing captured as global arrays for golden checks.
   ctx.Capture("top_k_indices", t.Assemble(routing.top_k_indices, routed_batch_spec));
   t.trace().top_k_indices = routing.top_k_indices.tensor;
-  ctx.Capture("top_k_weights", t.Assemble(routing.weights, routed_batch_spec));
+  const Array weights = t.Assemble(routing.weights, routed_batch_spec);
+  ctx.Capture("top_k_weights", weights);
+  // Llama 4's top-k "weights" are logits; permute scales each input by their sigmoid in
+  // float32 (ScaleByRouterScores), which the routing tree shows beside them.
+  if (ctx.setup.decoder_block == "llama4" && weights.numeric())
+    ctx.Capture("router_scores", Sigmoid(Cast(weights, DType::kFloat32)));
   // A replicated batch (decode) leaves every device the whole output: the invariants check
   // that the copies agree (small: the batch is one sequence).
   if (!ctx.setup.batch_sharded_by_ep) ctx.CapturePerDevice("output per device", output.shards);

@@ -58,6 +58,7 @@ Rule ClassifyKind(const OpRecord& op, const Trace& trace) {
       return Rule::kArgument;
     case OpKind::kConstant:
     case OpKind::kZeros:
+    case OpKind::kEmpty:
     case OpKind::kRandomRandint:
       return Rule::kSource;
     case OpKind::kShardingConstraint:

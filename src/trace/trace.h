@@ -140,6 +140,9 @@ struct Trace {
   std::vector<Fact> facts;
   std::vector<DumpEntry> dump;
   std::vector<std::string> notes;  // path selection reasons, kernel choice, ...
+  // shardtrace's masked-loop reference (`--path masked_loop`): no branch of moe.py selects
+  // it, so the trace has no path reasons and the pages say how it is selected instead.
+  bool reference_path = false;
   std::optional<MemoryEstimate>
       memory;  // per device; set by the SPMD analysis (trace/spmd_analysis.h)
 

@@ -98,13 +98,24 @@ Value CheckpointName(Tracer& t, const Value& x, const std::string& name) {
                  [](const Args& a) { return *a[0]; });
 }
 
-Value Zeros(Tracer& t, const Shape& shape, DType dtype, const Out& out) {
+namespace {
+
+Value Allocate(Tracer& t, OpKind kind, const Shape& shape, DType dtype, const Out& out) {
   Shape recorded = shape;
   if (!recorded.empty()) recorded[0] = t.RecordedRows(out.dims, recorded[0]);
-  return t.Apply(
-      {OpKind::kZeros, "", {{"shape", ShapeToString(recorded)}}}, {}, out, [&](const Args&) {
-        return t.numeric() ? Array::Filled(shape, dtype, 0.0f) : Array::Symbolic(shape, dtype);
-      });
+  return t.Apply({kind, "", {{"shape", ShapeToString(recorded)}}}, {}, out, [&](const Args&) {
+    return t.numeric() ? Array::Filled(shape, dtype, 0.0f) : Array::Symbolic(shape, dtype);
+  });
+}
+
+}  // namespace
+
+Value Zeros(Tracer& t, const Shape& shape, DType dtype, const Out& out) {
+  return Allocate(t, OpKind::kZeros, shape, dtype, out);
+}
+
+Value Empty(Tracer& t, const Shape& shape, DType dtype, const Out& out) {
+  return Allocate(t, OpKind::kEmpty, shape, dtype, out);
 }
 
 Value Sum(Tracer& t, const Value& x, int64_t axis, bool keepdims, const Out& out) {

@@ -31,8 +31,11 @@ Value Binary(Tracer& t, OpKind kind, const Value& a, const Value& b, const Out& 
 Value Constant(Tracer& t, const Array& value, const Out& out);
 // adc.checkpoint_name(x, name): the remat tag MaxText puts on an activation (identity).
 Value CheckpointName(Tracer& t, const Value& x, const std::string& name);
-// jnp.zeros / jax.lax.empty: allocated only in numeric mode.
+// jnp.zeros: allocated only in numeric mode.
 Value Zeros(Tracer& t, const Shape& shape, DType dtype, const Out& out);
+// jax.lax.empty (the ragged all-to-all buffers): JAX leaves the rows no exchange writes
+// unspecified; the simulator fills zeros, so such rows read as 0 in numeric runs.
+Value Empty(Tracer& t, const Shape& shape, DType dtype, const Out& out);
 Value Sum(Tracer& t, const Value& x, int64_t axis, bool keepdims, const Out& out);
 Value Mean(Tracer& t, const Value& x, int64_t axis, const Out& out);
 Value Cumsum(Tracer& t, const Value& x, int64_t axis, const Out& out);
