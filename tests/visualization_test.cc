@@ -316,7 +316,23 @@ TEST_CASE("mask tree shows expert -> slot -> tokens", "[viz]") {
         std::string::npos);
 
   CHECK_THROWS_WITH(MaskTree("m", Array::Filled({2, 3}, DType::kBool, 0)),
-                    Catch::Contains("expected a [B,S,E,C] mask"));
+                    Catch::Contains("expected a [B,S,E,C] or [B,N,S,E,C] mask"));
+  // Inference's [B,N,S,E,C]: each context subgroup has its own slots, tokens numbered in the
+  // whole sequence. Two subgroups of two tokens, one expert, one slot: T1 and T2 hold them.
+  const Array grouped = Array::FromData({1, 2, 2, 1, 1}, DType::kBool, {0, 1, 1, 0});
+  CHECK(MaskTree("dispatch_mask", grouped) ==
+        "dispatch_mask[b=0] as subgroup n → E → C → S (of [B=1,N=2,S=2,E=1,C=1]; token T = "
+        "n*S+s):\n"
+        "\n"
+        "Subgroup n=0 (tokens T0-T1, with C=1 slots per expert of its own):\n"
+        "\n"
+        "Expert 0:\n"
+        "└── slot 0: [T0=0, T1=1] → contains T1\n"
+        "\n"
+        "Subgroup n=1 (tokens T2-T3, with C=1 slots per expert of its own):\n"
+        "\n"
+        "Expert 0:\n"
+        "└── slot 0: [T2=1, T3=0] → contains T2\n");
   CHECK_THROWS_WITH(MaskTree("m", dispatch, 2), Catch::Contains("batch 2 is outside [0, 2)"));
 }
 

@@ -197,7 +197,8 @@ std::vector<VisualizationPage> VisualizationPages() {
        .devices = 4,
        .trees = {"top_k_indices", "top_k_weights", "sorted_inputs", "x", "intermediate_output"}},
       {.file = "moe_routing_variants.md",
-       .title = "Routing variants: DeepSeek group-limited top-k, Llama 4, Gemma 4 with norm_topk_prob",
+       .title =
+           "Routing variants: DeepSeek group-limited top-k, Llama 4, Gemma 4 with norm_topk_prob",
        .summary =
            "How `get_topk` turns gate logits into each token's experts and weights, on three "
            "real configs. Main trace: DeepSeek-V3 routing (`deepseek3-tiny` with 4 routing "
@@ -356,9 +357,8 @@ RenderedPage RenderPage(const VisualizationPage& v) {
     const auto scores = other.captures.find("router_scores");
     if (more.routing_tree && indices != other.captures.end() && weights != other.captures.end())
       text += "\n" + RoutingTree(indices->second, weights->second, 0,
-                                 {.router_scores = scores == other.captures.end()
-                                                       ? nullptr
-                                                       : &scores->second});
+                                 {.router_scores =
+                                      scores == other.captures.end() ? nullptr : &scores->second});
     // A routing section's own properties, listed as that run's (Llama 4's weights are raw
     // logits, which the page trace's non-negative weights do not cover).
     if (more.routing_tree)

@@ -16,8 +16,8 @@ namespace shardtrace {
 enum class PageSource {
   kSeedMoe,      // src/MaxText/layers/moe.py at MaxText 313890777
   kSeedLinears,  // src/MaxText/layers/linears.py (MlpBlock) at MaxText 313890777
-  kPr3981,   // MaxText PR 3981's refactored pipeline, as proposed (not in moe.py 313890777)
-  kJaxPort,  // the masked-loop sparse MoE port (a PyTorch-to-JAX sparse-MoE port)
+  kPr3981,       // MaxText PR 3981's refactored pipeline, as proposed (not in moe.py 313890777)
+  kJaxPort,      // the masked-loop sparse MoE port (a PyTorch-to-JAX sparse-MoE port)
 };
 
 // A second trace shown on a page (the routing variants beside the main one): its routing

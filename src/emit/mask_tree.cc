@@ -43,17 +43,18 @@ std::string MaskTree(const std::string& name, const Array& mask, int64_t batch,
   const auto at = [&](int64_t s, int64_t e, int64_t c) {
     return v[((batch * s_size + s) * e_size + e) * c_size + c];
   };
-  std::string out =
-      grouped ? fmt::format(
-                    "{}[b={}] as subgroup N → E → C → S (of [B={},N={},S={},E={},C={}]; T = the "
-                    "token's position in the whole sequence, n*S+s):\n",
-                    name, batch, b_size, n_size, sub, e_size, c_size)
-              : fmt::format("{}[b={}] as E → C → S (of [B={},S={},E={},C={}]):\n", name, batch,
-                            b_size, s_size, e_size, c_size);
+  std::string out = grouped
+                        ? fmt::format(
+                              "{}[b={}] as subgroup n → E → C → S (of [B={},N={},S={},E={},C={}]; "
+                              "token T = n*S+s):\n",
+                              name, batch, b_size, n_size, sub, e_size, c_size)
+                        : fmt::format("{}[b={}] as E → C → S (of [B={},S={},E={},C={}]):\n", name,
+                                      batch, b_size, s_size, e_size, c_size);
   for (int64_t n = 0; n < n_size; ++n) {
     if (grouped)
-      out += fmt::format("\nSubgroup n={} (tokens T{}-T{}, its own {} slots per expert):\n", n,
-                         n * sub, (n + 1) * sub - 1, c_size);
+      out +=
+          fmt::format("\nSubgroup n={} (tokens T{}-T{}, with C={} slots per expert of its own):\n",
+                      n, n * sub, (n + 1) * sub - 1, c_size);
     for (int64_t e = 0; e < e_size; ++e) {
       out += fmt::format("\nExpert {}:\n", e);
       for (int64_t c = 0; c < c_size; ++c) {
@@ -140,12 +141,11 @@ std::string RoutingTree(const Array& top_k_indices, const Array& top_k_weights, 
                           ? dense_weights->values()[(batch * s_size + s) * e_size + expert]
                           : top_k_weights.values()[at];
       sum += w;
-      const std::string value =
-          scores ? fmt::format("logit {}, router score {}", Value(w, true),
-                               Value(scores->values()[at], true))
-                 : fmt::format("weight {}", Value(w, true));
-      lines += fmt::format("{} k={} → expert {}, {}\n", k + 1 == k_size ? "└──" : "├──", k,
-                           expert, value);
+      const std::string value = scores ? fmt::format("logit {}, router score {}", Value(w, true),
+                                                     Value(scores->values()[at], true))
+                                       : fmt::format("weight {}", Value(w, true));
+      lines += fmt::format("{} k={} → expert {}, {}\n", k + 1 == k_size ? "└──" : "├──", k, expert,
+                           value);
     }
     out += scores ? fmt::format("\nT{} (its input × router score; combine weight 1)\n{}", s, lines)
                   : fmt::format("\nT{} (sum of weights {:.4g})\n{}", s, sum, lines);

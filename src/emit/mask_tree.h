@@ -1,7 +1,8 @@
 // The tree view of a [B, S, E, C] routing mask (dense_matmul's dispatch_mask and
-// combine_mask; in inference [B, N, S, E, C], one level more per context subgroup) that the visualization conventions ask for: a 4-D tensor is unreadable as
-// nested lists, so one batch row is fixed and the rest is shown as Expert -> slot -> tokens,
-// the hierarchy the dispatch einsum (BSM,BSEC->EBCM: contracts S) consumes it in:
+// combine_mask; in inference [B, N, S, E, C], one level more per context subgroup) that the
+// visualization conventions ask for: a 4-D tensor is unreadable as nested lists, so one batch row
+// is fixed and the rest is shown as Expert -> slot -> tokens, the hierarchy the dispatch einsum
+// (BSM,BSEC->EBCM: contracts S) consumes it in:
 //
 //   Expert 1:
 //   ├── slot 0: [T0=1, T1=0, T2=0, T3=0] → contains T0

@@ -50,26 +50,31 @@ MarkdownExample RoutingSection(const Captures& captures, bool as_weights) {
             RoutingTree(indices, weights, 0, {.router_scores = &scores->second})};
   std::string use;
   if (captures.count("sorted_experts per device"))
-    use = "`permute` sorts the (token, choice) rows by these experts; `unpermute` sums the "
-          "expert outputs with these weights.";
+    use =
+        "`permute` sorts the (token, choice) rows by these experts; `unpermute` sums the "
+        "expert outputs with these weights.";
   else if (captures.count("dispatch_mask subgroups"))
-    use = "In inference the masks do not use these weights: `generate_masks_subgroup` takes "
-          "the softmax over all experts (moe.py:1748-1749), so the combine_mask weights below "
-          "are those probabilities, not these top-k weights; only the experts chosen here "
-          "come from top-k.";
+    use =
+        "In inference the masks do not use these weights: `generate_masks_subgroup` takes "
+        "the softmax over all experts (moe.py:1748-1749), so the combine_mask weights below "
+        "are those probabilities, not these top-k weights; only the experts chosen here "
+        "come from top-k.";
   else if (captures.count("dispatch_mask"))
-    use = "`reshape_and_update_weights` scatters them into `weights` [B,S,E], which "
-          "`generate_masks` takes as its `softmax_probs` (moe.py:1725-1726): each choice gets "
-          "a slot of its expert in token order, and its weight becomes that slot's "
-          "combine_mask entry.";
+    use =
+        "`reshape_and_update_weights` scatters them into `weights` [B,S,E], which "
+        "`generate_masks` takes as its `softmax_probs` (moe.py:1725-1726): each choice gets "
+        "a slot of its expert in token order, and its weight becomes that slot's "
+        "combine_mask entry.";
   else
-    use = "`reshape_and_update_weights` scatters them into `weights` [B,S,E] for the "
-          "weighted sum of the expert outputs.";
+    use =
+        "`reshape_and_update_weights` scatters them into `weights` [B,S,E] for the "
+        "weighted sum of the expert outputs.";
   if (captures.count("pre_bias_logits"))
-    use += " With a routing bias (DeepSeek) the experts are chosen by the biased scores, but "
-           "each weight is the unbiased score at its expert (moe.py:620), normalized when "
-           "`routed_score_func` is sigmoid and scaled by `routed_scaling_factor` (558-564): "
-           "the weights need not decrease with k.";
+    use +=
+        " With a routing bias (DeepSeek) the experts are chosen by the biased scores, but "
+        "each weight is the unbiased score at its expert (moe.py:620), normalized when "
+        "`routed_score_func` is sigmoid and scaled by `routed_scaling_factor` (558-564): "
+        "the weights need not decrease with k.";
   return {heading, lead + use, RoutingTree(indices, weights, 0)};
 }
 

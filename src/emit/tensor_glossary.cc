@@ -183,8 +183,7 @@ std::string MoeLineRef(std::string_view scope) {
   // and its wi_0/wi_1/wo are linears.py's, not dense_matmul's scopes of the same names.
   if (last == "shared_experts") return "moe.py:2180 (calls linears.MlpBlock)";
   if (has_segment("shared_experts") || has_segment("MlpBlock")) return "";
-  if ((last == "wi_0" || last == "wi_1" || last == "wo") && !has_segment("dense_matmul"))
-    return "";
+  if ((last == "wi_0" || last == "wi_1" || last == "wo") && !has_segment("dense_matmul")) return "";
   if (last == "weight_sum")
     return scope.find("unpermute") != std::string_view::npos ? "moe.py:706" : "moe.py:1945";
   for (const auto& [name, line] : kLines)
