@@ -180,7 +180,8 @@ std::vector<VisualizationPage> VisualizationPages() {
        .trees = {"top_k_indices", "top_k_weights", "sorted_inputs"},
        // Both fsdp switches leave 'exp' unsharded in the shard_map specs, and the ring needs
        // expert parallelism: only the EP-on column applies.
-       .variant_keys = {}},
+       .variant_keys = {},
+       .reference_overrides = {"use_ring_of_experts=false"}},
       {.file = "moe_shared_experts.md",
        .title = "RoutedAndSharedMoE: routed experts plus shared experts (deepseek3-tiny)",
        .summary =
@@ -270,7 +271,8 @@ std::vector<VisualizationPage> VisualizationPages() {
        .args = With(dims, {"num_experts=4", "ici_expert_parallelism=2"}),
        .devices = 4,
        .path = "masked_loop",
-       .source = PageSource::kJaxPort},
+       .source = PageSource::kJaxPort,
+       .reference_overrides = {"sparse_matmul=false", "capacity_factor=-1"}},
   };
 }
 #pragma GCC diagnostic pop
@@ -376,14 +378,15 @@ RenderedPage RenderPage(const VisualizationPage& v) {
                                    .masked_loop = v.path == "masked_loop",
                                    .keys = v.variant_keys},
                                   run.trace);
-  // The masked loop's claim is checked against dense_matmul dropless on the same seed.
-  std::optional<BlockRun> dropless;
+  // The page's claim that its output equals another path's, checked on the same seed.
+  std::optional<BlockRun> other;
   std::optional<ReferenceRun> reference;
-  if (v.path == "masked_loop") {
-    dropless = Run(WithOverrides(v.args, {"sparse_matmul=false", "capacity_factor=-1"}), v.devices,
-                   v.block, "", /*numeric=*/true);
-    reference = ReferenceRun{"dense_matmul dropless (`sparse_matmul=false capacity_factor=-1`)",
-                             &dropless->captures};
+  if (!v.reference_overrides.empty()) {
+    other = Run(WithOverrides(v.args, v.reference_overrides), v.devices, v.block, "",
+                /*numeric=*/true);
+    reference = ReferenceRun{
+        fmt::format("{} (`{}`)", other->trace.path, fmt::join(v.reference_overrides, " ")),
+        &other->captures};
   }
   doc.invariants = TraceInvariants(run.trace, &run.captures, reference ? &*reference : nullptr);
   for (Invariant& inv : section_invariants) doc.invariants.push_back(std::move(inv));

@@ -54,6 +54,10 @@ struct VisualizationPage {
   // The boolean switches the variant table turns on one at a time (beside EP on/off).
   std::vector<std::string> variant_keys = {"shard_exp_on_fsdp", "use_2d_fsdp_sharding"};
   std::vector<PageRun> more_runs;
+  // Overrides of `args` for a second run on the same seed whose output the page's must
+  // equal, checked as an invariant (the masked loop against dense dropless, the ring against
+  // the all-to-all path); empty for none.
+  std::vector<std::string> reference_overrides;
 };
 
 // The pages, in index order.

@@ -93,6 +93,8 @@ std::string ToString(InvariantKind kind) {
       return "ring_mask_keeps_local_experts";
     case InvariantKind::kRingGroupSizesCoverGroup:
       return "ring_group_sizes_cover_group";
+    case InvariantKind::kRingMatchesAllToAll:
+      return "ring_matches_all_to_all";
     case InvariantKind::kScaledWeightSum:
       return "scaled_weight_sum";
     case InvariantKind::kBiasedSelection:
@@ -1205,7 +1207,46 @@ void SharedInvariants(const Trace& trace, const Captures* captures, Builder& b) 
 }
 
 // ---------------------------------------------------------------------------------------
-// The masked-loop reference: the same output as dense_matmul dropless.
+// Paths that must give another path's output: the masked loop (dense dropless) and the ring
+// (the all-to-all path), compared with a run of that path on the same seed.
+
+// `rounded_partials`: the path sums per-device partial outputs already rounded to a 16-bit
+// dtype (the ring's psum_scatter), so it may differ from a single rounding by an ulp or two.
+void MatchesReference(const Captures* captures, const ReferenceRun* reference, InvariantKind kind,
+                      const std::string& source, const std::string& other,
+                      const std::string& reason, bool rounded_partials, Builder& b) {
+  const Array* out = Captured(captures, "output");
+  const bool narrow = out && (out->dtype == DType::kBfloat16 || out->dtype == DType::kFloat16);
+  const bool ulps = rounded_partials && narrow;
+  const std::string bound =
+      ulps ? fmt::format("2^-7 x max|output| ({} partial sums)", ToString(out->dtype))
+           : std::string("1e-05");
+  const std::string statement =
+      fmt::format("max |output - {} output| <= {} on the same inputs and weights", other, bound);
+  const Array* theirs = reference ? Captured(reference->captures, "output") : nullptr;
+  if (!out || !theirs) {
+    b.Unchecked(kind, source, statement, reason, fmt::format("no {} run to compare with", other));
+    return;
+  }
+  // The same seed gives the same inputs and weights only for the same dims: the gate logits
+  // agree exactly when they do.
+  const Array* logits = Captured(captures, "gate_logits");
+  const Array* their_logits = Captured(reference->captures, "gate_logits");
+  const bool same_inputs = logits && their_logits && logits->values() == their_logits->values();
+  const bool comparable = out->shape == theirs->shape;
+  double worst = 0, largest = 0;
+  if (comparable)
+    for (int64_t i = 0; i < out->size(); ++i) {
+      worst =
+          std::max(worst, static_cast<double>(std::abs(out->values()[i] - theirs->values()[i])));
+      largest = std::max(largest, static_cast<double>(std::abs(theirs->values()[i])));
+    }
+  const double tolerance = ulps ? std::ldexp(largest, -7) : 1e-5;
+  b.Checked(kind, source, statement, reason, same_inputs && comparable && worst <= tolerance,
+            fmt::format("max |difference| {} over {} elements (tolerance {}) against {}{}",
+                        Number(worst), out->size(), Number(tolerance), reference->label,
+                        same_inputs ? "" : " (gate_logits differ: not the same inputs)"));
+}
 
 void MaskedLoopInvariants(const Trace& trace, const Captures* captures,
                           const ReferenceRun* reference, Builder& b) {
@@ -1215,35 +1256,23 @@ void MaskedLoopInvariants(const Trace& trace, const Captures* captures,
                t.scope.find("/masked_loop/") != std::string::npos;
       });
   if (!loop) return;
-  constexpr double kTolerance = 1e-5;
-  const std::string statement = fmt::format(
-      "max |output - dense_matmul dropless output| <= {} on the same inputs and weights",
-      kTolerance);
-  const std::string reason =
-      "the loop weights every expert's output by its routing weight masked to the chosen "
-      "experts: the dropless weight-sum, one expert at a time";
-  const Array* out = Captured(captures, "output");
-  const Array* other = reference ? Captured(reference->captures, "output") : nullptr;
-  if (!out || !other) {
-    b.Unchecked(InvariantKind::kMaskedLoopMatchesDropless,
-                "sparse-moe-jax-port.md; moe.py:1914-1948", statement, reason,
-                "no dropless run to compare with");
-    return;
-  }
-  const Array* logits = Captured(captures, "gate_logits");
-  const Array* other_logits = Captured(reference->captures, "gate_logits");
-  const bool same_inputs = logits && other_logits && logits->values() == other_logits->values();
-  double worst = 0;
-  const bool comparable = out->shape == other->shape;
-  if (comparable)
-    for (int64_t i = 0; i < out->size(); ++i)
-      worst = std::max(worst, static_cast<double>(std::abs(out->values()[i] - other->values()[i])));
-  b.Checked(InvariantKind::kMaskedLoopMatchesDropless, "sparse-moe-jax-port.md; moe.py:1914-1948",
-            statement, reason, same_inputs && comparable && worst <= kTolerance,
-            fmt::format("max |difference| {} over {} elements against {}{}", Number(worst),
-                        out->size(), reference->label,
-                        same_inputs ? "" : " (gate_logits differ: not the same inputs)"));
+  MatchesReference(captures, reference, InvariantKind::kMaskedLoopMatchesDropless,
+                   "sparse-moe-jax-port.md; moe.py:1914-1948", "dense_matmul dropless",
+                   "the loop weights every expert's output by its routing weight masked to the "
+                   "chosen experts: the dropless weight-sum, one expert at a time",
+                   /*rounded_partials=*/false, b);
 }
+
+void RingReferenceInvariant(const Captures* captures, const ReferenceRun* reference, Builder& b) {
+  if (!Captured(captures, "ring sorted_experts per device")) return;
+  MatchesReference(captures, reference, InvariantKind::kRingMatchesAllToAll,
+                   "moe.py:1173-1191, 1341-1344 against 1217, 1369", "the all-to-all path's",
+                   "both run every (token, choice) row through its expert once and weight-sum "
+                   "it at its token; only where the rows travel differs (the ring's "
+                   "psum_scatter adds each device's output after its cast to dtype)",
+                   /*rounded_partials=*/true, b);
+}
+
 }  // namespace
 
 std::vector<Invariant> TraceInvariants(const Trace& trace, const Captures* captures,
@@ -1263,6 +1292,7 @@ std::vector<Invariant> TraceInvariants(const Trace& trace, const Captures* captu
   DecodeInvariants(trace, captures, b);
   TensorParallelInvariants(trace, b);
   RingInvariants(trace, captures, b);
+  RingReferenceInvariant(captures, reference, b);
   RoutingVariantInvariants(trace, captures, b);
   SharedInvariants(trace, captures, b);
   MaskedLoopInvariants(trace, captures, reference, b);

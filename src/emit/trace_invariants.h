@@ -68,6 +68,7 @@ enum class InvariantKind {
   // ring of experts.
   kRingMaskKeepsLocalExperts,
   kRingGroupSizesCoverGroup,
+  kRingMatchesAllToAll,  // against a reference run of the all-to-all path
   // routing variants.
   kScaledWeightSum,     // DeepSeek: sum_k top_k_weights == routed_scaling_factor
   kBiasedSelection,     // DeepSeek: chosen by biased score, weighted by pre-bias
@@ -96,14 +97,16 @@ struct Invariant {
   std::string run;
 };
 
-// A second run of the same inputs and weights that an invariant compares against.
+// A second run of the same inputs and weights whose output an invariant compares with: the
+// masked loop's dense dropless run, the ring's all-to-all run.
 struct ReferenceRun {
   std::string label;  // "dense_matmul dropless (sparse_matmul=false capacity_factor=-1)"
   const std::map<std::string, Array>* captures = nullptr;
 };
 
 // `captures` (BlockRun::captures) may be null; the value checks then say so. `reference`,
-// when given, is the dropless run the masked loop's output is compared with.
+// when given, is the run the masked loop (dense dropless) or the ring (all-to-all) must
+// match.
 std::vector<Invariant> TraceInvariants(const Trace& trace,
                                        const std::map<std::string, Array>* captures = nullptr,
                                        const ReferenceRun* reference = nullptr);
