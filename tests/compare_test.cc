@@ -302,6 +302,21 @@ TEST_CASE("render: a small dense-dropping config runs its own numbers for the ma
   }
 }
 
+TEST_CASE("render: a big decode config keeps its path in the reduced run of its trees",
+          "[compare][render]") {
+  const auto r =
+      RunShardtrace({"render", "model_name=mixtral-8x7b", "ici_expert_parallelism=4",
+                     "sparse_matmul=true", "per_device_batch_size=0.25", "max_target_length=1",
+                     "model_call_mode=inference", "--devices", "4"});
+  CHECK(r.status == 0);
+  // Batch and sequence only shrink: the global batch stays 1, so the batch stays replicated.
+  CHECK(r.out.find("a reduced numeric run of the same path on the same mesh: B=1 S=1 M=16 E=8 "
+                   "K=2 H=32 instead of B=1 S=1 M=4096 E=8 K=2 H=14336") != std::string::npos);
+  CHECK(r.out.find("## Tree: sorted_inputs after local_permute(is_offset=True) (per device)") !=
+        std::string::npos);
+  CHECK(r.out.find("another path") == std::string::npos);
+}
+
 TEST_CASE("render: a block the model does not have exits 2", "[compare][render]") {
   const auto r = RunShardtrace({"render", "model_name=mixtral-8x7b", "--block", "shared"});
   CHECK(r.status == 2);

@@ -43,13 +43,20 @@ constexpr int64_t kMaxNumericDevices = 512;
 std::string KeyOf(const std::string& arg) { return arg.substr(0, arg.find('=')); }
 
 // The config's own args with the model dims replaced by small ones (same mesh, experts,
-// top-k, routing and path switches): what the routing trees run on.
-std::vector<std::string> ReducedArgs(const std::vector<std::string>& args) {
+// top-k, routing and path switches): what the routing trees run on. The batch and sequence
+// only shrink, so a decode config (a global batch of 1, one token) stays on its path.
+std::vector<std::string> ReducedArgs(const std::vector<std::string>& args, const Config& config,
+                                     const MoeSetup& setup) {
   // Kernels whose embed dim does not divide by their mesh axes are padded, as XLA pads
   // them; only the numbers of the routing (which expert each token picks) are shown.
   const std::vector<std::string> reduced = {
-      "override_model_config=true", "base_emb_dim=16",     "base_mlp_dim=32",
-      "base_moe_mlp_dim=32",        "max_target_length=4", "per_device_batch_size=1"};
+      "override_model_config=true",
+      "base_emb_dim=16",
+      "base_mlp_dim=32",
+      "base_moe_mlp_dim=32",
+      fmt::format("max_target_length={}", std::min<int64_t>(setup.seq, 4)),
+      fmt::format("per_device_batch_size={}",
+                  std::min(config.Float("per_device_batch_size"), 1.0))};
   std::vector<std::string> out;
   for (const std::string& a : args) {
     const bool replaced = a.find('=') != std::string::npos &&
@@ -127,7 +134,7 @@ void RunRenderCommand(const RenderOptions& options, std::ostream& out) {
   std::string trees_note;
   if (block == Block::kMoe && devices <= kMaxNumericDevices) {
     const bool small = Small(setup);
-    const std::vector<std::string> tree_args = small ? args : ReducedArgs(args);
+    const std::vector<std::string> tree_args = small ? args : ReducedArgs(args, in.config, setup);
     const RunInputs tin = LoadRunInputs(tree_args, options.common.devices);
     const MoeSetup tsetup = MakeMoeSetup(tin.config, tin.mesh);
     const BlockRun run = RunBlock(tin.config, tin.mesh, tsetup,

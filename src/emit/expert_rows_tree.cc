@@ -51,19 +51,6 @@ std::string Title(const std::vector<std::string>& lines, const DeviceTreeView& v
   return out;
 }
 
-int64_t ShownDevices(int64_t devices, const DeviceTreeView& view) {
-  return std::min(devices, std::max<int64_t>(view.max_devices, 1));
-}
-
-// The closing line of a tree that left devices out.
-std::string LeftOut(int64_t shown, int64_t devices) {
-  if (shown == devices) return "";
-  return fmt::format("\n({} not shown: the first {} of {} devices are drawn.)\n",
-                     shown + 1 == devices ? fmt::format("device {}", shown)
-                                          : fmt::format("devices {}-{}", shown, devices - 1),
-                     shown, devices);
-}
-
 // Nodes for ids first..last in order, one per id with rows (`node(id)`, nullopt-like empty
 // text for none) and one per run of ids without rows (`idle(from, to)`).
 std::vector<Node> FoldIdle(int64_t first, int64_t last, const std::function<Node(int64_t)>& node,
@@ -221,7 +208,7 @@ std::string RingRowsTree(const Array& sorted_selected_experts, const Array& sort
                         view.width);
     Draw(out, nodes, "", view);
   }
-  return out + LeftOut(shown, d_size);
+  return out + DevicesLeftOut(shown, d_size);
 }
 
 std::string LocalPermuteTree(const Array& sorted_indices, const Array& sorted_experts_ids,
@@ -342,7 +329,7 @@ std::string LocalPermuteTree(const Array& sorted_indices, const Array& sorted_ex
                         view.width);
     Draw(out, nodes, "", view);
   }
-  return out + LeftOut(shown, d_size);
+  return out + DevicesLeftOut(shown, d_size);
 }
 
 std::string LocalSelectionTree(const Array& sorted_indices, const Array& sorted_experts_ids,
@@ -439,7 +426,7 @@ std::string LocalSelectionTree(const Array& sorted_indices, const Array& sorted_
                     view.width);
     Draw(out, nodes, "", view);
   }
-  return out + LeftOut(shown, d_size);
+  return out + DevicesLeftOut(shown, d_size);
 }
 
 std::string ReturnRowsTree(const Array& row_sources, int64_t sender_rows,
@@ -502,7 +489,7 @@ std::string ReturnRowsTree(const Array& row_sources, int64_t sender_rows,
                            view.width);
     Draw(out, nodes, "", view);
   }
-  return out + LeftOut(shown, d_size);
+  return out + DevicesLeftOut(shown, d_size);
 }
 
 }  // namespace shardtrace

@@ -36,17 +36,6 @@ std::string RowOrigin(const Array& selected, int64_t device, int64_t row, int64_
   return fmt::format("{}T{} k={}", prefix, flat / top_k, flat % top_k);
 }
 
-int64_t ShownDevices(int64_t devices, const DeviceTreeView& view) {
-  return std::min(devices, std::max<int64_t>(view.max_devices, 1));
-}
-
-// The closing line of a tree that left devices out.
-std::string LeftOut(int64_t shown, int64_t devices) {
-  if (shown == devices) return "";
-  return fmt::format("\n({} not shown: the first {} of {} devices are drawn.)\n",
-                     Range("device", "devices", shown, devices - 1), shown, devices);
-}
-
 }  // namespace
 
 std::string SortedRowsTree(const Array& sorted_selected_experts, const Array& sorted_experts,
@@ -85,7 +74,7 @@ std::string SortedRowsTree(const Array& sorted_selected_experts, const Array& so
     for (size_t i = 0; i < nodes.size(); ++i)
       out += TreeLine(Branch(i, nodes.size()), UnderBranch(i, nodes.size()), nodes[i], view.width);
   }
-  return out + LeftOut(shown, d_size);
+  return out + DevicesLeftOut(shown, d_size);
 }
 
 std::string RaggedBufferTree(const Array& row_sources, const Array& sorted_selected_experts,
@@ -153,7 +142,7 @@ std::string RaggedBufferTree(const Array& row_sources, const Array& sorted_selec
             view.width);
     }
   }
-  return out + LeftOut(shown, d_size);
+  return out + DevicesLeftOut(shown, d_size);
 }
 
 }  // namespace shardtrace

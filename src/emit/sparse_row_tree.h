@@ -11,15 +11,10 @@
 #include <cstdint>
 #include <string>
 
+#include "emit/tree_text.h"
 #include "numeric/array.h"
 
 namespace shardtrace {
-
-// How much of a per-device tree to show.
-struct DeviceTreeView {
-  int64_t max_devices = 8;  // devices 0 .. max_devices-1; a closing line counts the rest
-  size_t width = 120;       // display columns per line
-};
 
 // sparse_matmul's permute on every device as a tree Device → expert → sorted rows: which
 // (token, choice) each row of `sorted_inputs` repeats. Inputs are the per-device stacks

@@ -1,5 +1,8 @@
 #include "emit/tree_text.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <vector>
 
 #include "emit/text_table.h"
@@ -24,5 +27,17 @@ std::string TreeLine(const std::string& prefix, const std::string& continuation,
 const char* Branch(size_t i, size_t n) { return i + 1 == n ? "└── " : "├── "; }
 
 const char* UnderBranch(size_t i, size_t n) { return i + 1 == n ? "    " : "│   "; }
+
+int64_t ShownDevices(int64_t devices, const DeviceTreeView& view) {
+  return std::min(devices, std::max<int64_t>(view.max_devices, 1));
+}
+
+std::string DevicesLeftOut(int64_t shown, int64_t devices) {
+  if (shown == devices) return "";
+  return fmt::format("\n({} not shown: the first {} of {} devices are drawn.)\n",
+                     shown + 1 == devices ? fmt::format("device {}", shown)
+                                          : fmt::format("devices {}-{}", shown, devices - 1),
+                     shown, devices);
+}
 
 }  // namespace shardtrace

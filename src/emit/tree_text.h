@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace shardtrace {
@@ -18,5 +19,17 @@ std::string TreeLine(const std::string& prefix, const std::string& continuation,
 // "├── " or "└── " for child `i` of `n`, and the rule its children continue under.
 const char* Branch(size_t i, size_t n);
 const char* UnderBranch(size_t i, size_t n);
+
+// How much of a per-device tree (sorted rows, ragged buffers, local_permute, ...) to show.
+struct DeviceTreeView {
+  int64_t max_devices = 8;  // devices 0 .. max_devices-1; a closing line counts the rest
+  size_t width = 120;       // display columns per line
+};
+
+// How many of `devices` a tree with `view` draws (at least one).
+int64_t ShownDevices(int64_t devices, const DeviceTreeView& view);
+
+// The closing line of a tree that drew `shown` of `devices` ("" when it drew them all).
+std::string DevicesLeftOut(int64_t shown, int64_t devices);
 
 }  // namespace shardtrace
