@@ -361,11 +361,11 @@ RenderedPage RenderPage(const VisualizationPage& v) {
       text += "\n" + RoutingTree(indices->second, weights->second, 0,
                                  {.router_scores =
                                       scores == other.captures.end() ? nullptr : &scores->second});
-    // A routing section's own properties, listed as that run's (Llama 4's weights are raw
-    // logits, which the page trace's non-negative weights do not cover).
-    if (more.routing_tree)
-      for (Invariant& inv : RoutingInvariants(other.trace, other.captures, more.heading))
-        section_invariants.push_back(std::move(inv));
+    // A section's own properties, listed as that run's (Llama 4's weights are raw logits,
+    // which the page trace's non-negative weights do not cover).
+    for (Invariant& inv :
+         SectionInvariants(other.trace, other.captures, more.heading, more.routing_tree))
+      section_invariants.push_back(std::move(inv));
     doc.examples.push_back({more.heading,
                             more.intro + fmt::format(" Traced with `{}` on {} devices.",
                                                      fmt::join(more.args, " "), more.devices),

@@ -89,6 +89,8 @@ std::string ToString(InvariantKind kind) {
       return "tensor_scattered_output";
     case InvariantKind::kTensorOutSpecMatches:
       return "tensor_out_spec_matches";
+    case InvariantKind::kTensorTransposePsum:
+      return "tensor_transpose_psum";
     case InvariantKind::kRingMaskKeepsLocalExperts:
       return "ring_mask_keeps_local_experts";
     case InvariantKind::kRingGroupSizesCoverGroup:
@@ -914,6 +916,41 @@ void TensorParallelInvariants(const Trace& trace, Builder& b) {
   }
 }
 
+// With tensor_transpose the kernels' M dim is sliced: each wi gmm contracts one slice of M
+// and is psum'ed over tensor_transpose, right after it.
+void TensorTransposeInvariants(const Trace& trace, Builder& b) {
+  const TensorRecord* w0 = nullptr;
+  for (const TensorRecord& t : trace.tensors)
+    if (t.constraint == Constraint::kShardMapIn && t.name == "w0") w0 = &t;
+  if (!w0) return;
+  const PartitionSpec::Entry m = EntryAt(SpecOf(*w0), 1);
+  if (std::find(m.begin(), m.end(), "tensor_transpose") == m.end()) return;
+  std::vector<std::string> summed;
+  bool same_shape = true;
+  for (const OpRecord& op : trace.ops) {
+    if (!op.collective || op.collective->kind != CollectiveKind::kPsum || op.inputs.empty() ||
+        op.outputs.empty())
+      continue;
+    const std::vector<std::string>& axes = op.collective->axes;
+    if (std::find(axes.begin(), axes.end(), "tensor_transpose") == axes.end()) continue;
+    const TensorRecord& from = trace.tensors[op.inputs[0]];
+    const TensorRecord& to = trace.tensors[op.outputs[0]];
+    summed.push_back(to.name);
+    same_shape &= from.shape == to.shape;
+  }
+  const bool both = std::count(summed.begin(), summed.end(), "layer_w0") == 1 &&
+                    std::count(summed.begin(), summed.end(), "layer_w1") == 1;
+  b.Checked(InvariantKind::kTensorTransposePsum, "moe.py:1297-1298, 1308-1309",
+            "layer_w0 and layer_w1 are each psum'ed over tensor_transpose, keeping their shape",
+            "the wi kernels' M dim is sharded over tensor_transpose, so each device's gmm "
+            "contracts one slice of M: a partial sum of the whole",
+            both && same_shape,
+            fmt::format(
+                "w0 in_spec {} (M over {}); psum'ed: {}",
+                SpecOf(*w0) ? SpecOf(*w0)->ToString() : "?", PartitionSpec::EntryToString(m),
+                summed.empty() ? std::string("none") : fmt::format("{}", fmt::join(summed, ", "))));
+}
+
 // ---------------------------------------------------------------------------------------
 // Ring of experts: rolled ids, the row mask, each expert-parallel group's coverage.
 
@@ -1291,6 +1328,7 @@ std::vector<Invariant> TraceInvariants(const Trace& trace, const Captures* captu
   SparseSortInvariants(trace, captures, b);
   DecodeInvariants(trace, captures, b);
   TensorParallelInvariants(trace, b);
+  TensorTransposeInvariants(trace, b);
   RingInvariants(trace, captures, b);
   RingReferenceInvariant(captures, reference, b);
   RoutingVariantInvariants(trace, captures, b);
@@ -1299,13 +1337,16 @@ std::vector<Invariant> TraceInvariants(const Trace& trace, const Captures* captu
   return out;
 }
 
-std::vector<Invariant> RoutingInvariants(const Trace& trace, const Captures& captures,
-                                         const std::string& run) {
+std::vector<Invariant> SectionInvariants(const Trace& trace, const Captures& captures,
+                                         const std::string& run, bool routing) {
   std::vector<Invariant> all;
   Builder b(all);
-  RoutingInvariant(trace, b);
-  ChoiceInvariants(trace, &captures, b);
-  RoutingVariantInvariants(trace, &captures, b);
+  if (routing) {
+    RoutingInvariant(trace, b);
+    ChoiceInvariants(trace, &captures, b);
+    RoutingVariantInvariants(trace, &captures, b);
+  }
+  TensorTransposeInvariants(trace, b);
   for (Invariant& inv : all) inv.run = run;
   return all;
 }

@@ -65,6 +65,7 @@ enum class InvariantKind {
   // sparse_matmul with tensor parallelism.
   kTensorScatteredOutput,
   kTensorOutSpecMatches,
+  kTensorTransposePsum,  // each wi gmm's M-sliced partial sums psum'ed
   // ring of experts.
   kRingMaskKeepsLocalExperts,
   kRingGroupSizesCoverGroup,
@@ -111,11 +112,12 @@ std::vector<Invariant> TraceInvariants(const Trace& trace,
                                        const std::map<std::string, Array>* captures = nullptr,
                                        const ReferenceRun* reference = nullptr);
 
-// The routing invariants alone (token counts, distinct choices, and each variant's weights),
-// labeled with `run`: for a page section traced from another config (Llama 4, norm_topk_prob),
-// so its properties are listed as that run's and not the page trace's.
-std::vector<Invariant> RoutingInvariants(const Trace& trace,
+// The invariants a page section traced from another config adds, labeled with `run` so they
+// are listed as that run's and not the page trace's: with `routing`, the routing ones (token
+// counts, distinct choices, each variant's weights: Llama 4, norm_topk_prob); always the
+// tensor_transpose psums of the wi gmms.
+std::vector<Invariant> SectionInvariants(const Trace& trace,
                                          const std::map<std::string, Array>& captures,
-                                         const std::string& run);
+                                         const std::string& run, bool routing);
 
 }  // namespace shardtrace
