@@ -124,6 +124,21 @@ TEST_CASE("dense dropless: the [B,S,E] weights and every expert on every token",
   HoldsThenBreaks(run, InvariantKind::kDroplessUnchosenZero, stray);
 }
 
+TEST_CASE("dense dropping in training: the combine mask holds the kept top-k weights",
+          "[invariants]") {
+  const BlockRun run = NumericRun(Small({"num_experts=4", "sparse_matmul=false",
+                                         "capacity_factor=1", "ici_expert_parallelism=2"}),
+                                  4);
+  HoldsThenBreaks(run, InvariantKind::kCombineHoldsTopKWeights, [](BlockRun& r) {
+    std::vector<float>& combine = Values(r, "combine_mask");
+    for (float& v : combine)
+      if (v != 0.0f) {
+        v *= 0.5f;
+        return;
+      }
+  });
+}
+
 TEST_CASE("dense dropping in inference: subgroup slots, softmax combine, output reshape",
           "[invariants]") {
   const BlockRun run =

@@ -39,6 +39,8 @@ std::string ToString(InvariantKind kind) {
       return "one_token_per_slot";
     case InvariantKind::kSlotsInArrivalOrder:
       return "slots_in_arrival_order";
+    case InvariantKind::kCombineHoldsTopKWeights:
+      return "combine_holds_top_k_weights";
     case InvariantKind::kChunksRouteAlike:
       return "chunks_route_alike";
     case InvariantKind::kSentEqualsBufferFill:
@@ -386,6 +388,55 @@ void CapacityInvariants(const Trace& trace, const Captures* captures, Builder& b
             "positions come from a cumulative sum over tokens in order", out_of_order == 0,
             fmt::format("{} out-of-order assignments in {} {} x {} experts", out_of_order, nb,
                         subgroups ? "(batch, group) rows" : "batch rows", ne));
+}
+
+// Training: generate_masks weights the slots with `weights` (the top-k weights scattered to
+// [B,S,E], passed as its softmax_probs parameter), so a kept choice's slot holds exactly its
+// top-k weight and a dropped choice none.
+void TrainingCombineInvariant(const Trace& trace, const Captures* captures, Builder& b) {
+  const TensorRecord* dispatch = trace.At(trace.dispatch_mask);
+  if (!dispatch || dispatch->shape.size() != 4) return;
+  const std::string statement =
+      "sum over c of combine_mask[b,s,e,c] == top_k_weights[b,s,k] for every kept choice "
+      "(e = top_k_indices[b,s,k]) and 0 for every dropped or unchosen expert";
+  const std::string reason =
+      "dense_matmul passes the scattered top-k `weights` as generate_masks' softmax_probs, "
+      "which the capacity mask zeroes for dropped choices";
+  const Array* mask = Captured(captures, "dispatch_mask");
+  const Array* combine = Captured(captures, "combine_mask");
+  const Array* idx = Captured(captures, "top_k_indices");
+  const Array* tw = Captured(captures, "top_k_weights");
+  if (!mask || !combine || !idx || !tw || mask->rank() != 4 || combine->shape != mask->shape ||
+      idx->shape != tw->shape || idx->rank() != 3) {
+    b.Unchecked(InvariantKind::kCombineHoldsTopKWeights, "moe.py:1603, 1725-1726", statement,
+                reason, "no mask values (symbolic trace)");
+    return;
+  }
+  const int64_t tokens = mask->shape[0] * mask->shape[1], ne = mask->shape[2], nc = mask->shape[3],
+                k = idx->shape[2];
+  double worst = 0;
+  int64_t kept = 0;
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t e = 0; e < ne; ++e) {
+      double sum = 0;
+      bool dispatched = false;
+      for (int64_t c = 0; c < nc; ++c) {
+        sum += combine->values()[(t * ne + e) * nc + c];
+        dispatched |= mask->values()[(t * ne + e) * nc + c] != 0.0f;
+      }
+      double want = 0;
+      if (dispatched) {
+        ++kept;
+        for (int64_t j = 0; j < k; ++j)
+          if (idx->values()[t * k + j] == static_cast<float>(e)) want = tw->values()[t * k + j];
+      }
+      worst = std::max(worst, std::abs(sum - want));
+    }
+  b.Checked(InvariantKind::kCombineHoldsTopKWeights, "moe.py:1603, 1725-1726", statement, reason,
+            worst <= 1e-6,
+            fmt::format("max |difference| {} over {} (token, expert) pairs, {} kept (tolerance "
+                        "1e-6)",
+                        Number(worst), tokens * ne, kept));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1321,6 +1372,7 @@ std::vector<Invariant> TraceInvariants(const Trace& trace, const Captures* captu
   RoutingInvariant(trace, b);
   ChoiceInvariants(trace, captures, b);
   CapacityInvariants(trace, captures, b);
+  TrainingCombineInvariant(trace, captures, b);
   AllToAllInvariants(trace, b);
   MlpInvariants(trace, b);
   DroplessInvariants(trace, captures, b);

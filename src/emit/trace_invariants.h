@@ -33,6 +33,7 @@ enum class InvariantKind {
   kKeptIsRoutedMinusDropped,
   kOneTokenPerSlot,
   kSlotsInArrivalOrder,
+  kCombineHoldsTopKWeights,  // training: a kept choice's slot holds its top-k weight
   // ragged_all_to_all.
   kChunksRouteAlike,
   kSentEqualsBufferFill,
