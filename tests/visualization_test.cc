@@ -476,6 +476,35 @@ TEST_CASE("the ragged all-to-all sends every sorted row to its expert's device",
     }
   CHECK(landed.size() == 32);
   CHECK(std::set<int64_t>(landed.begin(), landed.end()).size() == 32);
+
+  // The parameters the page tabulates, per exchange: a device's input_offsets are the
+  // exclusive cumsum of its send_sizes, what d sends p is what p expects from d, and d's rows
+  // land in p's buffer after those of the lower senders (moe.py:820-831).
+  for (const char* output : {"x", "intermediate_output"}) {
+    INFO(output);
+    const auto at = [&](const char* param, int64_t d, int64_t p) {
+      const Array& a = run.captures.at(fmt::format("{} {} per device", output, param));
+      REQUIRE(a.shape == Shape({4, 4}));
+      return static_cast<int64_t>(a.values()[d * 4 + p]);
+    };
+    for (int64_t d = 0; d < 4; ++d) {
+      int64_t offset = 0;
+      for (int64_t p = 0; p < 4; ++p) {
+        CHECK(at("input_offsets", d, p) == offset);
+        offset += at("send_sizes", d, p);
+        CHECK(at("send_sizes", d, p) == at("recv_sizes", p, d));
+        int64_t before = 0;
+        for (int64_t q = 0; q < d; ++q) before += at("send_sizes", q, p);
+        CHECK(at("output_offsets", d, p) == before);
+      }
+    }
+  }
+  const std::vector<MarkdownExample> sections = SendMatrixSections(run.trace, run.captures);
+  REQUIRE(sections.size() == 2);
+  CHECK(sections[1].heading == "Ragged all-to-all parameters");
+  CHECK(sections[1].text.find(
+            "  device  input_offsets  send_sizes    output_offsets  recv_sizes\n") !=
+        std::string::npos);
 }
 
 TEST_CASE("invariants report a violation instead of hiding it", "[viz]") {

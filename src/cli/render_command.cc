@@ -161,7 +161,7 @@ void RunRenderCommand(const RenderOptions& options, std::ostream& out) {
         trees_note = fmt::format("The dispatch/combine mask trees are left out: {} experts.",
                                  tsetup.num_experts);
       std::vector<MarkdownExample> sections = TreeSections(run.trace, run.captures, trees);
-      for (MarkdownExample& e : SendMatrixSections(run.trace)) sections.push_back(std::move(e));
+      for (MarkdownExample& e : SendMatrixSections(run.trace, run.captures)) sections.push_back(std::move(e));
       if (!sections.empty())
         sections.front().intro =
             fmt::format("The trees and matrices below come from {}:\n\n```sh\n{}\n```\n\n{}",

@@ -349,7 +349,7 @@ RenderedPage RenderPage(const VisualizationPage& v) {
   doc.mermaid = MermaidFlow(run.trace);
   doc.examples = TreeSections(run.trace, run.captures, v.trees);
   if (v.send_matrices)
-    for (MarkdownExample& e : SendMatrixSections(run.trace)) doc.examples.push_back(std::move(e));
+    for (MarkdownExample& e : SendMatrixSections(run.trace, run.captures)) doc.examples.push_back(std::move(e));
   std::vector<Invariant> section_invariants;
   for (const PageRun& more : v.more_runs) {
     const BlockRun other = Run(more.args, more.devices, "moe", "", /*numeric=*/true);

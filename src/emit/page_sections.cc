@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "emit/expert_rows_tree.h"
 #include "emit/fact_text.h"
@@ -282,7 +283,67 @@ std::vector<MarkdownExample> TreeSections(const Trace& trace, const Captures& ca
   return out;
 }
 
-std::vector<MarkdownExample> SendMatrixSections(const Trace& trace, const DeviceTreeView& view) {
+namespace {
+
+// "[0, 3, 5, 7]" for device d's row of a [D, P] capture, the first `peers` entries.
+std::string PeerList(const Array& a, int64_t d, int64_t peers) {
+  std::vector<std::string> items;
+  for (int64_t p = 0; p < std::min(peers, a.shape[1]); ++p)
+    items.push_back(FactValueText(a.values()[d * a.shape[1] + p]));
+  return fmt::format("[{}{}]", fmt::join(items, ", "), peers < a.shape[1] ? ", ..." : "");
+}
+
+// Each exchange's input_offsets / send_sizes / output_offsets / recv_sizes per device.
+std::optional<MarkdownExample> ParamSection(const Captures& captures, const DeviceTreeView& view) {
+  static const char* const kParams[] = {"input_offsets", "send_sizes", "output_offsets",
+                                        "recv_sizes"};
+  std::string text;
+  for (const char* output : {"x", "intermediate_output"}) {
+    std::vector<const Array*> arrays;
+    for (const char* param : kParams) {
+      const auto found = captures.find(fmt::format("{} {} per device", output, param));
+      if (found != captures.end() && found->second.rank() == 2) arrays.push_back(&found->second);
+    }
+    if (arrays.size() != 4) continue;
+    const int64_t devices = arrays[0]->shape[0];
+    const int64_t shown = ShownDevices(devices, view);
+    // As many peers per list as keep the table within the view's width.
+    std::string rendered;
+    for (int64_t peers = std::min(arrays[0]->shape[1], view.max_devices); peers >= 1; --peers) {
+      TextTable table({"device", kParams[0], kParams[1], kParams[2], kParams[3]});
+      for (int64_t d = 0; d < shown; ++d)
+        table.AddRow({std::to_string(d), PeerList(*arrays[0], d, peers),
+                      PeerList(*arrays[1], d, peers), PeerList(*arrays[2], d, peers),
+                      PeerList(*arrays[3], d, peers)});
+      rendered = table.Render("  ");
+      size_t widest = 0;
+      for (size_t start = 0; start < rendered.size();) {
+        const size_t end = std::min(rendered.find('\n', start), rendered.size());
+        widest = std::max(widest, DisplayWidth(rendered.substr(start, end - start)));
+        start = end + 1;
+      }
+      if (widest <= view.width) break;
+    }
+    text += fmt::format("{}{}: ragged_all_to_all parameters [device] x [peer]\n{}",
+                        text.empty() ? "" : "\n", output, rendered);
+    if (shown < devices) text += fmt::format("  (devices {}-{} not shown)\n", shown, devices - 1);
+  }
+  if (text.empty()) return std::nullopt;
+  return MarkdownExample{
+      "Ragged all-to-all parameters",
+      "What `get_all_to_all_params` computed on each device for each exchange, one entry per "
+      "expert-parallel peer (moe.py:802-885): device d sends rows "
+      "`input_offsets[p] : input_offsets[p] + send_sizes[p]` of its operand to peer p, which "
+      "writes them at its buffer row `output_offsets[p]`; `recv_sizes[p]` is how many rows d "
+      "receives from p. Each device's `output_offsets[p]` is where its rows land in peer p's "
+      "buffer, so peer p's receive buffer tree above shows the same runs.",
+      text};
+}
+
+}  // namespace
+
+std::vector<MarkdownExample> SendMatrixSections(const Trace& trace, const Captures& captures,
+                                                const DeviceTreeView& view) {
   std::string text;
   for (const Fact& f : trace.facts) {
     if (f.kind != FactKind::kRowsSent || f.shape.size() != 2) continue;
@@ -314,22 +375,28 @@ std::vector<MarkdownExample> SendMatrixSections(const Trace& trace, const Device
       text += fmt::format("  (devices {}-{} not shown)\n", shown_senders, senders - 1);
   }
   if (text.empty()) return {};
+  std::vector<MarkdownExample> out;
   // With the batch replicated over `expert` (decode) no rows go ahead of the experts: the
   // only exchange is the return one.
   if (!trace.FindFact(FactKind::kRowsSent, "x"))
-    return {{"Ragged all-to-all send sizes",
-             "Rows each device sends to each expert-parallel peer in the one `ragged_all_to_all` "
-             "of this path, after its local experts ran (`intermediate_output`). With the batch "
-             "not sharded by expert every device holds every token, so "
-             "`get_all_to_all_params` repeats a device's own row count for every peer "
-             "(moe.py:845-848): each row of the matrix is constant, a broadcast of that device's "
-             "expert outputs, which every peer places at the device's offset.",
-             text}};
-  return {{"Ragged all-to-all send sizes",
-           "Rows each device sends to each expert-parallel peer in the forward all-to-all "
-           "(`x`, the routed token rows) and back (`intermediate_output`, the expert outputs): "
-           "the second matrix is the transpose of the first.",
-           text}};
+    out.push_back(
+        {"Ragged all-to-all send sizes",
+         "Rows each device sends to each expert-parallel peer in the one `ragged_all_to_all` "
+         "of this path, after its local experts ran (`intermediate_output`). With the batch "
+         "not sharded by expert every device holds every token, so `get_all_to_all_params` "
+         "repeats a device's own row count for every peer (moe.py:845-848): each row of the "
+         "matrix is constant, a broadcast of that device's expert outputs, which every peer "
+         "places at the device's offset.",
+         text});
+  else
+    out.push_back({"Ragged all-to-all send sizes",
+                   "Rows each device sends to each expert-parallel peer in the forward "
+                   "all-to-all (`x`, the routed token rows) and back (`intermediate_output`, the "
+                   "expert outputs): the second matrix is the transpose of the first.",
+                   text});
+  if (std::optional<MarkdownExample> params = ParamSection(captures, view))
+    out.push_back(std::move(*params));
+  return out;
 }
 
 }  // namespace shardtrace

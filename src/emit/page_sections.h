@@ -41,9 +41,10 @@ std::vector<MarkdownExample> TreeSections(const Trace& trace, const Captures& ca
                                           const DeviceTreeView& view = {});
 
 // The ragged all-to-all send matrices (the trace's `rows sent [device, peer]` facts) as
-// grids, rows = sending device; empty when the trace has none. The view's max_devices
-// bounds the rows and columns shown.
-std::vector<MarkdownExample> SendMatrixSections(const Trace& trace,
+// grids, rows = sending device, and each exchange's four parameter arrays per device (the
+// "<output> <param> per device" captures): empty when the trace has no exchange. The view's
+// max_devices bounds the rows and columns shown.
+std::vector<MarkdownExample> SendMatrixSections(const Trace& trace, const Captures& captures,
                                                 const DeviceTreeView& view = {});
 
 }  // namespace shardtrace

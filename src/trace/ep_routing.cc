@@ -129,6 +129,7 @@ Value ReturnFromExperts(const MoeContext& ctx, const Value& expert_output, const
                                      });
     const AllToAllParams p = GetAllToAllParams(ctx, transposed, ep.expert_shard_id, s.ep, true);
     std::vector<Array> sources;
+    CaptureAllToAllParams(ctx, "intermediate_output", p);
     const Value out = t.RaggedAllToAll(local_output, output_shape, p.input_offsets, p.send_sizes,
                                        p.output_offsets, p.recv_sizes, s.expert_axes,
                                        {"intermediate_output", "RM"}, &sources);
@@ -139,6 +140,7 @@ Value ReturnFromExperts(const MoeContext& ctx, const Value& expert_output, const
   const AllToAllParams p =
       GetAllToAllParams(ctx, *ep.reshaped_group_sizes, ep.expert_shard_id, s.ep, false);
   std::vector<Array> sources;
+  CaptureAllToAllParams(ctx, "intermediate_output", p);
   const Value out =
       t.RaggedAllToAll(expert_output, output_shape, p.input_offsets, p.send_sizes, p.output_offsets,
                        p.recv_sizes, s.expert_axes, {"intermediate_output", "RM"}, &sources);

@@ -233,6 +233,16 @@ LocalPermuteOutput LocalPermute(const MoeContext& ctx, const Value& inputs,
   return out;
 }
 
+void CaptureAllToAllParams(const MoeContext& ctx, const std::string& output,
+                           const AllToAllParams& p) {
+  for (const auto& [name, v] :
+       {std::pair<const char*, const Value*>{"input_offsets", &p.input_offsets},
+        {"send_sizes", &p.send_sizes},
+        {"output_offsets", &p.output_offsets},
+        {"recv_sizes", &p.recv_sizes}})
+    ctx.CapturePerDevice(fmt::format("{} {} per device", output, name), v->shards);
+}
+
 AllToAllParams GetAllToAllParams(const MoeContext& ctx, const Value& all_shards_group_sizes,
                                  const Value& shard_id, int64_t n, bool is_batch_sharded) {
   Tracer& t = ctx.t;

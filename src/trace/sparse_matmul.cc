@@ -71,6 +71,7 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
         const Value output_shape =
             tr::Empty(t, {buffer, x.dim(1)}, x.dtype(), {"output_shape", "UM"});
         std::vector<Array> sources;
+        CaptureAllToAllParams(ctx, "x", p);
         x = t.RaggedAllToAll(x, output_shape, p.input_offsets, p.send_sizes, p.output_offsets,
                              p.recv_sizes, ep_axes, {"x", "UM"}, &sources);
         ctx.CapturePerDevice("x row sources per device", sources);

@@ -96,9 +96,10 @@ Value Dispatch(const MoeContext& ctx, const Value& x_in, const RouteOutput& rout
   if (s.batch_sharded_by_ep) {
     const std::string um = "U" + t.trace().tensors[x.tensor].dims.substr(1);  // UM or UMc
     const Value buffer =
-        tr::Zeros(t, {meta.allocated_rows, x.dim(1)}, x.dtype(), {"output_shape", um});
+        tr::Empty(t, {meta.allocated_rows, x.dim(1)}, x.dtype(), {"output_shape", um});
     const AllToAllParams& p = *meta.forward;
     std::vector<Array> sources;  // the same for every embedding chunk
+    CaptureAllToAllParams(ctx, "x", p);
     x = t.RaggedAllToAll(x, buffer, p.input_offsets, p.send_sizes, p.output_offsets, p.recv_sizes,
                          s.expert_axes, {"x", um}, &sources);
     ctx.CapturePerDevice("x row sources per device", sources);
