@@ -192,7 +192,12 @@ TEST_CASE("sparse megablox at EP=1: the per-device sort, its inverse, local rows
   HoldsThenBreaks(run, InvariantKind::kGroupSizesCoverRows,
                   [](BlockRun& r) { FactOf(r, FactKind::kGroupSizesPerDevice).values[0] += 1; });
   HoldsThenBreaks(run, InvariantKind::kNoRowsLeaveDevice, [](BlockRun& r) {
-    r.trace.ops.back().collective = CollectiveRecord{};  // an all-gather inside the block
+    for (OpRecord& op : r.trace.ops)
+      if (!op.inputs.empty() && r.trace.tensors[op.inputs[0]].name == "sorted_inputs") {
+        op.collective = CollectiveRecord{};  // an all-gather of the routed rows
+        return;
+      }
+    FAIL("no op reads sorted_inputs");
   });
 }
 

@@ -791,7 +791,16 @@ void SparseSortInvariants(const Trace& trace, const Captures* captures, Builder&
   const std::string prefix = ring ? "ring " : "";
   const Array* sorted = Captured(captures, prefix + "sorted_experts per device");
   const Array* order = Captured(captures, prefix + "sorted_selected_experts per device");
-  if (!sorted || !order || sorted->rank() != 2 || order->shape != sorted->shape) return;
+  if (!sorted || !order || sorted->rank() != 2 || order->shape != sorted->shape) {
+    // A symbolic sparse trace still says which checks its path has.
+    if (!trace.numeric && FindTensor(trace, "sorted_selected_experts"))
+      b.Unchecked(InvariantKind::kUnsortInvertsSort, "moe.py:662, 698",
+                  "unsort(sort(rows)) == rows: argsort(sorted_selected_experts) inverts the sort "
+                  "on every device",
+                  "sorted_selected_experts is a permutation of the device's R rows",
+                  "no per-device values (symbolic trace)");
+    return;
+  }
   const Array* choices = ring ? nullptr : Captured(captures, "top_k_indices per device");
   const int64_t devices = sorted->shape[0], rows = sorted->shape[1];
   int64_t unsorted = 0, mismatched = 0, not_inverted = 0;
@@ -864,11 +873,15 @@ void SparseSortInvariants(const Trace& trace, const Captures* captures, Builder&
         "bincount of the flattened choices counts each (token, choice) row once", bad == 0,
         fmt::format("{} devices x {} experts, R = {}; {} mismatches", devices, experts, rows, bad));
   }
-  const bool moved = HasWrittenCollective(trace, CollectiveKind::kAllGather);
+  // Gathering a weight (the chunked pipeline's wi chunks) moves no token.
+  const bool moved = std::any_of(trace.ops.begin(), trace.ops.end(), [&](const OpRecord& op) {
+    return op.collective && op.collective->kind == CollectiveKind::kAllGather &&
+           !op.inputs.empty() && trace.tensors[op.inputs[0]].kind == TensorKind::kAct;
+  });
   const int64_t own = choices ? choices->size() / devices : rows;
   b.Checked(InvariantKind::kNoRowsLeaveDevice, "moe.py:1193-1196",
-            "no token leaves its device: no all-to-all or all-gather inside shard_map, and each "
-            "device's R sorted rows are its own T_local*K choices",
+            "no token leaves its device: no all-to-all or all-gather of activations inside "
+            "shard_map, and each device's R sorted rows are its own T_local*K choices",
             "with expert parallelism 1 every device holds every expert, so permute, gmm and "
             "unpermute run on local rows",
             !moved && own == rows,
@@ -1008,7 +1021,15 @@ void TensorTransposeInvariants(const Trace& trace, Builder& b) {
 void RingInvariants(const Trace& trace, const Captures* captures, Builder& b) {
   const Array* sorted = Captured(captures, "ring sorted_experts per device");
   const Array* sizes = Captured(captures, "ring group_sizes per device");
-  if (!sorted || !sizes || sorted->rank() != 2 || sizes->rank() != 2) return;
+  if (!sorted || !sizes || sorted->rank() != 2 || sizes->rank() != 2) {
+    if (!trace.numeric && FindTensor(trace, "roll_to_expert_id"))
+      b.Unchecked(InvariantKind::kRingMaskKeepsLocalExperts, "moe.py:1189-1191, 1329-1330",
+                  "on every device the rows kept by arange(R) < sum(group_sizes) are exactly the "
+                  "rows whose rolled expert id < E_local; the rest are zeroed",
+                  "rolling by E_local*shard puts the device's own experts first in the sort",
+                  "no per-device values (symbolic trace)");
+    return;
+  }
   const int64_t devices = sorted->shape[0], rows = sorted->shape[1], local = sizes->shape[1];
   // Per-row max |value| of the masked gmm output, when the run kept it.
   const Array* magnitudes = Captured(captures, "ring intermediate_output row max|x| per device");
