@@ -621,7 +621,8 @@ std::vector<std::string> MermaidProblems(const std::string& text,
   // a collective XLA implies: its own stadium node, dashed edges
   const std::regex implied(R"re(^x\d+_\d+\(\["⇄ xla [^"]*"\]\):::implied$)re");
   const std::regex implied_edge(R"(^(n\d+|x\d+_\d+) -\.-> (n\d+|x\d+_\d+)$)");
-  const std::regex subgraph(R"re(^subgraph s\d+\["[^"]*"\]$)re");  // may hold a <br/>
+  // a scope, or a loop drawn once (may hold a <br/>)
+  const std::regex subgraph(R"re(^subgraph [sl]\d+\["[^"]*"\]$)re");
   const std::regex edge(R"(^([nc]\d+) --> ([nc]\d+)$)");
   const std::regex class_def(R"(^classDef \w+ [\w:#,-]+$)");
   const std::regex class_use(R"(^class ((n\d+,)*n\d+) (constrained|weight)$)");
@@ -774,9 +775,20 @@ TEST_CASE("every visualization page keeps the conventions", "[viz]") {
     const std::vector<std::string> problems = MermaidProblems(block, &labels);
     for (const std::string& p : problems) FAIL_CHECK(p);
     // Each explicit constraint is a marked node naming its statement and spec; each
-    // collective is a node of its own.
-    size_t collectives = 0;
-    for (const OpRecord& op : page.trace.ops) collectives += op.collective.has_value();
+    // collective is a node of its own (a loop drawn once shows its first iteration's).
+    const auto folded = [&](const std::string& scope) {
+      for (const LoopIteration& it : page.trace.loop_iterations)
+        if (it.index > 0 &&
+            block.find(fmt::format("{0}_0 … {0}_{1}<br/>", it.loop, it.count - 1)) !=
+                std::string::npos &&
+            (scope == it.scope || scope.starts_with(it.scope + "/")))
+          return true;
+      return false;
+    };
+    size_t collectives = 0, drawn_constraints = 0;
+    for (const OpRecord& op : page.trace.ops) collectives += op.collective && !folded(op.scope);
+    for (const TensorRecord& t : page.trace.tensors)
+      drawn_constraints += t.constraint != Constraint::kNone && !folded(t.scope);
     size_t marked = 0, exchange = 0;
     for (const auto& [id, label] : labels) {
       marked += label.find("<br/>" + std::string("maybe_shard")) != std::string::npos ||
@@ -784,7 +796,7 @@ TEST_CASE("every visualization page keeps the conventions", "[viz]") {
                 label.find("<br/>shard_map_") != std::string::npos;
       exchange += id[0] == 'c';
     }
-    CHECK(marked == constrained);
+    CHECK(marked == drawn_constraints);
     CHECK(exchange == collectives);
     // A dtype cast is not a node: it folds into its tensor's label (`f32→bf16`), as the ASCII
     // flow folds it, whenever it keeps the shape and condition and restates the same tensor
@@ -983,6 +995,49 @@ TEST_CASE("pages label folded and borrowed dims and write einsums in their own l
                              "8; 2 inside shard_map |"));
   CHECK_THAT(page("moe_dense_dropping_inference.md"),
              Catch::Contains("| `S` | sequence (per context group) | 4 |"));
+}
+
+// The masked loop's iterations and the pipeline's chunks record the same ops (the trace says
+// they are iterations of one loop): the graph draws the first inside a subgraph naming the
+// count. An iteration that differs (here one record's shape changed) unrolls the loop again.
+TEST_CASE("mermaid draws a loop of alike iterations once", "[viz]") {
+  const auto pages = VisualizationPages();
+  for (const auto& [file, first, later, count] :
+       {std::tuple{"moe_masked_loop_port.md", "expert_0", "expert_1", 4},
+        std::tuple{"moe_pipeline_chunked.md", "chunk_0", "chunk_1", 2}}) {
+    INFO(file);
+    const auto v = std::find_if(pages.begin(), pages.end(),
+                                [&file = file](const auto& p) { return p.file == file; });
+    REQUIRE(v != pages.end());
+    const RenderedPage page = RenderPage(*v);
+    const std::string text = MermaidFlow(page.trace);
+    const std::string stem = std::string(first).substr(0, std::string(first).size() - 2);
+    CHECK_THAT(text, Catch::Contains(fmt::format("{} … {}_{}<br/>", first, stem, count - 1)));
+    CHECK_THAT(text, Catch::Contains(fmt::format("×{}: each iteration records the same ops; {} "
+                                                 "drawn\"]",
+                                                 count, first)));
+    const auto occurrences = [&](const std::string& in) {
+      size_t n = 0;
+      for (size_t at = in.find(later); at != std::string::npos; at = in.find(later, at + 1)) ++n;
+      return n;
+    };
+    CHECK(occurrences(text) <= 1);  // at most in the loop's title (chunk_0 … chunk_1)
+    // The folded graph is smaller than the unrolled one.
+    Trace changed = page.trace;
+    const auto it = std::find_if(changed.tensors.begin(), changed.tensors.end(),
+                                 [&later = later](const TensorRecord& t) {
+                                   return t.scope.find(later) != std::string::npos;
+                                 });
+    REQUIRE(it != changed.tensors.end());
+    it->shape.back() += 1;
+    const std::string unrolled = MermaidFlow(changed);
+    CHECK(unrolled.find(" … ") == std::string::npos);
+    CHECK(occurrences(unrolled) >= 2);
+    std::map<std::string, std::string> labels;
+    for (const std::string& p : MermaidProblems(unrolled, &labels)) FAIL_CHECK(p);
+    CHECK(std::count(text.begin(), text.end(), '\n') <
+          std::count(unrolled.begin(), unrolled.end(), '\n'));
+  }
 }
 
 TEST_CASE("generate --check passes on the committed visualizations", "[viz][e2e]") {

@@ -42,6 +42,7 @@ class MermaidRenderer {
         if (Valid(in)) ++readers_[in];
     }
     node_of_.assign(trace.tensors.size(), -1);
+    FoldLoops();
     for (size_t i = 0; i < trace.tensors.size(); ++i) Place(static_cast<int>(i));
   }
 
@@ -50,12 +51,29 @@ class MermaidRenderer {
     std::vector<std::string> constrained, weights;
     for (size_t s = 0; s < stages_.size(); ++s) {
       const Stage& stage = stages_[s];
+      const int loop = LoopOfScope(stage.scope);
+      const bool opens = loop >= 0 && (s == 0 || LoopOfScope(stages_[s - 1].scope) != loop);
+      const bool closes =
+          loop >= 0 && (s + 1 == stages_.size() || LoopOfScope(stages_[s + 1].scope) != loop);
+      if (opens) {
+        // One iteration drawn for all: titled with the loop's scopes and its count.
+        const Loop& l = loops_[loop];
+        const size_t stem_at = l.first.size() - l.stem.size() - 2;  // "<stem>_0" ends it
+        out += Statement(
+            fmt::format("  subgraph l{}", loop), "[\"",
+            {fmt::format("{}{}_0 … {}_{}", l.first.substr(0, stem_at), l.stem, l.stem, l.count - 1),
+             fmt::format("×{}: each iteration records the same ops; {}_0 drawn", l.count, l.stem)},
+            "\"]", "  ");
+      }
       const bool framed = !stage.scope.empty();
-      const std::string indent = framed ? "    " : "  ";
+      const std::string indent = loop >= 0 ? "      " : framed ? "    " : "  ";
       const std::vector<std::string> common = framed ? Common(stage) : std::vector<std::string>{};
       if (framed) {
-        // A deep scope path keeps its last segments within the line.
-        std::string scope = stage.scope;
+        // Inside a loop the title starts at the iteration; a deep scope path keeps its last
+        // segments within the line.
+        std::string scope =
+            loop >= 0 ? stage.scope.substr(loops_[loop].first.size() - loops_[loop].stem.size() - 2)
+                      : stage.scope;
         while (DisplayWidth(scope) > 96 && scope.find('/') != std::string::npos) {
           const size_t cut = scope.find('/', scope.rfind("…/", 0) == 0 ? 4 : 0);
           if (cut == std::string::npos) break;
@@ -63,7 +81,8 @@ class MermaidRenderer {
         }
         std::vector<std::string> title = {scope};
         if (!common.empty()) title.push_back(fmt::format("(if {})", fmt::join(common, " && ")));
-        out += Statement(fmt::format("  subgraph s{}", s), "[\"", title, "\"]", "  ");
+        out += Statement(fmt::format("{}subgraph s{}", indent.substr(2), s), "[\"", title, "\"]",
+                         indent.substr(2));
       }
       for (const int node : stage.nodes) {
         if (Constrained(node))
@@ -91,7 +110,8 @@ class MermaidRenderer {
                               Quote(fmt::format("{}", fmt::join(c.axes, ","))),
                               Quote(trace_.tensors[c.tensor].name), HumanBytes(c.bytes_per_device));
             }
-      if (framed) out += "  end\n";
+      if (framed) out += indent.substr(2) + "end\n";
+      if (closes) out += "  end\n";
     }
     for (const std::string& edge : Edges()) out += "  " + edge + "\n";
     for (const auto& [cls, ids] : {std::pair{"constrained", constrained}, {"weight", weights}})
@@ -160,8 +180,10 @@ class MermaidRenderer {
     if (!op || op->outputs.size() != 1 || op->collective || !op->implied.empty()) return -1;
     const TensorRecord& t = trace_.tensors[id];
     const auto same = [&](int in) {
+      if (!Valid(in) || node_of_[in] < 0) return false;
       const TensorRecord& from = trace_.tensors[in];
-      return Valid(in) && node_of_[in] >= 0 && from.shape == t.shape &&
+      const TensorRecord& head = trace_.tensors[nodes_[node_of_[in]].tensors.front()];
+      return LoopOfScope(head.scope) == LoopOfScope(t.scope) && from.shape == t.shape &&
              from.condition_clauses == t.condition_clauses && from.in_shard_map == t.in_shard_map;
     };
     if (op->inputs.size() == 1 && same(op->inputs.front())) {
@@ -190,6 +212,10 @@ class MermaidRenderer {
   }
 
   void Place(int id) {
+    if (const int rep = drawn_as_[id]; rep >= 0) {  // a later iteration of a folded loop
+      node_of_[id] = node_of_[rep];
+      return;
+    }
     if (const int node = JoinTarget(id); node >= 0) {
       nodes_[node].tensors.push_back(id);
       node_of_[id] = node;
@@ -201,6 +227,95 @@ class MermaidRenderer {
     nodes_.push_back(Node{{id}});
     stage.nodes.push_back(static_cast<int>(nodes_.size()) - 1);
     node_of_[id] = static_cast<int>(nodes_.size()) - 1;
+  }
+
+  // A loop of the trace (Trace::loop_iterations) whose iterations recorded the same ops on
+  // the same shapes: only its first iteration is drawn, inside a subgraph giving the count.
+  struct Loop {
+    std::string stem;   // "expert"
+    std::string first;  // the first iteration's scope: "RoutedMoE/masked_loop/expert_0"
+    int64_t count = 0;
+  };
+
+  static bool InScope(const std::string& scope, const std::string& outer) {
+    return scope == outer ||
+           (scope.size() > outer.size() && scope.starts_with(outer) && scope[outer.size()] == '/');
+  }
+
+  // The folded loop whose drawn iteration holds `scope`, or -1.
+  int LoopOfScope(const std::string& scope) const {
+    for (size_t l = 0; l < loops_.size(); ++l)
+      if (InScope(scope, loops_[l].first)) return static_cast<int>(l);
+    return -1;
+  }
+
+  // Whether record `b` of one iteration (scope `b_scope`) repeats record `a` of another: the
+  // same tensor in the same place of the body, made by the same kind of op from operands of
+  // the same names and shapes, moving the same collectives.
+  bool Repeats(int a, const std::string& a_scope, int b, const std::string& b_scope) const {
+    const TensorRecord& x = trace_.tensors[a];
+    const TensorRecord& y = trace_.tensors[b];
+    if (x.name != y.name || x.kind != y.kind || x.dtype != y.dtype || x.dims != y.dims ||
+        x.shape != y.shape || x.constraint != y.constraint ||
+        x.partition_spec != y.partition_spec || x.condition_clauses != y.condition_clauses ||
+        x.in_shard_map != y.in_shard_map ||
+        x.scope.substr(a_scope.size()) != y.scope.substr(b_scope.size()))
+      return false;
+    const OpRecord* p = Producer(a);
+    const OpRecord* q = Producer(b);
+    if (!p || !q) return !p && !q;
+    if (p->kind != q->kind || p->equation != q->equation || p->function != q->function ||
+        p->inputs.size() != q->inputs.size() || p->outputs.size() != q->outputs.size() ||
+        p->collective.has_value() != q->collective.has_value() ||
+        p->implied.size() != q->implied.size())
+      return false;
+    if (p->collective &&
+        (p->collective->kind != q->collective->kind || p->collective->axes != q->collective->axes))
+      return false;
+    for (size_t i = 0; i < p->inputs.size(); ++i) {
+      const TensorRecord& u = trace_.tensors[p->inputs[i]];
+      const TensorRecord& v = trace_.tensors[q->inputs[i]];
+      if (u.name != v.name || u.shape != v.shape || u.dtype != v.dtype) return false;
+    }
+    for (size_t k = 0; k < p->implied.size(); ++k) {
+      const ImpliedCollective& c = p->implied[k];
+      const ImpliedCollective& d = q->implied[k];
+      if (c.kind != d.kind || c.axes != d.axes || c.bytes_per_device != d.bytes_per_device ||
+          trace_.tensors[c.tensor].name != trace_.tensors[d.tensor].name)
+        return false;
+    }
+    return true;
+  }
+
+  // Finds the loops whose iterations all repeat the first one and maps every record of a
+  // later iteration to the first iteration's record in the same place (drawn_as_).
+  void FoldLoops() {
+    drawn_as_.assign(trace_.tensors.size(), -1);
+    const std::vector<LoopIteration>& its = trace_.loop_iterations;
+    for (size_t i = 0; i < its.size(); ++i) {
+      if (its[i].index != 0 || its[i].count < 2 || i + its[i].count > its.size()) continue;
+      const auto records = [&](const std::string& scope) {
+        std::vector<int> ids;
+        for (const TensorRecord& t : trace_.tensors)
+          if (InScope(t.scope, scope)) ids.push_back(t.id);
+        return ids;
+      };
+      const std::vector<int> first = records(its[i].scope);
+      bool alike = !first.empty();
+      std::vector<std::pair<int, int>> pairs;  // (later record, first iteration's record)
+      for (int64_t k = 1; alike && k < its[i].count; ++k) {
+        const LoopIteration& it = its[i + k];
+        const std::vector<int> later = records(it.scope);
+        alike = it.loop == its[i].loop && it.index == k && later.size() == first.size();
+        for (size_t r = 0; alike && r < first.size(); ++r) {
+          alike = Repeats(first[r], its[i].scope, later[r], it.scope);
+          pairs.emplace_back(later[r], first[r]);
+        }
+      }
+      if (!alike) continue;
+      for (const auto& [later, rep] : pairs) drawn_as_[later] = rep;
+      loops_.push_back(Loop{its[i].loop, its[i].scope, its[i].count});
+    }
   }
 
   // The condition clauses all records of a stage share: stated once, on the subgraph.
@@ -350,6 +465,8 @@ class MermaidRenderer {
   std::vector<int> node_of_;  // tensor id -> node
   std::vector<Node> nodes_;
   std::vector<Stage> stages_;
+  std::vector<int> drawn_as_;  // tensor id -> the record drawn for it (folded loops), or -1
+  std::vector<Loop> loops_;
 };
 
 }  // namespace

@@ -24,7 +24,7 @@ PathOutput MaskedLoop(const MoeContext& ctx, const Value& inputs, const Value& g
   const DType acc = ctx.settings().float32_weight_sum ? DType::kFloat32 : s.dtype;
   Value final_output = tr::Zeros(t, inputs.shape(), acc, {"final_output", "BSM"});
   for (int64_t e = 0; e < s.num_experts; ++e) {
-    const auto expert = t.Scope(fmt::format("expert_{}", e));
+    const auto expert = t.Iteration("expert", e, s.num_experts);
     auto row = [&](const Value& w, const char* name, const char* dims) {
       return t.Apply({OpKind::kIndex, "", {{"expr", fmt::format("{}[{}]", name, e)}}}, {&w},
                      {name, dims, TensorKind::kWeight}, [&](const Args& a) {  // a kernel slice

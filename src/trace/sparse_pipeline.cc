@@ -156,28 +156,33 @@ PathOutput SparsePipeline(const MoeContext& ctx, const Value& inputs, const Valu
     const int64_t shards = t.mesh().Size(m_axes);
     const int64_t local_m = m / shards, chunk_local = local_m / chunks;
     for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-      const auto sc = t.Scope(fmt::format("chunk_{}", chunk));
-      // Chunk `chunk` takes the same slice of every shard's embedding block: the embedding
-      // indices k*local_m + chunk*chunk_local + j, in the all-gather's shard order.
-      std::vector<float> indices;
-      for (int64_t k = 0; k < shards; ++k)
-        for (int64_t j = 0; j < chunk_local; ++j)
-          indices.push_back(static_cast<float>(k * local_m + chunk * chunk_local + j));
-      const Value index = tr::Constant(
-          t, Array::FromData({static_cast<int64_t>(indices.size())}, DType::kInt32, indices),
-          {"chunk_indices", "Q"});  // Q: the chunk's embedding columns (Mc), not M
-      const Value x_chunk = tr::Take(t, op.x, index, 2, {"x_chunk", "BSQ"});
-      auto chunk_weight = [&](const Value& w, const char* name) {
-        Value piece = tr::Slice(t, w, 1, chunk * chunk_local, chunk_local, {name, "EQH"});
-        if (!m_axes.empty()) piece = t.AllGather(piece, m_axes, 1, true, {name, "EQH"});
-        return piece;
-      };
-      const Value w0_chunk = chunk_weight(op.w0, "w0_chunk");
-      const Value w1_chunk = chunk_weight(op.w1, "w1_chunk");
-      const Value x = Dispatch(ctx, x_chunk, route, meta);
+      Value p0, p1;
+      {
+        const auto sc = t.Iteration("chunk", chunk, chunks);
+        // Chunk `chunk` takes the same slice of every shard's embedding block: the embedding
+        // indices k*local_m + chunk*chunk_local + j, in the all-gather's shard order.
+        std::vector<float> indices;
+        for (int64_t k = 0; k < shards; ++k)
+          for (int64_t j = 0; j < chunk_local; ++j)
+            indices.push_back(static_cast<float>(k * local_m + chunk * chunk_local + j));
+        const Value index = tr::Constant(
+            t, Array::FromData({static_cast<int64_t>(indices.size())}, DType::kInt32, indices),
+            {"chunk_indices", "Q"});  // Q: the chunk's embedding columns (Mc), not M
+        const Value x_chunk = tr::Take(t, op.x, index, 2, {"x_chunk", "BSQ"});
+        auto chunk_weight = [&](const Value& w, const char* name) {
+          Value piece = tr::Slice(t, w, 1, chunk * chunk_local, chunk_local, {name, "EQH"});
+          if (!m_axes.empty()) piece = t.AllGather(piece, m_axes, 1, true, {name, "EQH"});
+          return piece;
+        };
+        const Value w0_chunk = chunk_weight(op.w0, "w0_chunk");
+        const Value w1_chunk = chunk_weight(op.w1, "w1_chunk");
+        const Value x = Dispatch(ctx, x_chunk, route, meta);
+        const auto up = t.Scope("gmm_up");
+        p0 = Gmm(ctx, x, w0_chunk, route.group_sizes, "layer_w0_partial", false);
+        p1 = Gmm(ctx, x, w1_chunk, route.group_sizes, "layer_w1_partial", false);
+      }
+      // The partial up-projections add up outside the chunk, so every chunk records one body.
       const auto up = t.Scope("gmm_up");
-      const Value p0 = Gmm(ctx, x, w0_chunk, route.group_sizes, "layer_w0_partial", false);
-      const Value p1 = Gmm(ctx, x, w1_chunk, route.group_sizes, "layer_w1_partial", false);
       const std::string dims = t.trace().tensors[p0.tensor].dims;
       layer_w0 = chunk == 0 ? p0 : tr::Binary(t, OpKind::kAdd, layer_w0, p0, {"layer_w0", dims});
       layer_w1 = chunk == 0 ? p1 : tr::Binary(t, OpKind::kAdd, layer_w1, p1, {"layer_w1", dims});

@@ -129,6 +129,17 @@ struct DumpEntry {
   PartitionSpec spec;
 };
 
+// One iteration of a loop the code runs (the masked loop's `for e in range(E)`, the
+// pipeline's embedding chunks): the records in `scope` and below it are that iteration's.
+// A renderer may draw one iteration for all of them (the Mermaid graph), after checking
+// that the iterations recorded the same ops on the same shapes.
+struct LoopIteration {
+  std::string loop;   // what the loop runs over, also the scope's stem: "expert", "chunk"
+  std::string scope;  // the iteration's scope path: "RoutedMoE/masked_loop/expert_0"
+  int64_t index = 0;
+  int64_t count = 0;  // iterations of the loop
+};
+
 struct Trace {
   std::string block;  // "moe" | "mlp" | "shared"
   std::string path;   // e.g. "sparse_matmul/ragged_all_to_all"
@@ -143,6 +154,7 @@ struct Trace {
   // shardtrace's masked-loop reference (`--path masked_loop`): no branch of moe.py selects
   // it, so the trace has no path reasons and the pages say how it is selected instead.
   bool reference_path = false;
+  std::vector<LoopIteration> loop_iterations;  // in program order
   std::optional<MemoryEstimate>
       memory;  // per device; set by the SPMD analysis (trace/spmd_analysis.h)
 

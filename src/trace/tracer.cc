@@ -50,6 +50,14 @@ std::string Tracer::CurrentScope() const {
   return scope;
 }
 
+Tracer::ScopeGuard Tracer::Iteration(const std::string& loop, int64_t index, int64_t count) {
+  const std::string name = fmt::format("{}_{}", loop, index);
+  const std::string parent = CurrentScope();
+  trace_.loop_iterations.push_back(
+      LoopIteration{loop, parent.empty() ? name : parent + "/" + name, index, count});
+  return ScopeGuard(&scopes_, name);
+}
+
 int64_t Tracer::num_shards() const { return numeric_ ? mesh_.num_devices() : 1; }
 
 int Tracer::Record(const Out& out, const std::vector<Array>& shards, bool per_device) {

@@ -116,6 +116,9 @@ class Tracer {
     std::vector<std::string>* stack_;
   };
   [[nodiscard]] ScopeGuard Scope(std::string name) { return ScopeGuard(&scopes_, std::move(name)); }
+  // Iteration `index` of `count` of a loop over `loop`: the scope "<loop>_<index>", recorded
+  // as a Trace::LoopIteration so renderers know the iterations repeat one body.
+  [[nodiscard]] ScopeGuard Iteration(const std::string& loop, int64_t index, int64_t count);
   [[nodiscard]] ScopeGuard Condition(std::string condition) {
     return ScopeGuard(&conditions_, std::move(condition));
   }
