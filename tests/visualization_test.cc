@@ -701,6 +701,20 @@ TEST_CASE("every visualization page keeps the conventions", "[viz]") {
     // Committed and current agree (the CLI test below checks the same through generate).
     CHECK(page.text == ReadFile(SourcePath("visualizations/" + v.file)));
 
+    // Invariants beyond shape trivia: every page has some of its path's own, each citing its
+    // source line, and every one listed holds on the seeded run.
+    int own = 0;
+    for (const Invariant& inv : page.invariants) {
+      INFO(ToString(inv.kind) << ": " << inv.result);
+      CHECK(inv.result.rfind("holds: ", 0) == 0);
+      const bool generic =
+          inv.kind == InvariantKind::kOutputShape || inv.kind == InvariantKind::kPlacedBytes ||
+          inv.kind == InvariantKind::kTokensRouted || inv.kind == InvariantKind::kDistinctChoices ||
+          inv.kind == InvariantKind::kNonNegativeWeights;
+      own += !generic && !inv.source.empty();
+    }
+    CHECK(own >= 2);
+
     // Code blocks read without scrolling.
     for (const std::string& line : CodeLines(page.text)) {
       INFO(line);

@@ -393,6 +393,7 @@ RenderedPage RenderPage(const VisualizationPage& v) {
   RenderedPage page;
   page.text = RenderVisualization(doc, run.trace);
   page.trace = run.trace;
+  page.invariants = doc.invariants;
   return page;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "emit/trace_invariants.h"
 #include "trace/trace.h"
 
 namespace shardtrace {
@@ -74,8 +75,9 @@ std::string ShellLine(const std::vector<std::string>& words);
 std::string VisualizationIndex(const std::vector<VisualizationPage>& pages);
 
 struct RenderedPage {
-  std::string text;  // the whole markdown document
-  Trace trace;       // the trace it was rendered from
+  std::string text;                   // the whole markdown document
+  Trace trace;                        // the trace it was rendered from
+  std::vector<Invariant> invariants;  // as the page lists them
 };
 
 // Runs the page's trace (numeric, seeded) and renders it. Deterministic.

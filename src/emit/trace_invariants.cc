@@ -598,10 +598,31 @@ void DroplessInvariants(const Trace& trace, const Captures* captures, Builder& b
       layer_w0 = &t;
       break;
     }
-  if (!layer_w0) return;
+  // The masked loop: one [B,S,H] layer_w0 per expert, each in its own scope.
+  std::set<std::string> loop_experts;
+  bool loop_shapes = true;
   const TensorRecord* in = trace.At(trace.input);
+  for (const TensorRecord& t : trace.tensors)
+    if (t.name == "layer_w0" && t.dims == "BSH" &&
+        t.scope.find("masked_loop") != std::string::npos) {
+      loop_experts.insert(t.scope);
+      loop_shapes &= in && t.shape[0] == in->shape[0] && t.shape[1] == in->shape[1];
+    }
+  if (!layer_w0 && loop_experts.empty()) return;
+  // The experts' count, from the gate's [M, E] kernel (or the constrained logits).
   const TensorRecord* logits = FindTensor(trace, "gate_logits");
-  if (in && logits) {
+  if (!logits) logits = FindTensor(trace, "gate.kernel");
+  if (in && logits && !layer_w0) {
+    const auto e = DimSize(*logits, 'E');
+    b.Checked(InvariantKind::kDroplessEveryExpert, "sparse-moe-jax-port.md",
+              "each of the E experts' layer_w0 is [B,S,H]: every expert computes on every token",
+              "the loop runs every expert on all tokens and masks afterwards, as dense_matmul's "
+              "dropless einsums do at once",
+              loop_shapes && e && static_cast<int64_t>(loop_experts.size()) == *e,
+              fmt::format("{} expert scopes with layer_w0 [B={},S={},H] of E={}",
+                          loop_experts.size(), in->shape[0], in->shape[1], e ? *e : 0));
+  }
+  if (in && logits && layer_w0) {
     const auto e = DimSize(*logits, 'E');
     const bool every = e && layer_w0->shape[0] == in->shape[0] &&
                        layer_w0->shape[1] == in->shape[1] && layer_w0->shape[2] == *e;

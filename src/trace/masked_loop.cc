@@ -21,6 +21,7 @@ PathOutput MaskedLoop(const MoeContext& ctx, const Value& inputs, const Value& g
   ctx.Capture("top_k_indices", top.indices.array());
   t.trace().top_k_indices = top.indices.tensor;
   const Value gating = ReshapeAndUpdateWeights(ctx, top.weights, top.indices);  // [B,S,E]
+  ctx.Capture("weights", gating.array());  // as dense_matmul's dropless weights
   const DType acc = ctx.settings().float32_weight_sum ? DType::kFloat32 : s.dtype;
   Value final_output = tr::Zeros(t, inputs.shape(), acc, {"final_output", "BSM"});
   for (int64_t e = 0; e < s.num_experts; ++e) {
