@@ -1278,14 +1278,14 @@ void RoutingVariantInvariants(const Trace& trace, const Captures* captures, Buil
     const Array* dense = Captured(captures, "weights");
     const Array* w = sparse ? sparse : dense;
     if (!w) {
-      b.Unchecked(InvariantKind::kUnitCombineWeights, "moe.py:708-710, 1946-1948", statement,
+      b.Unchecked(InvariantKind::kUnitCombineWeights, "moe.py:708-710, 1946-1947", statement,
                   reason, "no weight-sum values");
     } else {
       const auto ones = std::count(w->values().begin(), w->values().end(), 1.0f);
       const auto zeros = std::count(w->values().begin(), w->values().end(), 0.0f);
       // Sparse: [devices, T, K], every entry 1. Dense: the ones scattered into [B,S,E].
       const bool holds = sparse ? ones == w->size() : ones + zeros == w->size();
-      b.Checked(InvariantKind::kUnitCombineWeights, sparse ? "moe.py:708-710" : "moe.py:1946-1948",
+      b.Checked(InvariantKind::kUnitCombineWeights, sparse ? "moe.py:708-710" : "moe.py:1946-1947",
                 statement, reason, holds,
                 fmt::format("{} of {} {} weights are 1{}", ones, w->size(),
                             sparse ? "(token, choice)" : "[B,S,E]",
