@@ -331,6 +331,19 @@ TEST_CASE("Llama 4 and norm_topk_prob: unit combine weights, normalized weights,
     CHECK(inv.kind != InvariantKind::kNonNegativeWeights);
     CHECK(inv.run == "Llama 4");
   }
+  // Dense dropless Llama 4: the ones scattered to [B,S,E] sum to K per token.
+  const BlockRun dense = NumericRun(Small({"decoder_block=llama4", "num_experts=4",
+                                           "num_experts_per_tok=1", "sparse_matmul=false"}),
+                                    2);
+  const auto halved = [](BlockRun& r) {
+    for (float& w : Values(r, "weights"))
+      if (w != 0.0f) {
+        w = 0.5f;
+        return;
+      }
+  };
+  HoldsThenBreaks(dense, InvariantKind::kUnitCombineWeights, halved);
+  HoldsThenBreaks(dense, InvariantKind::kDroplessWeightSum, halved);
   const BlockRun qwen = NumericRun(Small({"num_experts=4", "norm_topk_prob=true"}), 2);
   HoldsThenBreaks(qwen, InvariantKind::kNormalizedWeights,
                   [](BlockRun& r) { Values(r, "top_k_weights")[0] += 0.25f; });
