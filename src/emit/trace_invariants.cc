@@ -971,12 +971,23 @@ void TensorParallelInvariants(const Trace& trace, Builder& b) {
     if (to.name != "intermediate_output" || from.shape.size() != 2 || to.shape.size() != 2)
       continue;
     const int64_t tp = op.collective->participants;
+    // The partial sums come from wo's H dim being split over the scatter's axes.
+    const TensorRecord* wo = nullptr;
+    for (const TensorRecord& t : trace.tensors)
+      if (t.constraint == Constraint::kShardMapIn && t.name == "wo") wo = &t;
+    const PartitionSpec::Entry h = wo ? EntryAt(SpecOf(*wo), 1) : PartitionSpec::Entry{};
+    const bool h_split = std::all_of(
+        op.collective->axes.begin(), op.collective->axes.end(),
+        [&](const std::string& a) { return std::find(h.begin(), h.end(), a) != h.end(); });
     b.Checked(InvariantKind::kTensorScatteredOutput, "moe.py:1320-1323",
               "intermediate_output is [R, M/TP] after the psum_scatter over tensor",
               "wo's H dim is sharded over tensor, so gmm_wo gives partial sums of [R, M]; the "
               "reduce-scatter sums them and leaves each device one M/TP slice",
-              m && from.shape[1] == *m && to.shape[0] == from.shape[0] && to.shape[1] * tp == *m,
-              fmt::format("{} -> {} over '{}' ({} devices), M = {}", ShapeToString(from.shape),
+              h_split && m && from.shape[1] == *m && to.shape[0] == from.shape[0] &&
+                  to.shape[1] * tp == *m,
+              fmt::format("wo in_spec {} (H over {}); {} -> {} over '{}' ({} devices), M = {}",
+                          wo && SpecOf(*wo) ? SpecOf(*wo)->ToString() : "?",
+                          PartitionSpec::EntryToString(h), ShapeToString(from.shape),
                           ShapeToString(to.shape), fmt::join(op.collective->axes, "', '"), tp,
                           m ? *m : 0));
     const TensorRecord* out = nullptr;
