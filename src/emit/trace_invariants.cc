@@ -579,7 +579,8 @@ void MlpInvariants(const Trace& trace, Builder& b) {
               "wo contracts F: when x and wo both shard F over mesh axes A, each device holds a "
               "partial sum and the output needs an all-reduce over exactly A",
               "a sharded contraction dim splits the sum, not the result", reduced == both,
-              both.empty() ? fmt::format("F sharded over {} in both operands; {} all-reduce", axes,
+              both.empty() ? fmt::format("no mesh axis shards F in both operands as the einsum "
+                                         "reads them; {} all-reduce",
                                          reduced.empty() ? "no" : "an unexpected")
                            : fmt::format("F over {} in x and wo; all-reduce over '{}', {} B "
                                          "per device",
