@@ -27,6 +27,7 @@
 #include "emit/mermaid_flow.h"
 #include "emit/page_sections.h"
 #include "emit/sparse_row_tree.h"
+#include "emit/tensor_glossary.h"
 #include "emit/text_table.h"
 #include "emit/trace_invariants.h"
 #include "emit/tree_text.h"
@@ -1052,6 +1053,81 @@ TEST_CASE("mermaid draws a loop of alike iterations once", "[viz]") {
     CHECK(std::count(text.begin(), text.end(), '\n') <
           std::count(unrolled.begin(), unrolled.end(), '\n'));
   }
+}
+
+
+// A name moe.py or MaxText reuses means what its place makes it: MlpBlock's `x` is the MLP's
+// hidden state and its kernels have no expert dim; inside shard_map `x` is first this
+// device's tokens, then the routed rows.
+TEST_CASE("a tensor's meaning depends on where it stands", "[viz]") {
+  TensorRecord mlp_x = Tensor(0, "x", "MlpBlock", "BSF", {4, 4, 32});
+  CHECK(TensorMeaning(mlp_x) ==
+        "the MLP's hidden state, activation(inputs · wi_0) * (inputs · wi_1): wo's input");
+  TensorRecord tokens = Tensor(1, "x", "RoutedMoE/sparse_matmul/wrapper", "BSM", {1, 4, 16});
+  tokens.in_shard_map = true;
+  CHECK(TensorMeaning(tokens) == "the tokens this device holds inside shard_map");
+  TensorRecord rows = Tensor(2, "x", "RoutedMoE/sparse_matmul/wrapper", "UM", {32, 16});
+  rows.in_shard_map = true;
+  CHECK(TensorMeaning(rows) == "the routed rows this device holds, grouped by expert");
+  CHECK(TensorMeaning(Tensor(3, "wi_0", "MlpBlock/wi_0", "MF", {16, 32})) ==
+        "MLP gated up-projection: embed -> hidden");
+  CHECK(TensorMeaning(Tensor(4, "wi_0", "RoutedMoE", "EMH", {4, 16, 32})) ==
+        "expert gated up-projection: embed -> hidden, per expert");
+  CHECK(TensorMeaning(Tensor(5, "output", "RoutedMoE/gate", "BSE", {4, 4, 4})) ==
+        "the gate's logits per token and expert");
+}
+
+// `(if ...)` is a run condition only: the load-balance probabilities run whenever moe.py is
+// not inferring (moe.py:1704), and who reads them is a note (`# ...`), not a condition.
+TEST_CASE("the pages state run conditions and notes apart", "[viz]") {
+  const std::string dropless = ReadFile(SourcePath("visualizations/moe_dense_dropless.md"));
+  CHECK_THAT(
+      dropless,
+      Catch::Contains("│ softmax_probs: act [B=4,S=4,E=4] bf16  ← softmax(gate_logits), as bf16  "
+                      "(if model_call_mode != inference)           │\n"
+                      "│     # unused here: only load_balance_loss reads it (moe.py:1707), "
+                      "load_balance_loss_weight = 0"));
+  const std::string dropping = ReadFile(SourcePath("visualizations/moe_dense_dropping.md"));
+  CHECK_THAT(dropping,
+             Catch::Contains("┌─ RoutedMoE/dense_matmul (if model_call_mode != inference) ─"));
+  CHECK_THAT(dropping,
+             Catch::Contains("30. softmax_probs = mul(weights, combined_expert_mask)\n"
+                             "        # = weights, which moe.py:1725 passes as softmax_probs, 0 "
+                             "where dropped (1603)\n"));
+  CHECK_THAT(
+      ReadFile(SourcePath("visualizations/moe_dense_dropping_inference.md")),
+      Catch::Contains("| `weights` | act | top-k weights scattered to [B,S,E] (0 for unchosen "
+                      "experts); unused in inference: the masks take softmax_probs "
+                      "(moe.py:1749) |"));
+  for (const VisualizationPage& v : VisualizationPages()) {
+    INFO(v.file);
+    CHECK_THAT(ReadFile(SourcePath("visualizations/" + v.file)),
+               !Catch::Contains("(if load_balance_loss_weight > 0:"));
+  }
+}
+
+// One Data Structures row per value: a cast or a constraint of the same name does not repeat it.
+TEST_CASE("data structures merge the casts and constraints of one value", "[viz]") {
+  const std::string dropless = ReadFile(SourcePath("visualizations/moe_dense_dropless.md"));
+  CHECK_THAT(
+      dropless,
+      Catch::Contains("| `softmax_probs` | act | softmax of gate_logits over experts; unused here: "
+                      "only load_balance_loss reads it (moe.py:1707), "
+                      "load_balance_loss_weight = 0 | float32→bfloat16 | `[4,4,4] BSE` |"));
+  CHECK_THAT(
+      dropless,
+      Catch::Contains("| `index_batch` | act | batch index broadcast over the scatter | int32 | "
+                      "`[4,1,1] B11` | `('activation_batch', None, None)` | "
+                      "`P(('fsdp', 'expert'), None, None)` | [1,1,1] (4 B) | "
+                      "maybe_shard_with_logical | "));
+  size_t rows = 0;
+  for (size_t at = dropless.find("\n| `index_batch` |"); at != std::string::npos;
+       at = dropless.find("\n| `index_batch` |", at + 1))
+    ++rows;
+  CHECK(rows == 1);
+  CHECK_THAT(ReadFile(SourcePath("visualizations/mlp_block.md")),
+             Catch::Contains("| `wi_0` | weight | MLP gated up-projection: embed -> hidden | "
+                             "float32→bfloat16 | `[16,32] MF` |"));
 }
 
 TEST_CASE("generate --check passes on the committed visualizations", "[viz][e2e]") {

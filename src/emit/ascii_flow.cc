@@ -223,9 +223,11 @@ class FlowRenderer {
 
   std::string Head(const TensorRecord& t) const { return TensorHead(t); }
 
+  // `(if ...)` for the clauses the box title did not state, then `# note` for a note on the
+  // value (who reads it), which is no condition.
   std::string Condition(const TensorRecord& t, const Stated& stated) const {
     const std::string text = IfText(t.condition_clauses, stated);
-    return text.empty() ? "" : "  " + text;
+    return (text.empty() ? "" : "  " + text) + (t.note.empty() ? "" : "  # " + t.note);
   }
 
   // The condition clauses every record of a stage shares, in the order of the first.
@@ -288,7 +290,7 @@ class FlowRenderer {
       const char letter = Letter(t, i);
       const std::string dim = letter == '-' || letter == '1'
                                   ? std::to_string(t.shape[i])
-                                  : fmt::format("{}={}", letter, t.shape[i]);
+                                  : fmt::format("{}={}", DimLabel(letter), t.shape[i]);
       std::string logical = "-";
       if (t.logical_axes && i < t.logical_axes->size() && (*t.logical_axes)[i])
         logical = "'" + *(*t.logical_axes)[i] + "'";

@@ -90,35 +90,71 @@ data Definitions(const Trace& trace) {
   return rows;
 }
 
-// One row per distinct (name, type, shape, placement), in order of first appearance.
+// One row per value a reader tells apart, in order of first appearance: the records of one
+// name, kind, shape and meaning are one row even when moe.py casts or constrains it in
+// between (`float32→bfloat16`, the placement the statement set); a second, different explicit
+// placement of the same value gets a row of its own.
 data DataStructures(const Trace& trace) {
-  std::set<std::vector<std::string>> seen;
-  data rows = List();
+  struct Row {
+    std::string key;  // name, kind, shape, meaning
+    const TensorRecord* first = nullptr;
+    const TensorRecord* placed = nullptr;  // the constrained record, if one
+    std::vector<DType> dtypes;
+    std::string meaning;
+    std::string note;  // the first record's note that has one
+  };
+  const auto placement = [](const TensorRecord& t) {
+    return fmt::format("{}|{}|{}|{}", t.logical_axes ? LogicalAxesToString(*t.logical_axes) : "",
+                       t.partition_spec ? t.partition_spec->ToString() : "",
+                       ShapeToString(t.local_shape), ToString(t.constraint));
+  };
+  std::vector<Row> merged;
   for (const TensorRecord& t : trace.tensors) {
-    const std::string logical = t.logical_axes ? LogicalAxesToString(*t.logical_axes) : "";
-    const std::string spec = t.partition_spec ? t.partition_spec->ToString() : "";
+    const std::string meaning = TensorMeaning(t);
+    const std::string key =
+        fmt::format("{}|{}|{}|{}", t.name, ToString(t.kind), DimsShape(t), meaning);
+    const bool constrained = t.constraint != Constraint::kNone;
+    Row* row = nullptr;
+    for (Row& r : merged) {
+      if (r.key != key) continue;
+      if (!constrained || !r.placed || placement(*r.placed) == placement(t)) {
+        row = &r;
+        break;
+      }
+    }
+    if (!row) {
+      merged.push_back({key, &t, nullptr, {}, meaning, ""});
+      row = &merged.back();
+    }
+    if (row->note.empty()) row->note = t.note;
+    if (constrained && !row->placed) row->placed = &t;
+    if (row->dtypes.empty() || row->dtypes.back() != t.dtype) row->dtypes.push_back(t.dtype);
+  }
+  data rows = List();
+  for (const Row& r : merged) {
+    const TensorRecord& t = r.placed ? *r.placed : *r.first;
     const std::string local =
         t.constraint != Constraint::kNone || t.in_shard_map
             ? fmt::format("{} ({})", ShapeToString(t.local_shape), HumanBytes(t.bytes_per_device))
             : "";
-    const std::vector<std::string> key = {
-        t.name, ToString(t.kind),      ToString(t.dtype), DimsShape(t), logical, spec,
-        local,  ToString(t.constraint)};
-    if (!seen.insert(key).second) continue;
+    std::vector<std::string> dtypes;
+    for (const DType d : r.dtypes) dtypes.push_back(ToString(d));
     data row;
     row.set("name", Cell(t.name));
     row.set("kind", ToString(t.kind));
-    row.set("dtype", ToString(t.dtype));
+    row.set("dtype", fmt::format("{}", fmt::join(dtypes, "→")));
     row.set("shape", Cell(DimsShape(t)));
-    row.set("logical", Code(logical));
-    row.set("spec", Code(spec));
+    row.set("logical", Code(t.logical_axes ? LogicalAxesToString(*t.logical_axes) : ""));
+    row.set("spec", Code(t.partition_spec ? t.partition_spec->ToString() : ""));
     row.set("local", Cell(local));
     row.set("constraint", t.constraint != Constraint::kNone ? ToString(t.constraint)
                           : t.in_shard_map                  ? "per device (shard_map body)"
                           : t.kind == TensorKind::kWeight   ? "-"
                                                             : "propagated by XLA");
-    row.set("meaning", Cell(std::string(TensorMeaning(t.name))));
-    row.set("scope", Cell(t.scope.empty() ? "(top)" : t.scope));
+    row.set("meaning", Cell(r.note.empty()      ? r.meaning
+                            : r.meaning.empty() ? r.note
+                                                : r.meaning + "; " + r.note));
+    row.set("scope", Cell(r.first->scope.empty() ? "(top)" : r.first->scope));
     rows.push_back(row);
   }
   return rows;
@@ -193,11 +229,14 @@ std::string Algorithm(const Trace& trace, bool line_refs) {
     if (op.outputs.size() == 1 && uses[op.outputs[0]] == 1 && !op.inputs.empty() &&
         DisplayWidth(expr) <= 48 && reader[op.outputs[0]] == static_cast<int>(i) + 1 &&
         trace.ops[i + 1].scope == op.scope && out->constraint == Constraint::kNone &&
-        !op.collective && expr.find("  #") == std::string::npos) {
+        out->note.empty() && !op.collective && expr.find("  #") == std::string::npos) {
       pending[op.outputs[0]] = expr;
       continue;
     }
-    statements.emplace_back(op.scope, fmt::format("{} = {}", Names(trace, op.outputs), expr));
+    // A note on the value (who reads it) follows as a comment; it is not a condition.
+    const std::string note = out && !out->note.empty() ? fmt::format("  # {}", out->note) : "";
+    statements.emplace_back(op.scope,
+                            fmt::format("{} = {}{}", Names(trace, op.outputs), expr, note));
     for (const int o : op.outputs) {
       step_of[o] = static_cast<int>(statements.size());
       latest[trace.tensors[o].name] = o;

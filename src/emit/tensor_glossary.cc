@@ -86,7 +86,7 @@ constexpr std::array<Entry, 101> kMeanings = {{
     {"scores_grouped", "scores as (token, group, experts per group)"},
     {"send_sizes", "rows this device sends to each peer"},
     {"shared_experts", "the shared-expert MLP's output"},
-    {"softmax_probs", "softmax over experts (masks' weights or load-balance loss)"},
+    {"softmax_probs", "softmax of gate_logits over experts"},
     {"sorted_experts", "expert id of each sorted row"},
     {"sorted_experts_ids", "local expert id of each locally sorted row"},
     {"sorted_indices", "permutation sorting received rows by local expert"},
@@ -118,7 +118,7 @@ constexpr std::array<Entry, 101> kMeanings = {{
 constexpr std::array<Entry, 6> kMoreMeanings = {{
     {"wi_0", "expert gated up-projection: embed -> hidden, per expert"},
     {"wi_1", "expert linear up-projection: embed -> hidden, per expert"},
-    {"x", "the routed rows this device holds (inside shard_map)"},
+    {"x", "the rows this device holds inside shard_map"},
     {"x_chunk", "one embedding chunk of the rows"},
     {"shared_mlp", "the shared experts' MLP"},
     {"wo_bias", "wo's bias"},
@@ -166,6 +166,29 @@ std::string_view TensorMeaning(std::string_view name) {
   for (const auto& [n, meaning] : kMoreMeanings)
     if (n == name) return meaning;
   return "";
+}
+
+std::string TensorMeaning(const TensorRecord& t) {
+  const bool experts = t.dims.find('E') != std::string::npos;
+  const bool rows = !t.dims.empty() && (t.dims[0] == 'R' || t.dims[0] == 'U');
+  if (t.name == "x") {
+    if (t.dims.find('F') != std::string::npos)
+      return "the MLP's hidden state, activation(inputs · wi_0) * (inputs · wi_1): wo's input";
+    if (rows) return "the routed rows this device holds, grouped by expert";
+    if (t.in_shard_map) return "the tokens this device holds inside shard_map";
+  }
+  if (!experts && t.dims.size() == 2) {  // MlpBlock's 2-D kernels (linears.py), no expert dim
+    if (t.name == "wi_0") return "MLP gated up-projection: embed -> hidden";
+    if (t.name == "wi_1") return "MLP linear up-projection: embed -> hidden";
+    if (t.name == "wo") return "MLP down-projection: hidden -> embed";
+  }
+  if (t.name == "output" && t.scope.ends_with("/gate"))
+    return "the gate's logits per token and expert";
+  if (t.name == "intermediate_layer" && t.dims.find('M') != std::string::npos)
+    return "each expert's output (wo), before the weighted sum";
+  if (t.name == "softmax_probs" && t.scope.ends_with("/generate_masks"))
+    return "the masks' weight of each (token, expert)";
+  return std::string(TensorMeaning(t.name));
 }
 
 std::string MoeLineRef(std::string_view scope) {

@@ -9,10 +9,18 @@
 #include <string>
 #include <string_view>
 
+#include "trace/trace.h"
+
 namespace shardtrace {
 
 // "the (token, choice) rows sorted by expert", or "" for a name the glossary lacks.
 std::string_view TensorMeaning(std::string_view name);
+
+// What this record of a name is where it stands: a name moe.py or MaxText reuses gets the
+// meaning of its place (`x` is the MLP's hidden state in MlpBlock, this device's tokens at
+// the shard_map's entry, the routed rows after the sort; `wi_0` without an expert dim is
+// MlpBlock's kernel), else TensorMeaning(t.name).
+std::string TensorMeaning(const TensorRecord& t);
 
 // "moe.py:637" (or "moe.py:1834 (dropping) / 1914 (dropless)") for a scope whose last segment is a
 // moe.py function or named scope of the seed revision ("RoutedMoE/sparse_matmul/wrapper/permute" ->

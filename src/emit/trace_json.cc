@@ -47,6 +47,7 @@ Json TensorJson(const TensorRecord& t) {
   j["bytes_per_device"] = t.bytes_per_device;
   j["scope"] = t.scope;
   j["condition"] = t.condition.empty() ? Json(nullptr) : Json(t.condition);
+  if (!t.note.empty()) j["note"] = t.note;
   j["in_shard_map"] = t.in_shard_map;
   if (t.summary) {
     j["summary"] = {{"min", t.summary->min},

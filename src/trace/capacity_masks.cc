@@ -69,6 +69,9 @@ Masks GenerateMasks(const MoeContext& ctx, const Value& top_k_indices, const Val
   Value weights = probs;
   if (sub) weights = tr::Reshape(t, weights, with({sub_seq, e}), {"softmax_probs", "BNSE"});
   weights = tr::Binary(t, OpKind::kMul, weights, combined_mask, {"softmax_probs", lead + "SE"});
+  t.Annotate(weights, sub ? "0 where a choice was dropped (moe.py:1527)"
+                          : "= weights, which moe.py:1725 passes as softmax_probs, 0 where "
+                            "dropped (1603)");
   const Value position_fused =
       tr::Binary(t, OpKind::kMul, fused, count_fused, {"expert_token_position_fused", lead + "RE"});
   const Value position = tr::Reshape(t, position_fused, with({sub_seq, k, e}),

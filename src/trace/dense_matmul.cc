@@ -81,12 +81,20 @@ DenseRouting Route(const MoeContext& ctx, const Value& inputs, const Value& gate
     r.weights = ReshapeAndUpdateWeights(ctx, r.top.weights, r.top.indices);
   }
   if (!s.inference) {
-    // moe.py computes these probabilities outside inference, but only load_balance_loss
-    // reads them; the condition says so, so they are not mistaken for generate_masks' input.
-    const auto reads =
-        t.Condition("load_balance_loss_weight > 0: only load_balance_loss reads softmax_probs");
+    // moe.py computes these probabilities whenever it is not inferring (1704-1705), but only
+    // load_balance_loss reads them: a note says so, so they are not mistaken for the
+    // softmax_probs generate_masks works on (that is `weights`, 1725-1726).
+    const auto cond = t.Condition("model_call_mode != inference");
     const Value probs = RouterProbs(ctx, gate_logits);
-    if (ctx.settings().load_balance_loss_weight > 0.0) {
+    const bool loss = ctx.settings().load_balance_loss_weight > 0.0;
+    t.Annotate(
+        probs,
+        fmt::format("{}{}",
+                    loss ? "read only by load_balance_loss (moe.py:1707)"
+                         : "unused here: only load_balance_loss reads it (moe.py:1707), "
+                           "load_balance_loss_weight = 0",
+                    s.capacity_factor > 0 ? "; not the masks' softmax_probs (moe.py:1725)" : ""));
+    if (loss) {
       const auto cond = t.Condition("load_balance_loss_weight > 0");
       result.lb_loss = LoadBalanceLoss(ctx, r.top.indices, probs);
     }
@@ -130,6 +138,11 @@ DroppingLayout ConstrainedMasks(const MoeContext& ctx, DenseRouting& r, const Va
     const Value probs = RouterProbs(ctx, gate_logits);
     // What the combine mask's weights are taken from (the invariants compare them).
     ctx.Capture("softmax_probs", probs.array());
+    t.Annotate(probs,
+               "the combine weights: the softmax over all experts, not the top-k weights "
+               "(moe.py:1748-1749)");
+    if (r.weights)
+      t.Annotate(*r.weights, "unused in inference: the masks take softmax_probs (moe.py:1749)");
     masks = GenerateMasks(ctx, r.top.indices, probs, cp);
     LogicalAxes input_axis;
     // moe.py tests context_autoregressive size > 0 (always true) and cp == 1.

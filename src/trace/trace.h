@@ -12,6 +12,11 @@
 //   R routed rows (T*K, sorted by expert)                        U ragged buffer rows
 //   P expert-parallel shards (peers of an all-to-all)            A activations (fused wi)
 //   1 a broadcast dim of size 1                                  - a dim with no name
+// and dims moe.py folds from two or sizes that only resemble a letter (pages label them,
+// emit/dim_letters.h):
+//   L P*E: local_permute's (peer, local expert) slots   W P*M: the ring's batch folded into M
+//   J the top 2 experts of a routing group (fixed 2)   V the topk_routing_group kept groups
+//   Q one embedding chunk of M (pipeline)              D C+1: the capacity one-hot with slot 0
 #pragma once
 
 #include <cstdint>
@@ -74,6 +79,9 @@ struct TensorRecord {
   // The nested conditions `condition` joins with " && ", outermost first, so renderers can
   // state a clause once for a whole stage without splitting the text again.
   std::vector<std::string> condition_clauses;
+  // What a reader should know about the value that is not a run condition, e.g. "read only
+  // by load_balance_loss (moe.py:1706-1707)"; empty for most tensors.
+  std::string note;
   bool in_shard_map = false;
   std::optional<NumericSummary> summary;
   std::vector<std::string> warnings;  // uneven divisions
@@ -99,7 +107,9 @@ struct CollectiveRecord {
 struct OpRecord {
   int id = 0;
   OpKind kind = OpKind::kInput;
-  std::string equation;  // einsum equation as moe.py writes it ("BSM,EMH->BSEH")
+  // einsum equation as moe.py writes it ("BSM,EMH->BSEH"); a gmm, which moe.py calls with no
+  // equation, gets the kernel's "RK,GKN->RN" (rows x contracted, groups x contracted x out)
+  std::string equation;
   std::vector<int> inputs;
   std::vector<int> outputs;
   std::vector<std::pair<std::string, std::string>> attrs;  // ordered, already formatted

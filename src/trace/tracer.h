@@ -122,6 +122,11 @@ class Tracer {
   [[nodiscard]] ScopeGuard Condition(std::string condition) {
     return ScopeGuard(&conditions_, std::move(condition));
   }
+  // Sets the reader's note of the tensor `v` holds (TensorRecord::note): a fact about the
+  // value, such as who reads it, that is not a condition under which it is computed.
+  void Annotate(const Value& v, std::string note) {
+    trace_.tensors[v.tensor].note = std::move(note);
+  }
   // Brackets the body of a shard_map: every tensor recorded in between is a per-device
   // block, including constants the body creates.
   void EnterShardMapBody() { ++shard_map_depth_; }
