@@ -1055,7 +1055,6 @@ TEST_CASE("mermaid draws a loop of alike iterations once", "[viz]") {
   }
 }
 
-
 // A name moe.py or MaxText reuses means what its place makes it: MlpBlock's `x` is the MLP's
 // hidden state and its kernels have no expert dim; inside shard_map `x` is first this
 // device's tokens, then the routed rows.
@@ -1128,6 +1127,44 @@ TEST_CASE("data structures merge the casts and constraints of one value", "[viz]
   CHECK_THAT(ReadFile(SourcePath("visualizations/mlp_block.md")),
              Catch::Contains("| `wi_0` | weight | MLP gated up-projection: embed -> hidden | "
                              "float32→bfloat16 | `[16,32] MF` |"));
+}
+
+// moe.py's own formulas, not op names it never calls; shardtrace's own grouping scopes are
+// bracketed; a slice to a finer sharding is listed apart from the collectives.
+TEST_CASE("pages write ops as moe.py computes them and mark what is shardtrace's", "[viz]") {
+  CHECK(ScopeText("RoutedMoE/sparse_matmul/wrapper/gmm_wi_0") ==
+        "RoutedMoE/sparse_matmul/wrapper/[gmm_wi_0]");
+  CHECK(ScopeText("RoutedMoE/sparse_matmul/wrapper/unpermute") ==
+        "RoutedMoE/sparse_matmul/wrapper/unpermute");
+  const std::string ring = ReadFile(SourcePath("visualizations/moe_ring_of_experts.md"));
+  CHECK_THAT(ring,
+             Catch::Contains("│ flatten_selected_experts: act [R=16] i32  ← "
+                             "(flatten_selected_experts - roll_to_expert_id) % num_experts │"));
+  CHECK_THAT(ring,
+             Catch::Contains("37. x = where((arange(x.shape[0]) < sum(group_sizes))[:, None], "
+                             "x, 0)\n"));
+  CHECK_THAT(ring, Catch::Contains("┌─ RoutedMoE/sparse_matmul/wrapper/[gmm_wi_0] ─"));
+  CHECK_THAT(ring,
+             Catch::Contains("# RoutedMoE/sparse_matmul/wrapper/[gmm_wi_0]  (moe.py:1291 (gmm "
+                             "of wi_0))\n"));
+  CHECK_THAT(ReadFile(SourcePath("visualizations/moe_sparse_ragged_all_to_all.md")),
+             Catch::Contains("│ output_offsets: act [P=4] i32  ← cumsum(concat([0-row], A), "
+                             "axis=0)[shard_id], A = all_shards_group_sizes"));
+  const std::string dropping = ReadFile(SourcePath("visualizations/moe_dense_dropping.md"));
+  CHECK_THAT(dropping, Catch::Contains("(unnamed in moe.py: less_equal(expert_token_count, "
+                                       "expert_capacity_per_batch), 1601) |"));
+  CHECK_THAT(dropping,
+             Catch::Contains("Reshards without communication (not collectives: XLA slices a tensor "
+                             "each device holds whole\ndown to a finer sharding, 0 B moved):\n\n"
+                             "- `expert_token_count` P('fsdp', None, None, None) -> "
+                             "P(('fsdp', 'expert'), None, None, None) over expert, for "
+                             "`expert_token_count` in `RoutedMoE/dense_matmul/generate_masks`\n"));
+  CHECK_THAT(dropping, !Catch::Contains("| slice | implied by XLA |"));
+  CHECK_THAT(BlockAfter(dropping, "## Tensor flow"), !Catch::Contains("⇄ xla slice"));
+  // A loop's iterations repeating their casts list each dtype once.
+  CHECK_THAT(ReadFile(SourcePath("visualizations/moe_masked_loop_port.md")),
+             Catch::Contains("| `expert_output` | act | one expert's output on every token "
+                             "(masked loop) | bfloat16→float32 | `[4,4,16] BSM` |"));
 }
 
 TEST_CASE("generate --check passes on the committed visualizations", "[viz][e2e]") {

@@ -8,6 +8,7 @@
 
 #include "emit/dim_letters.h"
 #include "emit/human_bytes.h"
+#include "emit/tensor_glossary.h"
 #include "emit/text_table.h"
 #include "emit/xla_spmd_text.h"
 #include "trace/trace_totals.h"
@@ -197,6 +198,7 @@ class FlowRenderer {
     if (!op.equation.empty())
       return fmt::format("{}(\"{}\", {})", op.Name(), PageEquation(trace_, op),
                          InputNames(op.inputs));
+    if (const std::string formula = OpFormula(trace_, op); !formula.empty()) return formula;
     if (args.empty()) return op.Name();
     return fmt::format("{}({})", op.Name(), InputNames(args));
   }
@@ -278,8 +280,10 @@ class FlowRenderer {
     const OpRecord* op = Producer(id);
     if (!op || op->outputs.empty() || op->outputs.front() != id) return;
     for (const ImpliedCollective& c : op->implied)
-      for (std::string& l : WrapText("  " + ImpliedFlowText(trace_, c), width, 6))
-        lines->push_back(std::move(l));
+      // a local slice to a finer sharding moves nothing: no collective (the spec lists it apart)
+      if (c.kind != CollectiveKind::kSlice)
+        for (std::string& l : WrapText("  " + ImpliedFlowText(trace_, c), width, 6))
+          lines->push_back(std::move(l));
   }
 
   // Per dim: the logical axis and the mesh axes of the PartitionSpec entry it resolved to.
@@ -375,7 +379,7 @@ class FlowRenderer {
     const std::string condition = IfText(common, {});
     // A deep scope path keeps its last segments; a condition that does not fit beside the
     // title becomes the box's first line.
-    std::string title = s.scope;
+    std::string title = ScopeText(s.scope);
     std::vector<std::string> segments;
     for (size_t start = 0; start <= title.size();) {
       const size_t end = std::min(title.find('/', start), title.size());
@@ -514,6 +518,16 @@ std::string ShortDtype(DType dtype) {
       return "bool";
   }
   return ToString(dtype);
+}
+
+std::string OpFormula(const Trace& trace, const OpRecord& op) {
+  for (const auto& [key, value] : op.attrs) {
+    if (key != "expr") continue;
+    if (op.kind == OpKind::kTransformArray && !op.inputs.empty())
+      return fmt::format("{}, A = {}", value, trace.tensors[op.inputs.front()].name);
+    return value;
+  }
+  return "";
 }
 
 std::string TensorHead(const TensorRecord& t) {

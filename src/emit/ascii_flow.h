@@ -36,4 +36,10 @@ std::string ShortDtype(DType dtype);
 // "dispatch: act [E=4,B=4,C=2,M=16] bf16": how the flow and the Mermaid graph name a tensor.
 std::string TensorHead(const TensorRecord& t);
 
+// What an op computes as moe.py writes it, from its `expr` attribute: "(flatten_selected_experts
+// - roll_to_expert_id) % num_experts" rather than an op name moe.py does not call (`roll`); a
+// transform_array formula names its matrix ("A[shard_id], A = all_shards_group_sizes"). ""
+// when the op records none.
+std::string OpFormula(const Trace& trace, const OpRecord& op);
+
 }  // namespace shardtrace

@@ -7,6 +7,7 @@
 #include <array>
 #include <kainjow/mustache.hpp>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -101,7 +102,8 @@ data DataStructures(const Trace& trace) {
     const TensorRecord* placed = nullptr;  // the constrained record, if one
     std::vector<DType> dtypes;
     std::string meaning;
-    std::string note;  // the first record's note that has one
+    std::string note;              // the first record's note that has one
+    std::optional<DType> back_to;  // the last record's dtype, when an earlier one
   };
   const auto placement = [](const TensorRecord& t) {
     return fmt::format("{}|{}|{}|{}", t.logical_axes ? LogicalAxesToString(*t.logical_axes) : "",
@@ -128,7 +130,14 @@ data DataStructures(const Trace& trace) {
     }
     if (row->note.empty()) row->note = t.note;
     if (constrained && !row->placed) row->placed = &t;
-    if (row->dtypes.empty() || row->dtypes.back() != t.dtype) row->dtypes.push_back(t.dtype);
+    // Each dtype once, in order, and a cast back at the end (bf16→f32→bf16); a loop's
+    // iterations repeating the same casts do not repeat them.
+    if (std::find(row->dtypes.begin(), row->dtypes.end(), t.dtype) == row->dtypes.end()) {
+      row->dtypes.push_back(t.dtype);
+      row->back_to = std::nullopt;
+    } else {
+      row->back_to = t.dtype == row->dtypes.back() ? std::nullopt : std::optional(t.dtype);
+    }
   }
   data rows = List();
   for (const Row& r : merged) {
@@ -139,6 +148,7 @@ data DataStructures(const Trace& trace) {
             : "";
     std::vector<std::string> dtypes;
     for (const DType d : r.dtypes) dtypes.push_back(ToString(d));
+    if (r.back_to) dtypes.push_back(ToString(*r.back_to));
     data row;
     row.set("name", Cell(t.name));
     row.set("kind", ToString(t.kind));
@@ -154,7 +164,7 @@ data DataStructures(const Trace& trace) {
     row.set("meaning", Cell(r.note.empty()      ? r.meaning
                             : r.meaning.empty() ? r.note
                                                 : r.meaning + "; " + r.note));
-    row.set("scope", Cell(r.first->scope.empty() ? "(top)" : r.first->scope));
+    row.set("scope", Cell(r.first->scope.empty() ? "(top)" : ScopeText(r.first->scope)));
     rows.push_back(row);
   }
   return rows;
@@ -221,6 +231,12 @@ std::string Algorithm(const Trace& trace, bool line_refs) {
                                                                            : "constrain";
       args.push_back(out->partition_spec->ToString());
       expr = fmt::format("{}({})  # {}", fn, fmt::join(args, ", "), ToString(out->constraint));
+    } else if (const std::string formula = OpFormula(trace, op);
+               !formula.empty() && std::equal(args.begin(), args.end(), op.inputs.begin(),
+                                              [&](const std::string& a, int in) {
+                                                return a == trace.tensors[in].name;
+                                              })) {
+      expr = formula;  // what moe.py computes, when no folded input needs writing out
     } else {
       expr = fmt::format("{}({})", op.Name(), fmt::join(attrs, ", "));
     }
@@ -250,8 +266,8 @@ std::string Algorithm(const Trace& trace, bool line_refs) {
     if (sc != scope) {
       scope = sc;
       const std::string ref = line_refs ? MoeLineRef(sc) : "";
-      const std::string header =
-          fmt::format("# {}{}", sc.empty() ? "(top)" : sc, ref.empty() ? "" : "  (" + ref + ")");
+      const std::string header = fmt::format("# {}{}", sc.empty() ? "(top)" : ScopeText(sc),
+                                             ref.empty() ? "" : "  (" + ref + ")");
       text += text.empty() ? "" : "\n";
       for (const std::string& piece : WrapText(header, kCodeWidth, 2)) text += piece + "\n";
     }
@@ -333,7 +349,7 @@ data Einsums(const Trace& trace) {
             : fmt::format("; moe.py spells it `{}`", op->equation);
     row.set("meaning",
             Cell(EinsumMeaning(trace, *op) + spelled + (n > 1 ? fmt::format(" (x{})", n) : "")));
-    row.set("scope", Cell(op->scope));
+    row.set("scope", Cell(ScopeText(op->scope)));
     rows.push_back(row);
   }
   return rows;
@@ -345,10 +361,32 @@ std::string ByteRange(const std::vector<int64_t>& bytes) {
   return *lo == *hi ? HumanBytes(*hi) : fmt::format("{}–{}", HumanBytes(*lo), HumanBytes(*hi));
 }
 
+// Whether a collective XLA implies moves data: a slice to a finer sharding is local.
+bool Communicates(const ImpliedCollective& c) { return c.kind != CollectiveKind::kSlice; }
+
+// The reshards XLA does without communication (each device slices what it holds whole).
+data LocalReshards(const Trace& trace) {
+  data rows = List();
+  for (const OpRecord& op : trace.ops)
+    for (const ImpliedCollective& c : op.implied) {
+      if (Communicates(c)) continue;
+      data row;
+      row.set("tensor", Cell(trace.tensors[c.tensor].name));
+      row.set("from", c.from.ToString());
+      row.set("to", c.to.ToString());
+      row.set("axes", fmt::format("{}", fmt::join(c.axes, ", ")));
+      row.set("output", Cell(Names(trace, op.outputs)));
+      row.set("scope", Cell(ScopeText(op.scope)));
+      rows.push_back(row);
+    }
+  return rows;
+}
+
 data Collectives(const Trace& trace) {
   data rows = List();
   for (const OpRecord& op : trace.ops) {
     for (const ImpliedCollective& c : op.implied) {
+      if (!Communicates(c)) continue;
       data row;
       row.set("op", HloName(c.kind));
       row.set("origin", "implied by XLA");
@@ -356,7 +394,7 @@ data Collectives(const Trace& trace) {
       row.set("participants", std::to_string(c.participants));
       row.set("input", Cell(trace.tensors[c.tensor].name));
       row.set("output", Cell(Names(trace, op.outputs)));
-      row.set("scope", Cell(op.scope));
+      row.set("scope", Cell(ScopeText(op.scope)));
       row.set("sent", HumanBytes(c.bytes_per_device));
       row.set("received", HumanBytes(c.bytes_per_device));
       rows.push_back(row);
@@ -371,7 +409,7 @@ data Collectives(const Trace& trace) {
     row.set("participants", std::to_string(c.participants));
     row.set("input", op.inputs.empty() ? "" : Cell(trace.tensors[op.inputs.front()].name));
     row.set("output", Cell(Names(trace, op.outputs)));
-    row.set("scope", Cell(op.scope));
+    row.set("scope", Cell(ScopeText(op.scope)));
     row.set("sent", ByteRange(c.bytes_sent));
     row.set("received", ByteRange(c.bytes_received));
     rows.push_back(row);
@@ -497,8 +535,14 @@ std::string RenderVisualization(const VisualizationDoc& doc, const Trace& trace)
   const bool has_einsums = std::any_of(trace.ops.begin(), trace.ops.end(),
                                        [](const OpRecord& op) { return !op.equation.empty(); });
   const bool has_collectives =
-      std::any_of(trace.ops.begin(), trace.ops.end(),
-                  [](const OpRecord& op) { return op.collective || !op.implied.empty(); });
+      std::any_of(trace.ops.begin(), trace.ops.end(), [](const OpRecord& op) {
+        return op.collective || std::any_of(op.implied.begin(), op.implied.end(), Communicates);
+      });
+  const bool has_local_reshards =
+      std::any_of(trace.ops.begin(), trace.ops.end(), [](const OpRecord& op) {
+        return std::any_of(op.implied.begin(), op.implied.end(),
+                           [](const ImpliedCollective& c) { return !Communicates(c); });
+      });
   data view;
   view.set("title", doc.title);
   view.set("summary", doc.summary);
@@ -529,6 +573,8 @@ std::string RenderVisualization(const VisualizationDoc& doc, const Trace& trace)
   view.set("einsums", Einsums(trace));
   view.set("has_collectives", has_collectives);
   view.set("collectives", Collectives(trace));
+  view.set("has_local_reshards", has_local_reshards);
+  view.set("local_reshards", LocalReshards(trace));
   view.set("invariants", Invariants(doc.invariants));
   view.set("has_facts", !trace.facts.empty());
   view.set("facts", Facts(trace));

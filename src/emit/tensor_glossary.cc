@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -110,7 +111,9 @@ constexpr std::array<Entry, 101> kMeanings = {{
     {"w1_kernel", "wi_1 in the compute dtype"},
     {"weights", "top-k weights scattered to [B,S,E] (0 for unchosen experts)"},
     {"weights_sum", "per-token sum of the top-k weights (normalization)"},
-    {"within_capacity", "1 where a choice's arrival position fits the capacity"},
+    {"within_capacity",
+     "1 where a choice's arrival position fits the capacity (unnamed in moe.py: "
+     "less_equal(expert_token_count, expert_capacity_per_batch), 1601)"},
     {"wo", "expert down-projection: hidden -> embed, per expert"},
     {"wo_kernel", "wo in the compute dtype"},
 }};
@@ -189,6 +192,21 @@ std::string TensorMeaning(const TensorRecord& t) {
   if (t.name == "softmax_probs" && t.scope.ends_with("/generate_masks"))
     return "the masks' weight of each (token, expert)";
   return std::string(TensorMeaning(t.name));
+}
+
+std::string ScopeText(std::string_view scope) {
+  static constexpr std::array<std::string_view, 3> kSynthetic = {"gmm_wi_0", "gmm_wi_1", "gmm_wo"};
+  std::string out;
+  for (size_t start = 0; start <= scope.size();) {
+    const size_t end = std::min(scope.find('/', start), scope.size());
+    const std::string_view segment = scope.substr(start, end - start);
+    const bool synthetic =
+        std::find(kSynthetic.begin(), kSynthetic.end(), segment) != kSynthetic.end();
+    out +=
+        (start == 0 ? "" : "/") + (synthetic ? fmt::format("[{}]", segment) : std::string(segment));
+    start = end + 1;
+  }
+  return out;
 }
 
 std::string MoeLineRef(std::string_view scope) {

@@ -28,4 +28,9 @@ std::string TensorMeaning(const TensorRecord& t);
 // moe.py itself: the PR 3981 pipeline reuses names such as "dispatch" for its own stages.
 std::string MoeLineRef(std::string_view scope);
 
+// The scope path as pages print it: a segment shardtrace adds for its own grouping, which is
+// no function or named scope of moe.py (the gmm calls at moe.py:1291/1302/1314 have none),
+// in brackets: "RoutedMoE/sparse_matmul/wrapper/[gmm_wi_0]".
+std::string ScopeText(std::string_view scope);
+
 }  // namespace shardtrace

@@ -191,14 +191,18 @@ LocalPermuteOutput LocalSortOrder(const MoeContext& ctx, int64_t rows, const std
   Value expert_indices;
   if (is_offset) {
     const auto cond = t.Condition("is_offset (batch replicated across expert shards)");
-    expert_indices = t.Apply(
-        {OpKind::kWhere, "", {{"expr", "divided == shard_index ? global_sorted_experts % L : L"}}},
-        {&*global_sorted_experts, &shard_index}, {"expert_indices", row_dim}, [&](const Args& a) {
-          const Array lsize = Scalar(static_cast<float>(l), DType::kInt32);
-          const Array divided = FloorDivide(*a[0], lsize);
-          return Where(Equal(divided, *a[1]), Mod(*a[0], lsize),
-                       FullLike(*a[0], static_cast<float>(l), DType::kInt32));
-        });
+    expert_indices = t.Apply({OpKind::kWhere,
+                              "",
+                              {{"expr",
+                                "where(global_sorted_experts // local_expert_size == shard_index, "
+                                "global_sorted_experts % local_expert_size, local_expert_size)"}}},
+                             {&*global_sorted_experts, &shard_index}, {"expert_indices", row_dim},
+                             [&](const Args& a) {
+                               const Array lsize = Scalar(static_cast<float>(l), DType::kInt32);
+                               const Array divided = FloorDivide(*a[0], lsize);
+                               return Where(Equal(divided, *a[1]), Mod(*a[0], lsize),
+                                            FullLike(*a[0], static_cast<float>(l), DType::kInt32));
+                             });
   } else {
     const Value base =
         tr::Constant(t, Mod(Arange(shards * l), Scalar(static_cast<float>(l), DType::kInt32)),
@@ -367,7 +371,10 @@ Value MaskRowsPastGroups(const MoeContext& ctx, const Value& rows, const Value& 
                          const std::string& name) {
   const std::string dims = ctx.t.trace().tensors[rows.tensor].dims;
   return ctx.t.Apply(
-      {OpKind::kWhere, "", {{"expr", "arange(rows) < sum(group_sizes) ? rows : 0"}}},
+      {OpKind::kWhere,
+       "",
+       {{"expr",
+         fmt::format("where((arange({0}.shape[0]) < sum(group_sizes))[:, None], {0}, 0)", name)}}},
       {&rows, &group_sizes}, {name, dims}, [](const Args& a) {
         if (!a[0]->numeric()) return *a[0];
         Array out = *a[0];
