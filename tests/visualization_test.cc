@@ -992,6 +992,10 @@ TEST_CASE("pages label folded and borrowed dims and write einsums in their own l
   CHECK_THAT(routing,
              Catch::Contains("| `Gk` | routing groups each token keeps (topk_routing_group, "
                              "moe.py:585) | 2 |"));
+  // decode's global_group_sizes[None, :] (moe.py:1237): a size-1 batch-shard dim, not P peers
+  CHECK_THAT(page("moe_sparse_ep_decode.md"),
+             Catch::Contains("│ all_shard_local_sizes: act [1,E=2] i32  ← dynamic_slice_in_dim("));
+  CHECK_THAT(page("moe_sparse_ep_decode.md"), !Catch::Contains("[P=1,"));
   CHECK_THAT(page("moe_ring_of_experts.md"),
              Catch::Contains("│ output: act [B=1,S=4,P*M=32] bf16  ← reshape, as bf16"));
   const std::string pipeline = page("moe_pipeline_chunked.md");

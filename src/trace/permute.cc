@@ -180,12 +180,18 @@ LocalPermuteOutput LocalSortOrder(const MoeContext& ctx, int64_t rows, const std
       {OpKind::kDynamicSliceInDim,
        "",
        {{"start", "shard_index * local_expert_size"}, {"size", std::to_string(l)}, {"axis", "1"}}},
-      {&global_group_sizes, &shard_index}, {"all_shard_local_sizes", "PE"}, [&](const Args& a) {
+      {&global_group_sizes, &shard_index},
+      // the batch shards' dim as global_group_sizes has it: P, or 1 when the batch is replicated
+      {"all_shard_local_sizes",
+       t.trace().tensors[global_group_sizes.tensor].dims.substr(0, 1) + "E"},
+      [&](const Args& a) {
         const int64_t start = a[1]->numeric() ? static_cast<int64_t>(a[1]->values()[0]) * l : 0;
         return Slice(*a[0], 1, start, l);
       });
-  // [P*E]: every peer's local-expert slots in one axis (moe.py:768), not the E experts.
-  const Value local_sizes = tr::Reshape(t, local_sizes_2d, {shards * l}, {"local_sizes", "L"});
+  // [P*E]: every peer's local-expert slots in one axis (moe.py:768), not the E experts; with
+  // one batch shard (decode) just this device's experts.
+  const std::string slots = shards == 1 ? "E" : "L";
+  const Value local_sizes = tr::Reshape(t, local_sizes_2d, {shards * l}, {"local_sizes", slots});
   LocalPermuteOutput out;
   out.local_group_size = tr::Sum(t, local_sizes_2d, 0, false, {"local_group_size", "E"});
   Value expert_indices;
@@ -206,7 +212,7 @@ LocalPermuteOutput LocalSortOrder(const MoeContext& ctx, int64_t rows, const std
   } else {
     const Value base =
         tr::Constant(t, Mod(Arange(shards * l), Scalar(static_cast<float>(l), DType::kInt32)),
-                     {"base_indices", "L"});
+                     {"base_indices", slots});
     expert_indices = tr::RepeatBy(t, base, local_sizes, rows, {"expert_indices", row_dim});
   }
   out.sorted_indices = tr::Argsort(t, expert_indices, {"sorted_indices", row_dim});

@@ -69,7 +69,7 @@ RouteOutput Route(const MoeContext& ctx, const ShardMapOperands& op, EpRouting& 
       out.group_sizes = lp.local_group_size;
       out.selected_experts = lp.sorted_experts_ids;
     } else {
-      const Value global = tr::Reshape(t, gs, {1, s.num_experts}, {"global_group_sizes", "PE"});
+      const Value global = tr::Reshape(t, gs, {1, s.num_experts}, {"global_group_sizes", "1E"});
       const LocalPermuteOutput lp =
           LocalSortOrder(ctx, rows, "R", global, local_experts, meta.expert_shard_id, true,
                          out.routing.sorted_experts);
