@@ -902,6 +902,11 @@ TEST_CASE("trace --format mermaid prints a page's flowchart", "[viz]") {
   CHECK(r.status == 0);
   CHECK(r.out == MermaidBlock(ReadFile(SourcePath("visualizations/" + page.file))));
   CHECK(r.out.find("([\"⇄ ragged_all_to_all over expert\"]):::collective") != std::string::npos);
+  // get_all_to_all_params' four outputs, made from the same inputs and read by the same
+  // ragged_all_to_all, are one node rather than four side by side.
+  CHECK(r.out.find("[\"input_offsets, send_sizes, output_offsets, recv_sizes: act [P=4] i32\"]") !=
+        std::string::npos);
+  CHECK(r.out.find("[\"send_sizes: ") == std::string::npos);
 }
 
 TEST_CASE("mermaid labels escape quotes", "[viz]") {

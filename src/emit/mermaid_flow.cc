@@ -44,6 +44,7 @@ class MermaidRenderer {
     node_of_.assign(trace.tensors.size(), -1);
     FoldLoops();
     for (size_t i = 0; i < trace.tensors.size(); ++i) Place(static_cast<int>(i));
+    FoldSiblings();
   }
 
   std::string Render() const {
@@ -138,6 +139,9 @@ class MermaidRenderer {
   // constraint, a chain of elementwise ops on one name), in trace order.
   struct Node {
     std::vector<int> tensors;
+    // Siblings folded into this node (FoldSiblings): the first record of each, this node's
+    // own first; empty when there are none.
+    std::vector<int> siblings;
   };
 
   bool Valid(int tensor) const {
@@ -318,6 +322,58 @@ class MermaidRenderer {
     }
   }
 
+  // Folds sibling nodes of one stage into one node: plain tensors (one record each, no
+  // constraint, no collective) of one shape and dtype that ops of one kind made from the
+  // same nodes and that the same nodes read, such as get_all_to_all_params' input_offsets,
+  // send_sizes, output_offsets and recv_sizes. They are drawn as one node naming them all
+  // (`input_offsets, send_sizes, output_offsets, recv_sizes: act [P=4] i32`): side by side
+  // they only widen the graph.
+  void FoldSiblings() {
+    std::vector<std::set<int>> from(nodes_.size()), to(nodes_.size());
+    for (const OpRecord& op : trace_.ops)
+      for (const int out : op.outputs)
+        for (const int in : op.inputs)
+          if (Valid(in) && Valid(out) && node_of_[in] >= 0 && node_of_[out] >= 0 &&
+              node_of_[in] != node_of_[out]) {
+            from[node_of_[out]].insert(node_of_[in]);
+            to[node_of_[in]].insert(node_of_[out]);
+          }
+    const auto plain = [&](int node) {
+      if (nodes_[node].tensors.size() != 1) return false;
+      const OpRecord* op = Producer(nodes_[node].tensors.front());
+      return op && !op->collective && op->implied.empty() && op->outputs.size() == 1 &&
+             !Constrained(node) && !to[node].empty();
+    };
+    for (Stage& stage : stages_) {
+      std::vector<int> kept;
+      for (const int node : stage.nodes) {
+        const int id = nodes_[node].tensors.front();
+        const TensorRecord& t = trace_.tensors[id];
+        const auto sibling = std::find_if(kept.begin(), kept.end(), [&](int k) {
+          const int kid =
+              nodes_[k].siblings.empty() ? nodes_[k].tensors.front() : nodes_[k].siblings.front();
+          const TensorRecord& u = trace_.tensors[kid];
+          return plain(node) && plain(k) == nodes_[k].siblings.empty() &&
+                 Producer(id)->kind == Producer(kid)->kind && t.shape == u.shape &&
+                 t.dtype == u.dtype && t.kind == u.kind && t.dims == u.dims &&
+                 t.condition_clauses == u.condition_clauses && from[node] == from[k] &&
+                 to[node] == to[k];
+        });
+        if (sibling == kept.end()) {
+          kept.push_back(node);
+          continue;
+        }
+        Node& into = nodes_[*sibling];
+        if (into.siblings.empty()) into.siblings.push_back(into.tensors.front());
+        into.siblings.push_back(id);
+        into.tensors.push_back(id);
+        node_of_[id] = *sibling;
+        nodes_[node].tensors.clear();  // drawn as its sibling: no node, no edges
+      }
+      stage.nodes = kept;
+    }
+  }
+
   // The condition clauses all records of a stage share: stated once, on the subgraph.
   std::vector<std::string> Common(const Stage& stage) const {
     std::vector<std::string> common;
@@ -340,6 +396,13 @@ class MermaidRenderer {
   // `wi_0 → w0_kernel: weight [E=4,M=16,H=32] f32→bf16`: the names and dtypes the node's
   // records take, in order, around the head the ASCII flow gives the last record.
   std::string Head(int node) const {
+    if (!nodes_[node].siblings.empty()) {
+      std::vector<std::string> names;
+      for (const int id : nodes_[node].siblings) names.push_back(trace_.tensors[id].name);
+      const TensorRecord& first = trace_.tensors[nodes_[node].siblings.front()];
+      return fmt::format("{}{}", fmt::join(names, ", "),
+                         TensorHead(first).substr(first.name.size()));
+    }
     std::vector<std::string> names, dtypes;
     for (const int id : nodes_[node].tensors) {
       const TensorRecord& r = trace_.tensors[id];

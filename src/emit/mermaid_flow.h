@@ -10,7 +10,10 @@
 // `(["⇄ all_gather over expert"])` between the tensor it reads and the one it makes; one XLA
 // implies sits on the way from the operand it moves to the op's result, or, when it reduces
 // that result in place, from the op's operands to the result, so the graph has no cycle.
-// Edges follow the ops' inputs (data dependencies, not program order).
+// Edges follow the ops' inputs (data dependencies, not program order). A loop whose
+// iterations the trace records as alike (Trace::loop_iterations) is drawn once inside a
+// subgraph giving the count, and plain sibling tensors made from the same nodes for the same
+// readers (get_all_to_all_params' offsets and sizes) share one node.
 // `shardtrace trace --format mermaid` prints it for any config, and every visualization
 // page embeds it. Only formats what the Trace recorded.
 #pragma once
