@@ -1169,6 +1169,11 @@ TEST_CASE("pages write ops as moe.py computes them and mark what is shardtrace's
                              "P(('fsdp', 'expert'), None, None, None) over expert, for "
                              "`expert_token_count` in `RoutedMoE/dense_matmul/generate_masks`\n"));
   CHECK_THAT(dropping, !Catch::Contains("| slice | implied by XLA |"));
+  // C is a Python int in moe.py: a constant, nothing XLA places.
+  CHECK_THAT(dropping,
+             Catch::Contains("| `expert_capacity_per_batch` | act | C: slots per expert per batch "
+                             "row; C = 2, a Python int in moe.py, not a traced array (moe.py:1564) "
+                             "| int32 | `[]` |  |  |  | - (a constant) |"));
   CHECK_THAT(BlockAfter(dropping, "## Tensor flow"), !Catch::Contains("⇄ xla slice"));
   // A loop's iterations repeating their casts list each dtype once.
   CHECK_THAT(ReadFile(SourcePath("visualizations/moe_masked_loop_port.md")),

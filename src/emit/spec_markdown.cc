@@ -110,6 +110,10 @@ data DataStructures(const Trace& trace) {
                        t.partition_spec ? t.partition_spec->ToString() : "",
                        ShapeToString(t.local_shape), ToString(t.constraint));
   };
+  std::vector<bool> constant_scalar(trace.tensors.size(), false);  // nothing for XLA to place
+  for (const OpRecord& op : trace.ops)
+    for (const int o : op.outputs)
+      constant_scalar[o] = op.kind == OpKind::kConstant && trace.tensors[o].shape.empty();
   std::vector<Row> merged;
   for (const TensorRecord& t : trace.tensors) {
     const std::string meaning = TensorMeaning(t);
@@ -160,6 +164,7 @@ data DataStructures(const Trace& trace) {
     row.set("constraint", t.constraint != Constraint::kNone ? ToString(t.constraint)
                           : t.in_shard_map                  ? "per device (shard_map body)"
                           : t.kind == TensorKind::kWeight   ? "-"
+                          : constant_scalar[t.id]           ? "- (a constant)"
                                                             : "propagated by XLA");
     row.set("meaning", Cell(r.note.empty()      ? r.meaning
                             : r.meaning.empty() ? r.note

@@ -59,6 +59,8 @@ Masks GenerateMasks(const MoeContext& ctx, const Value& top_k_indices, const Val
                     LogicalNames({"activation_batch", "activation_norm_length", nullptr, nullptr}));
   const Value cap = tr::Constant(t, Scalar(static_cast<float>(c), DType::kInt32),
                                  {"expert_capacity_per_batch", ""});
+  t.Annotate(cap, fmt::format("C = {}, a Python int in moe.py, not a traced array ({})", c,
+                              sub ? "moe.py:1483" : "moe.py:1564"));
   const Value within =
       tr::Binary(t, OpKind::kLessEqual, count, cap, {"within_capacity", lead + "SKE"});
   const Value trunc =
