@@ -1175,6 +1175,11 @@ TEST_CASE("pages write ops as moe.py computes them and mark what is shardtrace's
                              "row; C = 2, a Python int in moe.py, not a traced array (moe.py:1564) "
                              "| int32 | `[]` |  |  |  | - (a constant) |"));
   CHECK_THAT(BlockAfter(dropping, "## Tensor flow"), !Catch::Contains("⇄ xla slice"));
+  // The masked loop's per-expert weight is the port's two steps over the traced `weights`, not
+  // an op called masked_weight.
+  CHECK_THAT(
+      ReadFile(SourcePath("visualizations/moe_masked_loop_port.md")),
+      Catch::Contains("28. weighted_mask = weights[..., 0] * any(top_k_indices == 0, -1)\n"));
   // A loop's iterations repeating their casts list each dtype once.
   CHECK_THAT(ReadFile(SourcePath("visualizations/moe_masked_loop_port.md")),
              Catch::Contains("| `expert_output` | act | one expert's output on every token "

@@ -45,11 +45,12 @@ PathOutput MaskedLoop(const MoeContext& ctx, const Value& inputs, const Value& g
     Value y = tr::Einsum(t, "BSH,HM -> BSM", act, wo, s.dtype, {"expert_output", "BSM"});
     if (k.wo_bias)
       y = tr::Binary(t, OpKind::kAdd, y, row(*k.wo_bias, "wo_bias", "M"), {"expert_output", "BSM"});
-    // expert_mask = any(top_k_indices == e, -1); weight = gating[..., e]; both [B,S,1].
+    // expert_mask = any(top_k_indices == e, -1); weight = weights[..., e] (the [B,S,E] routing
+    // weights, the port's gating); both [B,S,1].
     const Value scale = t.Apply(
         {OpKind::kMaskedWeight,
          "",
-         {{"expr", fmt::format("gating[..., {0}] * any(top_k_indices == {0}, -1)", e)}}},
+         {{"expr", fmt::format("weights[..., {0}] * any(top_k_indices == {0}, -1)", e)}}},
         {&gating, &top.indices}, {"weighted_mask", "BS1"}, [&](const Args& a) {
           const Shape bs1 = {a[0]->shape[0], a[0]->shape[1], 1};
           const Array g = Reshape(Slice(*a[0], 2, e, 1), bs1);
