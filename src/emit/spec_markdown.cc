@@ -555,6 +555,8 @@ std::string RenderVisualization(const VisualizationDoc& doc, const Trace& trace)
   view.set("block", trace.block);
   view.set("path", trace.path);
   view.set("reference_path", trace.reference_path);
+  view.set("has_routing", !trace.routing.empty());
+  view.set("routing", Strings(trace.routing));
   view.set("mesh", trace.mesh);
   view.set("devices", std::to_string(trace.num_devices));
   view.set("mode", trace.numeric ? "numeric: real values on every simulated device"

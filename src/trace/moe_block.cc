@@ -180,6 +180,13 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
     if (revision.semantics != MoeSemantics::kSeed)
       t.Note(fmt::format("semantics: moe.py of MaxText {} ({})", revision.name, revision.why));
     t.trace().reference_path = masked_loop;
+    t.trace().routing = setup.routing_reasons;
+    if (shared)
+      t.Note(
+          fmt::format("path: the decoder layer builds RoutedAndSharedMoE (shared_experts {} > 0, "
+                      "decoder_block {}): the routed experts plus a shared linears.MlpBlock, added "
+                      "(moe.py:2169-2181)",
+                      setup.settings.shared_experts, setup.decoder_block));
     if (!masked_loop) {
       for (const std::string& r : setup.path_reasons) t.Note("path: " + r);
       for (const std::string& n : setup.notes) t.Note(n);

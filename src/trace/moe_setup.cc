@@ -116,6 +116,19 @@ MoeSetup MakeMoeSetup(MoeSettings settings, const Mesh& mesh) {
                 "context-parallel subgroup)"
               : fmt::format("model_call_mode '{}' != 'inference': generate_masks",
                             k.model_call_mode));
+    // The inference masks' layout: get_context_partition_and_sub_seq falls back to one
+    // subgroup when the sequence does not split.
+    const int64_t cp = s.seq % std::max<int64_t>(s.cp_autoregressive, 1) == 0
+                           ? std::max<int64_t>(s.cp_autoregressive, 1)
+                           : 1;
+    if (s.capacity_factor > 0 && s.inference)
+      s.path_reasons.push_back(
+          cp == 1 ? "context_autoregressive_parallelism > 0 (always) and cp == 1: the layout "
+                    "branch of moe.py:1750-1763, where the masks' size-1 subgroup dim N takes "
+                    "activation_batch_moe and the batch dim activation_norm_length_moe"
+                  : fmt::format("cp == {} > 1: {} context subgroups of {} tokens, each with "
+                                "its own expert slots",
+                                cp, cp, s.seq / cp));
     if (s.num_experts > 1 && s.num_experts % s.ep != 0)
       Fail("num_experts {} is not divisible by the expert-parallel size {}", s.num_experts, s.ep);
   }
@@ -169,6 +182,48 @@ MoeSetup MakeMoeSetup(MoeSettings settings, const Mesh& mesh) {
           "num_moe_emb_chunks {} > 1: the chunked pipeline of PR 3981 (not in moe.py 313890777)",
           s.emb_chunks));
   }
+  // get_topk (moe.py:530-556) and the gate scores it reads (GateLogit, 256-262).
+  const MoeSettings& c = s.settings;
+  if (!c.routed_score_func.empty())
+    s.routing_reasons.push_back(
+        fmt::format("routed_score_func '{}': the gate applies it to the logits (moe.py:256-257)",
+                    c.routed_score_func));
+  if (c.routed_bias)
+    s.routing_reasons.push_back(
+        "routed_bias: the gate adds a learned bias to the scores that choose the experts "
+        "(260-262)");
+  if (c.use_random_routing) {
+    s.routing_reasons.push_back("use_random_routing: experts drawn at random (533-540)");
+  } else if (s.deepseek3_routing) {
+    s.routing_reasons.push_back(
+        "model_name starts with deepseek3: deepseek_routing (541-542, 599-621): experts by "
+        "the biased scores, weights from the unbiased ones");
+    if (c.n_routing_groups != -1)
+      s.routing_reasons.push_back(fmt::format(
+          "n_routing_groups {} != -1: expert_group_mask keeps the best topk_routing_group {} "
+          "groups (615, 566-597)",
+          c.n_routing_groups, c.topk_routing_group));
+  } else if (s.decoder_block == "gemma4") {
+    s.routing_reasons.push_back(
+        "decoder_block gemma4: softmax over all experts, top-k by logit, their probabilities "
+        "(543-546)");
+  } else {
+    s.routing_reasons.push_back("top_k over the gate logits (548)");
+  }
+  if (!c.use_random_routing) {
+    if (s.decoder_block == "deepseek")
+      s.routing_reasons.push_back(
+          "decoder_block deepseek: deepseek_scale_weights (549-550, 558-564)");
+    else if (s.decoder_block == "llama4")
+      s.routing_reasons.push_back(
+          "decoder_block llama4: the top-k logits stay raw; sigmoid router scores scale the "
+          "inputs (654-658 sparse, 1697-1699 dense)");
+    else if (s.decoder_block != "gemma4")
+      s.routing_reasons.push_back(fmt::format(
+          "decoder_block {}: softmax over the K chosen logits (551-552)", s.decoder_block));
+  }
+  if (c.norm_topk_prob)
+    s.routing_reasons.push_back("norm_topk_prob: weights divided by their sum (554-555)");
   return s;
 }
 

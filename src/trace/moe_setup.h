@@ -47,6 +47,9 @@ struct MoeSetup {
   // Path.
   MoePath path = MoePath::kSparse;
   std::vector<std::string> path_reasons;  // why __call__ picks the path
+  // Why get_topk routes the way it does (score function, bias, DeepSeek groups, softmax or
+  // not, normalization), each with its moe.py line.
+  std::vector<std::string> routing_reasons;
   std::string gmm_kernel;                 // "megablox", "tokamax ragged_dot", "jax.lax.ragged_dot"
   int64_t ep = 1;                         // expert-parallel size (product over expert_axes)
   std::vector<std::string> expert_axes;   // ("expert",) or ("context","expert") under cp-as-ep

@@ -165,6 +165,8 @@ struct Trace {
   // it, so the trace has no path reasons and the pages say how it is selected instead.
   bool reference_path = false;
   std::vector<LoopIteration> loop_iterations;  // in program order
+  // Why get_topk routes this way (MoeSetup::routing_reasons); empty for blocks without routing.
+  std::vector<std::string> routing;
   std::optional<MemoryEstimate>
       memory;  // per device; set by the SPMD analysis (trace/spmd_analysis.h)
 
