@@ -812,6 +812,8 @@ TEST_CASE("every visualization page keeps the conventions", "[viz]") {
       exchange += id[0] == 'c';
     }
     CHECK(marked == drawn_constraints);
+    // A local slice moves nothing: not drawn as a collective (the page lists it apart).
+    CHECK(block.find("⇄ xla slice") == std::string::npos);
     CHECK(exchange == collectives);
     // A dtype cast is not a node: it folds into its tensor's label (`f32→bf16`), as the ASCII
     // flow folds it, whenever it keeps the shape and condition and restates the same tensor

@@ -30,6 +30,13 @@ std::string Quote(const std::string& text) {
   return out;
 }
 
+// A local slice to a finer sharding moves nothing: the pages list it apart from the
+// collectives (reshards without communication), and the graph draws no node for it.
+bool Communicates(const ImpliedCollective& c) { return c.kind != CollectiveKind::kSlice; }
+bool ImpliesCommunication(const OpRecord& op) {
+  return std::any_of(op.implied.begin(), op.implied.end(), Communicates);
+}
+
 class MermaidRenderer {
  public:
   explicit MermaidRenderer(const Trace& trace) : trace_(trace) {
@@ -105,6 +112,7 @@ class MermaidRenderer {
           if (const OpRecord* op = FirstOutputOf(id))
             for (size_t k = 0; k < op->implied.size(); ++k) {
               const ImpliedCollective& c = op->implied[k];
+              if (!Communicates(c)) continue;
               out +=
                   fmt::format("{}x{}_{}([\"⇄ xla {} over {}<br/>{} {}/device\"]):::implied\n",
                               indent, producer_[id], k, Quote(HloName(c.kind)),
@@ -124,8 +132,7 @@ class MermaidRenderer {
         "  classDef constrained stroke-width:3px\n"
         "  classDef weight fill:#fff3d6\n"
         "  classDef collective fill:#e3f0ff\n";
-    if (std::any_of(trace_.ops.begin(), trace_.ops.end(),
-                    [](const OpRecord& op) { return !op.implied.empty(); }))
+    if (std::any_of(trace_.ops.begin(), trace_.ops.end(), ImpliesCommunication))
       out += "  classDef implied fill:#f3e8ff,stroke-dasharray:4\n";
     return out;
   }
@@ -181,7 +188,7 @@ class MermaidRenderer {
   //    last record of an unconstrained node nobody else reads, as the ASCII flow folds it.
   int JoinTarget(int id) const {
     const OpRecord* op = Producer(id);
-    if (!op || op->outputs.size() != 1 || op->collective || !op->implied.empty()) return -1;
+    if (!op || op->outputs.size() != 1 || op->collective || ImpliesCommunication(*op)) return -1;
     const TensorRecord& t = trace_.tensors[id];
     const auto same = [&](int in) {
       if (!Valid(in) || node_of_[in] < 0) return false;
@@ -341,7 +348,7 @@ class MermaidRenderer {
     const auto plain = [&](int node) {
       if (nodes_[node].tensors.size() != 1) return false;
       const OpRecord* op = Producer(nodes_[node].tensors.front());
-      return op && !op->collective && op->implied.empty() && op->outputs.size() == 1 &&
+      return op && !op->collective && !ImpliesCommunication(*op) && op->outputs.size() == 1 &&
              !Constrained(node) && !to[node].empty();
     };
     for (Stage& stage : stages_) {
@@ -489,6 +496,7 @@ class MermaidRenderer {
         std::vector<std::string> in_place;
         if (FirstOutputOf(id) == op)
           for (size_t k = 0; k < op->implied.size(); ++k) {
+            if (!Communicates(op->implied[k])) continue;
             const std::string x = fmt::format("x{}_{}", producer_[id], k);
             const int t = op->implied[k].tensor;
             if (std::find(op->outputs.begin(), op->outputs.end(), t) != op->outputs.end())
