@@ -411,6 +411,11 @@ TEST_CASE("tree lines wrap under their rules; big trees fold idle experts and de
         "└── expert 11: no rows\n"
         "\n"
         "(device 2 not shown: the first 2 of 3 devices are drawn.)\n");
+  // A device that sorted exactly as the one before (same tokens on a tensor axis) is one line.
+  const Array twice_sel = Array::FromData({2, 2}, DType::kInt32, {1, 0, 1, 0});
+  const Array twice_exp = Array::FromData({2, 2}, DType::kInt32, {0, 1, 0, 1});
+  CHECK(SortedRowsTree(twice_sel, twice_exp, 1)
+            .find("\nDevice 1 (2 rows): sorted exactly as device 0\n") != std::string::npos);
   // 120 columns hold however many rows an expert gets.
   std::vector<float> many_sel, many_exp;
   for (int r = 0; r < 200; ++r) {

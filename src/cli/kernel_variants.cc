@@ -42,6 +42,7 @@ std::vector<VariantColumn> KernelVariants(const VariantBase& base, const Trace& 
     variants.push_back({"EP off (`ici_expert_parallelism=1`)", {"ici_expert_parallelism=1"}});
   if (setup.ep == 1 && base.block == "moe")
     variants.push_back({"EP on (`ici_expert_parallelism=2`)", {"ici_expert_parallelism=2"}});
+  variants.insert(variants.end(), base.extra.begin(), base.extra.end());
 
   std::vector<VariantColumn> out = {Column("as traced", traced)};
   for (const auto& [label, extra] : variants) {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "emit/spec_markdown.h"
@@ -22,6 +23,9 @@ struct VariantBase {
   bool masked_loop = false;
   // The boolean switches turned on one at a time (EP on/off is added where it applies).
   std::vector<std::string> keys = {"shard_exp_on_fsdp", "use_2d_fsdp_sharding"};
+  // More columns, each a label and its overrides (the dense MLP's tensor-parallel choices,
+  // which the MoE switches above do not touch).
+  std::vector<std::pair<std::string, std::vector<std::string>>> extra;
 };
 
 // "as traced" (from `traced`, no rerun) and one column per variant. A variant the config

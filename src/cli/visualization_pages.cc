@@ -52,7 +52,13 @@ std::vector<VisualizationPage> VisualizationPages() {
        .devices = 4,
        .block = "mlp",
        .source = PageSource::kSeedLinears,
-       .trees = {}},
+       .trees = {},
+       // The MoE switches (shard_exp_on_fsdp, use_2d_fsdp_sharding) leave MlpBlock alone; its
+       // kernels move with the tensor-parallel axes.
+       .variant_keys = {},
+       .extra_variants = {{"TP off (`ici_tensor_parallelism=1`)", {"ici_tensor_parallelism=1"}},
+                          {"`ici_tensor_transpose_parallelism=2` instead",
+                           {"ici_tensor_parallelism=1", "ici_tensor_transpose_parallelism=2"}}}},
       {.file = "moe_dense_dropless.md",
        .title = "MoE dense_matmul, dropless (`capacity_factor <= 0`)",
        .summary =
@@ -349,7 +355,8 @@ RenderedPage RenderPage(const VisualizationPage& v) {
   doc.mermaid = MermaidFlow(run.trace);
   doc.examples = TreeSections(run.trace, run.captures, v.trees);
   if (v.send_matrices)
-    for (MarkdownExample& e : SendMatrixSections(run.trace, run.captures)) doc.examples.push_back(std::move(e));
+    for (MarkdownExample& e : SendMatrixSections(run.trace, run.captures))
+      doc.examples.push_back(std::move(e));
   std::vector<Invariant> section_invariants;
   for (const PageRun& more : v.more_runs) {
     const BlockRun other = Run(more.args, more.devices, "moe", "", /*numeric=*/true);
@@ -376,7 +383,8 @@ RenderedPage RenderPage(const VisualizationPage& v) {
                                    .devices = v.devices,
                                    .block = v.block,
                                    .masked_loop = v.path == "masked_loop",
-                                   .keys = v.variant_keys},
+                                   .keys = v.variant_keys,
+                                   .extra = v.extra_variants},
                                   run.trace);
   // The page's claim that its output equals another path's, checked on the same seed.
   std::optional<BlockRun> other;

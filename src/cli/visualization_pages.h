@@ -54,6 +54,8 @@ struct VisualizationPage {
   bool variants = true;        // the config-variant table of kernel specs
   // The boolean switches the variant table turns on one at a time (beside EP on/off).
   std::vector<std::string> variant_keys = {"shard_exp_on_fsdp", "use_2d_fsdp_sharding"};
+  // Further variant columns: a label and its overrides.
+  std::vector<std::pair<std::string, std::vector<std::string>>> extra_variants;
   std::vector<PageRun> more_runs;
   // Overrides of `args` for a second run on the same seed whose output the page's must
   // equal, checked as an invariant (the masked loop against dense dropless, the ring against

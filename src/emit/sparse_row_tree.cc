@@ -49,7 +49,20 @@ std::string SortedRowsTree(const Array& sorted_selected_experts, const Array& so
       "T = the device's token b*S+s):\n",
       d_size, r_size, top_k);
   const int64_t shown = ShownDevices(d_size, view);
+  const auto same_as_previous = [&](int64_t d) {
+    const auto row = [&](const Array& a, int64_t dev) { return a.values().begin() + dev * r_size; };
+    return d > 0 &&
+           std::equal(row(sorted_experts, d), row(sorted_experts, d) + r_size,
+                      row(sorted_experts, d - 1)) &&
+           std::equal(row(sorted_selected_experts, d), row(sorted_selected_experts, d) + r_size,
+                      row(sorted_selected_experts, d - 1));
+  };
   for (int64_t d = 0; d < shown; ++d) {
+    // Devices that hold the same tokens (a tensor-parallel axis) sort them the same way.
+    if (same_as_previous(d)) {
+      out += fmt::format("\nDevice {} ({} rows): sorted exactly as device {}\n", d, r_size, d - 1);
+      continue;
+    }
     out += fmt::format("\nDevice {} ({} rows):\n", d, r_size);
     // One node per expert with rows; a run of experts without rows is one node.
     std::vector<std::string> nodes;
