@@ -36,13 +36,15 @@ golden: build
 # Parses every Mermaid block of visualizations/*.md with mermaid.js itself (the QuickJS engine
 # of the pinned `mmdc` package, in a venv under the build directory; needs PyPI the first time,
 # never Node.js). `make test` does not need it: the tests check the same graphs structurally.
+# (A stamp file, not bin/python: that is a symlink to the system interpreter, whose mtime make
+# would read and `touch` would change.)
 MERMAID_VENV := $(BUILD)/mermaid-venv
-$(MERMAID_VENV)/bin/python: tools/mermaid_check/requirements.txt
+$(MERMAID_VENV)/installed: tools/mermaid_check/requirements.txt
 	@python3 -m venv $(MERMAID_VENV)
 	@$(MERMAID_VENV)/bin/pip install -q -r tools/mermaid_check/requirements.txt
 	@touch $@
 
-mermaid-check: $(MERMAID_VENV)/bin/python
+mermaid-check: $(MERMAID_VENV)/installed
 	@$(MERMAID_VENV)/bin/python -W ignore tools/mermaid_check/check_mermaid.py visualizations/*.md
 
 # Every issue-13 target as a ratio measured side by side (bench/README.md); BENCH_MIXTRAL=1
