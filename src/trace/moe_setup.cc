@@ -186,7 +186,7 @@ MoeSetup MakeMoeSetup(MoeSettings settings, const Mesh& mesh) {
   const MoeSettings& c = s.settings;
   if (!c.routed_score_func.empty())
     s.routing_reasons.push_back(
-        fmt::format("routed_score_func '{}': the gate applies it to the logits (moe.py:256-257)",
+        fmt::format("routed_score_func '{}': the gate applies it to the logits (256-257)",
                     c.routed_score_func));
   if (c.routed_bias)
     s.routing_reasons.push_back(
