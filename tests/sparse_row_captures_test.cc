@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "config/run_inputs.h"
+#include "test_support.h"
 #include "trace/moe_block.h"
 #include "trace/moe_params.h"
 #include "trace/moe_setup.h"
@@ -17,16 +18,10 @@
 namespace shardtrace {
 namespace {
 
-const std::vector<std::string> kDims = {"base_emb_dim=16",      "base_mlp_dim=32",
-                                        "base_moe_mlp_dim=32",  "num_experts_per_tok=2",
-                                        "max_target_length=4",  "per_device_batch_size=1",
-                                        "decoder_block=mixtral"};
-
 BlockRun NumericRun(std::vector<std::string> args, int64_t devices) {
-  args.insert(args.begin(), kDims.begin(), kDims.end());
-  const RunInputs in = LoadRunInputs(args, devices);
-  const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
-  return RunBlock(in.config, in.mesh, setup, MakeParams(setup, 2, true, 1), Block::kMoe, true);
+  const std::vector<std::string>& dims = testing::SmallMoeDims();
+  args.insert(args.begin(), dims.begin(), dims.end());
+  return testing::SeededRun(args, devices);
 }
 
 const Array& At(const BlockRun& run, const std::string& name) {

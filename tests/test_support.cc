@@ -13,6 +13,9 @@
 #include <system_error>
 
 #include "cli/cli.h"
+#include "config/run_inputs.h"
+#include "trace/moe_params.h"
+#include "trace/moe_setup.h"
 
 namespace shardtrace::testing {
 
@@ -140,6 +143,23 @@ CommandResult RunShardtraceBinary(const std::vector<std::string>& args) {
   result.out = ReadFile(capture / "stdout");
   result.err = ReadFile(capture / "stderr");
   return result;
+}
+
+const std::vector<std::string>& SmallMoeDims() {
+  static const std::vector<std::string> dims = {"base_emb_dim=16",      "base_mlp_dim=32",
+                                                "base_moe_mlp_dim=32",  "num_experts_per_tok=2",
+                                                "max_target_length=4",  "per_device_batch_size=1",
+                                                "decoder_block=mixtral"};
+  return dims;
+}
+
+BlockRun SeededRun(const std::vector<std::string>& args, int64_t devices, Block block,
+                   bool masked_loop) {
+  const RunInputs in = LoadRunInputs(args, devices);
+  const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
+  const int n_act = static_cast<int>(in.config.StrList("mlp_activations").size());
+  return RunBlock(in.config, in.mesh, setup, MakeParams(setup, n_act, true, 1), block, true,
+                  masked_loop);
 }
 
 }  // namespace shardtrace::testing

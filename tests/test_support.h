@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "numeric/array.h"
+#include "trace/moe_block.h"
 
 namespace shardtrace::testing {
 
@@ -55,5 +56,13 @@ CommandResult RunShardtrace(const std::vector<std::string>& args);
 // capturing stdout and stderr separately. Fails the test unless the binary exited normally.
 // For the few end-to-end tests of the real executable (main, exit codes, streams).
 CommandResult RunShardtraceBinary(const std::vector<std::string>& args);
+
+// The small Mixtral-style dims of the documented pages (M=16, H=32, K=2, S=4, one sequence
+// per device), as key=value overrides.
+const std::vector<std::string>& SmallMoeDims();
+
+// A numeric run with seed 1 (the pages' seed) of the config `args` on `devices` devices.
+BlockRun SeededRun(const std::vector<std::string>& args, int64_t devices, Block block = Block::kMoe,
+                   bool masked_loop = false);
 
 }  // namespace shardtrace::testing

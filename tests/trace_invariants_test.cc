@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "config/run_inputs.h"
+#include "test_support.h"
 #include "trace/moe_block.h"
 #include "trace/moe_params.h"
 #include "trace/moe_setup.h"
@@ -17,22 +18,13 @@
 namespace shardtrace {
 namespace {
 
-const std::vector<std::string> kDims = {"base_emb_dim=16",      "base_mlp_dim=32",
-                                        "base_moe_mlp_dim=32",  "num_experts_per_tok=2",
-                                        "max_target_length=4",  "per_device_batch_size=1",
-                                        "decoder_block=mixtral"};
-
 BlockRun NumericRun(const std::vector<std::string>& args, int64_t devices,
                     Block block = Block::kMoe, bool masked_loop = false) {
-  const RunInputs in = LoadRunInputs(args, devices);
-  const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
-  const int n_act = static_cast<int>(in.config.StrList("mlp_activations").size());
-  return RunBlock(in.config, in.mesh, setup, MakeParams(setup, n_act, true, 1), block, true,
-                  masked_loop);
+  return testing::SeededRun(args, devices, block, masked_loop);
 }
 
 std::vector<std::string> Small(std::initializer_list<std::string> more) {
-  std::vector<std::string> args = kDims;
+  std::vector<std::string> args = testing::SmallMoeDims();
   args.insert(args.end(), more);
   return args;
 }
