@@ -700,6 +700,24 @@ std::vector<std::string> MermaidProblems(const std::string& text,
   return problems;
 }
 
+TEST_CASE("constraint steps cite the moe.py statement that makes them", "[viz]") {
+  CHECK(MoeStatementLine("RoutedMoE/dense_matmul", "dispatch_mask", "maybe_shard_with_logical") ==
+        "moe.py:1812");
+  CHECK(MoeStatementLine("RoutedMoE/sparse_matmul", "w0_kernel", "maybe_shard_with_pspec") ==
+        "moe.py:1434");
+  CHECK(MoeStatementLine("RoutedMoE/sparse_matmul", "w0_kernel", "maybe_shard_with_logical") ==
+        "moe.py:1409 / 1419");
+  CHECK(MoeStatementLine("MlpBlock", "x", "maybe_shard_with_logical").empty());
+  const std::string page = ReadFile(SourcePath("visualizations/moe_dense_dropping.md"));
+  CHECK(page.find("dispatch_mask = constrain(dispatch_mask, P('fsdp', None, None, None))  # "
+                  "maybe_shard_with_logical, moe.py:1812\n") != std::string::npos);
+  CHECK(page.find("gate_logits = constrain(output, P('fsdp', None, None))  # "
+                  "maybe_shard_with_logical, moe.py:1689\n") != std::string::npos);
+  // PR 3981's pipeline is not moe.py 313890777: no moe.py lines on its steps.
+  CHECK(ReadFile(SourcePath("visualizations/moe_pipeline_chunked.md")).find("moe.py:14") ==
+        std::string::npos);
+}
+
 TEST_CASE("every visualization page keeps the conventions", "[viz]") {
   for (const VisualizationPage& v : VisualizationPages()) {
     const RenderedPage page = RenderPage(v);

@@ -235,7 +235,11 @@ std::string Algorithm(const Trace& trace, bool line_refs) {
                              : out->constraint == Constraint::kShardMapOut ? "shard_map_out"
                                                                            : "constrain";
       args.push_back(out->partition_spec->ToString());
-      expr = fmt::format("{}({})  # {}", fn, fmt::join(args, ", "), ToString(out->constraint));
+      // Where moe.py makes this statement, when the trace is moe.py's.
+      const std::string line =
+          line_refs ? MoeStatementLine(op.scope, out->name, ToString(out->constraint)) : "";
+      expr = fmt::format("{}({})  # {}{}", fn, fmt::join(args, ", "), ToString(out->constraint),
+                         line.empty() ? "" : ", " + line);
     } else if (const std::string formula = OpFormula(trace, op);
                !formula.empty() && std::equal(args.begin(), args.end(), op.inputs.begin(),
                                               [&](const std::string& a, int in) {

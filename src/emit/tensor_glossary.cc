@@ -232,4 +232,58 @@ std::string MoeLineRef(std::string_view scope) {
   return "";
 }
 
+namespace {
+
+// moe.py 313890777's constraint statements: (scope's last segment, tensor, statement kind or
+// "" for any) -> line. sparse_matmul's kernels are constrained by logical names only under
+// moe_fsdp_use_two_stage_all_gather (1409-1421), by PartitionSpec otherwise (1434-1436).
+struct StatementLine {
+  std::string_view scope, tensor, constraint, line;
+};
+constexpr std::array<StatementLine, 30> kStatementLines = {{
+    {"dense_matmul", "gate_logits", "", "1689"},
+    {"dense_matmul", "pre_bias_logits", "", "1692"},
+    {"dense_matmul", "inputs", "", "1811 (dropping) / 1911 (dropless)"},
+    {"dense_matmul", "dispatch_mask", "", "1812"},
+    {"dense_matmul", "combine_mask", "", "1813"},
+    {"dispatch", "dispatch", "", "1820 (cp > 1) / 1830"},
+    {"wi_0", "w0_kernel", "", "1836 (maybe_all_gather_kernel_weight_in_expert_parallelism, 1672)"},
+    {"wi_0", "layer_w0", "", "1845"},
+    {"wi_1", "w1_kernel", "", "1852 (maybe_all_gather_kernel_weight_in_expert_parallelism, 1672)"},
+    {"wi_1", "layer_w1", "", "1861"},
+    {"wo", "wo_kernel", "", "1869 (maybe_all_gather_kernel_weight_in_expert_parallelism, 1672)"},
+    {"wo", "intermediate_layer", "", "1882"},
+    {"generate_masks", "expert_mask_fused", "", "1591"},
+    {"generate_masks", "expert_token_count", "", "1597"},
+    {"generate_masks_subgroup", "expert_mask_fused", "", "1510"},
+    {"generate_masks_subgroup", "expert_token_count", "", "1516"},
+    {"reshape_and_update_weights", "index_batch", "", "1453"},
+    {"reshape_and_update_weights", "index_length", "", "1454"},
+    {"sparse_matmul", "inputs", "", "1431"},
+    {"sparse_matmul", "gate_logits", "", "1432"},
+    {"sparse_matmul", "pre_bias_logits", "", "1433"},
+    {"sparse_matmul", "w0_kernel", "maybe_shard_with_pspec", "1434"},
+    {"sparse_matmul", "w1_kernel", "maybe_shard_with_pspec", "1435"},
+    {"sparse_matmul", "wo_kernel", "maybe_shard_with_pspec", "1436"},
+    {"sparse_matmul", "w0_kernel", "maybe_shard_with_logical", "1409 / 1419"},
+    {"sparse_matmul", "w1_kernel", "maybe_shard_with_logical", "1410 / 1420"},
+    {"sparse_matmul", "wo_kernel", "maybe_shard_with_logical", "1412 / 1421"},
+    {"sparse_matmul", "w0_bias", "", "1438"},
+    {"sparse_matmul", "w1_bias", "", "1440"},
+    {"sparse_matmul", "wo_bias", "", "1442"},
+}};
+
+}  // namespace
+
+std::string MoeStatementLine(std::string_view scope, std::string_view tensor,
+                             std::string_view constraint) {
+  const size_t slash = scope.rfind('/');
+  const std::string_view last = slash == std::string_view::npos ? scope : scope.substr(slash + 1);
+  for (const StatementLine& e : kStatementLines)
+    if (e.scope == last && e.tensor == tensor &&
+        (e.constraint.empty() || e.constraint == constraint))
+      return fmt::format("moe.py:{}", e.line);
+  return "";
+}
+
 }  // namespace shardtrace

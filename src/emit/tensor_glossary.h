@@ -28,6 +28,13 @@ std::string TensorMeaning(const TensorRecord& t);
 // moe.py itself: the PR 3981 pipeline reuses names such as "dispatch" for its own stages.
 std::string MoeLineRef(std::string_view scope);
 
+// "moe.py:1689" for the statement of moe.py 313890777 that constrains `tensor` in a scope
+// whose last segment is `scope_last` ("dense_matmul", "wi_0", "generate_masks", ...), with the
+// statement kind `constraint` ("maybe_shard_with_logical", ...); "" when the table has none.
+// The algorithm cites it on each constraint step, beside its scope's first line.
+std::string MoeStatementLine(std::string_view scope, std::string_view tensor,
+                             std::string_view constraint);
+
 // The scope path as pages print it: a segment shardtrace adds for its own grouping, which is
 // no function or named scope of moe.py (the gmm calls at moe.py:1291/1302/1314 have none),
 // in brackets: "RoutedMoE/sparse_matmul/wrapper/[gmm_wi_0]".
