@@ -44,6 +44,13 @@ void Draw(std::string& out, const std::vector<Node>& nodes, const std::string& r
   }
 }
 
+// One device of a per-device tree: a blank line, its header (wrapped), its nodes.
+void DrawDevice(std::string& out, const std::string& header, const std::vector<Node>& nodes,
+                const DeviceTreeView& view) {
+  out += "\n" + TreeLine("", "", header, view.width);
+  Draw(out, nodes, "", view);
+}
+
 // The tree's title lines (each wrapped within the view's width, no tree rules).
 std::string Title(const std::vector<std::string>& lines, const DeviceTreeView& view) {
   std::string out;
@@ -199,14 +206,12 @@ std::string RingRowsTree(const Array& sorted_selected_experts, const Array& sort
                                    RowSpan("row", local, r_size - 1)),
                        std::move(masked)});
     }
-    out +=
-        "\n" + TreeLine("", "",
-                        fmt::format("Device {} (roll_to_expert_id {}: {} local; tokens of "
-                                    "devices {}; {} rows, {} local):",
-                                    d, roll, RowSpan("expert", expert_of(0), expert_of(l_size - 1)),
-                                    fmt::join(gathered_from, ", "), r_size, local),
-                        view.width);
-    Draw(out, nodes, "", view);
+    DrawDevice(out,
+               fmt::format("Device {} (roll_to_expert_id {}: {} local; tokens of "
+                           "devices {}; {} rows, {} local):",
+                           d, roll, RowSpan("expert", expert_of(0), expert_of(l_size - 1)),
+                           fmt::join(gathered_from, ", "), r_size, local),
+               nodes, view);
   }
   return out + DevicesLeftOut(shown, d_size);
 }
@@ -319,15 +324,12 @@ std::string LocalPermuteTree(const Array& sorted_indices, const Array& sorted_ex
           {fmt::format("{} ← buffer {}: empty, in no group", RowSpan("row", run.first, run.last),
                        RowSpan("row", run.source_first, run.source_last())),
            {}});
-    out +=
-        "\n" + TreeLine("", "",
-                        fmt::format("Device {} (expert shard {}: {}; buffer of {} rows, {} "
-                                    "received):",
-                                    d, shard,
-                                    RowSpan("expert", shard * l_size, shard * l_size + l_size - 1),
-                                    u_size, received),
-                        view.width);
-    Draw(out, nodes, "", view);
+    DrawDevice(out,
+               fmt::format("Device {} (expert shard {}: {}; buffer of {} rows, {} "
+                           "received):",
+                           d, shard, RowSpan("expert", shard * l_size, shard * l_size + l_size - 1),
+                           u_size, received),
+               nodes, view);
   }
   return out + DevicesLeftOut(shown, d_size);
 }
@@ -418,13 +420,11 @@ std::string LocalSelectionTree(const Array& sorted_indices, const Array& sorted_
         n.children.push_back({fmt::format("expert {}: {}", e, fmt::join(items, ", ")), {}});
       nodes.push_back(std::move(n));
     }
-    out += "\n" +
-           TreeLine("", "",
-                    fmt::format("Device {} (expert shard {}: {}; keeps {} of {} rows):", d, shard,
-                                RowSpan("expert", shard * l_size, shard * l_size + l_size - 1),
-                                kept, r_size),
-                    view.width);
-    Draw(out, nodes, "", view);
+    DrawDevice(
+        out,
+        fmt::format("Device {} (expert shard {}: {}; keeps {} of {} rows):", d, shard,
+                    RowSpan("expert", shard * l_size, shard * l_size + l_size - 1), kept, r_size),
+        nodes, view);
   }
   return out + DevicesLeftOut(shown, d_size);
 }
@@ -484,10 +484,8 @@ std::string ReturnRowsTree(const Array& row_sources, int64_t sender_rows,
       }
       nodes.push_back(std::move(n));
     }
-    out += "\n" + TreeLine("", "",
-                           fmt::format("Device {} ({} rows, {} returned):", d, r_size, returned),
-                           view.width);
-    Draw(out, nodes, "", view);
+    DrawDevice(out, fmt::format("Device {} ({} rows, {} returned):", d, r_size, returned), nodes,
+               view);
   }
   return out + DevicesLeftOut(shown, d_size);
 }
