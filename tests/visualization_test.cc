@@ -1065,9 +1065,13 @@ TEST_CASE("mermaid draws a loop of alike iterations once", "[viz]") {
     CHECK_THAT(text, Catch::Contains(fmt::format("×{}: each iteration records the same ops; {} "
                                                  "drawn\"]",
                                                  count, first)));
-    const auto occurrences = [&](const std::string& in) {
+    // (clang 14 cannot capture a structured binding by reference: name it once)
+    const std::string later_scope = later;
+    const auto occurrences = [&later_scope](const std::string& in) {
       size_t n = 0;
-      for (size_t at = in.find(later); at != std::string::npos; at = in.find(later, at + 1)) ++n;
+      for (size_t at = in.find(later_scope); at != std::string::npos;
+           at = in.find(later_scope, at + 1))
+        ++n;
       return n;
     };
     CHECK(occurrences(text) <= 1);  // at most in the loop's title (chunk_0 … chunk_1)
