@@ -44,6 +44,14 @@ void Draw(std::string& out, const std::vector<Node>& nodes, const std::string& r
   }
 }
 
+// "local experts 0-1 = experts 4-5: no rows": a run of a shard's local experts with no rows.
+std::string IdleLocal(int64_t from, int64_t to, int64_t shard, int64_t local_experts) {
+  const int64_t base = shard * local_experts;
+  return from == to ? fmt::format("local expert {} = expert {}: no rows", from, base + from)
+                    : fmt::format("local experts {}-{} = experts {}-{}: no rows", from, to,
+                                  base + from, base + to);
+}
+
 // One device of a per-device tree: a blank line, its header (wrapped), its nodes.
 void DrawDevice(std::string& out, const std::string& header, const std::vector<Node>& nodes,
                 const DeviceTreeView& view) {
@@ -312,12 +320,7 @@ std::string LocalPermuteTree(const Array& sorted_indices, const Array& sorted_ex
              {}});
       return n;
     };
-    const auto idle = [&](int64_t from, int64_t to) {
-      return from == to
-                 ? fmt::format("local expert {} = expert {}: no rows", from, shard * l_size + from)
-                 : fmt::format("local experts {}-{} = experts {}-{}: no rows", from, to,
-                               shard * l_size + from, shard * l_size + to);
-    };
+    const auto idle = [&](int64_t from, int64_t to) { return IdleLocal(from, to, shard, l_size); };
     std::vector<Node> nodes = FoldIdle(0, l_size - 1, expert_node, idle);
     for (const Run& run : empty)
       nodes.push_back(
@@ -394,12 +397,7 @@ std::string LocalSelectionTree(const Array& sorted_indices, const Array& sorted_
         n.children.push_back({fmt::format("{}: {}", span(run), origins(run)), {}});
       return n;
     };
-    const auto idle = [&](int64_t from, int64_t to) {
-      return from == to
-                 ? fmt::format("local expert {} = expert {}: no rows", from, shard * l_size + from)
-                 : fmt::format("local experts {}-{} = experts {}-{}: no rows", from, to,
-                               shard * l_size + from, shard * l_size + to);
-    };
+    const auto idle = [&](int64_t from, int64_t to) { return IdleLocal(from, to, shard, l_size); };
     std::vector<Node> nodes = FoldIdle(0, l_size - 1, expert_node, idle);
     // The other shards' rows, by their (global) expert.
     const std::vector<Run>& masked = by_id[static_cast<size_t>(l_size)];
