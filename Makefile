@@ -35,17 +35,22 @@ golden: build
 
 # Parses every Mermaid block of visualizations/*.md with mermaid.js itself (the QuickJS engine
 # of the pinned `mmdc` package, in a venv under the build directory; needs PyPI the first time,
-# never Node.js). `make test` does not need it: the tests check the same graphs structurally.
+# never Node.js), then lays each out with the same mermaid.js in Debian's headless Chromium
+# and fails when one is wider than 1,600 px (tools/mermaid_check/chromium_mermaid.py; no
+# network). `make test` does not need it: the tests check the same graphs structurally.
+# MERMAID_RENDER=DIR also writes the laid-out SVGs there.
 # (A stamp file, not bin/python: that is a symlink to the system interpreter, whose mtime make
 # would read and `touch` would change.)
 MERMAID_VENV := $(BUILD)/mermaid-venv
 $(MERMAID_VENV)/installed: tools/mermaid_check/requirements.txt
+	@scripts/install-deps.sh --mermaid
 	@python3 -m venv $(MERMAID_VENV)
 	@$(MERMAID_VENV)/bin/pip install -q -r tools/mermaid_check/requirements.txt
 	@touch $@
 
 mermaid-check: $(MERMAID_VENV)/installed
-	@$(MERMAID_VENV)/bin/python -W ignore tools/mermaid_check/check_mermaid.py visualizations/*.md
+	@$(MERMAID_VENV)/bin/python -W ignore tools/mermaid_check/check_mermaid.py visualizations/*.md \
+		--layout $(if $(MERMAID_RENDER),--render $(MERMAID_RENDER))
 
 # Every issue-13 target as a ratio measured side by side (bench/README.md); BENCH_MIXTRAL=1
 # adds the 5.6 GB Mixtral-8x7B slice.

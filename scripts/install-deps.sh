@@ -7,6 +7,8 @@ pkgs=(build-essential cmake pkg-config libcli11-dev nlohmann-json3-dev libfmt-de
       libkainjow-mustache-dev libbenchmark-dev libopenblas-dev)
 # `--sanitizers` (make test-asan / make fuzz): clang and its sanitizer/libFuzzer runtimes too.
 [[ "${1:-}" == "--sanitizers" ]] && pkgs+=(clang libclang-rt-14-dev)
+# `--mermaid` (make mermaid-check): headless Chromium, where mermaid.js lays the graphs out.
+[[ "${1:-}" == "--mermaid" ]] && pkgs=(chromium python3-venv)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
