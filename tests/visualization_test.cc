@@ -446,7 +446,7 @@ TEST_CASE("a config variant the config cannot take is named with its reason", "[
   const BlockRun run =
       RunBlock(in.config, in.mesh, setup, MakeParams(setup, 2, false, 0), Block::kMoe, false);
   const std::vector<VariantColumn> cols =
-      KernelVariants({.args = args, .devices = 4, .keys = {"shard_exp_on_fsdp"}}, run.trace);
+      KernelVariants({.args = args, .devices = 4, .keys = {"shard_exp_on_fsdp"}, .extra = {}}, run.trace);
   REQUIRE(cols.size() == 3);
   CHECK(cols[0].label == "as traced");
   CHECK(cols[1].not_traced.empty());

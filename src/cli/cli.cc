@@ -240,6 +240,9 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   CLI::App* render_cmd = app.add_subcommand(
       "render", "one visualization page (flow, trees, formal spec) for any config");
   AddCommon(render_cmd, render_options.common, {});
+  render_cmd->add_option("--hbm", render_options.hbm,
+                         "NAME=GIB: also fit the peak per device to this accelerator's HBM "
+                         "(repeatable; e.g. MI300X=192)");
   render_cmd
       ->add_option("--block", render_options.block,
                    "moe (routed experts), mlp (dense MlpBlock), shared (shared-expert MlpBlock)")

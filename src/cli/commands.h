@@ -64,6 +64,7 @@ struct DiffOptions {
 struct RenderOptions {
   CommonOptions common;  // args: CONFIG.yml / key=value; output: the page (.md)
   std::string block = "moe";
+  std::vector<std::string> hbm;  // --hbm NAME=GIB: accelerators the summary fits the peak to
 };
 
 void RunConfigCommand(const CommonOptions& options, std::ostream& out);

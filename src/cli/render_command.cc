@@ -17,6 +17,8 @@
 #include "check/trace_diff.h"
 #include "cli/commands.h"
 #include "cli/kernel_variants.h"
+#include "cli/knob_variants.h"
+#include "cli/page_summary.h"
 #include "cli/visualization_pages.h"
 #include "config/run_inputs.h"
 #include "emit/ascii_flow.h"
@@ -109,6 +111,8 @@ MarkdownExample TotalsExample(const Trace& trace) {
 
 void RunRenderCommand(const RenderOptions& options, std::ostream& out) {
   const std::vector<std::string>& args = options.common.args;
+  std::vector<Accelerator> accelerators = DefaultAccelerators();
+  for (const std::string& hbm : options.hbm) accelerators.push_back(ParseAccelerator(hbm));
   const RunInputs in = LoadRunInputs(args, options.common.devices);
   const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
   const int n_act = static_cast<int>(in.config.StrList("mlp_activations").size());
@@ -179,11 +183,19 @@ void RunRenderCommand(const RenderOptions& options, std::ostream& out) {
       "totals for what the trace supports and which activations XLA places.{}",
       Dims(setup), trees_note.empty() ? "" : " " + trees_note);
   doc.examples.push_back(TotalsExample(trace));
+  doc.summary_section = SummaryMarkdown(
+      {.trace = &trace,
+       .totals = ComputeTotals(trace),
+       .knobs = TraceKnobs({.args = args, .devices = devices, .block = options.block, .extra = {}},
+                           trace),
+       .accelerators = accelerators,
+       .legend = "the symbols are explained in shardtrace's `visualizations/README.md` (legend)"});
   doc.variants = KernelVariants({.args = args,
                                  .devices = devices,
                                  .block = options.block,
                                  .masked_loop = false,
-                                 .keys = {"shard_exp_on_fsdp", "use_2d_fsdp_sharding"}},
+                                 .keys = {"shard_exp_on_fsdp", "use_2d_fsdp_sharding"},
+                                 .extra = {}},
                                 trace);
   doc.invariants = TraceInvariants(trace, nullptr);
   std::string page = RenderVisualization(doc, trace);

@@ -235,7 +235,7 @@ class MermaidRenderer {
     const TensorRecord& t = trace_.tensors[id];
     if (stages_.empty() || stages_.back().scope != t.scope) stages_.push_back(Stage{t.scope, {}});
     Stage& stage = stages_.back();
-    nodes_.push_back(Node{{id}});
+    nodes_.push_back(Node{{id}, {}});
     stage.nodes.push_back(static_cast<int>(nodes_.size()) - 1);
     node_of_[id] = static_cast<int>(nodes_.size()) - 1;
   }

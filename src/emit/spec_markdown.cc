@@ -129,7 +129,7 @@ data DataStructures(const Trace& trace) {
       }
     }
     if (!row) {
-      merged.push_back({key, &t, nullptr, {}, meaning, ""});
+      merged.push_back({key, &t, nullptr, {}, meaning, "", std::nullopt});
       row = &merged.back();
     }
     if (row->note.empty()) row->note = t.note;
@@ -555,6 +555,7 @@ std::string RenderVisualization(const VisualizationDoc& doc, const Trace& trace)
   data view;
   view.set("title", doc.title);
   view.set("summary", doc.summary);
+  view.set("summary_section", doc.summary_section);
   view.set("command", doc.command);
   view.set("block", trace.block);
   view.set("path", trace.path);

@@ -43,6 +43,8 @@ struct VariantColumn {
 struct VisualizationDoc {
   std::string title;
   std::string summary;  // one markdown paragraph
+  // The opening "## Summary" section (cli/page_summary.h), markdown; empty for none.
+  std::string summary_section;
   std::string command;  // the `shardtrace trace ...` line that reproduces the trace
   std::string source;   // what the trace follows: moe.py at a revision, or a proposal
   std::vector<std::string> config_files;  // Config::loaded_files(): base.yml first

@@ -132,10 +132,18 @@ std::string TraceToJson(const Trace& trace) {
   }
   j["facts"] = facts;
   const TraceTotals totals = ComputeTotals(trace);
+  Json by_collective = Json::array();
+  for (const CollectiveTotal& c : totals.collectives)
+    by_collective.push_back({{"kind", c.written ? ToString(c.kind) : HloName(c.kind)},
+                             {"origin", c.written ? "written" : "implied"},
+                             {"axes", c.axes},
+                             {"count", c.count},
+                             {"bytes_sent_per_device", c.bytes_sent_per_device}});
   j["totals"] = {
       {"weight_bytes_per_device", totals.weight_bytes_per_device},
       {"collective_bytes_sent_per_device", totals.collective_bytes_sent_per_device},
-      {"implied_collective_bytes_sent_per_device", totals.implied_bytes_sent_per_device}};
+      {"implied_collective_bytes_sent_per_device", totals.implied_bytes_sent_per_device},
+      {"collectives", by_collective}};
   if (trace.memory) {
     const MemoryEstimate& m = *trace.memory;
     Json by_dtype = Json::object();

@@ -1,0 +1,217 @@
+// The summary every page opens with (cli/page_summary.h): its budget table and collectives
+// are `trace`'s totals for the same config, each knob row is the trace of its variant, and
+// the summary fits the first screen. Checked on every committed page and on `render` of
+// DeepSeek-V3 (EP32 x FSDP8, 256 devices).
+#include <fmt/format.h>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/visualization_pages.h"
+#include "emit/human_bytes.h"
+#include "test_support.h"
+
+namespace shardtrace {
+namespace {
+
+using Json = nlohmann::json;
+using testing::ReadFile;
+using testing::RunShardtrace;
+using testing::SourcePath;
+
+const std::vector<std::string> kDeepSeek = {
+    "testdata/maxtext-configs/base.yml", "model_name=deepseek3-671b", "ici_expert_parallelism=32",
+    "ici_fsdp_parallelism=8", "--devices", "256"};
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+// The "## Summary" section's lines, up to the next paragraph that starts the page's body.
+std::vector<std::string> Summary(const std::string& page) {
+  std::vector<std::string> out;
+  bool in = false;
+  for (const std::string& line : Lines(page)) {
+    if (line == "## Summary") in = true;
+    else if (in && (line.rfind("## ", 0) == 0 || line.rfind("Reproduce the trace", 0) == 0))
+      break;
+    if (in) out.push_back(line);
+  }
+  return out;
+}
+
+// The cells of the summary row whose first cell is `label`.
+std::vector<std::string> Row(const std::vector<std::string>& summary, const std::string& label) {
+  for (const std::string& line : summary) {
+    if (line.rfind("| " + label + " |", 0) != 0) continue;
+    std::vector<std::string> cells;
+    std::string cell;
+    for (size_t i = 1; i < line.size(); ++i) {
+      if (line[i] == '|') {
+        cells.push_back(cell.substr(cell.find_first_not_of(' ') == std::string::npos
+                                        ? cell.size()
+                                        : cell.find_first_not_of(' ')));
+        while (!cells.back().empty() && cells.back().back() == ' ') cells.back().pop_back();
+        cell.clear();
+      } else {
+        cell += line[i];
+      }
+    }
+    return cells;
+  }
+  FAIL("no summary row '" << label << "'");
+  return {};
+}
+
+Json TraceJson(std::vector<std::string> args) {
+  args.insert(args.begin(), "trace");
+  args.insert(args.end(), {"--format", "json", "--quiet"});
+  const testing::CommandResult r = RunShardtrace(args);
+  REQUIRE(r.status == 0);
+  return Json::parse(r.out);
+}
+
+// The budget table and the collectives table hold `trace`'s totals, byte for byte as the
+// text outputs print bytes.
+void CheckBudget(const std::vector<std::string>& summary, const Json& j) {
+  const Json& m = j.at("memory");
+  const Json& t = j.at("totals");
+  CHECK(Row(summary, "parameters")[1] == HumanBytes(m.at("parameter_bytes")));
+  CHECK(Row(summary, "block input")[1] == HumanBytes(m.at("input_bytes")));
+  CHECK(Row(summary, "peak temporaries")[1] == HumanBytes(m.at("peak_temporary_bytes")));
+  CHECK(Row(summary, "**peak**")[1] == "**" + HumanBytes(m.at("peak_bytes")) + "**");
+  CHECK(Row(summary, "communication per layer, written in moe.py")[1] ==
+        HumanBytes(t.at("collective_bytes_sent_per_device")));
+  CHECK(Row(summary, "communication per layer, inserted by XLA")[1] ==
+        HumanBytes(t.at("implied_collective_bytes_sent_per_device")));
+  // The largest buffer at the peak is named with its bytes.
+  if (!m.at("at_peak").empty())
+    CHECK(Row(summary, "peak temporaries")[2].find(
+              HumanBytes(m.at("at_peak")[0].at("bytes"))) != std::string::npos);
+  // One collectives row per (kind, origin, axes) of the totals, in their order.
+  std::vector<std::string> rows;
+  for (const std::string& line : summary)
+    if (line.rfind("| ", 0) == 0 && line.find(" | moe.py | ") != std::string::npos) rows.push_back(line);
+    else if (line.rfind("| ", 0) == 0 && line.find(" | XLA | ") != std::string::npos) rows.push_back(line);
+  REQUIRE(rows.size() == t.at("collectives").size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Json& c = t.at("collectives")[i];
+    std::string axes;
+    for (const Json& a : c.at("axes")) axes += (axes.empty() ? "" : ", ") + a.get<std::string>();
+    CHECK(rows[i] == fmt::format("| {} | {} | {} | {} | {} |", c.at("kind").get<std::string>(),
+                                 c.at("origin") == "written" ? "moe.py" : "XLA", axes,
+                                 c.at("count").get<int>(),
+                                 HumanBytes(c.at("bytes_sent_per_device"))));
+  }
+}
+
+// The page's own trace command: its args, devices, block and path, numeric with seed 1.
+std::vector<std::string> PageTraceArgs(const VisualizationPage& v) {
+  std::vector<std::string> args = v.args;
+  args.insert(args.end(), {"--devices", std::to_string(v.devices), "--block", v.block,
+                           "--numeric", "--seed", "1"});
+  if (!v.path.empty()) args.insert(args.end(), {"--path", v.path});
+  return args;
+}
+
+void CheckShape(const std::string& page, const std::vector<std::string>& summary) {
+  // The summary opens the page: the title and its paragraph come first.
+  const std::vector<std::string> lines = Lines(page);
+  const auto at = std::find(lines.begin(), lines.end(), "## Summary");
+  REQUIRE(at != lines.end());
+  CHECK(at - lines.begin() <= 5);
+  CHECK(summary.size() <= 40);
+  // It names the path and the conditions, says the figures are the forward pass, fits the
+  // peak to the accelerators and names the knobs.
+  CHECK(summary[2].rfind("**Path** `", 0) == 0);
+  const std::string text = fmt::format("{}", fmt::join(summary, "\n"));
+  CHECK(text.find("**forward pass**") != std::string::npos);
+  for (const char* hbm : {"TPU v5e 16 GiB", "TPU v6e 32 GiB", "TPU v5p 95 GiB", "H100 80 GiB",
+                          "H200 141 GiB"})
+    CHECK(text.find(hbm) != std::string::npos);
+  CHECK(text.find("Knobs that change this") != std::string::npos);
+}
+
+TEST_CASE("every page's summary holds trace's totals for its config", "[viz][summary]") {
+  for (const VisualizationPage& v : VisualizationPages()) {
+    INFO(v.file);
+    const std::string page = ReadFile(SourcePath("visualizations/" + v.file));
+    const std::vector<std::string> summary = Summary(page);
+    CheckShape(page, summary);
+    CheckBudget(summary, TraceJson(PageTraceArgs(v)));
+  }
+}
+
+TEST_CASE("render's summary holds trace's totals: DeepSeek-V3 EP32 x FSDP8", "[viz][summary]") {
+  testing::TempDir dir;
+  std::vector<std::string> args = {"render"};
+  args.insert(args.end(), kDeepSeek.begin(), kDeepSeek.end());
+  args.insert(args.end(), {"--hbm", "MI300X=192", "-o", dir.File("page.md")});
+  const testing::CommandResult r = RunShardtrace(args);
+  REQUIRE(r.status == 0);
+  const std::string page = ReadFile(dir / "page.md");
+  const std::vector<std::string> summary = Summary(page);
+  CheckShape(page, summary);
+  CheckBudget(summary, TraceJson(kDeepSeek));
+  // --hbm adds its accelerator; 171.5 GiB per device fits none of the defaults but does not
+  // fit 192 GiB either way the page says it.
+  const std::string text = fmt::format("{}", fmt::join(summary, "\n"));
+  CHECK(text.find("MI300X 192 GiB") != std::string::npos);
+  CHECK(text.find("H200 141 GiB does not fit") != std::string::npos);
+}
+
+TEST_CASE("each knob row of a summary is the trace of its variant", "[viz][summary]") {
+  // ragged_all_to_all at full size: every knob applies (the buffer factor, EP both ways traded
+  // with fsdp, TP, the ring, the batch, the dense path).
+  testing::TempDir dir;
+  std::vector<std::string> args = {"render"};
+  args.insert(args.end(), kDeepSeek.begin(), kDeepSeek.end());
+  args.insert(args.end(), {"-o", dir.File("page.md")});
+  REQUIRE(RunShardtrace(args).status == 0);
+  const std::vector<std::string> summary = Summary(ReadFile(dir / "page.md"));
+  const std::regex override_re("`([a-z_0-9]+=[^`]+)`");
+  int rows = 0;
+  for (const std::string& line : summary) {
+    if (line.rfind("| `", 0) != 0 || line.find("=") == std::string::npos) continue;
+    const std::string change = line.substr(2, line.find(" | ", 2) - 2);
+    INFO(change);
+    std::vector<std::string> trace_args(kDeepSeek.begin(), kDeepSeek.end());
+    trace_args.push_back("override_model_config=true");
+    for (auto it = std::sregex_iterator(change.begin(), change.end(), override_re);
+         it != std::sregex_iterator(); ++it)
+      trace_args.push_back((*it)[1]);
+    const Json j = TraceJson(trace_args);
+    const std::vector<std::string> cells = Row(summary, change);
+    CHECK(cells[2] == HumanBytes(j.at("memory").at("peak_bytes")));
+    CHECK(cells[4] ==
+          HumanBytes(j.at("totals").at("collective_bytes_sent_per_device").get<int64_t>() +
+                     j.at("totals").at("implied_collective_bytes_sent_per_device").get<int64_t>()));
+    ++rows;
+  }
+  CHECK(rows >= 7);
+  // The buffer factor is the knob that brings DeepSeek-V3's layer within HBM here.
+  const std::vector<std::string> ragged = Row(summary, "`ragged_buffer_factor=1`");
+  CHECK(ragged[3].rfind("-", 0) == 0);
+}
+
+TEST_CASE("render --hbm takes NAME=GIB and names a malformed one", "[viz][summary][errors]") {
+  testing::TempDir dir;
+  const testing::CommandResult r = RunShardtrace(
+      {"render", "num_experts=4", "ici_expert_parallelism=2", "--devices", "4", "--hbm", "MI300X", "-o",
+       dir.File("page.md")});
+  CHECK(r.status == 2);
+  CHECK(r.err ==
+        "shardtrace: error: --hbm 'MI300X': expected NAME=GIB, an accelerator name and its HBM "
+        "per device in GiB (e.g. MI300X=192)\n");
+  CHECK(dir.Entries().empty());
+}
+
+}  // namespace
+}  // namespace shardtrace
