@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "config/base_config_chain.h"
 #include "config/config_checks.h"
 #include "config/config_files.h"
 #include "config/config_value.h"
@@ -90,11 +91,38 @@ class Resolver {
   std::string base_name() const { return base_name_; }
 
  private:
+  // base.yml, or the file given first with the files it includes through base_config
+  // (config/base_config_chain.h): the root of that chain gives every key its default and
+  // type, and each including file replaces keys over it, lists included, as OmegaConf merges.
   void LoadBase() {
-    const FileText base = files_.Base();
+    std::vector<config_internal::ChainFile> chain;
+    if (source_.files.empty()) {
+      const FileText base = files_.Base();
+      std::vector<YamlEntry> entries = Parse(base);
+      chain.push_back({base, std::move(entries)});
+    } else {
+      std::vector<std::string> warnings;
+      chain = config_internal::ResolveBaseConfigChain(source_.files[0], &warnings);
+      PrintWarnings(warnings);
+    }
+    LoadRoot(chain.front().file, chain.front().entries);
+    for (size_t k = 1; k < chain.size(); ++k) {
+      loaded_files_.push_back(chain[k].file.display);
+      Layer layer{chain[k].file.name, chain[k].entries};
+      CheckLayer(layer);
+      for (const YamlEntry& entry : layer.entries) {
+        if (entry.key == kRulesKey)
+          rules_ = entry.value;
+        else
+          values_.insert_or_assign(entry.key, entry.value);
+      }
+    }
+  }
+
+  void LoadRoot(const FileText& base, const std::vector<YamlEntry>& base_entries) {
     loaded_files_.push_back(base.display);
     base_name_ = base.name;
-    for (const YamlEntry& entry : Parse(base)) {
+    for (const YamlEntry& entry : base_entries) {
       defaults_.insert_or_assign(entry.key, config_internal::NoneStringToNull(entry.value));
     }
     // Every key's type comes from the base, so an overlay given first would make most
@@ -127,9 +155,13 @@ class Resolver {
     std::vector<std::string> warnings;
     std::vector<YamlEntry> entries =
         config_internal::ParseConfigYaml(file.text, file.name, &warnings);
+    PrintWarnings(warnings);
+    return entries;
+  }
+
+  static void PrintWarnings(const std::vector<std::string>& warnings) {
     for (const std::string& w : warnings)
       std::cerr << "shardtrace: warning: " << PrintableMessage(w) << "\n";
-    return entries;
   }
 
   // Parses, key-checks and type-checks one config file.
@@ -210,10 +242,12 @@ class Resolver {
     }
     if (model_name == "default") return;
 
+    // pyconfig looks beside the config it was started with, then one folder up.
     const std::string relative = fmt::format("models/{}.yml", model_name);
-    const std::optional<FileText> file = files_.Find(relative);
+    const std::optional<FileText> file = files_.Find(relative, /*configs_fallback=*/true);
     if (!file) {
-      Fail("model_name '{}': model file not found: {}", model_name, files_.Where(relative));
+      Fail("model_name '{}': model file not found: {}", model_name,
+           files_.Where(relative, /*configs_fallback=*/true));
     }
     Layer model = CheckedLayer(*file);
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "config/embedded_configs.h"
 #include "io/input_file.h"
@@ -38,21 +39,27 @@ FileText ConfigFiles::Base() const {
   return EmbeddedText("base.yml", *text);
 }
 
-std::optional<FileText> ConfigFiles::Find(std::string_view relative) const {
+std::optional<FileText> ConfigFiles::Find(std::string_view relative, bool configs_fallback) const {
   if (embedded_) {
     const std::optional<std::string_view> text = FindEmbeddedConfig(relative);
     if (!text) return std::nullopt;
     return EmbeddedText(relative, *text);
   }
-  const std::filesystem::path path = base_path_.parent_path() / std::filesystem::path(relative);
-  std::error_code error;
-  if (!std::filesystem::is_regular_file(path, error)) return std::nullopt;
-  return ReadConfigFile(path);
+  std::vector<std::filesystem::path> places = {base_path_.parent_path() / relative};
+  if (configs_fallback) places.push_back(base_path_.parent_path().parent_path() / relative);
+  for (const std::filesystem::path& path : places) {
+    std::error_code error;
+    if (std::filesystem::is_regular_file(path, error)) return ReadConfigFile(path);
+  }
+  return std::nullopt;
 }
 
-std::string ConfigFiles::Where(std::string_view relative) const {
+std::string ConfigFiles::Where(std::string_view relative, bool configs_fallback) const {
   if (embedded_) return fmt::format("embedded {}", relative);
-  return (base_path_.parent_path() / std::filesystem::path(relative)).string();
+  const std::string beside = (base_path_.parent_path() / relative).string();
+  if (!configs_fallback) return beside;
+  return fmt::format("{} or {}", beside,
+                     (base_path_.parent_path().parent_path() / relative).string());
 }
 
 }  // namespace shardtrace::config_internal

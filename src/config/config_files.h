@@ -28,9 +28,12 @@ class ConfigFiles {
 
   FileText Base() const;
   // A file relative to base.yml's directory ("models/x.yml"), or nullopt when absent.
-  std::optional<FileText> Find(std::string_view relative) const;
+  // With `configs_fallback`, a file missing there is also looked up relative to the parent
+  // directory, as pyconfig finds a model file when the config it was started with sits in
+  // <configs>/models/ and includes base.yml through base_config.
+  std::optional<FileText> Find(std::string_view relative, bool configs_fallback = false) const;
   // Where Find looked, for "not found" messages.
-  std::string Where(std::string_view relative) const;
+  std::string Where(std::string_view relative, bool configs_fallback = false) const;
 
  private:
   ConfigFiles(bool embedded, std::filesystem::path base_path)

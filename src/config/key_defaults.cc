@@ -24,6 +24,9 @@ fuse_expert_scales: False
 ragged_sort_use_single_sparsecore: False
 override_model_config: False
 vision_encoder_block: null
+# pyconfig's include directive (config/base_config_chain.h); inert in a model file.
+base_config: null
+log_moe_bias_norms: False
 
 # maxtext-facts.md section 1.4: seed-era value, or the HEAD value for HEAD-only keys.
 num_experts: 1
