@@ -3,6 +3,7 @@
 // (Qwen3NextSparseMoeBlock for qwen3_next / qwen3_5), and what MaxText refuses. The model
 // files are the release's own, under testdata/maxtext-moe-models/ (PROVENANCE.md there).
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,29 @@ std::string UserError(const std::vector<std::string>& args) {
   CHECK(r.err.rfind("shardtrace: error: ", 0) == 0);
   CHECK(r.err.find('\n') == r.err.size() - 1);
   return r.err;
+}
+
+nlohmann::json TraceJson(const std::vector<std::string>& args) {
+  std::vector<std::string> full = {"trace"};
+  full.insert(full.end(), args.begin(), args.end());
+  full.insert(full.end(), {"--format", "json"});
+  const CommandResult r = RunShardtrace(full);
+  INFO("stderr: " << r.err);
+  REQUIRE(r.status == 0);
+  return nlohmann::json::parse(r.out);
+}
+
+// "<scope> <name> <dtype> <shape> <spec> <local shape> <bytes>" of every stored parameter.
+std::vector<std::string> Parameters(const nlohmann::json& trace) {
+  std::vector<std::string> out;
+  for (const nlohmann::json& t : trace["tensors"]) {
+    if (t["kind"] != "weight" || t["constraint"] != "kernel_axes") continue;
+    out.push_back(t["scope"].get<std::string>() + " " + t["name"].get<std::string>() + " " +
+                  t["dtype"].get<std::string>() + " " + t["shape"].dump() + " " +
+                  t["partition_spec"].dump() + " " + t["local_shape"].dump() + " " +
+                  t["bytes_per_device"].dump());
+  }
+  return out;
 }
 
 TEST_CASE("base_config includes a config file beside the file, then in the configs folder",
@@ -84,6 +108,46 @@ TEST_CASE("A model file's base_config is inert when model_name loads it, as in p
   // includes, so only its own keys apply (here up to its weight_dtype).
   const std::string err = UserError({"config", ReleaseBase(), "model_name=qwen3.5-35b-a3b-fp8"});
   CHECK_THAT(err, !Catch::Contains("base_config") && Catch::Contains("weight_dtype"));
+}
+
+TEST_CASE("qwen3_next and qwen3_5 trace Qwen3NextSparseMoeBlock with its shared expert and gate",
+          "[release]") {
+  const nlohmann::json trace =
+      TraceJson({ReleaseBase(), "model_name=qwen3.5-35b-a3b", "--devices", "8"});
+  CHECK(trace["block"] == "moe");
+  // Every leaf of MaxText's Qwen3NextSparseMoeBlock state (routed_experts/{gate/kernel, wi_0,
+  // wi_1, wo}, shared_expert/{wi_0,wi_1,wo}/kernel, shared_expert_gate/kernel), float32 as the
+  // release's base.yml stores them, on fsdp=8.
+  const std::vector<std::string> expected = {
+      "Qwen3NextSparseMoeBlock/RoutedMoE gate.kernel float32 [2048,256] [\"fsdp\",null] "
+      "[256,256] 262144",
+      "Qwen3NextSparseMoeBlock/RoutedMoE wi_0 float32 [256,2048,512] [null,\"fsdp\",null] "
+      "[256,256,512] 134217728",
+      "Qwen3NextSparseMoeBlock/RoutedMoE wi_1 float32 [256,2048,512] [null,\"fsdp\",null] "
+      "[256,256,512] 134217728",
+      "Qwen3NextSparseMoeBlock/RoutedMoE wo float32 [256,512,2048] [null,null,\"fsdp\"] "
+      "[256,512,256] 134217728",
+      "Qwen3NextSparseMoeBlock/shared_expert/wi_0 wi_0 float32 [2048,512] [\"fsdp\",null] "
+      "[256,512] 524288",
+      "Qwen3NextSparseMoeBlock/shared_expert/wi_1 wi_1 float32 [2048,512] [\"fsdp\",null] "
+      "[256,512] 524288",
+      "Qwen3NextSparseMoeBlock/shared_expert wo float32 [512,2048] [null,\"fsdp\"] [512,256] "
+      "524288",
+      "Qwen3NextSparseMoeBlock/shared_expert_gate shared_expert_gate.kernel float32 [2048,1] "
+      "[\"fsdp\",null] [256,1] 1024"};
+  CHECK(Parameters(trace) == expected);
+  CHECK(trace["memory"]["parameter_bytes"] == 404489216);
+  bool sigmoid = false;
+  for (const nlohmann::json& op : trace["ops"])
+    sigmoid |= op["kind"].get<std::string>().find("sigmoid") != std::string::npos;
+  CHECK(sigmoid);
+
+  // --block shared: the shared expert alone (width moe_mlp_dim, not shared_experts x it).
+  const nlohmann::json shared = TraceJson(
+      {ReleaseBase(), "model_name=qwen3-next-80b-a3b", "--devices", "8", "--block", "shared"});
+  CHECK(shared["path"] == "Qwen3NextSparseMoeBlock.shared_expert (MlpBlock)");
+  CHECK(Parameters(shared).size() == 3);
+  CHECK(shared["memory"]["parameter_bytes"] == 3 * 524288);
 }
 
 }  // namespace

@@ -33,7 +33,9 @@ std::optional<std::pair<Block, std::string>> TracedParam(const DumpParam& p) {
   if (m.size() < 2) return std::nullopt;
   const std::string& leaf = m.back();
   const std::string& parent = m[m.size() - 2];
-  const bool shared = std::find(m.begin(), m.end(), "shared_experts") != m.end();
+  // RoutedAndSharedMoE's shared_experts, Qwen3NextSparseMoeBlock's shared_expert.
+  const bool shared = std::find(m.begin(), m.end(), "shared_experts") != m.end() ||
+                      std::find(m.begin(), m.end(), "shared_expert") != m.end();
   static const std::set<std::string> mlp_kernels = {"wi", "wi_0", "wi_1", "wo"};
   static const std::set<std::string> expert_params = {
       "wi_0", "wi_1", "wo", "wi_0_bias", "wi_1_bias", "wo_bias", "per_expert_scale"};
@@ -42,6 +44,8 @@ std::optional<std::pair<Block, std::string>> TracedParam(const DumpParam& p) {
                      leaf == "kernel" ? parent : parent + ".bias"};
   if (parent == "gate" && (leaf == "kernel" || leaf == "bias"))
     return std::pair{Block::kMoe, "gate." + leaf};
+  if (parent == "shared_expert_gate" && leaf == "kernel")
+    return std::pair{Block::kMoe, std::string("shared_expert_gate.kernel")};
   if (expert_params.count(leaf) && !shared) return std::pair{Block::kMoe, leaf};
   return std::nullopt;
 }
@@ -125,12 +129,22 @@ DumpComparison CompareWithDump(const ShardingDump& dump, const Config& config, c
     traces.push_back(RunBlock(config, mesh, setup, params, block, false).trace);
     out.blocks.push_back(BlockName(block) + ": " + traces.back().path);
   }
-  // The moe trace of RoutedAndSharedMoE holds the shared experts too: they count once, as
-  // the shared block's weights.
+  // The moe trace of RoutedAndSharedMoE (Qwen3NextSparseMoeBlock) holds the shared experts
+  // too: they count once, as the shared block's weights.
+  auto in_shared_mlp = [](const std::string& scope) {
+    for (const std::string_view name : {"shared_experts", "shared_expert"}) {
+      for (size_t at = scope.find(name); at != std::string::npos; at = scope.find(name, at + 1)) {
+        const size_t end = at + name.size();
+        if ((at == 0 || scope[at - 1] == '/') && (end == scope.size() || scope[end] == '/'))
+          return true;
+      }
+    }
+    return false;
+  };
   for (size_t b = 0; b < blocks.size(); ++b)
     for (const TensorRecord& t : traces[b].tensors) {
       if (t.kind != TensorKind::kWeight || t.constraint != Constraint::kKernelAxes) continue;
-      const bool shared = t.scope.find("shared_experts") != std::string::npos;
+      const bool shared = in_shared_mlp(t.scope);
       const std::pair<Block, std::string> key{shared ? Block::kShared : blocks[b], t.name};
       if (std::none_of(weights.begin(), weights.end(),
                        [&](const auto& w) { return w.first == key; }))

@@ -23,7 +23,8 @@ const std::vector<std::string>& GoldenInputNames() {
   static const std::vector<std::string> names = {
       "inputs",      "gate_kernel", "gate_bias", "wi_0",     "wi_1",
       "wo",          "wi_0_bias",   "wi_1_bias", "wo_bias",  "shared_wi_0",
-      "shared_wi_1", "shared_wo",   "mlp_wi_0",  "mlp_wi_1", "mlp_wo"};
+      "shared_wi_1", "shared_wo",   "mlp_wi_0",  "mlp_wi_1", "mlp_wo",
+      "shared_expert_gate"};
   return names;
 }
 

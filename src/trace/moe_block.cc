@@ -31,6 +31,10 @@ bool UsesSharedExperts(const MoeSetup& s) {
          s.shared_hidden > 0;
 }
 
+bool HasSharedExpertMlp(const MoeSetup& s) {
+  return UsesSharedExperts(s) || (s.qwen3_next_block && s.shared_hidden > 0);
+}
+
 namespace {
 
 PathOutput RoutedMoE(const MoeContext& ctx, const Value& inputs_in, const MoeParams& p,
@@ -118,6 +122,34 @@ PathOutput RoutedMoE(const MoeContext& ctx, const Value& inputs_in, const MoePar
   Fail("unknown MoE path");
 }
 
+// Qwen3NextSparseMoeBlock.__call__ after its routed experts: the shared expert (an MlpBlock
+// of width moe_mlp_dim) on every token, scaled per token by the sigmoid of a DenseGeneral
+// gate [M, 1] with kernel axes ('embed', None), computed in dtype; added to `routed`.
+Value SharedExpertGated(const MoeContext& ctx, const Value& inputs, const MoeParams& p,
+                        const Value& routed) {
+  Tracer& t = ctx.t;
+  const MoeSetup& s = ctx.setup;
+  const Value shared_out = MlpBlock(t, s.settings, inputs, *p.shared, "shared_expert");
+  Value gate_out;
+  {
+    const auto scope = t.Scope("shared_expert_gate");
+    const Value kernel = t.Weight({"shared_expert_gate.kernel", "M1"}, *p.shared_expert_gate,
+                                  LogicalAxes{"embed", std::nullopt});
+    const Value x = tr::Cast(t, inputs, s.dtype, {"inputs", "BSM"});
+    const Value k = tr::Cast(t, kernel, s.dtype, {"shared_expert_gate.kernel", "M1"});
+    gate_out = tr::Einsum(t, "BSM,MO -> BSO", x, k, s.dtype, {"shared_gate_output", "BS1"});
+  }
+  const Value gate = tr::Activation(t, "sigmoid", gate_out, {"shared_gate", "BS1"});
+  const Value scaled =
+      tr::Binary(t, OpKind::kMul, gate, shared_out, {"shared_expert_output", "BSM"});
+  const Value output = tr::Binary(t, OpKind::kAdd, routed, scaled, {"output", "BSM"});
+  // The parts of output == routed + sigmoid(gate) * shared.
+  ctx.Capture("routed_experts output", routed.array());
+  ctx.Capture("shared_expert output", shared_out.array());
+  ctx.Capture("shared_expert_gate output", gate_out.array());
+  return output;
+}
+
 }  // namespace
 
 BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
@@ -152,16 +184,18 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
     t.trace().input = inputs.tensor;
     t.trace().output = out.tensor;
   } else if (block == Block::kShared) {
-    if (!shared)
+    if (!HasSharedExpertMlp(setup))
       Fail(
           "--block shared: decoder_block {} with shared_experts={} has no shared experts "
-          "(RoutedAndSharedMoE is "
-          "used by deepseek, llama4 and gemma4 with shared_experts > 0)",
+          "(RoutedAndSharedMoE is used by deepseek, llama4 and gemma4, Qwen3NextSparseMoeBlock "
+          "by qwen3_next and qwen3_5, with shared_experts > 0)",
           setup.decoder_block, setup.settings.shared_experts);
     t.trace().block = "shared";
-    t.trace().path = "RoutedAndSharedMoE.shared_experts (MlpBlock)";
+    t.trace().path = shared ? "RoutedAndSharedMoE.shared_experts (MlpBlock)"
+                            : "Qwen3NextSparseMoeBlock.shared_expert (MlpBlock)";
     const Value inputs = t.Input({"inputs", "BSM"}, params.inputs);
-    const Value out = MlpBlock(t, setup.settings, inputs, *params.shared, "shared_experts");
+    const Value out = MlpBlock(t, setup.settings, inputs, *params.shared,
+                               shared ? "shared_experts" : "shared_expert");
     ctx.Capture("output", out.array());
     t.trace().input = inputs.tensor;
     t.trace().output = out.tensor;
@@ -187,15 +221,28 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
                       "decoder_block {}): the routed experts plus a shared linears.MlpBlock, added "
                       "(moe.py:2169-2181)",
                       setup.settings.shared_experts, setup.decoder_block));
+    const bool qwen3_next_shared = setup.qwen3_next_block && setup.shared_hidden > 0;
+    if (setup.qwen3_next_block)
+      t.Note(fmt::format(
+          "path: decoder_block {} builds qwen3.py's Qwen3NextSparseMoeBlock: {}",
+          setup.decoder_block,
+          qwen3_next_shared
+              ? "routed_experts (RoutedMoE) + sigmoid(shared_expert_gate(x)) * shared_expert(x), "
+                "a shared linears.MlpBlock of width moe_mlp_dim and a DenseGeneral gate [M, 1]"
+              : "shared_experts 0, so routed_experts (RoutedMoE) alone"));
     if (!masked_loop) {
       for (const std::string& r : setup.path_reasons) t.Note("path: " + r);
       for (const std::string& n : setup.notes) t.Note(n);
     }
-    const auto scope = t.Scope(shared ? "RoutedAndSharedMoE" : "");
+    const auto scope = t.Scope(shared                   ? "RoutedAndSharedMoE"
+                               : setup.qwen3_next_block ? "Qwen3NextSparseMoeBlock"
+                                                        : "");
     const Value inputs = t.Input({"inputs", "BSM"}, params.inputs);
     PathOutput routed = RoutedMoE(ctx, inputs, params, shared, masked_loop);
     Value output = routed.output;
-    if (shared) {
+    if (qwen3_next_shared) {
+      output = SharedExpertGated(ctx, inputs, params, routed.output);
+    } else if (shared) {
       const Value shared_out =
           MlpBlock(t, setup.settings, inputs, *params.shared, "shared_experts");
       output = tr::Binary(t, OpKind::kAdd, routed.output, shared_out, {"output", "BSM"});
@@ -240,7 +287,7 @@ std::vector<Block> ModelBlocks(const MoeSetup& setup) {
   if (dense_layers) blocks.push_back(Block::kMlp);
   if (moe) {
     blocks.push_back(Block::kMoe);
-    if (UsesSharedExperts(setup)) blocks.push_back(Block::kShared);
+    if (HasSharedExpertMlp(setup)) blocks.push_back(Block::kShared);
   }
   return blocks;
 }

@@ -1,8 +1,9 @@
 // The blocks shardtrace runs, as MaxText's decoder layers call them: RoutedMoE.__call__
 // (GateLogit, kernel casts, path selection into dense_matmul / sparse_matmul),
-// RoutedAndSharedMoE (routed experts + shared-expert MlpBlock, summed) and the dense
-// MlpBlock. RunBlock records one block into a Trace; DumpModel reproduces MaxText's
-// debug_sharding activation dump for every MLP/MoE block the model config implies.
+// RoutedAndSharedMoE (routed experts + shared-expert MlpBlock, summed), qwen3.py's
+// Qwen3NextSparseMoeBlock (routed + sigmoid(gate) * shared expert) and the dense MlpBlock. RunBlock
+// records one block into a Trace; DumpModel reproduces MaxText's debug_sharding activation dump for
+// every MLP/MoE block the model config implies.
 #pragma once
 
 #include <map>
@@ -29,6 +30,9 @@ struct BlockRun {
 
 // True when the decoder wraps the routed experts in RoutedAndSharedMoE.
 bool UsesSharedExperts(const MoeSetup& setup);
+// True when the layer's MoE holds a shared-expert MlpBlock: RoutedAndSharedMoE's
+// shared_experts or Qwen3NextSparseMoeBlock's shared_expert (`--block shared`).
+bool HasSharedExpertMlp(const MoeSetup& setup);
 
 struct RunOptions {
   bool numeric = false;

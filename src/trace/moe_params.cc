@@ -89,6 +89,9 @@ MoeParams MakeParams(const MoeSetup& s, int num_mlp_activations, bool numeric, u
       numeric ? Array::Filled({s.num_experts}, w, 1.0f) : Array::Symbolic({s.num_experts}, w);
   if (s.shared_hidden > 0) p.shared = MakeMlp(rng, s.emb, s.shared_hidden, num_mlp_activations, w);
   p.dense = MakeMlp(rng, s.emb, s.mlp_dim, num_mlp_activations, w);
+  // Drawn last, so every other parameter keeps the values it has without this gate.
+  if (s.shared_hidden > 0 && s.qwen3_next_block)
+    p.shared_expert_gate = Make(rng, {s.emb, 1}, w, 1.0 / std::sqrt(s.emb));
   return p;
 }
 
@@ -146,6 +149,7 @@ MoeParams ParamsFromArrays(const MoeSetup& s, int num_mlp_activations,
       take(fmt::format("shared_wi_{}", i), p.shared->wi[i], true);
     take("shared_wo", p.shared->wo, true);
   }
+  if (p.shared_expert_gate) take("shared_expert_gate", *p.shared_expert_gate, true);
   return p;
 }
 

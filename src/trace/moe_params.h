@@ -31,6 +31,7 @@ struct MoeParams {
   std::optional<Array> wo_bias;               // [E, M]
   std::optional<Array> per_expert_scale;      // [E] gemma4
   std::optional<MlpParams> shared;            // shared experts (RoutedAndSharedMoE)
+  std::optional<Array> shared_expert_gate;    // [M, 1] Qwen3NextSparseMoeBlock's gate
   std::optional<MlpParams> dense;             // a dense MlpBlock layer (mlp_dim)
 };
 
@@ -46,7 +47,8 @@ void CheckNumericSize(const MoeSetup& setup);
 bool IsDenseMlpCase(const std::map<std::string, Array>& arrays);
 
 // From named arrays (golden-format names: inputs, gate_kernel, gate_bias, wi_0, wi_1, wo,
-// wi_0_bias, wi_1_bias, wo_bias, shared_wi_0, shared_wi_1, shared_wo, and for a dense MlpBlock
+// wi_0_bias, wi_1_bias, wo_bias, shared_wi_0, shared_wi_1, shared_wo,
+// shared_expert_gate, and for a dense MlpBlock
 // case mlp_wi_0, mlp_wi_1, mlp_wo instead of the expert arrays), sharing their buffers.
 // Nothing is seeded: missing optional biases are zero, per_expert_scale one; a MoE case
 // leaves `dense` unset and a dense case leaves the expert arrays symbolic. A wrong shape

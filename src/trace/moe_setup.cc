@@ -67,8 +67,12 @@ MoeSetup MakeMoeSetup(MoeSettings settings, const Mesh& mesh) {
   s.wi_hidden = s.hidden;
   if (k.padded_base_moe_mlp_dim) s.wi_hidden = *k.padded_base_moe_mlp_dim;
   const int64_t shared = k.shared_experts;
-  s.shared_hidden =
-      shared > 0 ? shared * (s.decoder_block == "gemma4" ? s.mlp_dim : moe_mlp_dim) : 0;
+  s.qwen3_next_block = s.decoder_block == "qwen3_next" || s.decoder_block == "qwen3_5";
+  if (s.qwen3_next_block)
+    s.shared_hidden = shared > 0 ? moe_mlp_dim : 0;
+  else
+    s.shared_hidden =
+        shared > 0 ? shared * (s.decoder_block == "gemma4" ? s.mlp_dim : moe_mlp_dim) : 0;
   s.dense_layers = k.first_num_dense_layers;
 
   s.dtype = k.dtype;

@@ -36,7 +36,7 @@ struct MoeSetup {
   int64_t hidden = 0;         // H: intermediate_dim the caller passes (mlp_dim for mixtral/gpt_oss)
   int64_t wi_hidden = 0;      // H of wi_0/wi_1 (padded_base_moe_mlp_dim when set)
   int64_t mlp_dim = 0;        // F: dense MLP intermediate
-  int64_t shared_hidden = 0;  // shared_experts * (gemma4 ? mlp_dim : moe_mlp_dim); 0 = none
+  int64_t shared_hidden = 0;  // shared MLP width (shared_experts x, see MakeMoeSetup); 0 = none
   int64_t dense_layers = 0;   // first_num_dense_layers (MlpBlock layers before MoE ones)
 
   // Types.
@@ -62,6 +62,10 @@ struct MoeSetup {
   bool inference = false;           // model_call_mode == "inference"
   std::string decoder_block;
   std::string model_name;
+  // decoder_block qwen3_next / qwen3_5: the layer's MoE is qwen3.py's Qwen3NextSparseMoeBlock
+  // (routed experts, and with shared_experts > 0 one shared MlpBlock of width moe_mlp_dim
+  // scaled by sigmoid(shared_expert_gate(x))).
+  bool qwen3_next_block = false;
   double capacity_factor = -1;
   int64_t emb_chunks = 0;          // num_moe_emb_chunks: > 0 selects the refactored pipeline
   std::vector<std::string> notes;  // unsupported-in-simulation remarks

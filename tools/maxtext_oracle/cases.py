@@ -85,6 +85,9 @@ CASES = [
          block="shared", **model("llama4-17b-16e"), num_experts_per_tok=1),
     case("shared_gemma4", 1, "RoutedAndSharedMoE of gemma4-26b (softmax top-k, norm_topk_prob)",
          block="shared", **model("gemma4-26b")),
+    case("qwen3_next_shared", 1,
+         "Qwen3NextSparseMoeBlock of qwen3-next-80b-a3b: routed + sigmoid(gate) * shared expert",
+         block="qwen3_next", **model("qwen3-next-80b-a3b")),
     # --- two devices.
     case("dense_drop_train_fsdp2", 2, "dense_matmul dropping (capacity_factor=1) in training, fsdp=2",
          mesh={"fsdp": 2}, sparse_matmul=False, capacity_factor=1.0),
@@ -114,6 +117,9 @@ CASES = [
          mesh={"fsdp": 2, "expert": 2}, sparse_matmul=False, capacity_factor=1.0),
     case("rule_pure_fsdp", 4, "custom_mesh_and_rule pure-fsdp, sparse_matmul", custom_mesh_and_rule="pure-fsdp",
          mesh={"fsdp": 4}),
+    case("qwen3_next_shared_fsdp2_tp2", 4,
+         "Qwen3NextSparseMoeBlock of qwen3-next-80b-a3b on fsdp=2 x tensor=2",
+         block="qwen3_next", mesh={"fsdp": 2, "tensor": 2}, **model("qwen3-next-80b-a3b")),
     case("rule_shard_exp_on_fsdp", 4, "custom_mesh_and_rule shard-exp-on-fsdp", mesh={"fsdp": 4},
          custom_mesh_and_rule="shard-exp-on-fsdp"),
     # --- eight devices.

@@ -111,6 +111,10 @@ def build_block(case, config, mesh, seed):
         config=config, mesh=mesh, in_features=config.emb_dim, intermediate_dim=config.mlp_dim,
         activations=config.mlp_activations, kernel_init=kernel_init, intermediate_dropout_rate=0.0,
         dtype=config.dtype, weight_dtype=config.weight_dtype, use_bias=config.mlp_bias, rngs=rngs)
+  if case["block"] == "qwen3_next":
+    # qwen3.py's Qwen3NextSparseMoeBlock builds its own initialisers (cfg.dense_init_scale).
+    from maxtext.models import qwen3  # pylint: disable=import-outside-toplevel
+    return qwen3.Qwen3NextSparseMoeBlock(config=config, mesh=mesh, rngs=rngs)
   if case["block"] == "shared":
     return moe.RoutedAndSharedMoE(
         config=config, mesh=mesh, kernel_init=kernel_init, kernel_axes=("embed", None), rngs=rngs,
@@ -128,7 +132,12 @@ def _path_str(path):
 # The block's parameters: nnx.Param, and the router bias, which the release keeps as a MoEBiasVar.
 PARAMS = (nnx.Param, moe.MoEBiasVar)
 
-BLOCK_CLASS = {"moe": "RoutedMoE", "shared": "RoutedAndSharedMoE", "mlp": "MlpBlock"}
+BLOCK_CLASS = {"moe": "RoutedMoE", "shared": "RoutedAndSharedMoE", "mlp": "MlpBlock",
+               "qwen3_next": "Qwen3NextSparseMoeBlock"}
+
+# Where each block keeps its routed RoutedMoE (the state path prefix, and the attribute).
+ROUTED_PREFIX = {"moe": "", "shared": "MoeBlock_0/", "qwen3_next": "routed_experts/"}
+ROUTED_ATTR = {"shared": "MoeBlock_0", "qwen3_next": "routed_experts"}
 
 
 def param_shardings(state, mesh, rules, block_class):
@@ -174,12 +183,14 @@ def golden_arrays(case, params_flat, inputs, outputs, recorded):
   if case["block"] == "mlp":
     names = {"wi_0/kernel": "mlp_wi_0", "wi_1/kernel": "mlp_wi_1", "wo/kernel": "mlp_wo", "wi/kernel": "mlp_wi"}
   else:
-    prefix = "MoeBlock_0/" if case["block"] == "shared" else ""
+    prefix = ROUTED_PREFIX[case["block"]]
     names = {f"{prefix}gate/kernel": "gate_kernel", f"{prefix}gate/bias": "gate_bias", f"{prefix}wi_0": "wi_0",
              f"{prefix}wi_1": "wi_1", f"{prefix}wo": "wo", f"{prefix}wi_0_bias": "wi_0_bias",
              f"{prefix}wi_1_bias": "wi_1_bias", f"{prefix}wo_bias": "wo_bias",
              "shared_experts/wi_0/kernel": "shared_wi_0", "shared_experts/wi_1/kernel": "shared_wi_1",
-             "shared_experts/wo/kernel": "shared_wo"}
+             "shared_experts/wo/kernel": "shared_wo",
+             "shared_expert/wi_0/kernel": "shared_wi_0", "shared_expert/wi_1/kernel": "shared_wi_1",
+             "shared_expert/wo/kernel": "shared_wo", "shared_expert_gate/kernel": "shared_expert_gate"}
   unmapped = []
   for path, value in params_flat.items():
     if path in names:
@@ -236,10 +247,14 @@ def run_case(case, base_yml, out_dir, seed):
   flat = nnx.to_flat_state(state)
   state = nnx.from_flat_state([(path, var.replace(place(path, var.get_value()))) for path, var in flat])
 
+  def call(model, x):
+    # Qwen3NextSparseMoeBlock takes `deterministic` and returns (output, lb_loss).
+    result = model(x, deterministic=True) if case["block"] == "qwen3_next" else model(x)
+    result = result if isinstance(result, tuple) else (result,)
+    return tuple(result) + (None,) * (3 - len(result))
+
   def forward(state, x):
-    model = nnx.merge(graphdef, state)
-    result = model(x)
-    return result if isinstance(result, tuple) else (result, None, None)
+    return call(nnx.merge(graphdef, state), x)
 
   # (c) + (b): the plain forward, traced once with debug_sharding on, compiled, inspected.
   mt_sharding.clear_input_shardings_dump()
@@ -267,13 +282,12 @@ def run_case(case, base_yml, out_dir, seed):
     RECORDER.active = True
     try:
       model = nnx.merge(graphdef, state)
-      result = model(x)
-      result = result if isinstance(result, tuple) else (result, None, None)
+      result = call(model, x)
       rec = dict(RECORDER.values)
     finally:
       RECORDER.active = False
     if case["block"] != "mlp" and "gate_logits" in rec:
-      routed = model.MoeBlock_0 if case["block"] == "shared" else model
+      routed = getattr(model, ROUTED_ATTR[case["block"]]) if case["block"] in ROUTED_ATTR else model
       w, idx = routed.get_topk(rec["gate_logits"], rec.get("pre_bias_logits"), routed.rngs)
       rec["top_k_weights"], rec["top_k_indices"] = w, idx
     return result, rec
