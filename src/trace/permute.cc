@@ -74,7 +74,7 @@ void GroupSizes(const MoeContext& ctx, PermuteOutput& out, const Value& flat) {
 Value Inputs2d(const MoeContext& ctx, const Value& inputs, const Value& weights) {
   (void)weights;
   return tr::Reshape(ctx.t, inputs, {inputs.dim(0) * inputs.dim(1), inputs.dim(2)},
-                     {"inputs_2d", "T" + LastLetter(ctx.t, inputs)});
+                     {"inputs_2d", fmt::format("T{}", LastLetter(ctx.t, inputs))});
 }
 
 Value ScaleByRouterScores(const MoeContext& ctx, Value inputs_2d, const Value& weights) {
@@ -87,14 +87,14 @@ Value ScaleByRouterScores(const MoeContext& ctx, Value inputs_2d, const Value& w
   const Value flat_scores =
       tr::Reshape(t, scores, {inputs_2d.dim(0), s.top_k}, {"router_scores", "TK"});
   return tr::Binary(t, OpKind::kMul, inputs_2d, flat_scores,
-                    {"inputs_2d", "T" + LastLetter(t, inputs_2d)});
+                    {"inputs_2d", fmt::format("T{}", LastLetter(t, inputs_2d))});
 }
 
 // replicated_inputs_2d = repeat(inputs_2d, K); sorted_inputs = its rows in expert order.
 Value ReplicateAndSort(const MoeContext& ctx, const Value& inputs_2d,
                        const Value& sorted_selected_experts) {
   Tracer& t = ctx.t;
-  const std::string rm = "R" + LastLetter(t, inputs_2d);
+  const std::string rm = fmt::format("R{}", LastLetter(t, inputs_2d));
   const Value replicated =
       tr::Repeat(t, inputs_2d, ctx.setup.top_k, 0, {"replicated_inputs_2d", rm});
   const Value sorted = tr::Take(t, replicated, sorted_selected_experts, 0, {"sorted_inputs", rm});
