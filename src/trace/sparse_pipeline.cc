@@ -94,7 +94,8 @@ Value Dispatch(const MoeContext& ctx, const Value& x_in, const RouteOutput& rout
   if (s.ring_of_experts) return MaskRowsPastGroups(ctx, x, route.group_sizes, "x");
   if (s.ep == 1) return x;
   if (s.batch_sharded_by_ep) {
-    const std::string um = "U" + t.trace().tensors[x.tensor].dims.substr(1);  // UM or UMc
+    // UM or UMc.
+    const std::string um = fmt::format("U{}", t.trace().tensors[x.tensor].dims.substr(1));
     const Value buffer =
         tr::Empty(t, {meta.allocated_rows, x.dim(1)}, x.dtype(), {"output_shape", um});
     const AllToAllParams& p = *meta.forward;
