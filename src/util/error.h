@@ -12,9 +12,25 @@
 
 namespace shardtrace {
 
+// what() is a C string, so a NUL byte quoted from user input (a key, an axis name) would end
+// the message before it says what is wrong: each NUL is kept as the two characters \0.
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& message) : std::runtime_error(message) {}
+  explicit Error(const std::string& message) : std::runtime_error(WithVisibleNul(message)) {}
+
+ private:
+  static std::string WithVisibleNul(const std::string& message) {
+    if (message.find('\0') == std::string::npos) return message;
+    std::string out;
+    out.reserve(message.size() + 8);
+    for (const char c : message) {
+      if (c == '\0')
+        out += "\\0";
+      else
+        out.push_back(c);
+    }
+    return out;
+  }
 };
 
 // Throws Error with an fmt-formatted message.

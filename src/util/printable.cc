@@ -39,6 +39,9 @@ std::string Escape(std::string_view s) {
     if (c == '\n') {
       out += "\\n";
       ++i;
+    } else if (c == '\0') {
+      out += "\\0";
+      ++i;
     } else if (c < 0x20 || c == 0x7F) {
       out += fmt::format("\\x{:02x}", c);
       ++i;
@@ -82,6 +85,35 @@ std::string PrintableMessage(std::string_view message) {
     }
     if (end < message.size()) out.push_back(' ');
     i = end + 1;
+  }
+  return out;
+}
+
+std::string WithoutTerminalControls(std::string_view text) {
+  const auto is_control = [&](size_t i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == '\n' || c == '\t') return false;
+    if (c < 0x20 || c == 0x7F) return true;
+    return c == 0xC2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+           static_cast<unsigned char>(text[i + 1]) <= 0x9F;
+  };
+  size_t i = 0;
+  while (i < text.size() && !is_control(i)) ++i;
+  if (i == text.size()) return std::string(text);  // the usual case: nothing to change
+  std::string out(text.substr(0, i));
+  out.reserve(text.size() + 16);
+  for (; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (!is_control(i)) {
+      out.push_back(static_cast<char>(c));
+    } else if (c == 0xC2) {
+      out += fmt::format("\\u{{{:02x}}}", static_cast<unsigned char>(text[i + 1]));
+      ++i;
+    } else if (c == 0) {
+      out += "\\0";
+    } else {
+      out += fmt::format("\\x{:02x}", c);
+    }
   }
   return out;
 }
