@@ -81,6 +81,8 @@ class Resolver {
     ApplyLayer(overrides);
     LoadCustomMeshAndRule();
     values_.insert_or_assign(std::string(kRulesKey), rules_);
+    config_internal::CheckIntKeys(values_);
+    config_internal::CheckDtypeKeys(values_);
     config_internal::ApplyDerivedValues(values_);
     CheckFloatKeys(values_);
     CheckMoeConstraints(values_);

@@ -1,9 +1,16 @@
 #include "config/config_checks.h"
 
+#include <fmt/ranges.h>
+
+#include <algorithm>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "config/derived_dims.h"
+#include "numeric/activations.h"
+#include "numeric/dtype.h"
+#include "util/checked.h"
 #include "util/error.h"
 
 namespace shardtrace::config_internal {
@@ -13,7 +20,82 @@ int64_t IntOf(const ValueMap& values, std::string_view key) {
   return ValueAsInt(key, LookUp(values, key));
 }
 
+constexpr int64_t kMaxDim = kMaxConfigDim;
+constexpr int64_t kMaxExperts = int64_t{1} << 20;
+// The embedding chunks of the route/dispatch/gmm pipeline: one per device at most matters.
+constexpr int64_t kMaxEmbChunks = int64_t{1} << 20;
+
 }  // namespace
+
+void CheckIntKeys(const ValueMap& values) {
+  // Each integer key the tracer divides by, multiplies into a shape or counts with, and the
+  // range MaxText gives it meaning in. Checked before the derived values scale the base_*
+  // dims, so a zero or negative value names the key the user set, not an op that divides.
+  struct Range {
+    std::string_view key;
+    int64_t lo, hi;
+    std::string_view meaning;
+  };
+  static constexpr Range kRanges[] = {
+      {"max_target_length", 1, kMaxDim, "a sequence length"},
+      {"base_emb_dim", 1, kMaxDim, "an embedding dim"},
+      {"base_mlp_dim", 1, kMaxDim, "an MLP dim"},
+      {"base_moe_mlp_dim", -1, kMaxDim, "-1 (unset) or an MoE MLP dim"},
+      {"moe_expert_input_dim", -1, kMaxDim, "-1 (the embedding dim) or a dim"},
+      {"padded_base_moe_mlp_dim", 1, kMaxDim, "None or a padded MoE MLP dim"},
+      {"num_experts_per_tok", 1, kMaxExperts, "a count of experts per token"},
+      {"shared_experts", 0, kMaxExperts, "a count of shared experts"},
+      {"first_num_dense_layers", 0, kMaxDim, "a count of layers"},
+      {"base_num_decoder_layers", 1, kMaxDim, "a count of layers"},
+      {"interleave_moe_layer_step", 1, kMaxDim, "a layer step"},
+      {"inhomogeneous_layer_cycle_interval", 1, kMaxDim, "a layer cycle"},
+      {"num_moe_emb_chunks", 0, kMaxEmbChunks, "a count of chunks (0: none)"},
+      {"wi_tile_fwd_batch_seq", 1, kMaxDim, "a tile size"},
+      {"wi_tile_fwd_embed_dim", 1, kMaxDim, "a tile size"},
+      {"wi_tile_fwd_mlp_dim", 1, kMaxDim, "a tile size"},
+      {"wo_tile_fwd_batch_seq", 1, kMaxDim, "a tile size"},
+      {"wo_tile_fwd_embed_dim", 1, kMaxDim, "a tile size"},
+      {"wo_tile_fwd_mlp_dim", 1, kMaxDim, "a tile size"},
+  };
+  for (const Range& r : kRanges) {
+    const auto it = values.find(r.key);
+    if (it == values.end() || it->second.type == ConfigValue::Type::kNull) continue;
+    const int64_t v = ValueAsInt(r.key, it->second);
+    // -1 is the one "unset" value of the keys that allow it; 0 is not.
+    if (v < r.lo || v > r.hi || (r.lo == -1 && v == 0))
+      Fail("{}: expected {} from {} to {}, got {}", r.key, r.meaning, r.lo == -1 ? 1 : r.lo, r.hi,
+           it->second.ToString());
+  }
+  const int64_t num_experts = IntOf(values, "num_experts");
+  if (num_experts > kMaxExperts || num_experts < 1)
+    Fail("num_experts: expected 1 to {} experts, got {}", kMaxExperts, num_experts);
+}
+
+void CheckDtypeKeys(const ValueMap& values) {
+  // MaxText computes activations and keeps weights in a floating dtype; ParseDType also knows
+  // int32 and bool (npz arrays), which are no model dtype.
+  for (const std::string_view key : {"dtype", "weight_dtype"}) {
+    const auto it = values.find(key);
+    if (it == values.end() || it->second.type == ConfigValue::Type::kNull) continue;
+    const std::string text = ValueAsString(key, it->second);
+    if (!IsFloating(ParseDType(text, key)))
+      Fail("{}: unknown dtype {} (expected bfloat16, float16 or float32)", key,
+           it->second.ToString());
+  }
+  // MlpBlock multiplies one branch per activation and the routed experts apply the first:
+  // an empty list leaves nothing to compute.
+  const auto acts = values.find("mlp_activations");
+  if (acts == values.end()) return;
+  const std::vector<std::string> names = ValueAsStringList("mlp_activations", acts->second);
+  const std::vector<std::string> known = ActivationNames();
+  if (names.empty())
+    Fail("mlp_activations: expected a non-empty list of activations ({}), got []",
+         fmt::join(known, ", "));
+  for (size_t i = 0; i < names.size(); ++i)
+    if (std::find(known.begin(), known.end(), names[i]) == known.end())
+      Fail("mlp_activations: unknown activation {} in {} (expected one of {})",
+           acts->second.list[i].ToString(), acts->second.ToString(), fmt::join(known, ", "));
+}
 
 void CheckFloatKeys(const ValueMap& values) {
   // The float keys shardtrace reads, with the range it can honour: each is later multiplied
@@ -48,11 +130,9 @@ void CheckMoeConstraints(const ValueMap& values) {
   const int64_t top_k = IntOf(values, "num_experts_per_tok");
   const std::string decoder_block = ValueAsString("decoder_block", LookUp(values, "decoder_block"));
 
-  // Per-expert bookkeeping (group sizes, routing masks) exists even in symbolic mode, so an
-  // absurd expert count would take gigabytes before any check on tensor sizes could fire.
-  constexpr int64_t kMaxExperts = int64_t{1} << 20;
-  if (num_experts > kMaxExperts || num_experts < 1)
-    Fail("num_experts: expected 1 to {} experts, got {}", kMaxExperts, num_experts);
+  // CheckIntKeys bounded num_experts: per-expert bookkeeping (group sizes, routing masks)
+  // exists even in symbolic mode, so an absurd count would take gigabytes before any check on
+  // tensor sizes could fire.
   if (top_k > num_experts) {
     Fail("num_experts_per_tok ({}) must be <= num_experts ({})", top_k, num_experts);
   }
@@ -65,6 +145,16 @@ void CheckMoeConstraints(const ValueMap& values) {
       Fail("n_routing_groups ({}) must divide num_experts ({}) (or be -1 to disable)", groups,
            num_experts);
     }
+    // DeepSeek-V3's routing scores each group by the sum of its top 2 experts (get_topk's
+    // deepseek_routing), which needs two experts in every group.
+    const ConfigValue& model = LookUp(values, "model_name");
+    if (model.type == ConfigValue::Type::kString && model.s.starts_with("deepseek3") &&
+        num_experts / groups < 2)
+      Fail(
+          "n_routing_groups ({}) leaves {} expert per group of num_experts ({}); DeepSeek-V3 "
+          "routing scores each group by its top 2 experts (expected at most num_experts / 2 "
+          "groups)",
+          groups, num_experts / groups, num_experts);
     const int64_t top_groups = IntOf(values, "topk_routing_group");
     if (top_groups < 1 || top_groups > groups) {
       Fail("topk_routing_group ({}) must be between 1 and n_routing_groups ({})", top_groups,
@@ -99,6 +189,20 @@ void CheckMoeConstraints(const ValueMap& values) {
             LookUp(values, "capacity_factor").ToString());
       }
     }
+  }
+
+  // The shared experts' MlpBlock is shared_experts x the expert width wide.
+  const int64_t shared = IntOf(values, "shared_experts");
+  if (shared > 0) {
+    const std::string_view width_key = decoder_block == "gemma4" ? "mlp_dim" : "moe_mlp_dim";
+    const int64_t width = IntOf(values, width_key);
+    if (width <= 0)
+      Fail("shared_experts ({}) needs {} > 0, got {}; set base_{}", shared, width_key, width,
+           width_key);
+    const int64_t total = CheckedMul(shared, width, fmt::format("shared_experts x {}", width_key));
+    if (total > kMaxDim)
+      Fail("shared_experts x {}: {} x {} = {}; expected at most {}", width_key, shared, width,
+           total, kMaxDim);
   }
 
   const bool routed_bias = ValueAsBool("routed_bias", LookUp(values, "routed_bias"));

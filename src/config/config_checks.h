@@ -5,9 +5,25 @@
 // the derived values are in place; each failure is one Error naming the keys.
 #pragma once
 
+#include <cstdint>
+
 #include "config/config_value.h"
 
 namespace shardtrace::config_internal {
+
+// The largest model dim, sequence length or layer count accepted (also after
+// global_parameter_scale): far above any real model, and small enough that the products the
+// tracer forms from a few of them (tokens x experts x dims) are checked, never wrapped.
+inline constexpr int64_t kMaxConfigDim = int64_t{1} << 31;
+
+// The integer keys the tracer divides by or sizes with (max_target_length, base_*_dim,
+// num_experts_per_tok, shared_experts, layer counts, num_moe_emb_chunks, gmm tiles, ...) are
+// within the range MaxText gives them meaning in. Run before the derived values.
+void CheckIntKeys(const ValueMap& values);
+
+// dtype and weight_dtype are floating dtypes; mlp_activations is a non-empty list of known
+// activations.
+void CheckDtypeKeys(const ValueMap& values);
 
 void CheckMoeConstraints(const ValueMap& values);
 

@@ -1,7 +1,9 @@
 #include "config/derived_dims.h"
 
+#include <string>
 #include <string_view>
 
+#include "config/config_checks.h"
 #include "util/error.h"
 
 namespace shardtrace::config_internal {
@@ -23,8 +25,13 @@ int64_t IntOf(const ValueMap& values, std::string_view key) {
 void SetScaled(ValueMap& values, std::string_view key, std::string_view base_key, int scale) {
   const auto it = values.find(base_key);
   if (it == values.end() || it->second.type == ConfigValue::Type::kNull) return;
-  values.insert_or_assign(std::string(key),
-                          IntValue(ValueAsInt(base_key, it->second) * (int64_t{1} << scale)));
+  const int64_t base = ValueAsInt(base_key, it->second);
+  // The scaled dim is a shape dim of every MoE tensor: bounded like the base dims.
+  int64_t scaled = 0;
+  if (__builtin_mul_overflow(base, int64_t{1} << scale, &scaled) || scaled > kMaxConfigDim)
+    Fail("{}: {} ({}) x {} (from global_parameter_scale) is more than {}", key, base_key, base,
+         int64_t{1} << scale, kMaxConfigDim);
+  values.insert_or_assign(std::string(key), IntValue(scaled));
 }
 
 }  // namespace
