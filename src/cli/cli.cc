@@ -15,6 +15,7 @@
 #include "shard/mesh.h"
 #include "util/error.h"
 #include "util/printable.h"
+#include "util/thread_pool.h"
 
 namespace shardtrace {
 namespace {
@@ -49,6 +50,20 @@ CLI::Validator SeedValidator() {
       "N");
 }
 
+CLI::Validator ThreadsValidator() {
+  return CLI::Validator(
+      [](std::string& value) {
+        int n = 0;
+        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+        if (ec != std::errc() || end != value.data() + value.size() || n < 0 ||
+            n > ThreadPool::kMaxThreads)
+          return fmt::format("expected a thread count from 0 (every core) to {}, found '{}'",
+                             ThreadPool::kMaxThreads, value);
+        return std::string();
+      },
+      "N");
+}
+
 CLI::Validator ToleranceValidator() {
   return CLI::Validator(
       [](std::string& value) {
@@ -74,6 +89,35 @@ void AddCommon(CLI::App* cmd, CommonOptions& common, const std::vector<std::stri
   }
   cmd->add_option("-o,--output", common.output,
                   "write to FILE (atomically; '-' is stdout) instead of stdout");
+}
+
+// Every file a command may read, for refusing an -o that names one: the CONFIG files given
+// (and the model and custom_mesh_and_rule files beside them), and in each golden case or dump
+// directory its config, arrays and JSON files.
+std::vector<std::string> CommandInputs(const std::vector<std::string>& args,
+                                       const std::vector<std::string>& dirs) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> inputs;
+  for (const std::string& a : args) {
+    if (a.find('=') != std::string::npos) continue;
+    inputs.push_back(a);
+    for (const char* sub : {"models", "custom_mesh_and_rule"}) {
+      std::error_code ec;
+      const fs::path beside = fs::path(a).parent_path() / sub;
+      if (!fs::is_directory(beside, ec)) continue;
+      int listed = 0;  // a config directory holds tens of files; stop at a sane bound
+      for (fs::directory_iterator it(beside, ec), end; !ec && it != end && listed < 10000;
+           it.increment(ec), ++listed)
+        inputs.push_back(it->path().string());
+    }
+  }
+  for (const std::string& d : dirs) {
+    inputs.push_back(d);
+    for (const char* name : {"config.yml", "tensors.npz", "named_shardings.json",
+                             "logical_shardings.json", "input_shardings.json"})
+      inputs.push_back((fs::path(d) / name).string());
+  }
+  return inputs;
 }
 
 }  // namespace
@@ -164,8 +208,10 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
       ->add_option("--seed", trace_options.seed,
                    "seed of the deterministic weights and inputs (--numeric)")
       ->check(SeedValidator());
-  trace_cmd->add_option("--threads", trace_options.threads,
-                        "numeric: threads simulating devices (0 = every core, 1 = serial)");
+  trace_cmd
+      ->add_option("--threads", trace_options.threads,
+                   "numeric: threads simulating devices (0 = every core, 1 = serial)")
+      ->check(ThreadsValidator());
   trace_cmd->add_flag("--quiet", trace_options.quiet, "no progress line on stderr");
   trace_cmd->add_option("--golden", trace_options.golden,
                         "take inputs and weights from a golden case directory (implies --numeric)");
@@ -191,8 +237,10 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   check_cmd->add_option("--rtol", check_options.rtol, "relative tolerance for float arrays")
       ->check(ToleranceValidator())
       ->capture_default_str();
-  check_cmd->add_option("--threads", check_options.threads,
-                        "threads simulating devices (0 = every core, 1 = serial)");
+  check_cmd
+      ->add_option("--threads", check_options.threads,
+                   "threads simulating devices (0 = every core, 1 = serial)")
+      ->check(ThreadsValidator());
   check_cmd->add_flag("--quiet", check_options.quiet, "no progress line on stderr");
   check_cmd->footer(
       "Example: shardtrace check testdata/goldens/sparse_ep2_mixtral "
@@ -262,13 +310,22 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   generate_cmd->footer("Example: shardtrace generate --check");
 
   // Checks that need no work done: an unknown command names itself, and every output file or
-  // directory is writable before anything is computed.
+  // directory is writable, and none of the command's inputs, before anything is computed.
   const auto check_outputs = [&] {
     for (const CommonOptions* common :
          {&config_options, &explain_options.common, &trace_options.common, &dump_options,
           &check_options.common, &compare_dump_options.common, &diff_options.common,
           &render_options.common}) {
-      if (common->output != "-") CheckOutputFile(common->output);
+      if (common->output == "-") continue;
+      CheckOutputFile(common->output);
+      std::vector<std::string> dirs;  // golden cases and dumps: the files they hold are read
+      if (common == &trace_options.common && !trace_options.golden.empty())
+        dirs.push_back(trace_options.golden);
+      if (common == &check_options.common)
+        for (const std::string& a : common->args)
+          if (a.find('=') == std::string::npos) dirs.push_back(a);
+      if (common == &compare_dump_options.common) dirs.push_back(compare_dump_options.dump_dir);
+      CheckOutputIsNotInput(common->output, CommandInputs(common->args, dirs));
     }
     if (generate_cmd->parsed() && !generate_options.check)
       CheckOutputDirectory(generate_options.out, "generate --out");
@@ -286,6 +343,14 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
       if (!known) Fail("unknown command '{}' (argv[1]): expected one of {}", name, names);
     }
     app.parse(argc, argv);
+    // Options that parse but would be ignored or mean nothing are refused, not dropped.
+    if (check_cmd->parsed() && check_options.common.devices)
+      Fail(
+          "--devices: check runs each golden case on the mesh its config.yml gives; expected no "
+          "--devices, found --devices {}",
+          *check_options.common.devices);
+    if (trace_cmd->parsed() && trace_cmd->count("--golden") > 0 && trace_options.golden.empty())
+      Fail("--golden: expected a golden case directory, found an empty name");
     check_outputs();
     if (config_cmd->parsed()) RunConfigCommand(config_options, out);
     if (explain_cmd->parsed()) RunExplainCommand(explain_options, out);

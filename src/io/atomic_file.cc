@@ -50,11 +50,19 @@ class SignalCleanup {
     ::sigaction(SIGINT, &action, &old_int_);
     ::sigaction(SIGTERM, &action, &old_term_);
     ::sigaction(SIGHUP, &action, &old_hup_);
+    // Past the file-size limit (ulimit -f) the kernel sends SIGXFSZ, whose default kills the
+    // process with the temporary in place; ignored, the write fails with EFBIG instead and
+    // the error path removes it.
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    ::sigaction(SIGXFSZ, &ignore, &old_xfsz_);
   }
   ~SignalCleanup() {
     ::sigaction(SIGINT, &old_int_, nullptr);
     ::sigaction(SIGTERM, &old_term_, nullptr);
     ::sigaction(SIGHUP, &old_hup_, nullptr);
+    ::sigaction(SIGXFSZ, &old_xfsz_, nullptr);
     g_pending.store(false);
   }
   SignalCleanup(const SignalCleanup&) = delete;
@@ -64,6 +72,7 @@ class SignalCleanup {
   struct sigaction old_int_ {};
   struct sigaction old_term_ {};
   struct sigaction old_hup_ {};
+  struct sigaction old_xfsz_ {};
 };
 
 // A hidden name next to `target` that no other writer will pick: the pid separates
@@ -161,6 +170,17 @@ std::string CheckOutputFile(const std::string& path) {
   return target;
 }
 
+void CheckOutputIsNotInput(const std::string& path, const std::vector<std::string>& inputs) {
+  struct stat out {};
+  if (::stat(path.c_str(), &out) != 0) return;  // a new file
+  for (const std::string& input : inputs) {
+    struct stat in {};
+    if (::stat(input.c_str(), &in) == 0 && in.st_dev == out.st_dev && in.st_ino == out.st_ino)
+      Fail("output file ({}): expected a file the command does not read, found {}{}; not replaced",
+           path, input, input == path ? "" : " (the same file)");
+  }
+}
+
 void CheckOutputDirectory(const std::string& dir, const std::string& what) {
   // The nearest existing ancestor decides: it must be a writable directory.
   fs::path p = dir.empty() ? fs::path(".") : fs::path(dir);
@@ -222,10 +242,12 @@ void WriteTextAtomically(const std::string& path, const std::string& text) {
       Fail("output file ({}): cannot create temporary file '{}': {}", path, tmp_path,
            std::strerror(errno));
     }
+    errno = 0;
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
     out.close();
     if (!out)
-      Fail("output file ({}): cannot write temporary file '{}' (disk full?)", path, tmp_path);
+      Fail("output file ({}): cannot write temporary file '{}': {}", path, tmp_path,
+           errno != 0 ? std::strerror(errno) : "disk full?");
   });
 }
 

@@ -7,11 +7,13 @@
 // the complete new one, never a mix.
 //
 // What is never replaced: a symbolic link is written through (its target file is replaced,
-// the link stays); a directory, device, FIFO or socket is refused.
+// the link stays); a directory, device, FIFO or socket is refused; so is any file the command
+// reads (CheckOutputIsNotInput). A file-size limit (SIGXFSZ) fails the write like a full disk.
 #pragma once
 
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace shardtrace {
 
@@ -20,6 +22,11 @@ namespace shardtrace {
 // Returns the file that will really be replaced (`path`, or the final target of a symlink).
 // Throws Error "output file (<path>): expected ..., found ...".
 std::string CheckOutputFile(const std::string& path);
+
+// Checks that `path` (symlinks followed) is none of `inputs`, the files the command reads:
+// same device and inode. A missing input or output is no conflict. Throws Error
+// "output file (<path>): expected a file the command does not read, found <input>".
+void CheckOutputIsNotInput(const std::string& path, const std::vector<std::string>& inputs);
 
 // Checks that `dir` is, or can be created as, a writable directory; throws Error
 // "<what> (<dir>): expected ..., found ..." otherwise. Creates nothing.

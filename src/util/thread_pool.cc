@@ -1,7 +1,10 @@
 #include "util/thread_pool.h"
 
+#include <algorithm>
 #include <atomic>
 #include <exception>
+
+#include "util/error.h"
 
 namespace shardtrace {
 
@@ -24,16 +27,30 @@ struct ThreadPool::Job {
 
 ThreadPool::ThreadPool(int threads) {
   if (threads <= 0) threads = static_cast<int>(std::thread::hardware_concurrency());
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  if (threads > kMaxThreads)
+    Fail("--threads: expected at most {} threads, got {}", kMaxThreads, threads);
+  try {
+    workers_.reserve(static_cast<size_t>(std::max(threads - 1, 0)));
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  } catch (const std::exception& e) {
+    // The destructor does not run for a constructor that throws: stop and join the workers
+    // already started, or their std::thread objects would terminate the process.
+    StopAndJoin();
+    Fail("--threads: cannot start {} threads ({} started): {}", threads, workers_.size() + 1,
+         e.what());
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { StopAndJoin(); }
+
+void ThreadPool::StopAndJoin() {
   {
     const std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
   }
   wake_.notify_all();
-  for (std::thread& w : workers_) w.join();
+  for (std::thread& w : workers_)
+    if (w.joinable()) w.join();
 }
 
 void ThreadPool::RunItems(Job& job) {

@@ -18,7 +18,12 @@ namespace shardtrace {
 
 class ThreadPool {
  public:
+  // More threads than this simulate no device faster; --threads says so before any starts.
+  static constexpr int kMaxThreads = 1024;
+
   // `threads` <= 0 means std::thread::hardware_concurrency(); 1 means serial (no workers).
+  // Throws Error above kMaxThreads, or when the system refuses a thread (the workers already
+  // started are joined first).
   explicit ThreadPool(int threads = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -30,6 +35,7 @@ class ThreadPool {
  private:
   struct Job;
   void WorkerLoop();
+  void StopAndJoin();
   static void RunItems(Job& job);
 
   std::vector<std::thread> workers_;
