@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -15,12 +16,27 @@ namespace {
 
 using Json = nlohmann::json;
 
+// Deeper than any sharding_info file nests (an entry's mesh shape is at depth 4); the bound
+// keeps a hostile file's nesting from costing stack or memory anywhere downstream.
+constexpr int kMaxJsonDepth = 64;
+
 // Through ReadInputFile: a directory, FIFO or /dev/zero in the dump's place is one error line,
-// never an unbounded read or an escaping stream exception.
+// never an unbounded read or an escaping stream exception. nlohmann's parser stops at a NUL
+// byte as if the text ended there, so a NUL (and whatever follows it) is refused first.
 Json ReadJson(const std::filesystem::path& path) {
   const std::string text = ReadInputFile(path.string(), "MaxText sharding_info file");
+  if (const size_t nul = text.find('\0'); nul != std::string::npos)
+    Fail("{}: expected JSON text (a MaxText sharding_info file), found a NUL byte at byte {}",
+         path.string(), nul);
+  const Json::parser_callback_t depth_bound = [&path](int depth, Json::parse_event_t,
+                                                      Json&) -> bool {
+    if (depth > kMaxJsonDepth)
+      Fail("{}: expected JSON nested at most {} deep (a MaxText sharding_info file), found deeper",
+           path.string(), kMaxJsonDepth);
+    return true;
+  };
   try {
-    Json json = Json::parse(text);
+    Json json = Json::parse(text, depth_bound);
     if (!json.is_object())
       Fail("{}: expected a JSON object (a MaxText sharding_info file), found {}", path.string(),
            json.type_name());
@@ -28,7 +44,19 @@ Json ReadJson(const std::filesystem::path& path) {
   } catch (const Json::parse_error& e) {
     Fail("{}: expected JSON (a MaxText sharding_info file), found a syntax error at byte {}",
          path.string(), e.byte);
+  } catch (const Json::exception& e) {
+    // A number too large for a double (id 406): the file's fault, never quoted (it may be
+    // megabytes of digits).
+    Fail("{}: expected JSON numbers a double can hold (a MaxText sharding_info file), found {}",
+         path.string(), e.id == 406 ? "one that overflows" : "an invalid value");
   }
+}
+
+// What a JSON value is, for a message: a number as written, anything else by its type (a
+// string or list may be megabytes, or nested thousands deep).
+std::string Describe(const Json& value) {
+  return value.is_number() || value.is_boolean() || value.is_null() ? value.dump()
+                                                                     : std::string(value.type_name());
 }
 
 // A non-negative JSON integer: nlohmann would wrap 2^64-1 to -1 in get<int64_t>().
@@ -39,7 +67,7 @@ int64_t ReadCount(const Json& value, int64_t min, const std::string& file, const
                         : value.is_number_integer();
   if (!fits || value.get<int64_t>() < min)
     Fail("{}: '{}': expected {} to be an integer >= {}, found {}", file, key, what, min,
-         value.dump());
+         Describe(value));
   return value.get<int64_t>();
 }
 
@@ -69,6 +97,41 @@ const Json& Field(const Json& entry, const char* name, const std::string& file,
   if (!entry.is_object() || !entry.contains(name))
     Fail("{}: '{}': expected a \"{}\" field", file, key, name);
   return entry.at(name);
+}
+
+// named_shardings.json's "mesh": axis_names and the size of each, the names distinct (jax's
+// Mesh refuses a repeated axis name).
+std::vector<MeshAxis> ReadMesh(const Json& mesh, const std::string& file, const std::string& key) {
+  const Json& names = Field(mesh, "axis_names", file, key);
+  const Json& sizes = Field(mesh, "shape", file, key);
+  if (!names.is_array())
+    Fail("{}: '{}': expected mesh axis_names to be a list, found {}", file, key, Describe(names));
+  std::vector<MeshAxis> axes;
+  for (const Json& name : names) {
+    if (!name.is_string() || !sizes.is_object() || !sizes.contains(name.get<std::string>()))
+      Fail("{}: '{}': mesh axis_names and shape do not match", file, key);
+    MeshAxis axis;
+    axis.name = name.get<std::string>();
+    for (const MeshAxis& seen : axes)
+      if (seen.name == axis.name)
+        Fail("{}: '{}': expected distinct mesh axis names, found '{}' twice", file, key, axis.name);
+    axis.size = axis.ici =
+        ReadCount(sizes.at(axis.name), 1, file, key, fmt::format("mesh axis '{}'", axis.name));
+    axes.push_back(axis);
+  }
+  return axes;
+}
+
+bool SameMesh(const std::vector<MeshAxis>& a, const std::vector<MeshAxis>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const MeshAxis& x, const MeshAxis& y) {
+    return x.name == y.name && x.size == y.size;
+  });
+}
+
+std::string MeshText(const std::vector<MeshAxis>& axes) {
+  std::string out;
+  for (const MeshAxis& a : axes) out += fmt::format("{}{}={}", out.empty() ? "" : ", ", a.name, a.size);
+  return out;
 }
 
 // named_shardings.json: per dim null, "axis" or ["axis", ...].
@@ -133,8 +196,8 @@ ShardingDump ReadShardingDump(const std::string& dir) {
   if (!fs::is_directory(dir, error))
     Fail(
         "{}: not a directory (expected a MaxText sharding_info directory with "
-        "named_shardings.json, logical_shardings.json and input_shardings.json)",
-        dir);
+        "named_shardings.json, logical_shardings.json and input_shardings.json, found {})",
+        dir, PathKind(dir));
   ShardingDump dump;
   dump.dir = dir;
   const fs::path named_path = fs::path(dir) / "named_shardings.json";
@@ -143,20 +206,18 @@ ShardingDump ReadShardingDump(const std::string& dir) {
   const Json named = ReadJson(named_path);
   const Json logical = ReadJson(logical_path);
   const Json input = ReadJson(input_path);
+  std::string mesh_key;  // the first entry that carries a mesh
 
   for (const auto& [key, entry] : named.items()) {
-    if (dump.mesh.empty() && entry.is_object() && entry.contains("mesh")) {
-      const Json& mesh = entry.at("mesh");
-      const Json& names = Field(mesh, "axis_names", named_path.string(), key);
-      const Json& sizes = Field(mesh, "shape", named_path.string(), key);
-      for (const Json& name : names) {
-        if (!name.is_string() || !sizes.is_object() || !sizes.contains(name.get<std::string>()))
-          Fail("{}: '{}': mesh axis_names and shape do not match", named_path.string(), key);
-        MeshAxis axis;
-        axis.name = name.get<std::string>();
-        axis.size = axis.ici = ReadCount(sizes.at(axis.name), 1, named_path.string(), key,
-                                         fmt::format("mesh axis '{}'", axis.name));
-        dump.mesh.push_back(axis);
+    if (entry.is_object() && entry.contains("mesh")) {
+      // One run has one mesh: every entry must carry the same one.
+      std::vector<MeshAxis> mesh = ReadMesh(entry.at("mesh"), named_path.string(), key);
+      if (mesh_key.empty()) {
+        dump.mesh = std::move(mesh);
+        mesh_key = key;
+      } else if (!SameMesh(mesh, dump.mesh)) {
+        Fail("{}: '{}': expected the mesh of '{}' ({}), found another ({})", named_path.string(),
+             key, mesh_key, MeshText(dump.mesh), MeshText(mesh));
       }
     }
     if (key.rfind(".params/", 0) != 0) continue;
