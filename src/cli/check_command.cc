@@ -6,6 +6,7 @@
 
 #include "check/golden_check.h"
 #include "cli/commands.h"
+#include "io/input_file.h"
 #include "emit/text_table.h"
 #include "util/error.h"
 #include "util/progress.h"
@@ -44,10 +45,12 @@ bool RunCheckCommand(const CheckCommandOptions& options, std::ostream& out) {
   }
   if (cases.empty() && !base_args.empty()) {
     // A mistyped case path is the likely mistake: name it rather than "no case given".
-    std::error_code ec;
-    const bool exists = std::filesystem::exists(base_args.back(), ec);
+    const std::string kind = PathKind(base_args.back());
     Fail("check ({}): expected a golden case directory (config.yml and tensors.npz), found {}",
-         base_args.back(), exists ? "a file that is not a directory" : "no such directory");
+         base_args.back(),
+         kind == "no such file or directory" ? "no such directory"
+         : kind == "a symbolic link loop"    ? kind
+                                             : "a file that is not a directory");
   }
   if (cases.empty())
     Fail("check: no golden case directory given (a directory with config.yml and tensors.npz)");

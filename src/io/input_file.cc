@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
 
 #include "util/error.h"
 
@@ -65,6 +66,25 @@ std::string_view FileKind(unsigned mode) {
   if (S_ISLNK(mode)) return "a symbolic link";
   if (S_ISREG(mode)) return "a regular file";
   return "a special file";
+}
+
+std::string PathKind(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) return std::string(FileKind(st.st_mode));
+  switch (errno) {
+    case ENOENT:
+      return "no such file or directory";
+    case ELOOP:
+      return "a symbolic link loop";
+    case ENOTDIR:
+      return "a path through a file";
+    case EACCES:
+      return "a path without search permission";
+    case ENAMETOOLONG:
+      return "a name too long for the system";
+    default:
+      return std::strerror(errno);
+  }
 }
 
 int64_t CheckInputFile(const std::string& path, std::string_view what, int64_t max_bytes) {

@@ -27,4 +27,8 @@ int64_t CheckInputFile(const std::string& path, std::string_view what, int64_t m
 // What the file at `mode` is, for messages: "a directory", "a FIFO", "a character device".
 std::string_view FileKind(unsigned mode);
 
+// What is at `path`, links followed, for messages: FileKind's words, or "no such file or
+// directory", "a symbolic link loop", "a path through a file", ... when stat fails.
+std::string PathKind(const std::string& path);
+
 }  // namespace shardtrace

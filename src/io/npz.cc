@@ -444,7 +444,11 @@ std::string ZipErrorString(int code) {
 ZipArchive OpenForReading(const std::string& path) {
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
-  if (!fs::exists(status)) Fail("{}: cannot read npz: no such file", path);
+  if (!fs::exists(status)) {
+    const std::string kind = PathKind(path);
+    Fail("{}: cannot read npz: {}", path,
+         kind == "no such file or directory" ? "no such file" : "found " + kind);
+  }
   if (fs::is_directory(status)) Fail("{}: cannot read npz: it is a directory, not a file", path);
   // A FIFO or device is refused unread (libzip would block or read forever).
   CheckInputFile(path, "npz archive", std::numeric_limits<int64_t>::max());
@@ -490,12 +494,20 @@ uint64_t MemoryBytes() {
   return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
 }
 
-// `expected` is the member's declared size, already checked against its header and memory.
-void ReadRest(zip_file_t* file, uint64_t expected, std::string& bytes, std::string_view context) {
-  bytes.reserve(std::max<uint64_t>(bytes.size(), expected));
+// The rest of `file` appended to `bytes`, which then holds at most `declared` + 1 bytes: a
+// member that inflates past the size its directory entry declares (a decompression bomb) is
+// refused as soon as it does, never read in full. `declared` is already checked against the
+// header and memory; `reserve` sizes the buffer once.
+void ReadRest(zip_file_t* file, uint64_t declared, uint64_t reserve, std::string& bytes,
+              std::string_view context) {
+  bytes.reserve(std::max<uint64_t>(bytes.size(), reserve));
   for (;;) {
     const size_t old_size = bytes.size();
-    const size_t chunk = std::max<size_t>(bytes.capacity() - old_size, 1 << 16);
+    if (old_size > declared)
+      Fail("{}: the member inflates to more than the {} bytes its archive entry declares", context,
+           declared);
+    const size_t room = static_cast<size_t>(declared + 1 - old_size);
+    const size_t chunk = std::min<size_t>(std::max<size_t>(bytes.capacity() - old_size, 1 << 16), room);
     bytes.resize(old_size + chunk);
     const size_t got = ReadUpTo(file, bytes.data() + old_size, chunk, context);
     bytes.resize(old_size + got);
@@ -516,7 +528,7 @@ Array ReadMember(zip_t* archive, zip_uint64_t index, uint64_t size, std::string_
   bytes.resize(ReadUpTo(file.get(), bytes.data(), bytes.size(), context));
   // Only for members whose header is short or unreadable: what remains is the header at most.
   const auto slow = [&]() {
-    ReadRest(file.get(), std::min<uint64_t>(size, 12 + kMaxNpyHeaderBytes), bytes, context);
+    ReadRest(file.get(), size, std::min<uint64_t>(size, 12 + kMaxNpyHeaderBytes), bytes, context);
     return DecodeNpy(bytes, context);
   };
   const auto* raw = reinterpret_cast<const unsigned char*>(bytes.data());
@@ -561,7 +573,7 @@ Array ReadMember(zip_t* archive, zip_uint64_t index, uint64_t size, std::string_
          ShapeToPythonTuple(header.shape), header.descr, needed, MemoryBytes());
   }
   if (std::endian::native != std::endian::little || header.descr != "<f4" || header.fortran_order) {
-    ReadRest(file.get(), size, bytes, context);
+    ReadRest(file.get(), size, size, bytes, context);
     return DecodeNpy(bytes, context);
   }
   std::vector<float> values(static_cast<size_t>(count));
@@ -573,7 +585,7 @@ Array ReadMember(zip_t* archive, zip_uint64_t index, uint64_t size, std::string_
     bytes.append(data, got);
     if (got == static_cast<size_t>(needed)) bytes.push_back(extra);
     values = {};
-    ReadRest(file.get(), size, bytes, context);
+    ReadRest(file.get(), size, size, bytes, context);
     return DecodeNpy(bytes, context);
   }
   return Array::FromData(header.shape, DType::kFloat32, std::move(values));
