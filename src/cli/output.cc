@@ -1,14 +1,27 @@
 // Where command output goes: stdout, or a file written atomically (temp file + rename).
+// Either way the text loses its terminal controls first (a report echoes names from dumps and
+// directory names), and a failed write is an error, never a silent exit 0.
+#include <cerrno>
+#include <cstring>
+
 #include "cli/commands.h"
 #include "io/atomic_file.h"
+#include "util/error.h"
+#include "util/printable.h"
 
 namespace shardtrace {
 
 void WriteOutput(const CommonOptions& options, const std::string& text, std::ostream& out) {
+  const std::string shown = WithoutTerminalControls(text);
   if (options.output == "-") {
-    out << text;
+    errno = 0;
+    out << shown;
+    out.flush();
+    if (!out)
+      Fail("standard output: cannot write {} bytes{}", shown.size(),
+           errno != 0 ? fmt::format(": {}", std::strerror(errno)) : std::string());
   } else {
-    WriteTextAtomically(options.output, text);
+    WriteTextAtomically(options.output, shown);
   }
 }
 
