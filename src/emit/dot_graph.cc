@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "emit/dim_letters.h"
+#include "util/contained_run.h"
 #include "util/error.h"
 
 namespace shardtrace {
@@ -79,21 +80,30 @@ void WriteNode(const TensorRecord& t, const std::string& indent, std::string& ou
   out += fmt::format("{}t{} [{}];\n", indent, t.id, attrs);
 }
 
+// How the graph is drawn: the scopes as boxes (clusters) or not at all, and dot's ranking
+// (newrank ranks the whole graph at once, which avoids some cluster layouts' failures).
+struct DotStyle {
+  bool clusters = true;
+  bool newrank = false;
+};
+
 void WriteScope(const Trace& trace, const ScopeNode& node, int depth, int& cluster,
-                std::string& out) {
+                const DotStyle& style, std::string& out) {
   const std::string indent(static_cast<size_t>(depth) * 2, ' ');
   for (const int id : node.tensors) WriteNode(trace.tensors[id], indent, out);
   for (const auto& child : node.children) {
-    out += fmt::format("{}subgraph cluster_{} {{\n{}  label={}; style=rounded;\n", indent,
-                       cluster++, indent, Quote(child->label));
-    WriteScope(trace, *child, depth + 1, cluster, out);
-    out += indent + "}\n";
+    if (style.clusters) {
+      out += fmt::format("{}subgraph cluster_{} {{\n{}  label={}; style=rounded;\n", indent,
+                         cluster++, indent, Quote(child->label));
+      WriteScope(trace, *child, depth + 1, cluster, style, out);
+      out += indent + "}\n";
+    } else {
+      WriteScope(trace, *child, depth, cluster, style, out);
+    }
   }
 }
 
-}  // namespace
-
-std::string TraceToDot(const Trace& trace) {
+std::string DotText(const Trace& trace, const DotStyle& style) {
   ScopeNode root;
   for (const TensorRecord& t : trace.tensors) {
     ScopeNode* node = &root;
@@ -109,9 +119,10 @@ std::string TraceToDot(const Trace& trace) {
   std::string out = "digraph shardtrace {\n";
   out += fmt::format("  label={};\n  rankdir=TB;\n  fontname=Helvetica;\n",
                      Quote(fmt::format("{}: {} on {}", trace.block, trace.path, trace.mesh)));
+  if (style.newrank) out += "  newrank=true;\n";
   out += "  node [fontname=Helvetica, fontsize=10];\n  edge [fontsize=9];\n";
   int cluster = 0;
-  WriteScope(trace, root, 1, cluster, out);
+  WriteScope(trace, root, 1, cluster, style, out);
   for (const OpRecord& op : trace.ops)
     for (const int in : op.inputs)
       for (const int result : op.outputs)
@@ -120,19 +131,20 @@ std::string TraceToDot(const Trace& trace) {
   return out + "}\n";
 }
 
-std::string TraceToSvg(const Trace& trace) {
-  // cgraph parses the DOT text and gvc lays it out and renders it in-process.
-  std::string dot = TraceToDot(trace);
+
+// cgraph parses the DOT text and gvc lays it out and renders it, in the calling process.
+std::string LayOutInProcess(const std::string& dot_text) {
+  std::string dot = dot_text;
   struct GraphCloser {
     void operator()(Agraph_t* g) const { agclose(g); }
   };
   std::unique_ptr<Agraph_t, GraphCloser> graph(agmemread(dot.data()));
-  if (!graph) Fail("svg: Graphviz could not parse the generated graph");
+  if (!graph) Fail("the generated graph does not parse");
   GVC_t* gvc = gvContext();
   std::string engine = "dot", format = "svg";
   if (gvLayout(gvc, graph.get(), engine.data()) != 0) {
     gvFreeContext(gvc);
-    Fail("svg: Graphviz could not lay out the graph with the dot engine (libgvc6 provides it)");
+    Fail("no dot engine (libgvc6 provides it)");
   }
   char* data = nullptr;
   unsigned int length = 0;
@@ -141,8 +153,45 @@ std::string TraceToSvg(const Trace& trace) {
   if (data) gvFreeRenderData(data);
   gvFreeLayout(gvc, graph.get());
   gvFreeContext(gvc);
-  if (svg.empty()) Fail("svg: Graphviz could not render the graph to SVG");
+  if (svg.empty()) Fail("no SVG came out of the renderer");
   return svg;
+}
+
+}  // namespace
+
+std::string TraceToDot(const Trace& trace) { return DotText(trace, DotStyle{}); }
+
+std::string TraceToSvg(const Trace& trace) {
+  // Graphviz's dot layout aborts (a double free after "trouble in init_rank") or loops on
+  // some cluster graphs, e.g. the masked loop's: each layout runs in a child process under a
+  // time and memory limit, so such a graph costs a retry, not the process. The retries keep
+  // every node and edge: first with dot's newrank, then without the scope boxes.
+  // dot's layout time grows much faster than the graph: 1,000 edges take seconds, 2,000 more
+  // than a minute. A bigger graph is refused before any layout is tried.
+  constexpr size_t kMaxEdges = 1500;
+  size_t edges = 0;
+  for (const OpRecord& op : trace.ops) edges += op.inputs.size() * op.outputs.size();
+  if (edges > kMaxEdges)
+    Fail(
+        "svg: the graph has {} tensors and {} edges; Graphviz's dot layout is only run on up to "
+        "{} edges; --format dot writes the graph for another layout tool, --format mermaid draws "
+        "the same flow",
+        trace.tensors.size(), edges, kMaxEdges);
+  ContainedLimits limits;
+  limits.seconds = 20;
+  std::string failures;
+  for (const DotStyle style : {DotStyle{}, DotStyle{.clusters = true, .newrank = true},
+                               DotStyle{.clusters = false, .newrank = false}}) {
+    const std::string dot = DotText(trace, style);
+    const ContainedResult laid_out =
+        RunContained([&dot] { return LayOutInProcess(dot); }, limits);
+    if (laid_out.ok) return laid_out.output;
+    failures += (failures.empty() ? "" : "; ") + laid_out.failure;
+  }
+  Fail(
+      "svg: Graphviz's dot layout of this trace's graph failed ({}); --format dot writes the "
+      "graph for another layout tool, --format mermaid draws the same flow",
+      failures);
 }
 
 }  // namespace shardtrace

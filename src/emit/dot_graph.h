@@ -1,5 +1,6 @@
 // Graphviz views of a Trace (the only file that uses Graphviz): DOT text written here, in a
-// fixed order, and SVG laid out and rendered by cgraph + gvc in-process. One node
+// fixed order, and SVG laid out and rendered by cgraph + gvc in a contained child process
+// (util/contained_run.h: Graphviz aborts or loops on some cluster graphs). One node
 // per tensor record (weights as boxes, activations as ellipses, a double border where an
 // explicit constraint or shard_map spec placed the tensor, green inside shard_map), one edge
 // per op input -> output (labelled with the op or its einsum; collectives in red with their
@@ -15,7 +16,8 @@ namespace shardtrace {
 
 // DOT source (no layout).
 std::string TraceToDot(const Trace& trace);
-// Laid out with the dot engine and rendered to SVG in-process (no `dot` binary needed).
+// Laid out with the dot engine and rendered to SVG by the linked Graphviz library (no `dot`
+// binary needed), in a child process under a time and memory limit; Error when it fails.
 std::string TraceToSvg(const Trace& trace);
 
 }  // namespace shardtrace
