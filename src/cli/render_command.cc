@@ -31,6 +31,7 @@
 #include "emit/xla_spmd_text.h"
 #include "trace/moe_block.h"
 #include "trace/trace_totals.h"
+#include "util/error.h"
 
 namespace shardtrace {
 namespace {
@@ -48,17 +49,24 @@ std::string KeyOf(const std::string& arg) { return arg.substr(0, arg.find('='));
 // top-k, routing and path switches): what the routing trees run on. The batch and sequence
 // only shrink, so a decode config (a global batch of 1, one token) stays on its path.
 std::vector<std::string> ReducedArgs(const std::vector<std::string>& args, const Config& config,
-                                     const MoeSetup& setup) {
+                                     const MoeSetup& setup, int64_t devices) {
   // Kernels whose embed dim does not divide by their mesh axes are padded, as XLA pads
   // them; only the numbers of the routing (which expert each token picks) are shown.
-  const std::vector<std::string> reduced = {
+  // The embedding splits into num_moe_emb_chunks chunks on each of its shards: a multiple
+  // of chunks x devices keeps every such split whole (the devices bound the shards).
+  const int64_t chunks = std::max<int64_t>(setup.emb_chunks, 1);
+  const int64_t emb = chunks > 1 ? (16 + chunks * devices - 1) / (chunks * devices) * chunks * devices
+                                 : 16;
+  std::vector<std::string> reduced = {
       "override_model_config=true",
-      "base_emb_dim=16",
+      fmt::format("base_emb_dim={}", emb),
       "base_mlp_dim=32",
       "base_moe_mlp_dim=32",
       fmt::format("max_target_length={}", std::min<int64_t>(setup.seq, 4)),
       fmt::format("per_device_batch_size={}",
                   std::min(config.Float("per_device_batch_size"), 1.0))};
+  // The base dims above are the reduced dims themselves, not to be scaled up again.
+  if (config.Int("global_parameter_scale") != 1) reduced.push_back("global_parameter_scale=1");
   std::vector<std::string> out;
   for (const std::string& a : args) {
     const bool replaced = a.find('=') != std::string::npos &&
@@ -137,40 +145,48 @@ void RunRenderCommand(const RenderOptions& options, std::ostream& out) {
 
   std::string trees_note;
   if (block == Block::kMoe && devices <= kMaxNumericDevices) {
-    const bool small = Small(setup);
-    const std::vector<std::string> tree_args = small ? args : ReducedArgs(args, in.config, setup);
-    const RunInputs tin = LoadRunInputs(tree_args, options.common.devices);
-    const MoeSetup tsetup = MakeMoeSetup(tin.config, tin.mesh);
-    const BlockRun run = RunBlock(tin.config, tin.mesh, tsetup,
-                                  MakeParams(tsetup, n_act, /*numeric=*/true, kSeed), block, true);
-    std::vector<std::string> twords = {"shardtrace", "trace"};
-    twords.insert(twords.end(), tree_args.begin(), tree_args.end());
-    twords.push_back(fmt::format("--devices {} --numeric --seed {}", devices, kSeed));
-    const std::string origin =
-        small ? fmt::format("a numeric run of this config ({}, seed {})", Dims(tsetup), kSeed)
-              : fmt::format(
-                    "a reduced numeric run of the same path on the same mesh: {} instead of {} "
-                    "(the model dims reduced, experts, top-k, routing and path switches kept; "
-                    "seed {})",
-                    Dims(tsetup), Dims(setup), kSeed);
-    if (run.trace.path != trace.path) {
-      trees_note = fmt::format("The reduced run takes another path ({}), so no tree is shown.",
-                               run.trace.path);
-    } else {
-      std::vector<std::string> trees = DrawableTrees(run.captures);
-      if (tsetup.num_experts > kMaxMaskTreeExperts &&
-          std::erase_if(trees, [](const std::string& t) {
-            return t == "dispatch_mask" || t == "combine_mask";
-          }) > 0)
-        trees_note = fmt::format("The dispatch/combine mask trees are left out: {} experts.",
-                                 tsetup.num_experts);
-      std::vector<MarkdownExample> sections = TreeSections(run.trace, run.captures, trees);
-      for (MarkdownExample& e : SendMatrixSections(run.trace, run.captures)) sections.push_back(std::move(e));
-      if (!sections.empty())
-        sections.front().intro =
-            fmt::format("The trees and matrices below come from {}:\n\n```sh\n{}\n```\n\n{}",
-                        origin, ShellLine(twords), sections.front().intro);
-      for (MarkdownExample& e : sections) doc.examples.push_back(std::move(e));
+    // What trace accepts, render draws: a reduced run the config's own constraints refuse
+    // (or one too big to simulate) leaves the trees out and the page says why.
+    try {
+      const bool small = Small(setup);
+      const std::vector<std::string> tree_args =
+          small ? args : ReducedArgs(args, in.config, setup, devices);
+      const RunInputs tin = LoadRunInputs(tree_args, options.common.devices);
+      const MoeSetup tsetup = MakeMoeSetup(tin.config, tin.mesh);
+      const BlockRun run = RunBlock(tin.config, tin.mesh, tsetup,
+                                    MakeParams(tsetup, n_act, /*numeric=*/true, kSeed), block, true);
+      std::vector<std::string> twords = {"shardtrace", "trace"};
+      twords.insert(twords.end(), tree_args.begin(), tree_args.end());
+      twords.push_back(fmt::format("--devices {} --numeric --seed {}", devices, kSeed));
+      const std::string origin =
+          small ? fmt::format("a numeric run of this config ({}, seed {})", Dims(tsetup), kSeed)
+                : fmt::format(
+                      "a reduced numeric run of the same path on the same mesh: {} instead of {} "
+                      "(the model dims reduced, experts, top-k, routing and path switches kept; "
+                      "seed {})",
+                      Dims(tsetup), Dims(setup), kSeed);
+      if (run.trace.path != trace.path) {
+        trees_note = fmt::format("The reduced run takes another path ({}), so no tree is shown.",
+                                 run.trace.path);
+      } else {
+        std::vector<std::string> trees = DrawableTrees(run.captures);
+        if (tsetup.num_experts > kMaxMaskTreeExperts &&
+            std::erase_if(trees, [](const std::string& t) {
+              return t == "dispatch_mask" || t == "combine_mask";
+            }) > 0)
+          trees_note = fmt::format("The dispatch/combine mask trees are left out: {} experts.",
+                                   tsetup.num_experts);
+        std::vector<MarkdownExample> sections = TreeSections(run.trace, run.captures, trees);
+        for (MarkdownExample& e : SendMatrixSections(run.trace, run.captures)) sections.push_back(std::move(e));
+        if (!sections.empty())
+          sections.front().intro =
+              fmt::format("The trees and matrices below come from {}:\n\n```sh\n{}\n```\n\n{}",
+                          origin, ShellLine(twords), sections.front().intro);
+        for (MarkdownExample& e : sections) doc.examples.push_back(std::move(e));
+      }
+    } catch (const Error& e) {
+      trees_note = fmt::format("No routing tree: the numeric run for the trees is refused ({}).",
+                               e.what());
     }
   } else if (block == Block::kMoe) {
     trees_note =
