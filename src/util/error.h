@@ -19,18 +19,7 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& message) : std::runtime_error(WithVisibleNul(message)) {}
 
  private:
-  static std::string WithVisibleNul(const std::string& message) {
-    if (message.find('\0') == std::string::npos) return message;
-    std::string out;
-    out.reserve(message.size() + 8);
-    for (const char c : message) {
-      if (c == '\0')
-        out += "\\0";
-      else
-        out.push_back(c);
-    }
-    return out;
-  }
+  static std::string WithVisibleNul(const std::string& message);  // error.cc
 };
 
 // Throws Error with an fmt-formatted message.
