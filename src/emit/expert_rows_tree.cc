@@ -55,7 +55,9 @@ std::string IdleLocal(int64_t from, int64_t to, int64_t shard, int64_t local_exp
 // One device of a per-device tree: a blank line, its header (wrapped), its nodes.
 void DrawDevice(std::string& out, const std::string& header, const std::vector<Node>& nodes,
                 const DeviceTreeView& view) {
-  out += "\n" + TreeLine("", "", header, view.width);
+  // Appended in two steps: "\n" + std::string is a g++ 12 -Wrestrict false positive once inlined.
+  out += '\n';
+  out += TreeLine("", "", header, view.width);
   Draw(out, nodes, "", view);
 }
 
