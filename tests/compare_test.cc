@@ -271,7 +271,7 @@ TEST_CASE("render: DeepSeek-V3 on 256 devices from a MaxText base.yml", "[compar
   // The kernel specs with expert parallelism off: one column per variant.
   CHECK(page.find("| `wi_0` (kernel_axes) | `P(('fsdp', 'expert'), None)` | `P('fsdp', None)` |") !=
         std::string::npos);
-  CHECK(page.find("```mermaid\nflowchart TD") != std::string::npos);
+  CHECK(page.find("```mermaid\n%%{init: ") != std::string::npos);
   // Unconstrained activations are never sized per device at their global size: the float32
   // inputs [3072,2048,7168] (168.0 GiB globally) take the batch sharding the first
   // constraint asks for, 12 of 3072 sequences per device.
@@ -295,7 +295,7 @@ TEST_CASE("render: a small dense-dropping config runs its own numbers for the ma
   CHECK(r.out.find("## Tree: combine_mask") != std::string::npos);
   CHECK(r.out.find("## Config variants") != std::string::npos);
   CHECK(r.out.find("| EP off (`ici_expert_parallelism=1`) |") != std::string::npos);
-  CHECK(r.out.find("```mermaid\nflowchart TD") != std::string::npos);
+  CHECK(r.out.find("```mermaid\n%%{init: ") != std::string::npos);
   for (const auto& [n, line] : CodeLines(r.out)) {
     INFO("line " << n << ": " << line);
     CHECK(DisplayWidth(line) <= 120);

@@ -261,7 +261,7 @@ TEST_CASE("ascii flow draws independent branches side by side and wraps at the w
                                /*stable_id=*/""});
   trace.ops.push_back(OpRecord{
       2, OpKind::kMul, "", {1, 2}, {3}, {}, "moe/act", {}, "", {}, std::nullopt, /*stable_id=*/""});
-  const std::string flow = AsciiFlow(trace);
+  const std::string flow = AsciiFlow(trace, 120);
   INFO(flow);
   CHECK(flow.find("  ├──") != std::string::npos);
   CHECK(flow.find("┌─ moe/wi_0 ─") < flow.find("\n", flow.find("┌─ moe/wi_1 ─")));
@@ -589,11 +589,15 @@ std::vector<std::string> HeavyBoxHeads(const std::string& flow) {
 }
 
 // The text of the ```mermaid block of a page.
-std::string MermaidBlock(const std::string& markdown) {
-  const size_t start = markdown.find("```mermaid\n");
-  if (start == std::string::npos) return "";
-  const size_t end = markdown.find("\n```", start + 11);
-  return markdown.substr(start + 11, end - start - 11 + 1);
+// Every ```mermaid block of the page, in order.
+std::vector<std::string> MermaidBlocks(const std::string& markdown) {
+  std::vector<std::string> out;
+  for (size_t start = markdown.find("```mermaid\n"); start != std::string::npos;
+       start = markdown.find("```mermaid\n", start + 1)) {
+    const size_t end = markdown.find("\n```", start + 11);
+    out.push_back(markdown.substr(start + 11, end - start - 11 + 1));
+  }
+  return out;
 }
 
 // A strict structural reading of the flowcharts MermaidFlow writes (the Makefile's
@@ -618,6 +622,9 @@ std::vector<std::string> MermaidProblems(const std::string& text,
       }
     }
   }
+  // A page's part of the flow starts with an init line keeping subgraph titles clear.
+  if (!statements.empty() && statements.front().rfind("%%{init: ", 0) == 0)
+    statements.erase(statements.begin());
   if (statements.empty() || statements.front() != "flowchart TD")
     problems.push_back("the first line is not flowchart TD");
   int depth = 0;
@@ -626,10 +633,13 @@ std::vector<std::string> MermaidProblems(const std::string& text,
   const std::regex node(R"re(^(n|c)(\d+)(\[\[|\(\[|\[)"([^"]*)"(\]\]|\]\)|\])(:::collective)?$)re");
   // a collective XLA implies: its own stadium node, dashed edges
   const std::regex implied(R"re(^x\d+_\d+\(\["⇄ xla [^"]*"\]\):::implied$)re");
-  const std::regex implied_edge(R"(^(n\d+|x\d+_\d+) -\.-> (n\d+|x\d+_\d+)$)");
+  const std::regex implied_edge(R"(^(i?[ncx]\d+(?:_\d+)?) -\.-> (n\d+|x\d+_\d+)$)");
+  // a part's stand-in for a node of another part, and the invisible links stacking pieces
+  const std::regex ghost(R"re(^(i[ncx]\d+(?:_\d+)?)\["↑ [^"]*"\]:::ghost$)re");
+  const std::regex stack(R"(^(i?[ncx]\d+(?:_\d+)?) ~~~ (i?[ncx]\d+(?:_\d+)?)$)");
   // a scope, or a loop drawn once (may hold a <br/>)
   const std::regex subgraph(R"re(^subgraph [sl]\d+\["[^"]*"\]$)re");
-  const std::regex edge(R"(^([nc]\d+) --> ([nc]\d+)$)");
+  const std::regex edge(R"(^(i?[ncx]\d+(?:_\d+)?) --> ([nc]\d+)$)");
   const std::regex class_def(R"(^classDef \w+ [\w:#,-]+$)");
   const std::regex class_use(R"(^class ((n\d+,)*n\d+) (constrained|weight)$)");
   for (size_t i = 1; i < statements.size(); ++i) {
@@ -657,6 +667,12 @@ std::vector<std::string> MermaidProblems(const std::string& text,
       (*labels)[id] = stmt;
     } else if (std::regex_match(stmt, m, implied_edge)) {
       edges.emplace_back(m[1].str(), m[2].str());
+    } else if (std::regex_match(stmt, m, ghost)) {
+      if (labels->count(m[1].str())) problems.push_back("node defined twice: " + m[1].str());
+      (*labels)[m[1].str()] = stmt;
+    } else if (std::regex_match(stmt, m, stack)) {
+      if (!labels->count(m[1].str()) || !labels->count(m[2].str()))
+        problems.push_back("a link to an undefined node: " + stmt);
     } else if (std::regex_match(stmt, m, class_use)) {
       if (m[3].str() != "constrained") continue;
       std::istringstream ids(m[1].str());
@@ -709,8 +725,9 @@ TEST_CASE("constraint steps cite the moe.py statement that makes them", "[viz]")
         "moe.py:1409 / 1419");
   CHECK(MoeStatementLine("MlpBlock", "x", "maybe_shard_with_logical").empty());
   const std::string page = ReadFile(SourcePath("visualizations/moe_dense_dropping.md"));
-  CHECK(page.find("dispatch_mask = constrain(dispatch_mask, P('fsdp', None, None, None))  # "
-                  "maybe_shard_with_logical, moe.py:1812\n") != std::string::npos);
+  // (a step wider than the page's 100 columns continues its note on the next line)
+  CHECK(page.find("dispatch_mask = constrain(dispatch_mask, P('fsdp', None, None, None))\n"
+                  "        # maybe_shard_with_logical, moe.py:1812\n") != std::string::npos);
   CHECK(page.find("gate_logits = constrain(output, P('fsdp', None, None))  # "
                   "maybe_shard_with_logical, moe.py:1689\n") != std::string::npos);
   // PR 3981's pipeline is not moe.py 313890777: no moe.py lines on its steps.
@@ -742,12 +759,12 @@ TEST_CASE("every visualization page keeps the conventions", "[viz]") {
     // Code blocks read without scrolling.
     for (const std::string& line : CodeLines(page.text)) {
       INFO(line);
-      CHECK(DisplayWidth(line) <= 120);
+      CHECK(DisplayWidth(line) <= 100);
     }
 
     // Every explicit constraint of the trace sits in a ╔ box headed by its tensor, and the
     // flow draws no other ╔ box.
-    const std::string flow = BlockAfter(page.text, "## Tensor flow");
+    const std::string flow = BlockAfter(page.text, "<summary><b>The whole flow</b>");
     REQUIRE(!flow.empty());
     const std::vector<std::string> heads = HeavyBoxHeads(flow);
     size_t constrained = 0;
@@ -806,12 +823,24 @@ TEST_CASE("every visualization page keeps the conventions", "[viz]") {
     CHECK(page.text.find("| config | ") != std::string::npos);
     CHECK(page.text.find("base.yml") != std::string::npos);
 
-    // The Mermaid graph of the same trace, structurally valid.
-    const std::string block = MermaidBlock(page.text);
-    CHECK(block == MermaidFlow(page.trace));
+    // The Mermaid graphs of the same trace, one per part of the flow, each structurally
+    // valid; together they draw every node once (a part's `↑` stand-ins aside).
+    const std::vector<std::string> blocks = MermaidBlocks(page.text);
+    const std::vector<std::pair<std::string, std::string>> graphs = PageGraphs(page.trace);
+    REQUIRE(blocks.size() == graphs.size());
+    for (size_t g = 0; g < blocks.size(); ++g) CHECK(blocks[g] == graphs[g].second);
+    std::string block;
     std::map<std::string, std::string> labels;
-    const std::vector<std::string> problems = MermaidProblems(block, &labels);
-    for (const std::string& p : problems) FAIL_CHECK(p);
+    for (const std::string& part : blocks) {
+      std::map<std::string, std::string> part_labels;
+      for (const std::string& p : MermaidProblems(part, &part_labels)) FAIL_CHECK(p);
+      for (const auto& [id, label] : part_labels) {
+        if (id[0] == 'i') continue;
+        if (labels.count(id)) FAIL_CHECK("node drawn in two parts: " << id);
+        labels[id] = label;
+      }
+      block += part;
+    }
     // Each explicit constraint is a marked node naming its statement and spec; each
     // collective is a node of its own (a loop drawn once shows its first iteration's).
     const auto folded = [&](const std::string& scope) {
@@ -925,11 +954,11 @@ TEST_CASE("trace --format mermaid prints a page's flowchart", "[viz]") {
   const CommandResult r = RunShardtrace(args);
   INFO(r.err);
   CHECK(r.status == 0);
-  CHECK(r.out == MermaidBlock(ReadFile(SourcePath("visualizations/" + page.file))));
+  CHECK(r.out == MermaidFlow(RenderPage(page).trace));
   CHECK(r.out.find("([\"⇄ ragged_all_to_all over expert\"]):::collective") != std::string::npos);
   // get_all_to_all_params' four outputs, made from the same inputs and read by the same
   // ragged_all_to_all, are one node rather than four side by side.
-  CHECK(r.out.find("[\"input_offsets, send_sizes, output_offsets, recv_sizes: act [P=4] i32\"]") !=
+  CHECK(r.out.find("[\"input_offsets, send_sizes, output_offsets, recv_sizes: act<br/>[P=4] i32\"]") !=
         std::string::npos);
   CHECK(r.out.find("[\"send_sizes: ") == std::string::npos);
 }
@@ -943,7 +972,7 @@ TEST_CASE("mermaid labels escape quotes", "[viz]") {
   trace.tensors.push_back(t);
   const std::string text = MermaidFlow(trace);
   CHECK(text ==
-        "flowchart TD\n  n0[\"a#quot;b: act [T=2] f32\"]\n"
+        "flowchart TD\n  n0[\"a#quot;b: act<br/>[T=2] f32\"]\n"
         "  classDef constrained stroke-width:3px\n  classDef weight fill:#fff3d6\n"
         "  classDef collective fill:#e3f0ff\n");
 }
@@ -996,14 +1025,16 @@ TEST_CASE("pages label folded and borrowed dims and write einsums in their own l
   const std::string megablox = page("moe_sparse_megablox.md");
   CHECK_THAT(megablox,
              Catch::Contains(
-                 "| `output = einsum(\"TKM,TK->TM\", reshaped_intermediate, reshaped_weights)` | "
+                 "- `output = einsum(\"TKM,TK->TM\", reshaped_intermediate, reshaped_weights)` in "
+                 "`RoutedMoE/sparse_matmul/wrapper/unpermute/weight_sum`: "
                  "`output[T,M] = Σ_K reshaped_intermediate[T,K,M] · reshaped_weights[T,K]`: "
-                 "contracts K (top-k choices per token); moe.py spells it `BKE,BK->BE` |"));
+                 "contracts K (top-k choices per token); moe.py spells it `BKE,BK->BE`\n"));
   CHECK_THAT(megablox,
-             Catch::Contains("| `layer_w0 = gmm(\"RM,EMH->RH\", sorted_inputs, w0, group_size)` | "
-                             "grouped matmul, megablox: "));
+             Catch::Contains("- `layer_w0 = gmm(\"RM,EMH->RH\", sorted_inputs, w0, group_size)` in "
+                             "`RoutedMoE/sparse_matmul/wrapper/[gmm_wi_0]`: grouped matmul, "
+                             "megablox: "));
   CHECK_THAT(megablox, Catch::Contains("moe.py calls gmm with no equation, the trace spells it "
-                                       "`RK,GKN->RN` |"));
+                                       "`RK,GKN->RN`\n"));
   const std::string ragged = page("moe_sparse_ragged_all_to_all.md");
   CHECK_THAT(ragged,
              Catch::Contains("│ local_sizes: act [P*E=8] i32  ← reshape(all_shard_local_sizes)"));
@@ -1023,8 +1054,10 @@ TEST_CASE("pages label folded and borrowed dims and write einsums in their own l
              Catch::Contains("| `Gk` | routing groups each token keeps (topk_routing_group, "
                              "moe.py:585) | 2 |"));
   // decode's global_group_sizes[None, :] (moe.py:1237): a size-1 batch-shard dim, not P peers
+  // (the op continues on the next line of the flow's 100 columns)
   CHECK_THAT(page("moe_sparse_ep_decode.md"),
-             Catch::Contains("│ all_shard_local_sizes: act [1,E=2] i32  ← dynamic_slice_in_dim("));
+             Catch::Contains("│ all_shard_local_sizes: act [1,E=2] i32    "));
+  CHECK_THAT(page("moe_sparse_ep_decode.md"), Catch::Contains("│     ← dynamic_slice_in_dim("));
   CHECK_THAT(page("moe_sparse_ep_decode.md"), !Catch::Contains("[P=1,"));
   CHECK_THAT(page("moe_ring_of_experts.md"),
              Catch::Contains("│ output: act [B=1,S=4,P*M=32] bf16  ← reshape, as bf16"));
@@ -1034,11 +1067,12 @@ TEST_CASE("pages label folded and borrowed dims and write einsums in their own l
   CHECK_THAT(pipeline,
              Catch::Contains("gmm(\"UMc,EMcH->UH\", sorted_inputs, w0_chunk, local_group_size)"));
   const std::string dropping = page("moe_dense_dropping.md");
-  CHECK_THAT(dropping, Catch::Contains("│ combine_mask: act [B=4,S=4,E=4,C+1=3] bf16  ← mul("));
+  CHECK_THAT(dropping, Catch::Contains("│ combine_mask: act [B=4,S=4,E=4,C+1=3] bf16    "));
+  CHECK_THAT(dropping, Catch::Contains("│     ← mul(softmax_probs, expert_token_position_in_capacity)"));
   // Context-free words only where they hold: no shard_map and no context groups here.
   CHECK_THAT(dropping, Catch::Contains("| `S` | sequence | 4 |"));
   CHECK_THAT(dropping, Catch::Contains("| `E` | experts | 4 |"));
-  CHECK_THAT(dropping, Catch::Contains("contracts E (experts), C (expert capacity) |"));
+  CHECK_THAT(dropping, Catch::Contains("contracts E (experts), C (expert capacity)\n"));
   CHECK_THAT(ragged,
              Catch::Contains("| `E` | experts; inside shard_map, this device's local experts | "
                              "8; 2 inside shard_map |"));
@@ -1120,8 +1154,10 @@ TEST_CASE("the pages state run conditions and notes apart", "[viz]") {
   const std::string dropless = ReadFile(SourcePath("visualizations/moe_dense_dropless.md"));
   CHECK_THAT(
       dropless,
-      Catch::Contains("│ softmax_probs: act [B=4,S=4,E=4] bf16  ← softmax(gate_logits), as bf16  "
-                      "(if model_call_mode != inference)           │\n"
+      Catch::Contains("│ softmax_probs: act [B=4,S=4,E=4] bf16  ← softmax(gate_logits),      "
+                      "                           │\n"
+                      "│     as bf16  (if model_call_mode != inference)          "
+                      "                                       │\n"
                       "│     # unused here: only load_balance_loss reads it (moe.py:1707), "
                       "load_balance_loss_weight = 0"));
   const std::string dropping = ReadFile(SourcePath("visualizations/moe_dense_dropping.md"));
@@ -1133,9 +1169,9 @@ TEST_CASE("the pages state run conditions and notes apart", "[viz]") {
                              "where dropped (1603)\n"));
   CHECK_THAT(
       ReadFile(SourcePath("visualizations/moe_dense_dropping_inference.md")),
-      Catch::Contains("| `weights` | act | top-k weights scattered to [B,S,E] (0 for unchosen "
+      Catch::Contains("- `weights`: top-k weights scattered to [B,S,E] (0 for unchosen "
                       "experts); unused in inference: the masks take softmax_probs "
-                      "(moe.py:1749) |"));
+                      "(moe.py:1749)\n"));
   for (const VisualizationPage& v : VisualizationPages()) {
     INFO(v.file);
     CHECK_THAT(ReadFile(SourcePath("visualizations/" + v.file)),
@@ -1146,25 +1182,24 @@ TEST_CASE("the pages state run conditions and notes apart", "[viz]") {
 // One Data Structures row per value: a cast or a constraint of the same name does not repeat it.
 TEST_CASE("data structures merge the casts and constraints of one value", "[viz]") {
   const std::string dropless = ReadFile(SourcePath("visualizations/moe_dense_dropless.md"));
-  CHECK_THAT(
-      dropless,
-      Catch::Contains("| `softmax_probs` | act | softmax of gate_logits over experts; unused here: "
-                      "only load_balance_loss reads it (moe.py:1707), "
-                      "load_balance_loss_weight = 0 | float32→bfloat16 | `[4,4,4] BSE` |"));
-  CHECK_THAT(
-      dropless,
-      Catch::Contains("| `index_batch` | act | batch index broadcast over the scatter | int32 | "
-                      "`[4,1,1] B11` | `('activation_batch', None, None)` | "
-                      "`P(('fsdp', 'expert'), None, None)` | [1,1,1] (4 B) | "
-                      "maybe_shard_with_logical | "));
+  // The three views of one value: what it is, where it is placed, what it means.
+  CHECK_THAT(dropless,
+             Catch::Contains("| `softmax_probs` | act | float32→bfloat16 | `[4,4,4] BSE` |"));
+  CHECK_THAT(dropless, Catch::Contains("- `softmax_probs`: softmax of gate_logits over experts; "
+                                       "unused here: only load_balance_loss reads it "
+                                       "(moe.py:1707), load_balance_loss_weight = 0\n"));
+  CHECK_THAT(dropless, Catch::Contains("| `index_batch` | act | int32 | `[4,1,1] B11` |"));
+  CHECK_THAT(dropless, Catch::Contains("| `index_batch` | `('activation_batch', None, None)` | "
+                                       "`P(('fsdp', 'expert'), None, None)` | [1,1,1] (4 B) | "
+                                       "maybe_shard_with_logical |"));
   size_t rows = 0;
   for (size_t at = dropless.find("\n| `index_batch` |"); at != std::string::npos;
        at = dropless.find("\n| `index_batch` |", at + 1))
     ++rows;
-  CHECK(rows == 1);
-  CHECK_THAT(ReadFile(SourcePath("visualizations/mlp_block.md")),
-             Catch::Contains("| `wi_0` | weight | MLP gated up-projection: embed -> hidden | "
-                             "float32→bfloat16 | `[16,32] MF` |"));
+  CHECK(rows == 2);  // once in each table
+  const std::string mlp = ReadFile(SourcePath("visualizations/mlp_block.md"));
+  CHECK_THAT(mlp, Catch::Contains("| `wi_0` | weight | float32→bfloat16 | `[16,32] MF` |"));
+  CHECK_THAT(mlp, Catch::Contains("- `wi_0`: MLP gated up-projection: embed -> hidden\n"));
 }
 
 // moe.py's own formulas, not op names it never calls; shardtrace's own grouping scopes are
@@ -1176,8 +1211,10 @@ TEST_CASE("pages write ops as moe.py computes them and mark what is shardtrace's
         "RoutedMoE/sparse_matmul/wrapper/unpermute");
   const std::string ring = ReadFile(SourcePath("visualizations/moe_ring_of_experts.md"));
   CHECK_THAT(ring,
-             Catch::Contains("│ flatten_selected_experts: act [R=16] i32  ← "
-                             "(flatten_selected_experts - roll_to_expert_id) % num_experts │"));
+             Catch::Contains("│ flatten_selected_experts: act [R=16] i32      "
+                             "                               │\n"
+                             "│     ← (flatten_selected_experts - roll_to_expert_id) % num_experts "
+                             "          │"));
   CHECK_THAT(ring,
              Catch::Contains("37. x = where((arange(x.shape[0]) < sum(group_sizes))[:, None], "
                              "x, 0)\n"));
@@ -1186,11 +1223,11 @@ TEST_CASE("pages write ops as moe.py computes them and mark what is shardtrace's
              Catch::Contains("# RoutedMoE/sparse_matmul/wrapper/[gmm_wi_0]  (moe.py:1291 (gmm "
                              "of wi_0))\n"));
   CHECK_THAT(ReadFile(SourcePath("visualizations/moe_sparse_ragged_all_to_all.md")),
-             Catch::Contains("│ output_offsets: act [P=4] i32  ← cumsum(concat([0-row], A), "
-                             "axis=0)[shard_id], A = all_shards_group_sizes"));
+             Catch::Contains("│     ← cumsum(concat([0-row], A), axis=0)[shard_id], "
+                             "A = all_shards_group_sizes │"));
   const std::string dropping = ReadFile(SourcePath("visualizations/moe_dense_dropping.md"));
   CHECK_THAT(dropping, Catch::Contains("(unnamed in moe.py: less_equal(expert_token_count, "
-                                       "expert_capacity_per_batch), 1601) |"));
+                                       "expert_capacity_per_batch), 1601)\n"));
   CHECK_THAT(dropping,
              Catch::Contains("Reshards without communication (not collectives: XLA slices a tensor "
                              "each device holds whole\ndown to a finer sharding, 0 B moved):\n\n"
@@ -1200,10 +1237,12 @@ TEST_CASE("pages write ops as moe.py computes them and mark what is shardtrace's
   CHECK_THAT(dropping, !Catch::Contains("| slice | implied by XLA |"));
   // C is a Python int in moe.py: a constant, nothing XLA places.
   CHECK_THAT(dropping,
-             Catch::Contains("| `expert_capacity_per_batch` | act | C: slots per expert per batch "
-                             "row; C = 2, a Python int in moe.py, not a traced array (moe.py:1564) "
-                             "| int32 | `[]` |  |  |  | - (a constant) |"));
-  CHECK_THAT(BlockAfter(dropping, "## Tensor flow"), !Catch::Contains("⇄ xla slice"));
+             Catch::Contains("| `expert_capacity_per_batch` |  |  |  | - (a constant) |"));
+  CHECK_THAT(dropping, Catch::Contains("- `expert_capacity_per_batch`: C: slots per expert per batch "
+                                       "row; C = 2, a Python int in moe.py, not a traced array "
+                                       "(moe.py:1564)\n"));
+  CHECK_THAT(BlockAfter(dropping, "<summary><b>The whole flow</b>"),
+             !Catch::Contains("⇄ xla slice"));
   // The masked loop's per-expert weight is the port's two steps over the traced `weights`, not
   // an op called masked_weight.
   CHECK_THAT(
@@ -1211,8 +1250,7 @@ TEST_CASE("pages write ops as moe.py computes them and mark what is shardtrace's
       Catch::Contains("28. weighted_mask = weights[..., 0] * any(top_k_indices == 0, -1)\n"));
   // A loop's iterations repeating their casts list each dtype once.
   CHECK_THAT(ReadFile(SourcePath("visualizations/moe_masked_loop_port.md")),
-             Catch::Contains("| `expert_output` | act | one expert's output on every token "
-                             "(masked loop) | bfloat16→float32 | `[4,4,16] BSM` |"));
+             Catch::Contains("| `expert_output` | act | bfloat16→float32 | `[4,4,16] BSM` |"));
 }
 
 TEST_CASE("generate --check passes on the committed visualizations", "[viz][e2e]") {

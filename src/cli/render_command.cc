@@ -22,6 +22,7 @@
 #include "cli/visualization_pages.h"
 #include "config/run_inputs.h"
 #include "emit/ascii_flow.h"
+#include "emit/flow_overview.h"
 #include "emit/human_bytes.h"
 #include "emit/mermaid_flow.h"
 #include "emit/page_sections.h"
@@ -37,6 +38,8 @@ namespace shardtrace {
 namespace {
 
 constexpr uint64_t kSeed = 1;
+// Trees on a page: the first 8 devices, within the page's 100 columns.
+constexpr DeviceTreeView kPageTrees = {.max_devices = 8, .width = 100};
 // The routing example shows one batch row; more experts than this make a mask tree too
 // long to read, so the dispatch/combine trees are left out above it.
 constexpr int64_t kMaxMaskTreeExperts = 16;
@@ -140,8 +143,9 @@ void RunRenderCommand(const RenderOptions& options, std::ostream& out) {
   doc.command = ShellLine(words);
   doc.source = PageSourceText(PageSource::kSeedMoe);
   doc.config_files = in.config.loaded_files();
+  doc.overview = FlowOverview(trace);
   doc.flow = AsciiFlow(trace);
-  doc.mermaid = MermaidFlow(trace);
+  doc.graphs = PageGraphs(trace);
 
   std::string trees_note;
   if (block == Block::kMoe && devices <= kMaxNumericDevices) {
@@ -176,8 +180,10 @@ void RunRenderCommand(const RenderOptions& options, std::ostream& out) {
             }) > 0)
           trees_note = fmt::format("The dispatch/combine mask trees are left out: {} experts.",
                                    tsetup.num_experts);
-        std::vector<MarkdownExample> sections = TreeSections(run.trace, run.captures, trees);
-        for (MarkdownExample& e : SendMatrixSections(run.trace, run.captures)) sections.push_back(std::move(e));
+        std::vector<MarkdownExample> sections =
+            TreeSections(run.trace, run.captures, trees, kPageTrees);
+        for (MarkdownExample& e : SendMatrixSections(run.trace, run.captures, kPageTrees))
+          sections.push_back(std::move(e));
         if (!sections.empty())
           sections.front().intro =
               fmt::format("The trees and matrices below come from {}:\n\n```sh\n{}\n```\n\n{}",

@@ -11,6 +11,7 @@
 #include "cli/page_summary.h"
 #include "config/run_inputs.h"
 #include "emit/ascii_flow.h"
+#include "emit/flow_overview.h"
 #include "emit/mask_tree.h"
 #include "emit/mermaid_flow.h"
 #include "emit/page_sections.h"
@@ -24,6 +25,8 @@ namespace shardtrace {
 namespace {
 
 constexpr uint64_t kSeed = 1;
+// Trees on a page: the first 8 devices, within the page's 100 columns.
+constexpr DeviceTreeView kPageTrees = {.max_devices = 8, .width = 100};
 
 }  // namespace
 
@@ -308,7 +311,7 @@ std::string PageSourceText(PageSource source) {
 std::string ShellLine(const std::vector<std::string>& words) {
   std::string out, line;
   for (const std::string& w : words) {
-    if (!line.empty() && line.size() + 1 + w.size() > 116) {
+    if (!line.empty() && line.size() + 1 + w.size() > 96) {
       out += line + " \\\n";
       line = "    ";
     } else if (!line.empty() && line != "    ") {
@@ -321,7 +324,7 @@ std::string ShellLine(const std::vector<std::string>& words) {
 
 namespace {
 
-// The reproducing command, wrapped with shell continuations to stay within 120 columns.
+// The reproducing command, wrapped with shell continuations to stay within 100 columns.
 std::string CommandLine(const VisualizationPage& v) {
   std::vector<std::string> words = {"shardtrace", "trace"};
   words.insert(words.end(), v.args.begin(), v.args.end());
@@ -345,6 +348,36 @@ BlockRun Run(const std::vector<std::string>& args, int64_t devices, const std::s
 
 }  // namespace
 
+std::vector<std::pair<std::string, std::string>> PageGraphs(const Trace& trace) {
+  const std::vector<MermaidPart> parts = MermaidFlowParts(trace);
+  // A graph's collectives: its `⇄` nodes, not the `↑ ⇄` ones that stand for another phase's.
+  const auto collectives = [](const std::string& text) {
+    int n = 0;
+    for (size_t at = text.find("[\"⇄"); at != std::string::npos; at = text.find("[\"⇄", at + 1))
+      ++n;
+    for (size_t at = text.find("([\"⇄"); at != std::string::npos;
+         at = text.find("([\"⇄", at + 1))
+      ++n;
+    return n;
+  };
+  size_t shown = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const int have = collectives(parts[i].text), best = collectives(parts[shown].text);
+    if (have > best || (best == 0 && have == 0 && parts[i].phase == FlowPhase::kExperts))
+      shown = i;
+  }
+  std::vector<std::pair<std::string, std::string>> out;
+  if (parts.empty()) return out;
+  const auto title = [](const MermaidPart& p) {
+    return p.pieces > 1 ? fmt::format("{} ({} of {})", ToString(p.phase), p.piece, p.pieces)
+                        : ToString(p.phase);
+  };
+  out.emplace_back(title(parts[shown]), parts[shown].text);
+  for (size_t i = 0; i < parts.size(); ++i)
+    if (i != shown) out.emplace_back(title(parts[i]), parts[i].text);
+  return out;
+}
+
 RenderedPage RenderPage(const VisualizationPage& v) {
   const RunInputs in = LoadRunInputs(v.args, v.devices);
   const BlockRun run = Run(v.args, v.devices, v.block, v.path, /*numeric=*/true);
@@ -355,16 +388,17 @@ RenderedPage RenderPage(const VisualizationPage& v) {
   doc.source = PageSourceText(v.source);
   doc.moe_line_refs = v.source == PageSource::kSeedMoe;
   doc.config_files = in.config.loaded_files();
+  doc.overview = FlowOverview(run.trace);
   doc.flow = AsciiFlow(run.trace);
-  doc.mermaid = MermaidFlow(run.trace);
-  doc.examples = TreeSections(run.trace, run.captures, v.trees);
+  doc.graphs = PageGraphs(run.trace);
+  doc.examples = TreeSections(run.trace, run.captures, v.trees, kPageTrees);
   if (v.send_matrices)
-    for (MarkdownExample& e : SendMatrixSections(run.trace, run.captures))
+    for (MarkdownExample& e : SendMatrixSections(run.trace, run.captures, kPageTrees))
       doc.examples.push_back(std::move(e));
   std::vector<Invariant> section_invariants;
   for (const PageRun& more : v.more_runs) {
     const BlockRun other = Run(more.args, more.devices, "moe", "", /*numeric=*/true);
-    std::string text = AsciiFlow(other.trace, 120, more.only_scope);
+    std::string text = AsciiFlow(other.trace, 100, more.only_scope);
     const auto indices = other.captures.find("top_k_indices");
     const auto weights = other.captures.find("top_k_weights");
     const auto scores = other.captures.find("router_scores");
@@ -490,17 +524,22 @@ std::string VisualizationIndex(const std::vector<VisualizationPage>& pages) {
       "# Visualizations\n\n"
       "One page per path of MaxText's MoE layer (`src/MaxText/layers/moe.py`) and the dense "
       "MLP, each rendered by `shardtrace generate` from a real numeric trace of a small config "
-      "(the page starts with the `shardtrace trace` command that reproduces it). Every page "
-      "has the same parts: when the path runs, the ASCII tensor flow (`┌─┐` scopes, `╔═╗` "
-      "explicit sharding constraints), a Mermaid graph of the same flow, trees of the routing "
-      "tensors, a config-variant table of the kernel specs, and a formal specification "
-      "(definitions, data structures, algorithm, einsums, collectives, invariants). "
-      "`shardtrace render` draws the same page for any config.\n\n"
-      "| page | config keys that select it | what you learn there | models |\n"
-      "|---|---|---|---|\n";
+      "(the `shardtrace trace` command that reproduces it is on the page). Every page opens "
+      "with a summary: the path and why it runs, the per-device budget of the forward pass "
+      "against the HBM of common accelerators, the collectives, and the knobs that change "
+      "them, each a traced variant. Then the flow in phases and one Mermaid graph; folded "
+      "below: the other phases' graphs, the whole ASCII flow (`┌─┐` scopes, `╔═╗` explicit "
+      "sharding constraints), how the page was traced, a config-variant table of the kernel "
+      "specs, trees of the routing tensors, and a formal specification (definitions, data "
+      "structures, algorithm, einsums, collectives, invariants). `shardtrace render` draws "
+      "the same page for any config. The [legend](#legend) below explains the symbols.\n\n"
+      "| page | what you learn there | models |\n"
+      "|---|---|---|\n";
   for (const VisualizationPage& p : pages)
-    out += fmt::format("| [{}]({}) | {} | {} | {} |\n", p.file, p.file, p.selected_by, p.learn,
-                       PageModels(p));
+    out += fmt::format("| [{}]({}) | {} | {} |\n", p.file, p.file, p.learn, PageModels(p));
+  out += "\nThe config keys that select each page's path:\n\n| page | config keys |\n|---|---|\n";
+  for (const VisualizationPage& p : pages)
+    out += fmt::format("| [{}]({}) | {} |\n", p.file, p.file, p.selected_by);
   return out + std::string(kLegend);
 }
 

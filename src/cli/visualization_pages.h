@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "emit/trace_invariants.h"
@@ -69,7 +70,7 @@ std::vector<VisualizationPage> VisualizationPages();
 // "`src/MaxText/layers/moe.py` at MaxText 313890777", ...: the page header's source line.
 std::string PageSourceText(PageSource source);
 
-// Words joined with spaces, wrapped with shell continuations within 120 columns.
+// Words joined with spaces, wrapped with shell continuations within 100 columns.
 std::string ShellLine(const std::vector<std::string>& words);
 
 // visualizations/README.md: one line per page (path, the config keys that select it, what
@@ -81,6 +82,11 @@ struct RenderedPage {
   Trace trace;                        // the trace it was rendered from
   std::vector<Invariant> invariants;  // as the page lists them
 };
+
+// The page's Mermaid graphs, one per phase of the flow (MermaidFlowParts), titled by phase:
+// first the one a page shows, the phase with the most collectives (the experts when none
+// has any), then the others in flow order, which the page folds.
+std::vector<std::pair<std::string, std::string>> PageGraphs(const Trace& trace);
 
 // Runs the page's trace (numeric, seeded) and renders it. Deterministic.
 RenderedPage RenderPage(const VisualizationPage& page);

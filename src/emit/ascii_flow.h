@@ -1,5 +1,5 @@
 // The ASCII box diagram of a Trace, drawn the way the visualization conventions
-// (../shared/seeds/visualization-conventions.md) ask, within a fixed width (120 columns by
+// (../shared/seeds/visualization-conventions.md) ask, within a fixed width (100 columns by
 // default) so it reads on GitHub and in a terminal. The trace is cut into stages: one
 // `┌─┐` box per run of records in one scope (titled with the scope path, so boxes never
 // nest more than one constraint deep), holding that scope's tensors in program order,
@@ -28,7 +28,7 @@ namespace shardtrace {
 // with a hanging indent; parallel stages fall back to one below the other). Boxes are
 // rectangular. With `only_scope`, only the stages whose scope path contains it are drawn
 // (the routing stages of a trace: "get_topk"). Ends with a newline.
-std::string AsciiFlow(const Trace& trace, size_t max_width = 120, std::string_view only_scope = "");
+std::string AsciiFlow(const Trace& trace, size_t max_width = 100, std::string_view only_scope = "");
 
 // "bf16", "f32", "i32", "bool": the short dtype names the flow and the Mermaid graph use.
 std::string ShortDtype(DType dtype);

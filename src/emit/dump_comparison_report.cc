@@ -83,7 +83,7 @@ std::string DumpComparisonToText(const DumpComparison& c) {
     }
   }
   if (!diffs.empty()) out += "\ndifferences\n" + diffs.Render("  ");
-  out += "\n" + Summary(c) + "\n";
+  out += fmt::format("\n{}\n", Summary(c));
   return out;
 }
 

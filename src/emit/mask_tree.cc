@@ -120,10 +120,10 @@ std::string RoutingTree(const Array& top_k_indices, const Array& top_k_weights, 
                 "weights[b={}] as Token → choice → expert (of [B={},S={},E={}], chosen by "
                 "top_k_indices [B,S,K={}]):\n",
                 batch, b_size, s_size, dense_weights->shape[2], k_size)
-      : scores ? fmt::format(
-                     "top_k_indices, top_k_weights (logits), router_scores[b={}] as Token → "
-                     "choice → expert (of [B={},S={},K={}]):\n",
-                     batch, b_size, s_size, k_size)
+      : scores ? TreeLine("", "",
+                          fmt::format("top_k_indices, top_k_weights (logits), router_scores[b={}] "
+                                      "as Token → choice → expert (of [B={},S={},K={}]):",
+                                      batch, b_size, s_size, k_size))
                : fmt::format(
                      "top_k_indices, top_k_weights[b={}] as Token → choice → expert (of "
                      "[B={},S={},K={}]):\n",

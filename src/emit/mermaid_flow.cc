@@ -4,12 +4,15 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 #include <vector>
 
 #include "emit/ascii_flow.h"
+#include "emit/flow_phases.h"
 #include "emit/human_bytes.h"
 #include "emit/text_table.h"
 #include "emit/xla_spmd_text.h"
@@ -49,20 +52,48 @@ class MermaidRenderer {
         if (Valid(in)) ++readers_[in];
     }
     node_of_.assign(trace.tensors.size(), -1);
+    phase_ = TensorPhases(trace);
     FoldLoops();
     for (size_t i = 0; i < trace.tensors.size(); ++i) Place(static_cast<int>(i));
     FoldSiblings();
   }
 
-  std::string Render() const {
-    std::string out = "flowchart TD\n";
+  // The whole flow, or with `only` a part of it (a set of nodes): an edge from a node of
+  // another part starts at a small dashed node naming it (`↑ gate_logits`), drawn once. A
+  // part titles its subgraphs with the scope's last two segments (the page's flow names the
+  // rest) and keeps a two-line title clear of the nodes below it.
+  std::string Render(const std::set<int>* only = nullptr) const {
+    std::string out =
+        only ? "%%{init: {\"flowchart\": {\"subGraphTitleMargin\": {\"bottom\": 24}}}}%%\n"
+               "flowchart TD\n"
+             : "flowchart TD\n";
     std::vector<std::string> constrained, weights;
-    for (size_t s = 0; s < stages_.size(); ++s) {
-      const Stage& stage = stages_[s];
+    // The stages holding nodes of the part, each with those nodes.
+    std::vector<Stage> stages;
+    for (const Stage& stage : stages_) {
+      Stage part{stage.scope, {}, stage.index};
+      for (const int node : stage.nodes)
+        if (!only || only->count(node)) part.nodes.push_back(node);
+      if (!part.nodes.empty()) stages.push_back(std::move(part));
+    }
+    std::set<std::string> declared;
+    for (const Stage& stage : stages)
+      for (const int node : stage.nodes)
+        for (const std::string& id : NodeIds(node)) declared.insert(id);
+    const std::vector<Edge> edges = Edges();
+    std::vector<std::string> ghosts;
+    for (const Edge& e : edges)
+      if (declared.count(e.to) && !declared.count(e.from) &&
+          std::find(ghosts.begin(), ghosts.end(), e.from) == ghosts.end())
+        ghosts.push_back(e.from);
+    for (const std::string& g : ghosts)
+      out += fmt::format("  i{}[\"↑ {}\"]:::ghost\n", g, Quote(ShortLabel(g)));
+    for (size_t s = 0; s < stages.size(); ++s) {
+      const Stage& stage = stages[s];
       const int loop = LoopOfScope(stage.scope);
-      const bool opens = loop >= 0 && (s == 0 || LoopOfScope(stages_[s - 1].scope) != loop);
+      const bool opens = loop >= 0 && (s == 0 || LoopOfScope(stages[s - 1].scope) != loop);
       const bool closes =
-          loop >= 0 && (s + 1 == stages_.size() || LoopOfScope(stages_[s + 1].scope) != loop);
+          loop >= 0 && (s + 1 == stages.size() || LoopOfScope(stages[s + 1].scope) != loop);
       if (opens) {
         // One iteration drawn for all: titled with the loop's scopes and its count.
         const Loop& l = loops_[loop];
@@ -82,6 +113,10 @@ class MermaidRenderer {
         std::string scope =
             loop >= 0 ? stage.scope.substr(loops_[loop].first.size() - loops_[loop].stem.size() - 2)
                       : stage.scope;
+        if (only && std::count(scope.begin(), scope.end(), '/') > 1) {
+          const size_t last = scope.rfind('/');
+          scope = "…" + scope.substr(scope.rfind('/', last - 1));
+        }
         while (DisplayWidth(scope) > 96 && scope.find('/') != std::string::npos) {
           const size_t cut = scope.find('/', scope.rfind("…/", 0) == 0 ? 4 : 0);
           if (cut == std::string::npos) break;
@@ -89,8 +124,8 @@ class MermaidRenderer {
         }
         std::vector<std::string> title = {scope};
         if (!common.empty()) title.push_back(fmt::format("(if {})", fmt::join(common, " && ")));
-        out += Statement(fmt::format("{}subgraph s{}", indent.substr(2), s), "[\"", title, "\"]",
-                         indent.substr(2));
+        out += Statement(fmt::format("{}subgraph s{}", indent.substr(2), stage.index), "[\"",
+                         title, "\"]", indent.substr(2));
       }
       for (const int node : stage.nodes) {
         if (Constrained(node))
@@ -122,7 +157,11 @@ class MermaidRenderer {
       if (framed) out += indent.substr(2) + "end\n";
       if (closes) out += "  end\n";
     }
-    for (const std::string& edge : Edges()) out += "  " + edge + "\n";
+    for (const Edge& e : edges)
+      if (declared.count(e.to))
+        out += fmt::format("  {}{}{}{}\n", declared.count(e.from) ? "" : "i", e.from,
+                           e.dashed ? " -.-> " : " --> ", e.to);
+    if (only) out += StackLinks(stages, edges, declared, ghosts);
     for (const auto& [cls, ids] : {std::pair{"constrained", constrained}, {"weight", weights}})
       for (size_t i = 0; i < ids.size(); i += 12)
         out += fmt::format(
@@ -134,6 +173,47 @@ class MermaidRenderer {
         "  classDef collective fill:#e3f0ff\n";
     if (std::any_of(trace_.ops.begin(), trace_.ops.end(), ImpliesCommunication))
       out += "  classDef implied fill:#f3e8ff,stroke-dasharray:4\n";
+    if (!ghosts.empty()) out += "  classDef ghost fill:#ffffff,stroke-dasharray:2\n";
+    return out;
+  }
+
+  // The graph cut into parts: per phase of the flow, its nodes in stage order, cut at stage
+  // boundaries so that a part holds at most kPartNodes nodes (collectives count), a stage
+  // larger than that on its own cut into pieces.
+  std::vector<std::pair<FlowPhase, std::set<int>>> Parts() const {
+    constexpr size_t kPartNodes = 9;
+    std::vector<std::pair<FlowPhase, std::set<int>>> out;
+    for (const FlowPhase phase : {FlowPhase::kInputs, FlowPhase::kRouting, FlowPhase::kDispatch,
+                                  FlowPhase::kExperts, FlowPhase::kCombine, FlowPhase::kShared}) {
+      std::set<int> part;
+      size_t weight = 0;
+      for (const Stage& stage : stages_) {
+        std::vector<int> nodes;
+        size_t w = 0;
+        for (const int node : stage.nodes)
+          if (NodePhase(node) == phase) {
+            nodes.push_back(node);
+            w += NodeIds(node).size();
+          }
+        if (nodes.empty()) continue;
+        if (weight > 0 && weight + w > kPartNodes) {
+          out.emplace_back(phase, part);
+          part.clear();
+          weight = 0;
+        }
+        for (const int node : nodes) {
+          const size_t nw = NodeIds(node).size();
+          if (weight > 0 && weight + nw > kPartNodes) {
+            out.emplace_back(phase, part);
+            part.clear();
+            weight = 0;
+          }
+          part.insert(node);
+          weight += nw;
+        }
+      }
+      if (!part.empty()) out.emplace_back(phase, part);
+    }
     return out;
   }
 
@@ -141,6 +221,7 @@ class MermaidRenderer {
   struct Stage {
     std::string scope;
     std::vector<int> nodes;  // index into nodes_
+    int index = 0;           // in the whole flow: the subgraph's id
   };
   // A node: one tensor and the records that only restate it (casts, checkpoint names, its
   // constraint, a chain of elementwise ops on one name), in trace order.
@@ -150,6 +231,81 @@ class MermaidRenderer {
     // own first; empty when there are none.
     std::vector<int> siblings;
   };
+
+  struct Edge {
+    std::string from, to;
+    bool dashed = false;
+  };
+
+  FlowPhase NodePhase(int node) const { return phase_[nodes_[node].tensors.front()]; }
+
+  // Mermaid lays unconnected pieces of a graph side by side, which makes a part with many
+  // of them wide: with three pieces or more, an invisible link (`~~~`) from the last node of
+  // each piece to the first of the next stacks them all. Pieces in order of their first node.
+  std::string StackLinks(const std::vector<Stage>& stages, const std::vector<Edge>& edges,
+                         const std::set<std::string>& declared,
+                         const std::vector<std::string>& ghosts) const {
+    std::map<std::string, std::string> parent;
+    const std::function<std::string(const std::string&)> find = [&](const std::string& x) {
+      const std::string p = parent.count(x) ? parent[x] : x;
+      return p == x ? x : (parent[x] = find(p));
+    };
+    const auto ghost = [](const std::string& id) { return "i" + id; };
+    for (const Edge& e : edges)
+      if (declared.count(e.to)) {
+        const std::string from = declared.count(e.from) ? e.from : ghost(e.from);
+        const std::string a = find(from), b = find(e.to);
+        if (a != b) parent[a] = b;
+      }
+    // Each piece's first and last drawn node, in drawing order (ghosts first).
+    std::vector<std::string> order;
+    for (const std::string& g : ghosts) order.push_back(ghost(g));
+    for (const Stage& stage : stages)
+      for (const int node : stage.nodes) order.push_back(fmt::format("n{}", node));
+    std::vector<std::string> roots;
+    std::map<std::string, std::pair<std::string, std::string>> ends;  // root -> first, last
+    for (const Stage& stage : stages)
+      for (const int node : stage.nodes) {
+        const std::string id = fmt::format("n{}", node), root = find(id);
+        if (!ends.count(root)) {
+          roots.push_back(root);
+          ends[root] = {id, id};
+        }
+        ends[root].second = id;
+      }
+    for (const std::string& id : order)  // a piece's ghosts come before its nodes
+      if (id[0] == 'i' && ends.count(find(id)) && ends[find(id)].first[0] != 'i')
+        ends[find(id)].first = id;
+    std::string out;
+    if (roots.size() < 3) return out;
+    for (size_t r = 1; r < roots.size(); ++r)
+      out += fmt::format("  {} ~~~ {}\n", ends[roots[r - 1]].second, ends[roots[r]].first);
+    return out;
+  }
+
+  // The ids a node declares: itself, its collective and the collectives XLA inserts on the
+  // way to it.
+  std::vector<std::string> NodeIds(int node) const {
+    std::vector<std::string> ids = {fmt::format("n{}", node)};
+    if (CollectiveOf(node)) ids.push_back(fmt::format("c{}", node));
+    for (const int id : nodes_[node].tensors)
+      if (const OpRecord* op = FirstOutputOf(id))
+        for (size_t k = 0; k < op->implied.size(); ++k)
+          if (Communicates(op->implied[k])) ids.push_back(fmt::format("x{}_{}", producer_[id], k));
+    return ids;
+  }
+
+  // What an edge from another part names: the tensor, or the collective.
+  std::string ShortLabel(const std::string& id) const {
+    if (id[0] == 'x') {
+      const int op = std::stoi(id.substr(1));
+      const int k = std::stoi(id.substr(id.find('_') + 1));
+      return "⇄ xla " + HloName(trace_.ops[op].implied[k].kind);
+    }
+    const int node = std::stoi(id.substr(1));
+    if (id[0] == 'c') return "⇄ " + ToString(CollectiveOf(node)->collective->kind);
+    return trace_.tensors[nodes_[node].tensors.back()].name;
+  }
 
   bool Valid(int tensor) const {
     return tensor >= 0 && tensor < static_cast<int>(trace_.tensors.size());
@@ -233,7 +389,8 @@ class MermaidRenderer {
       return;
     }
     const TensorRecord& t = trace_.tensors[id];
-    if (stages_.empty() || stages_.back().scope != t.scope) stages_.push_back(Stage{t.scope, {}});
+    if (stages_.empty() || stages_.back().scope != t.scope)
+      stages_.push_back(Stage{t.scope, {}, static_cast<int>(stages_.size())});
     Stage& stage = stages_.back();
     nodes_.push_back(Node{{id}, {}});
     stage.nodes.push_back(static_cast<int>(nodes_.size()) - 1);
@@ -419,7 +576,7 @@ class MermaidRenderer {
     }
     const TensorRecord& last = trace_.tensors[nodes_[node].tensors.back()];
     std::string head = TensorHead(last);
-    const std::string suffix = " " + ShortDtype(last.dtype);
+    const std::string suffix = fmt::format(" {}", ShortDtype(last.dtype));
     if (head.ends_with(suffix))
       head =
           head.substr(0, head.size() - suffix.size()) + fmt::format(" {}", fmt::join(dtypes, "→"));
@@ -429,12 +586,17 @@ class MermaidRenderer {
   }
 
   // `n3["label"]`, `n3[["label"]]` for a constrained tensor. A label that would make the
-  // line longer than 120 columns continues on the next source line after a `<br/>` (the
+  // line longer than 100 columns continues on the next source line after a `<br/>` (the
   // line break is the `<br/>`; the newline is whitespace to Mermaid).
   std::string NodeText(int node, const std::vector<std::string>& stated,
                        const std::string& indent) const {
     const TensorRecord& t = trace_.tensors[nodes_[node].tensors.back()];
-    std::vector<std::string> parts = {Head(node)};
+    // Name and dims on lines of their own, the statement apart from its spec: narrow nodes
+    // keep the graph within a page's width.
+    const std::string head = Head(node);
+    const size_t dims = head.find(" [", head.find(": "));
+    std::vector<std::string> parts = {head.substr(0, dims)};
+    if (dims != std::string::npos) parts.push_back(head.substr(dims + 1));
     std::vector<std::string> fresh;
     for (const std::string& c : t.condition_clauses)
       if (std::find(stated.begin(), stated.end(), c) == stated.end()) fresh.push_back(c);
@@ -442,25 +604,38 @@ class MermaidRenderer {
     const bool constrained = Constrained(node);
     for (const int id : nodes_[node].tensors) {
       const TensorRecord& r = trace_.tensors[id];
-      if (r.constraint != Constraint::kNone)
-        parts.push_back(ToString(r.constraint) +
-                        (r.partition_spec ? ": " + r.partition_spec->ToString() : ""));
+      if (r.constraint != Constraint::kNone) {
+        parts.push_back(ToString(r.constraint));
+        if (r.partition_spec) parts.push_back(r.partition_spec->ToString());
+      }
     }
     return Statement(fmt::format("{}n{}", indent, node), constrained ? "[[\"" : "[\"", parts,
                      constrained ? "\"]]" : "\"]", indent);
   }
 
-  // `head` `open` parts joined by `<br/>` `close`, one line; when that passes 120 columns
+  // `head` `open` parts joined by `<br/>` `close`, one line; when that passes 100 columns
   // the statement continues on the next source line after a `<br/>` (the `<br/>` is the
   // line break; the newline is whitespace to Mermaid).
   static std::string Statement(const std::string& head, const std::string& open,
-                               const std::vector<std::string>& parts, const std::string& close,
-                               const std::string& indent) {
+                               const std::vector<std::string>& whole_parts,
+                               const std::string& close, const std::string& indent) {
+    // A long condition reads one clause a line (`(if a &&`, `b)`): narrower nodes, and no
+    // source line past the page's width.
+    std::vector<std::string> parts;
+    for (const std::string& part : whole_parts) {
+      size_t start = 0;
+      for (size_t cut = part.find(" && "); DisplayWidth(part) > 48 && cut != std::string::npos;
+           cut = part.find(" && ", start)) {
+        parts.push_back(part.substr(start, cut + 3 - start));
+        start = cut + 4;
+      }
+      parts.push_back(part.substr(start));
+    }
     std::string out = head + open;
     size_t width = DisplayWidth(out);
     for (size_t i = 0; i < parts.size(); ++i) {
       const std::string piece = Quote(parts[i]) + (i + 1 < parts.size() ? "<br/>" : close);
-      if (i > 0 && width + DisplayWidth(piece) > 120) {
+      if (i > 0 && width + DisplayWidth(piece) > 100) {
         out += "\n" + indent + "  ";
         width = indent.size() + 2;
       }
@@ -476,12 +651,11 @@ class MermaidRenderer {
   // or, when it reduces the op's own result in place (the partial sums of an einsum), on the
   // edges from all the op's operands to the result (`x, wo -.-> all-reduce -.-> output`),
   // so no node ever feeds itself.
-  std::vector<std::string> Edges() const {
-    std::vector<std::string> out;
+  std::vector<Edge> Edges() const {
+    std::vector<Edge> out;
     std::set<std::pair<std::string, std::string>> seen;
     const auto add = [&](const std::string& from, const std::string& to, bool dashed) {
-      if (from != to && seen.insert({from, to}).second)
-        out.push_back(from + (dashed ? " -.-> " : " --> ") + to);
+      if (from != to && seen.insert({from, to}).second) out.push_back({from, to, dashed});
     };
     for (size_t n = 0; n < nodes_.size(); ++n) {
       const OpRecord* collective = CollectiveOf(static_cast<int>(n));
@@ -538,10 +712,27 @@ class MermaidRenderer {
   std::vector<Stage> stages_;
   std::vector<int> drawn_as_;  // tensor id -> the record drawn for it (folded loops), or -1
   std::vector<Loop> loops_;
+  std::vector<FlowPhase> phase_;  // tensor id -> its phase of the flow
 };
 
 }  // namespace
 
 std::string MermaidFlow(const Trace& trace) { return MermaidRenderer(trace).Render(); }
+
+std::vector<MermaidPart> MermaidFlowParts(const Trace& trace) {
+  const MermaidRenderer renderer(trace);
+  const auto parts = renderer.Parts();
+  std::vector<MermaidPart> out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    int of = 0, at = 0;
+    for (size_t j = 0; j < parts.size(); ++j)
+      if (parts[j].first == parts[i].first) {
+        ++of;
+        at += j <= i;
+      }
+    out.push_back({parts[i].first, of > 1 ? at : 0, of, renderer.Render(&parts[i].second)});
+  }
+  return out;
+}
 
 }  // namespace shardtrace

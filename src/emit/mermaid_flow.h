@@ -19,7 +19,9 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
+#include "emit/flow_phases.h"
 #include "trace/trace.h"
 
 namespace shardtrace {
@@ -27,5 +29,18 @@ namespace shardtrace {
 // The diagram text, starting with `flowchart TD` and ending with a newline (no ``` fence).
 // Deterministic; labels escape `"` as `#quot;` so any tensor or op name is valid Mermaid.
 std::string MermaidFlow(const Trace& trace);
+
+// The same flow as one graph per phase (flow_phases.h), a phase of more than 9 nodes cut
+// into pieces at stage boundaries, each laid out small enough to read inline: the nodes of
+// the part in their stages' subgraphs (titled with the scope's last two segments), and a
+// small dashed node `↑ name` for each node of another part an edge comes from. Node and
+// subgraph ids are those of the whole graph.
+struct MermaidPart {
+  FlowPhase phase;
+  int piece = 0;     // 1..pieces when the phase is cut into pieces, else 0
+  int pieces = 1;
+  std::string text;  // an init line keeping subgraph titles clear, `flowchart TD`, ...
+};
+std::vector<MermaidPart> MermaidFlowParts(const Trace& trace);
 
 }  // namespace shardtrace

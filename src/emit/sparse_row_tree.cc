@@ -44,10 +44,12 @@ std::string SortedRowsTree(const Array& sorted_selected_experts, const Array& so
   const int64_t d_size = sorted_experts.shape[0], r_size = sorted_experts.shape[1];
   int64_t e_size = 0;
   for (const float e : sorted_experts.values()) e_size = std::max(e_size, int64_t(e) + 1);
-  std::string out = fmt::format(
-      "sorted_inputs per device as Device → expert → sorted rows (of [D={}] x [R={},M], K={}; "
-      "T = the device's token b*S+s):\n",
-      d_size, r_size, top_k);
+  std::string out = TreeLine(
+      "", "",
+      fmt::format("sorted_inputs per device as Device → expert → sorted rows (of [D={}] x "
+                  "[R={},M], K={}; T = the device's token b*S+s):",
+                  d_size, r_size, top_k),
+      view.width);
   const int64_t shown = ShownDevices(d_size, view);
   const auto same_as_previous = [&](int64_t d) {
     const auto row = [&](const Array& a, int64_t dev) { return a.values().begin() + dev * r_size; };
@@ -103,10 +105,11 @@ std::string RaggedBufferTree(const Array& row_sources, const Array& sorted_selec
   const auto source = [&](int64_t d, int64_t u) {
     return static_cast<int64_t>(row_sources.values()[d * u_size + u]);
   };
-  std::string out = fmt::format(
-      "x per device as Device → buffer rows → sender → expert (of [D={}] x [U={},M]; Dd.Tt = "
-      "device d's token t):\n",
-      d_size, u_size);
+  std::string out = TreeLine("", "",
+                             fmt::format("x per device as Device → buffer rows → sender → expert "
+                                         "(of [D={}] x [U={},M]; Dd.Tt = device d's token t):",
+                                         d_size, u_size),
+                             view.width);
   const int64_t shown = ShownDevices(d_size, view);
   for (int64_t d = 0; d < shown; ++d) {
     // Runs of rows from one sender's consecutive sorted rows.

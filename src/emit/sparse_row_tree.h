@@ -5,7 +5,7 @@
 // The values are the ones each simulated device held inside shard_map (captured by the
 // numeric run); these functions only format them. On a big mesh the trees show the first
 // devices and say how many they leave out; runs of experts with no rows fold into one line,
-// and long row lists wrap within the code block's 120 columns.
+// and long row lists wrap within the code block's 100 columns.
 #pragma once
 
 #include <cstdint>

@@ -27,8 +27,8 @@ namespace {
 using kainjow::mustache::data;
 using kainjow::mustache::mustache;
 
-// Code blocks stay within this many columns (GitHub shows ~120 without scrolling).
-constexpr size_t kCodeWidth = 120;
+// Code blocks stay within this many columns (GitHub shows ~100 without scrolling).
+constexpr size_t kCodeWidth = 100;
 
 // Markdown table cells cannot hold a bare '|'.
 std::string Cell(const std::string& text) {
@@ -53,7 +53,10 @@ data List() { return data(data::type::list); }
 
 // Sizes each letter takes, outside shard_map (global) and inside (per device), in order of
 // first appearance.
-data Definitions(const Trace& trace) {
+// A meaning longer than this goes under the table (rows stay within 200 characters).
+constexpr size_t kLongMeaning = 140;
+
+data Definitions(const Trace& trace, std::vector<std::string>* notes) {
   std::map<char, std::pair<std::vector<int64_t>, std::vector<int64_t>>> sizes;
   for (const TensorRecord& t : trace.tensors) {
     if (t.dims.size() != t.shape.size()) continue;
@@ -84,6 +87,10 @@ data Definitions(const Trace& trace) {
       meaning += "; inside shard_map, this device's local experts";
     data row;
     row.set("letter", DimLabel(letter));
+    if (DisplayWidth(meaning) > kLongMeaning) {
+      notes->push_back(fmt::format("`{}`: {}", DimLabel(letter), meaning));
+      meaning = "(under the table)";
+    }
     row.set("meaning", Cell(meaning));
     row.set("sizes", fmt::format("{}", fmt::join(parts, "; ")));
     rows.push_back(row);
@@ -571,14 +578,36 @@ std::string RenderVisualization(const VisualizationDoc& doc, const Trace& trace)
   view.set("triggers", Strings(triggers));
   view.set("has_notes", !notes.empty());
   view.set("notes", Strings(notes));
+  view.set("overview", doc.overview);
   view.set("flow", doc.flow);
-  view.set("mermaid", doc.mermaid);
+  if (!doc.graphs.empty()) {
+    view.set("graph_title", doc.graphs.front().first);
+    view.set("graph", doc.graphs.front().second);
+  }
+  data more_graphs = List();
+  std::vector<std::string> more_titles, example_titles;
+  for (size_t g = 1; g < doc.graphs.size(); ++g) {
+    data graph;
+    graph.set("title", doc.graphs[g].first);
+    graph.set("text", doc.graphs[g].second);
+    more_graphs.push_back(graph);
+    more_titles.push_back(doc.graphs[g].first);
+  }
+  view.set("has_more_graphs", doc.graphs.size() > 1);
+  view.set("more_graphs", more_graphs);
+  view.set("more_graph_titles", fmt::format("{}", fmt::join(more_titles, ", ")));
+  for (const MarkdownExample& e : doc.examples)
+    example_titles.push_back(e.heading.rfind("Tree: ", 0) == 0 ? e.heading.substr(6) : e.heading);
+  view.set("has_examples", !doc.examples.empty());
+  view.set("example_titles", fmt::format("{}", fmt::join(example_titles, "; ")));
   view.set("source", doc.source);
   view.set("config_files", Cell(fmt::format("{}", fmt::join(doc.config_files, " ← "))));
   view.set("has_variants", !doc.variants.empty());
   view.set("variants", VariantTable(doc.variants));
   view.set("examples", examples);
-  view.set("definitions", Definitions(trace));
+  std::vector<std::string> definition_notes;
+  view.set("definitions", Definitions(trace, &definition_notes));
+  view.set("definition_notes", Strings(definition_notes));
   view.set("tensors", DataStructures(trace));
   view.set("algorithm", Algorithm(trace, doc.moe_line_refs));
   view.set("has_einsums", has_einsums);

@@ -1,10 +1,12 @@
-// One visualization document (visualizations/*.md) as markdown: the title and how to
-// reproduce the trace, when the path runs (the trace's path and notes), the ASCII flow, any
-// worked examples (mask trees), and the "Formal Specification" the visualization
-// conventions ask for, built from the Trace alone: Definitions (the dim letters used and
-// their sizes), Data Structures (every distinct tensor with its placement), Algorithm (the
-// recorded ops as numbered pseudocode, grouped by scope), Einsum Operations (equation and
-// the sum it computes), Collectives, and Invariants (evaluated by trace_invariants.h).
+// One visualization document (visualizations/*.md) as markdown, the answer first: the title,
+// the opening summary (budget, collectives, knobs), the flow's outline and one Mermaid graph
+// visible; folded under <details>: the other phases' graphs, the whole ASCII flow, how to
+// reproduce the trace and when the path runs, the config variants, the worked examples
+// (trees), and the "Formal Specification" the visualization conventions ask for, built from
+// the Trace alone: Definitions (the dim letters used and their sizes), Data Structures
+// (every distinct tensor with its placement), Algorithm (the recorded ops as numbered
+// pseudocode, grouped by scope), Einsum Operations (equation and the sum it computes),
+// Collectives, and Invariants (evaluated by trace_invariants.h).
 //
 // The layout lives in templates/visualization.md.mustache (kainjow mustache, no HTML
 // escaping: the output is markdown). CMake compiles the template into the binary
@@ -14,6 +16,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "emit/trace_invariants.h"
@@ -50,8 +53,10 @@ struct VisualizationDoc {
   std::vector<std::string> config_files;  // Config::loaded_files(): base.yml first
   std::vector<VariantColumn> variants;    // empty: no variant table
   bool moe_line_refs = true;              // the trace is moe.py 313890777: cite its lines
-  std::string flow;                       // AsciiFlow(trace)
-  std::string mermaid;                    // MermaidFlow(trace)
+  std::string overview;                   // FlowOverview(trace): the flow on one screen
+  std::string flow;                       // AsciiFlow(trace): folded
+  // The Mermaid graphs (title, text): the first shown, the others folded.
+  std::vector<std::pair<std::string, std::string>> graphs;
   std::vector<MarkdownExample> examples;
   std::vector<Invariant> invariants;  // TraceInvariants(trace, &captures)
 };

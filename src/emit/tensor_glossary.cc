@@ -202,8 +202,8 @@ std::string ScopeText(std::string_view scope) {
     const std::string_view segment = scope.substr(start, end - start);
     const bool synthetic =
         std::find(kSynthetic.begin(), kSynthetic.end(), segment) != kSynthetic.end();
-    out +=
-        (start == 0 ? "" : "/") + (synthetic ? fmt::format("[{}]", segment) : std::string(segment));
+    out += fmt::format("{}{}{}{}", start == 0 ? "" : "/", synthetic ? "[" : "", segment,
+                       synthetic ? "]" : "");
     start = end + 1;
   }
   return out;

@@ -25,7 +25,7 @@ size_t DisplayWidth(const std::string& text);
 
 // Breaks `text` into lines of at most `width` display columns at spaces (after a ", " where
 // one is not too far left), continuation lines indented by `indent` spaces; a word longer
-// than a line is cut. Code blocks of the visualizations stay within 120 columns this way.
+// than a line is cut. Code blocks of the visualizations stay within 100 columns this way.
 std::vector<std::string> WrapText(const std::string& text, size_t width, size_t indent = 4);
 
 }  // namespace shardtrace

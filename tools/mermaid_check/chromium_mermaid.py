@@ -37,7 +37,9 @@ mermaid.initialize({startOnLoad: false, securityLevel: 'strict', maxTextSize: 10
       const holder = document.createElement('div');
       holder.innerHTML = svg;
       const box = holder.querySelector('svg').getAttribute('viewBox').split(/[ ,]+/).map(Number);
-      out.push({width: box[2], height: box[3], svg: svg});
+      // XMLSerializer, not mermaid's string: its HTML labels hold <br> a .svg file cannot.
+      const xml = new XMLSerializer().serializeToString(holder.querySelector('svg'));
+      out.push({width: box[2], height: box[3], svg: xml});
     } catch (e) {
       out.push({error: String(e && e.message || e)});
     }
