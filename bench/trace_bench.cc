@@ -3,7 +3,7 @@
 #include <benchmark/benchmark.h>
 
 #include "config/run_inputs.h"
-#include "trace/moe_block.h"
+#include "paths/moe_block.h"
 
 namespace shardtrace {
 namespace {

@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "config/run_inputs.h"
-#include "trace/moe_block.h"
+#include "paths/moe_block.h"
 
 namespace shardtrace {
 namespace {

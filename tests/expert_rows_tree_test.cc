@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/visualization_pages.h"
+#include "pages/visualization_pages.h"
 
 namespace shardtrace {
 namespace {

@@ -11,7 +11,7 @@
 #include "config/run_inputs.h"
 #include "numeric/ops.h"
 #include "shard/mesh.h"
-#include "trace/moe_block.h"
+#include "paths/moe_block.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 

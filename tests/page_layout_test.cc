@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/visualization_pages.h"
+#include "pages/visualization_pages.h"
 #include "emit/text_table.h"
 #include "test_support.h"
 

@@ -1,4 +1,4 @@
-// The summary every page opens with (cli/page_summary.h): its budget table and collectives
+// The summary every page opens with (pages/page_summary.h): its budget table and collectives
 // are `trace`'s totals for the same config, each knob row is the trace of its variant, and
 // the summary fits the first screen. Checked on every committed page and on `render` of
 // DeepSeek-V3 (EP32 x FSDP8, 256 devices).
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/visualization_pages.h"
+#include "pages/visualization_pages.h"
 #include "emit/human_bytes.h"
 #include "test_support.h"
 

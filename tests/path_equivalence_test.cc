@@ -10,7 +10,7 @@
 #include "config/run_inputs.h"
 #include "shard/mesh.h"
 #include "test_support.h"
-#include "trace/moe_block.h"
+#include "paths/moe_block.h"
 
 namespace shardtrace {
 namespace {

@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "config/run_inputs.h"
-#include "emit/trace_invariants.h"
+#include "check/trace_invariants.h"
 #include "shard/mesh.h"
 #include "test_support.h"
-#include "trace/moe_block.h"
+#include "paths/moe_block.h"
 
 namespace shardtrace {
 namespace {

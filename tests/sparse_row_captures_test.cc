@@ -11,9 +11,9 @@
 
 #include "config/run_inputs.h"
 #include "test_support.h"
-#include "trace/moe_block.h"
-#include "trace/moe_params.h"
-#include "trace/moe_setup.h"
+#include "paths/moe_block.h"
+#include "paths/moe_params.h"
+#include "paths/moe_setup.h"
 
 namespace shardtrace {
 namespace {

@@ -14,8 +14,8 @@
 
 #include "cli/cli.h"
 #include "config/run_inputs.h"
-#include "trace/moe_params.h"
-#include "trace/moe_setup.h"
+#include "paths/moe_params.h"
+#include "paths/moe_setup.h"
 
 namespace shardtrace::testing {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "numeric/array.h"
-#include "trace/moe_block.h"
+#include "paths/moe_block.h"
 
 namespace shardtrace::testing {
 

@@ -1,7 +1,7 @@
 // Each path-specific invariant on a real numeric run of its page's config: it holds there,
 // and a deliberately broken capture or trace record (one value changed) makes it report a
 // violation instead of passing silently.
-#include "emit/trace_invariants.h"
+#include "check/trace_invariants.h"
 
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -11,9 +11,9 @@
 
 #include "config/run_inputs.h"
 #include "test_support.h"
-#include "trace/moe_block.h"
-#include "trace/moe_params.h"
-#include "trace/moe_setup.h"
+#include "paths/moe_block.h"
+#include "paths/moe_params.h"
+#include "paths/moe_setup.h"
 
 namespace shardtrace {
 namespace {

@@ -17,7 +17,7 @@
 #include "emit/trace_json.h"
 #include "emit/trace_table.h"
 #include "test_support.h"
-#include "trace/moe_block.h"
+#include "paths/moe_block.h"
 
 // Counts heap bytes so a test can prove symbolic mode allocates no tensor data.
 static std::atomic<int64_t> g_allocated{0};

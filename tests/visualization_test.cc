@@ -17,22 +17,22 @@
 #include <tuple>
 #include <vector>
 
-#include "cli/kernel_variants.h"
-#include "cli/visualization_pages.h"
+#include "pages/kernel_variants.h"
+#include "pages/visualization_pages.h"
 #include "config/run_inputs.h"
 #include "emit/ascii_flow.h"
 #include "emit/dim_letters.h"
 #include "emit/human_bytes.h"
 #include "emit/mask_tree.h"
 #include "emit/mermaid_flow.h"
-#include "emit/page_sections.h"
+#include "pages/page_sections.h"
 #include "emit/sparse_row_tree.h"
 #include "emit/tensor_glossary.h"
 #include "emit/text_table.h"
-#include "emit/trace_invariants.h"
+#include "check/trace_invariants.h"
 #include "emit/tree_text.h"
 #include "test_support.h"
-#include "trace/moe_block.h"
+#include "paths/moe_block.h"
 
 namespace shardtrace {
 namespace {

@@ -6,10 +6,10 @@
 #include <catch2/catch.hpp>
 
 #include "config/run_inputs.h"
-#include "trace/moe_block.h"
-#include "trace/spmd_analysis.h"
-#include "trace/spmd_einsum_sharding.h"
-#include "trace/spmd_reshard.h"
+#include "paths/moe_block.h"
+#include "spmd/spmd_analysis.h"
+#include "spmd/spmd_einsum_sharding.h"
+#include "spmd/spmd_reshard.h"
 
 namespace shardtrace {
 namespace {

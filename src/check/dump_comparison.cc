@@ -7,7 +7,7 @@
 #include <optional>
 #include <set>
 
-#include "trace/moe_block.h"
+#include "paths/moe_block.h"
 
 namespace shardtrace {
 namespace {

@@ -8,7 +8,7 @@
 #include "config/override_file.h"
 #include "config/run_inputs.h"
 #include "io/npz.h"
-#include "trace/moe_block.h"
+#include "paths/moe_block.h"
 #include "util/error.h"
 
 namespace shardtrace {

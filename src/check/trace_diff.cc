@@ -8,8 +8,8 @@
 #include <set>
 
 #include "config/run_inputs.h"
-#include "trace/moe_block.h"
-#include "trace/trace_totals.h"
+#include "paths/moe_block.h"
+#include "ir/trace_totals.h"
 #include "util/error.h"
 
 namespace shardtrace {

@@ -20,7 +20,7 @@
 
 #include "shard/axis_rules.h"
 #include "shard/partition_spec.h"
-#include "trace/trace.h"
+#include "ir/trace.h"
 
 namespace shardtrace {
 

@@ -6,7 +6,7 @@
 
 #include "cli/commands.h"
 #include "config/run_inputs.h"
-#include "trace/moe_setup.h"
+#include "paths/moe_setup.h"
 
 namespace shardtrace {
 namespace {

@@ -9,7 +9,7 @@
 #include <optional>
 
 #include "cli/commands.h"
-#include "cli/visualization_pages.h"
+#include "pages/visualization_pages.h"
 #include "io/atomic_file.h"
 #include "io/input_file.h"
 #include "util/error.h"

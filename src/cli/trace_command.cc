@@ -8,7 +8,7 @@
 #include "emit/trace_json.h"
 #include "emit/trace_table.h"
 #include "io/npz.h"
-#include "trace/moe_block.h"
+#include "paths/moe_block.h"
 #include "util/error.h"
 #include "util/progress.h"
 

@@ -11,7 +11,7 @@
 #include "emit/tensor_glossary.h"
 #include "emit/text_table.h"
 #include "emit/xla_spmd_text.h"
-#include "trace/trace_totals.h"
+#include "ir/trace_totals.h"
 
 namespace shardtrace {
 namespace {

@@ -1,4 +1,4 @@
-// How the emitters write the trace's dim letters (TensorRecord::dims, trace/trace.h) for a
+// How the emitters write the trace's dim letters (TensorRecord::dims, ir/trace.h) for a
 // reader: each letter's label (most are the letter itself; a dim moe.py folds from two, such
 // as local_permute's P*E slots, or a fixed size that is not the letter it resembles, such as
 // the top 2 experts of a routing group, gets a label that says so), its meaning in the
@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "trace/trace.h"
+#include "ir/trace.h"
 
 namespace shardtrace {
 

@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <string>
 
-#include "trace/trace.h"
+#include "ir/trace.h"
 
 namespace shardtrace {
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "trace/trace.h"
+#include "ir/trace.h"
 
 namespace shardtrace {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "trace/trace.h"
+#include "ir/trace.h"
 
 namespace shardtrace {
 

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "emit/flow_phases.h"
-#include "trace/trace.h"
+#include "ir/trace.h"
 
 namespace shardtrace {
 

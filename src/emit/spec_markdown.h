@@ -19,8 +19,8 @@
 #include <utility>
 #include <vector>
 
-#include "emit/trace_invariants.h"
-#include "trace/trace.h"
+#include "check/trace_invariants.h"
+#include "ir/trace.h"
 
 namespace shardtrace {
 
@@ -46,7 +46,7 @@ struct VariantColumn {
 struct VisualizationDoc {
   std::string title;
   std::string summary;  // one markdown paragraph
-  // The opening "## Summary" section (cli/page_summary.h), markdown; empty for none.
+  // The opening "## Summary" section (pages/page_summary.h), markdown; empty for none.
   std::string summary_section;
   std::string command;  // the `shardtrace trace ...` line that reproduces the trace
   std::string source;   // what the trace follows: moe.py at a revision, or a proposal

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "trace/trace.h"
+#include "ir/trace.h"
 
 namespace shardtrace {
 

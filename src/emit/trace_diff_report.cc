@@ -8,7 +8,7 @@
 #include "emit/dim_letters.h"
 #include "emit/human_bytes.h"
 #include "emit/text_table.h"
-#include "trace/trace_totals.h"
+#include "ir/trace_totals.h"
 
 namespace shardtrace {
 namespace {

@@ -2,8 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "emit/fact_text.h"
-#include "trace/trace_totals.h"
+#include "ir/fact_text.h"
+#include "ir/trace_totals.h"
 
 namespace shardtrace {
 namespace {

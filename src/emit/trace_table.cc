@@ -7,11 +7,11 @@
 #include <cmath>
 
 #include "emit/dim_letters.h"
-#include "emit/fact_text.h"
+#include "ir/fact_text.h"
 #include "emit/human_bytes.h"
 #include "emit/text_table.h"
 #include "emit/xla_spmd_text.h"
-#include "trace/trace_totals.h"
+#include "ir/trace_totals.h"
 
 namespace shardtrace {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "trace/trace.h"
+#include "ir/trace.h"
 
 namespace shardtrace {
 

@@ -1,4 +1,4 @@
-// Text for what the SPMD analysis (trace/spmd_analysis.h) adds to a Trace, shared by the emitters
+// Text for what the SPMD analysis (spmd/spmd_analysis.h) adds to a Trace, shared by the emitters
 // that show it: an implied collective's label (`all-gather ⇄ xla`, visibly not a collective moe.py
 // writes) and the reshard it performs, and the per-device memory breakdown.
 #pragma once
@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "trace/trace.h"
+#include "ir/trace.h"
 
 namespace shardtrace {
 

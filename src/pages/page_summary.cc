@@ -1,0 +1,166 @@
+#include "pages/page_summary.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+#include <cstdlib>
+
+#include "emit/ascii_flow.h"
+#include "emit/human_bytes.h"
+#include "numeric/array.h"
+#include "util/error.h"
+
+namespace shardtrace {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// "+1.5 KiB", "-2.0 KiB", "0 B".
+std::string SignedBytes(int64_t delta) {
+  if (delta == 0) return "0 B";
+  return fmt::format("{}{}", delta > 0 ? "+" : "-", HumanBytes(std::llabs(delta)));
+}
+
+// "+12%" against `base`; empty when base is 0.
+std::string Percent(int64_t delta, int64_t base) {
+  if (base == 0 || delta == 0) return "";
+  const double pct = 100.0 * static_cast<double>(delta) / static_cast<double>(base);
+  return std::abs(pct) < 1 ? fmt::format(" ({:+.1f}%)", pct) : fmt::format(" ({:+.0f}%)", pct);
+}
+
+std::string Plural(int n, const char* word) { return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s"); }
+
+std::string PathLine(const Trace& trace) {
+  std::vector<std::string> reasons;
+  for (const std::string& note : trace.notes)
+    if (note.rfind("path: ", 0) == 0) reasons.push_back(note.substr(6));
+  std::string why;
+  if (!reasons.empty())
+    why = fmt::format(", because {}", fmt::join(reasons, "; "));
+  else if (trace.reference_path)
+    why = ", selected by `--path masked_loop` (shardtrace's reference, no moe.py branch)";
+  else
+    why = ", called directly by the decoder layer (no path selection)";
+  return fmt::format("**Path** `{}` on `{}` ({} devices){}.", trace.path, trace.mesh,
+                     trace.num_devices, why);
+}
+
+std::string BudgetTable(const Trace& trace, const TraceTotals& totals) {
+  const MemoryEstimate& m = *trace.memory;
+  std::string by_dtype;
+  for (const auto& [dtype, bytes] : m.parameter_bytes_by_dtype)
+    by_dtype += fmt::format("{}{} {}", by_dtype.empty() ? "" : ", ", ToString(dtype), HumanBytes(bytes));
+  std::string largest = "nothing live";
+  if (!m.at_peak.empty()) {
+    const TensorRecord& t = trace.tensors[m.at_peak.front().tensor];
+    largest = fmt::format("largest buffer: `{}` {}{} {}", t.name, ShortDtype(t.dtype),
+                          ShapeToString(t.local_shape), HumanBytes(m.at_peak.front().bytes));
+  }
+  int written = 0, implied = 0;
+  for (const CollectiveTotal& c : totals.collectives) (c.written ? written : implied) += c.count;
+  std::string out = "| per device, forward pass | bytes | |\n|---|---|---|\n";
+  out += fmt::format("| parameters | {} | {} |\n", HumanBytes(m.parameter_bytes), by_dtype);
+  out += fmt::format("| block input | {} | |\n", HumanBytes(m.input_bytes));
+  out += fmt::format("| peak temporaries | {} | {} |\n", HumanBytes(m.peak_temporary_bytes), largest);
+  out += fmt::format("| **peak** | **{}** | parameters + input + peak temporaries |\n",
+                     HumanBytes(m.peak_bytes()));
+  out += fmt::format("| communication per layer, written in moe.py | {} | {} |\n",
+                     HumanBytes(totals.collective_bytes_sent_per_device), Plural(written, "collective"));
+  out += fmt::format("| communication per layer, inserted by XLA | {} | {} |\n",
+                     HumanBytes(totals.implied_bytes_sent_per_device), Plural(implied, "collective"));
+  return out;
+}
+
+std::string FitLine(int64_t peak, const std::vector<Accelerator>& accelerators) {
+  std::vector<std::string> items;
+  for (const Accelerator& a : accelerators) {
+    const double share = static_cast<double>(peak) / (a.gib * kGiB);
+    const std::string pct = share < 0.001 ? "<0.1%" : fmt::format("{:.1f}%", 100 * share);
+    items.push_back(fmt::format("{} {:g} GiB {} {}", a.name, a.gib, share <= 1 ? "fits," : "does not fit,", pct));
+  }
+  return fmt::format("Peak against HBM per device: {}.", fmt::join(items, " · "));
+}
+
+std::string CollectiveTable(const TraceTotals& totals) {
+  if (totals.collectives.empty()) return "No collectives: every device computes its part alone.\n";
+  std::string out = "| collective per layer | origin | mesh axes | count | sent / device |\n|---|---|---|---|---|\n";
+  for (const CollectiveTotal& c : totals.collectives)
+    out += fmt::format("| {} | {} | {} | {} | {} |\n", c.written ? ToString(c.kind) : HloName(c.kind),
+                       c.written ? "moe.py" : "XLA", fmt::join(c.axes, ", "), c.count,
+                       HumanBytes(c.bytes_sent_per_device));
+  return out;
+}
+
+// "sparse_matmul/ragged_all_to_all" of "sparse_matmul/ragged_all_to_all (EP=4, ...)": the
+// sizes in parentheses are the knob's own values, which the row's change names.
+std::string PathKind(const std::string& path) { return path.substr(0, path.find(" (")); }
+
+std::string KnobTable(const std::vector<KnobRun>& knobs) {
+  if (knobs.empty() || !knobs.front().not_traced.empty()) return "";
+  const KnobRun& base = knobs.front();
+  const int64_t base_comm = base.written_bytes + base.implied_bytes;
+  std::string out =
+      "Knobs that change this: each row traces this config with the change (symbolic, "
+      "balanced routing, the same devices), Δ against the first row.\n\n"
+      "| change | path | peak / device | Δ peak | sent / device | Δ sent |\n"
+      "|---|---|---|---|---|---|\n";
+  std::vector<std::string> untraced;
+  for (const KnobRun& k : knobs) {
+    if (!k.not_traced.empty()) {
+      untraced.push_back(fmt::format("{} ({})", k.change, k.not_traced));
+      continue;
+    }
+    const bool first = &k == &base;
+    const int64_t comm = k.written_bytes + k.implied_bytes;
+    const int64_t dpeak = k.peak_bytes - base.peak_bytes, dcomm = comm - base_comm;
+    out += fmt::format("| {} | {} | {} | {} | {} | {} |\n", k.change,
+                       first || PathKind(k.path) != PathKind(base.path)
+                           ? fmt::format("`{}`", PathKind(k.path))
+                           : "same",
+                       HumanBytes(k.peak_bytes),
+                       first ? "" : SignedBytes(dpeak) + Percent(dpeak, base.peak_bytes),
+                       HumanBytes(comm), first ? "" : SignedBytes(dcomm) + Percent(dcomm, base_comm));
+  }
+  if (!untraced.empty()) out += fmt::format("\nNot traced: {}.\n", fmt::join(untraced, "; "));
+  return out;
+}
+
+}  // namespace
+
+std::vector<Accelerator> DefaultAccelerators() {
+  return {{"TPU v5e", 16}, {"TPU v6e", 32}, {"TPU v5p", 95}, {"H100", 80}, {"H200", 141}};
+}
+
+Accelerator ParseAccelerator(const std::string& text) {
+  const size_t eq = text.find('=');
+  if (eq != std::string::npos && eq > 0) {
+    const std::string number = text.substr(eq + 1);
+    char* end = nullptr;
+    const double gib = std::strtod(number.c_str(), &end);
+    if (!number.empty() && end == number.c_str() + number.size() && gib > 0)
+      return {text.substr(0, eq), gib};
+  }
+  Fail("--hbm '{}': expected NAME=GIB, an accelerator name and its HBM per device in GiB "
+       "(e.g. MI300X=192)",
+       text);
+}
+
+std::string SummaryMarkdown(const SummaryInput& in) {
+  const Trace& trace = *in.trace;
+  std::string out = "## Summary\n\n" + PathLine(trace) + "\n\n";
+  if (trace.memory) {
+    out += BudgetTable(trace, in.totals) + "\n";
+    out += FitLine(trace.memory->peak_bytes(), in.accelerators);
+  }
+  out += fmt::format(
+      "{}Every figure is per device for one layer's **forward pass** (shardtrace traces no "
+      "backward pass), from this run's totals{}.\n\n",
+      trace.memory ? " " : "", in.legend.empty() ? "" : "; " + in.legend);
+  out += CollectiveTable(in.totals);
+  const std::string knobs = KnobTable(in.knobs);
+  if (!knobs.empty()) out += "\n" + knobs;
+  return out;
+}
+
+}  // namespace shardtrace

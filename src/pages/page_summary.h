@@ -1,0 +1,43 @@
+// The summary every visualization page (generate and render) opens with, at most 40 lines:
+// the path and the conditions that chose it; the per-device budget of the forward pass
+// (parameters, block input, peak temporaries with the largest buffer named, communication
+// per layer written in moe.py and inserted by XLA) and how the peak fits the HBM of common
+// accelerators; the collectives per layer; and the knobs that change this, each a traced
+// variant (knob_variants.h). Every figure is read from the run's totals (TraceTotals,
+// Trace::memory) or a variant's: this file formats, it never adds up or estimates.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "pages/knob_variants.h"
+#include "ir/trace.h"
+#include "ir/trace_totals.h"
+
+namespace shardtrace {
+
+// An accelerator's HBM per device.
+struct Accelerator {
+  std::string name;  // "TPU v5e"
+  double gib = 0;    // 16
+};
+
+// TPU v5e 16 GiB, TPU v6e 32 GiB, TPU v5p 95 GiB, H100 80 GiB, H200 141 GiB.
+std::vector<Accelerator> DefaultAccelerators();
+
+// `--hbm NAME=GIB` ("MI300X=192"): throws Error naming the flag's text when it is not a name,
+// '=' and a positive number of GiB.
+Accelerator ParseAccelerator(const std::string& text);
+
+struct SummaryInput {
+  const Trace* trace = nullptr;  // the page's run (Trace::memory set by the SPMD analysis)
+  TraceTotals totals;            // ComputeTotals(*trace)
+  std::vector<KnobRun> knobs;    // TraceKnobs(...): the config as given first
+  std::vector<Accelerator> accelerators = DefaultAccelerators();
+  std::string legend;  // markdown naming the legend ("[legend](README.md#legend)")
+};
+
+// The "## Summary" section, ending with a newline.
+std::string SummaryMarkdown(const SummaryInput& in);
+
+}  // namespace shardtrace

@@ -1,0 +1,312 @@
+#include "paths/moe_block.h"
+
+#include "config/config.h"
+#include "shard/axis_rules.h"
+#include "shard/mesh.h"
+#include "paths/dense_matmul.h"
+#include "paths/masked_loop.h"
+#include "paths/mlp_block.h"
+#include "paths/routing.h"
+#include "paths/sparse_matmul.h"
+#include "paths/sparse_pipeline.h"
+#include "spmd/spmd_analysis.h"
+#include "paths/traced_ops.h"
+#include "util/error.h"
+#include "util/thread_pool.h"
+
+namespace shardtrace {
+
+namespace tr = traced;
+
+Block ParseBlock(const std::string& name) {
+  if (name == "moe") return Block::kMoe;
+  if (name == "mlp") return Block::kMlp;
+  if (name == "shared") return Block::kShared;
+  Fail("--block {}: expected moe, mlp or shared", name);
+}
+
+bool UsesSharedExperts(const MoeSetup& s) {
+  return (s.decoder_block == "deepseek" || s.decoder_block == "llama4" ||
+          s.decoder_block == "gemma4") &&
+         s.shared_hidden > 0;
+}
+
+bool HasSharedExpertMlp(const MoeSetup& s) {
+  return UsesSharedExperts(s) || (s.qwen3_next_block && s.shared_hidden > 0);
+}
+
+namespace {
+
+PathOutput RoutedMoE(const MoeContext& ctx, const Value& inputs_in, const MoeParams& p,
+                     bool shared_wrapper, bool masked_loop) {
+  Tracer& t = ctx.t;
+  const MoeSetup& s = ctx.setup;
+  const MoeSettings& settings = ctx.settings();
+  const auto scope = t.Scope("RoutedMoE");
+  // RoutedAndSharedMoE always builds its routed block with gate axes ('embed_moe', None); the
+  // release gives the router its own logical axis, ('embed_router', None).
+  const std::string shared_gate_axis =
+      settings.revision.semantics == MoeSemantics::kRelease ? "embed_router" : "embed_moe";
+  const LogicalAxes gate_axes = shared_wrapper || s.decoder_block == "deepseek" ||
+                                        s.decoder_block == "llama4" || s.decoder_block == "gemma4"
+                                    ? LogicalAxes{shared_gate_axis, std::nullopt}
+                                    : LogicalAxes{"embed", std::nullopt};
+  LogicalAxes wi_axes{"exp", "embed_moe", "mlp_moe"}, wo_axes{"exp", "mlp_moe", "embed_moe"};
+  if (settings.shard_exp_on_fsdp) {
+    wi_axes = {"embed_moe", std::nullopt, "mlp_moe"};
+    wo_axes = {"embed_moe", "mlp_moe", std::nullopt};
+  } else if (settings.use_2d_fsdp_sharding) {
+    wi_axes = wo_axes = {"embed_moe", "mlp_moe", std::nullopt};
+  } else if (settings.use_batch_split_schedule) {
+    wi_axes = {"embed_moe", std::nullopt, "expert_only"};
+    wo_axes = {"embed_moe", "expert_only", std::nullopt};
+  }
+  const Value gate_kernel = t.Weight({"gate.kernel", "ME"}, p.gate_kernel, gate_axes);
+  std::optional<Value> gate_bias;
+  if (settings.routed_bias) {
+    const auto cond = t.Condition("routed_bias");
+    gate_bias = t.Weight({"gate.bias", "E"}, *p.gate_bias, LogicalAxes{std::nullopt});
+  }
+  const Value wi_0 = t.Weight({"wi_0", "EMH"}, p.wi_0, wi_axes);
+  const Value wi_1 = t.Weight({"wi_1", "EMH"}, p.wi_1, wi_axes);
+  const Value wo = t.Weight({"wo", "EHM"}, p.wo, wo_axes);
+  std::optional<Value> wi_0_bias, wi_1_bias, wo_bias, per_expert_scale;
+  if (settings.mlp_bias) {
+    const auto cond = t.Condition("mlp_bias");
+    wi_0_bias = t.Weight({"wi_0_bias", "EH"}, *p.wi_0_bias, {"exp", "activation_mlp"});
+    wi_1_bias = t.Weight({"wi_1_bias", "EH"}, *p.wi_1_bias, {"exp", "activation_mlp"});
+    wo_bias = t.Weight({"wo_bias", "EM"}, *p.wo_bias, {"exp", "activation_embed"});
+  }
+  if (s.decoder_block == "gemma4") {
+    const auto cond = t.Condition("decoder_block == gemma4");
+    per_expert_scale = t.Weight({"per_expert_scale", "E"}, *p.per_expert_scale, {"exp"});
+  }
+
+  const Value inputs = tr::Cast(t, inputs_in, s.dtype, {"inputs", "BSM"});
+  const GateOutput gate = GateLogit(ctx, inputs, gate_kernel, gate_bias);
+  ctx.Capture("gate_logits", gate.gate_logits.array());
+  if (gate.pre_bias_logits) ctx.Capture("pre_bias_logits", gate.pre_bias_logits->array());
+
+  ExpertKernels k;
+  k.wo = tr::Cast(t, wo, s.dtype, {"wo_kernel", "EHM"});
+  k.w0 = tr::Cast(t, wi_0, s.dtype, {"w0_kernel", "EMH"});
+  k.w1 = tr::Cast(t, wi_1, s.dtype, {"w1_kernel", "EMH"});
+  if (per_expert_scale) {
+    const auto cond = t.Condition("decoder_block == gemma4");
+    const Value scale = tr::Cast(t, *per_expert_scale, s.dtype, {"per_expert_scale", "E"});
+    k.wo = t.Apply({OpKind::kMul, "", {{"broadcast", "per_expert_scale[:, None, None]"}}},
+                   {&k.wo, &scale}, {"wo_kernel", "EHM"}, [](const std::vector<const Array*>& a) {
+                     return Mul(*a[0], Reshape(*a[1], {a[1]->shape[0], 1, 1}));
+                   });
+  }
+  if (wi_0_bias) {
+    const auto cond = t.Condition("mlp_bias");
+    k.w0_bias = tr::Cast(t, *wi_0_bias, s.dtype, {"w0_bias", "EH"});
+    k.w1_bias = tr::Cast(t, *wi_1_bias, s.dtype, {"w1_bias", "EH"});
+    k.wo_bias = tr::Cast(t, *wo_bias, s.dtype, {"wo_bias", "EM"});
+  }
+  if (masked_loop) return MaskedLoop(ctx, inputs, gate.gate_logits, gate.pre_bias_logits, k);
+  switch (s.path) {
+    case MoePath::kFusedVllm:
+      Fail(
+          "attention=vllm_rpa: the fused tpu_inference MoE kernel is not simulated; unset "
+          "attention");
+    case MoePath::kSparse:
+      if (settings.num_moe_emb_chunks > 0)
+        return SparsePipeline(ctx, inputs, gate.gate_logits, gate.pre_bias_logits, k);
+      return SparseMatmul(ctx, inputs, gate.gate_logits, gate.pre_bias_logits, k);
+    case MoePath::kDenseDropless:
+    case MoePath::kDenseDropping:
+      return DenseMatmul(ctx, inputs, gate.gate_logits, gate.pre_bias_logits, k);
+  }
+  Fail("unknown MoE path");
+}
+
+// Qwen3NextSparseMoeBlock.__call__ after its routed experts: the shared expert (an MlpBlock
+// of width moe_mlp_dim) on every token, scaled per token by the sigmoid of a DenseGeneral
+// gate [M, 1] with kernel axes ('embed', None), computed in dtype; added to `routed`.
+Value SharedExpertGated(const MoeContext& ctx, const Value& inputs, const MoeParams& p,
+                        const Value& routed) {
+  Tracer& t = ctx.t;
+  const MoeSetup& s = ctx.setup;
+  const Value shared_out = MlpBlock(t, s.settings, inputs, *p.shared, "shared_expert");
+  Value gate_out;
+  {
+    const auto scope = t.Scope("shared_expert_gate");
+    const Value kernel = t.Weight({"shared_expert_gate.kernel", "M1"}, *p.shared_expert_gate,
+                                  LogicalAxes{"embed", std::nullopt});
+    const Value x = tr::Cast(t, inputs, s.dtype, {"inputs", "BSM"});
+    const Value k = tr::Cast(t, kernel, s.dtype, {"shared_expert_gate.kernel", "M1"});
+    gate_out = tr::Einsum(t, "BSM,MO -> BSO", x, k, s.dtype, {"shared_gate_output", "BS1"});
+  }
+  const Value gate = tr::Activation(t, "sigmoid", gate_out, {"shared_gate", "BS1"});
+  const Value scaled =
+      tr::Binary(t, OpKind::kMul, gate, shared_out, {"shared_expert_output", "BSM"});
+  const Value output = tr::Binary(t, OpKind::kAdd, routed, scaled, {"output", "BSM"});
+  // The parts of output == routed + sigmoid(gate) * shared.
+  ctx.Capture("routed_experts output", routed.array());
+  ctx.Capture("shared_expert output", shared_out.array());
+  ctx.Capture("shared_expert_gate output", gate_out.array());
+  return output;
+}
+
+}  // namespace
+
+BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
+                  const MoeParams& params, Block block, bool numeric, bool masked_loop) {
+  RunOptions options;
+  options.numeric = numeric;
+  options.masked_loop = masked_loop;
+  return RunBlock(config, mesh, setup, params, block, options);
+}
+
+BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
+                  const MoeParams& params, Block block, const RunOptions& options) {
+  const bool masked_loop = options.masked_loop;
+  Tracer t(mesh, config.logical_axis_rules(), options.numeric);
+  // Symbolic runs compute nothing worth a thread.
+  std::optional<ThreadPool> pool;
+  if (options.numeric && options.threads != 1) {
+    pool.emplace(options.threads);
+    t.set_pool(&*pool);
+  }
+  t.set_summaries(options.summaries);
+  t.set_progress(options.progress);
+  BlockRun run;
+  MoeContext ctx{setup, t, run.captures};
+  const bool shared = UsesSharedExperts(setup);
+  if (block == Block::kMlp) {
+    t.trace().block = "mlp";
+    t.trace().path = "MlpBlock (dense layer, intermediate mlp_dim)";
+    const Value inputs = t.Input({"inputs", "BSM"}, params.inputs);
+    const Value out = MlpBlock(t, setup.settings, inputs, *params.dense, "MlpBlock");
+    ctx.Capture("output", out.array());
+    t.trace().input = inputs.tensor;
+    t.trace().output = out.tensor;
+  } else if (block == Block::kShared) {
+    if (!HasSharedExpertMlp(setup))
+      Fail(
+          "--block shared: decoder_block {} with shared_experts={} has no shared experts "
+          "(RoutedAndSharedMoE is used by deepseek, llama4 and gemma4, Qwen3NextSparseMoeBlock "
+          "by qwen3_next and qwen3_5, with shared_experts > 0)",
+          setup.decoder_block, setup.settings.shared_experts);
+    t.trace().block = "shared";
+    t.trace().path = shared ? "RoutedAndSharedMoE.shared_experts (MlpBlock)"
+                            : "Qwen3NextSparseMoeBlock.shared_expert (MlpBlock)";
+    const Value inputs = t.Input({"inputs", "BSM"}, params.inputs);
+    const Value out = MlpBlock(t, setup.settings, inputs, *params.shared,
+                               shared ? "shared_experts" : "shared_expert");
+    ctx.Capture("output", out.array());
+    t.trace().input = inputs.tensor;
+    t.trace().output = out.tensor;
+  } else {
+    if (setup.num_experts <= 1)
+      Fail(
+          "num_experts={}: the model has no MoE layers (model_name={}); set num_experts or use "
+          "--block mlp",
+          setup.num_experts, setup.model_name);
+    t.trace().block = "moe";
+    t.trace().path = masked_loop
+                         ? "masked_loop (reference: every expert on every token, masked by top-k)"
+                         : setup.PathLabel();
+    // Seed semantics are the default and say nothing; a trace that follows the release says so.
+    const MaxTextRevision& revision = setup.settings.revision;
+    if (revision.semantics != MoeSemantics::kSeed)
+      t.Note(fmt::format("semantics: moe.py of MaxText {} ({})", revision.name, revision.why));
+    t.trace().reference_path = masked_loop;
+    t.trace().routing = setup.routing_reasons;
+    if (shared)
+      t.Note(
+          fmt::format("path: the decoder layer builds RoutedAndSharedMoE (shared_experts {} > 0, "
+                      "decoder_block {}): the routed experts plus a shared linears.MlpBlock, added "
+                      "(moe.py:2169-2181)",
+                      setup.settings.shared_experts, setup.decoder_block));
+    const bool qwen3_next_shared = setup.qwen3_next_block && setup.shared_hidden > 0;
+    if (setup.qwen3_next_block)
+      t.Note(fmt::format(
+          "path: decoder_block {} builds qwen3.py's Qwen3NextSparseMoeBlock: {}",
+          setup.decoder_block,
+          qwen3_next_shared
+              ? "routed_experts (RoutedMoE) + sigmoid(shared_expert_gate(x)) * shared_expert(x), "
+                "a shared linears.MlpBlock of width moe_mlp_dim and a DenseGeneral gate [M, 1]"
+              : "shared_experts 0, so routed_experts (RoutedMoE) alone"));
+    if (!masked_loop) {
+      for (const std::string& r : setup.path_reasons) t.Note("path: " + r);
+      for (const std::string& n : setup.notes) t.Note(n);
+    }
+    const auto scope = t.Scope(shared                   ? "RoutedAndSharedMoE"
+                               : setup.qwen3_next_block ? "Qwen3NextSparseMoeBlock"
+                                                        : "");
+    const Value inputs = t.Input({"inputs", "BSM"}, params.inputs);
+    PathOutput routed = RoutedMoE(ctx, inputs, params, shared, masked_loop);
+    Value output = routed.output;
+    if (qwen3_next_shared) {
+      output = SharedExpertGated(ctx, inputs, params, routed.output);
+    } else if (shared) {
+      const Value shared_out =
+          MlpBlock(t, setup.settings, inputs, *params.shared, "shared_experts");
+      output = tr::Binary(t, OpKind::kAdd, routed.output, shared_out, {"output", "BSM"});
+      // The two addends, for the invariant output == routed + shared.
+      ctx.Capture("routed_experts output", routed.output.array());
+      ctx.Capture("shared_experts output", shared_out.array());
+    }
+    ctx.Capture("output", output.array());
+    t.trace().input = inputs.tensor;
+    t.trace().output = output.tensor;
+    const auto indices = run.captures.find("top_k_indices");
+    if (indices != run.captures.end()) {
+      // Every path reports the routing load: (token, k) choices per expert, whole batch.
+      const Array counts =
+          Bincount(Reshape(indices->second, {indices->second.size()}), setup.num_experts);
+      // The golden format's group_sizes is this whole-batch count, on every path.
+      run.captures.try_emplace("group_sizes", counts);
+      t.AddFact({FactKind::kTokensPerExpert,
+                 "",
+                 "RoutedMoE",
+                 {setup.num_experts},
+                 std::vector<double>(counts.values().begin(), counts.values().end()),
+                 {}});
+    }
+    if (routed.lb_loss) ctx.Capture("lb_loss", routed.lb_loss->array());
+    if (routed.bias_updates) ctx.Capture("bias_updates", routed.bias_updates->array());
+  }
+  run.trace = std::move(t).Finish();
+  // The decoder layer's constraint on the normed hidden states, which the block receives.
+  const LogicalAxes arrival =
+      LogicalNames({"activation_batch", "activation_norm_length", "activation_embed"});
+  AnalyzeSpmd(mesh, &run.trace,
+              ResolveLogicalAxes(arrival, config.logical_axis_rules(), &mesh).spec);
+  return run;
+}
+
+std::vector<Block> ModelBlocks(const MoeSetup& setup) {
+  const bool moe = setup.num_experts > 1;
+  const bool dense_layers =
+      !moe || setup.dense_layers > 0 || setup.settings.interleave_moe_layer_step > 1;
+  std::vector<Block> blocks;
+  if (dense_layers) blocks.push_back(Block::kMlp);
+  if (moe) {
+    blocks.push_back(Block::kMoe);
+    if (HasSharedExpertMlp(setup)) blocks.push_back(Block::kShared);
+  }
+  return blocks;
+}
+
+std::vector<DumpEntry> DumpModel(const Config& config, const Mesh& mesh) {
+  const MoeSetup setup = MakeMoeSetup(config, mesh);
+  const int n_act = static_cast<int>(setup.settings.mlp_activations.size());
+  const MoeParams params = MakeParams(setup, n_act, /*numeric=*/false, 0);
+  std::vector<DumpEntry> entries;
+  auto append = [&](Block block) {
+    for (DumpEntry& e : RunBlock(config, mesh, setup, params, block, false).trace.dump) {
+      bool seen = false;
+      for (const DumpEntry& x : entries)
+        seen |= x.description == e.description && x.type == e.type && x.spec == e.spec;
+      if (!seen) entries.push_back(std::move(e));
+    }
+  };
+  for (const Block block : ModelBlocks(setup)) append(block);
+  return entries;
+}
+
+}  // namespace shardtrace

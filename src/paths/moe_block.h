@@ -1,0 +1,65 @@
+// The blocks shardtrace runs, as MaxText's decoder layers call them: RoutedMoE.__call__
+// (GateLogit, kernel casts, path selection into dense_matmul / sparse_matmul),
+// RoutedAndSharedMoE (routed experts + shared-expert MlpBlock, summed), qwen3.py's
+// Qwen3NextSparseMoeBlock (routed + sigmoid(gate) * shared expert) and the dense MlpBlock. RunBlock
+// records one block into a Trace; DumpModel reproduces MaxText's debug_sharding activation dump for
+// every MLP/MoE block the model config implies.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "paths/moe_params.h"
+#include "paths/moe_setup.h"
+#include "ir/trace.h"
+
+namespace shardtrace {
+
+class Config;
+class Progress;
+class Mesh;
+
+enum class Block { kMoe, kMlp, kShared };
+Block ParseBlock(const std::string& name);  // "moe" | "mlp" | "shared"
+
+struct BlockRun {
+  Trace trace;
+  std::map<std::string, Array> captures;  // global numeric arrays by golden-format name
+};
+
+// True when the decoder wraps the routed experts in RoutedAndSharedMoE.
+bool UsesSharedExperts(const MoeSetup& setup);
+// True when the layer's MoE holds a shared-expert MlpBlock: RoutedAndSharedMoE's
+// shared_experts or Qwen3NextSparseMoeBlock's shared_expert (`--block shared`).
+bool HasSharedExpertMlp(const MoeSetup& setup);
+
+struct RunOptions {
+  bool numeric = false;
+  // Run the masked-loop reference (paths/masked_loop.h) instead of the path
+  // RoutedMoE.__call__ would select.
+  bool masked_loop = false;
+  // Per-tensor values summaries (min/max/mean), for outputs that print them.
+  bool summaries = true;
+  // Threads simulating devices (and experts) in numeric runs: 0 = hardware_concurrency,
+  // 1 = serial. The trace is bit-identical for every value.
+  int threads = 0;
+  // Status line (op and device being computed); null for none.
+  Progress* progress = nullptr;
+};
+
+BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
+                  const MoeParams& params, Block block, const RunOptions& options);
+// Shorthand: summaries on, all hardware threads.
+BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
+                  const MoeParams& params, Block block, bool numeric, bool masked_loop = false);
+
+// The blocks a model's decoder layers run, in MaxText's order: a dense MlpBlock (when the
+// model has dense layers), the routed MoE block, then its shared experts.
+std::vector<Block> ModelBlocks(const MoeSetup& setup);
+
+// input_shardings.json entries of the model's blocks in MaxText's order: a dense MlpBlock
+// (when the model has dense layers), the MoE block, then its shared experts.
+std::vector<DumpEntry> DumpModel(const Config& config, const Mesh& mesh);
+
+}  // namespace shardtrace

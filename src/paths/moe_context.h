@@ -1,0 +1,56 @@
+// MoeContext: what every path function of the MoE block shares: the config, the derived
+// setup, the tracer, and the arrays captured for golden checks (gate_logits, top_k_indices,
+// group_sizes, ... as global arrays).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "paths/moe_setup.h"
+#include "paths/tracer.h"
+
+namespace shardtrace {
+
+struct MoeContext {
+  const MoeSetup& setup;
+  Tracer& t;
+  std::map<std::string, Array>& captures;
+
+  DType dtype() const { return setup.dtype; }
+  const MoeSettings& settings() const { return setup.settings; }
+  // Records `value` (global, numeric) under `name` for golden comparison.
+  void Capture(const std::string& name, const Array& value) const {
+    if (value.numeric()) captures.insert_or_assign(name, value);
+  }
+  // Records per-device blocks (inside shard_map, numeric) stacked as [devices, ...] under
+  // `name`: what each virtual device holds, which no global array shows (the sorted rows
+  // and ragged buffers the pages draw as trees).
+  void CapturePerDevice(const std::string& name, const std::vector<Array>& shards) const {
+    if (shards.empty() || !shards.front().numeric()) return;
+    Shape shape = shards.front().shape;
+    std::vector<float> data;
+    for (const Array& a : shards) {
+      if (a.shape != shape) return;  // ragged blocks do not stack
+      data.insert(data.end(), a.values().begin(), a.values().end());
+    }
+    shape.insert(shape.begin(), static_cast<int64_t>(shards.size()));
+    captures.insert_or_assign(name, Array::FromData(shape, shards.front().dtype, std::move(data)));
+  }
+};
+
+// Kernels and biases of the routed experts after RoutedMoE.__call__ cast them to dtype.
+struct ExpertKernels {
+  Value w0, w1, wo;
+  std::optional<Value> w0_bias, w1_bias, wo_bias;
+};
+
+// What a routed-experts path returns: output [B,S,M], lb_loss [], bias_updates [E].
+struct PathOutput {
+  Value output;
+  std::optional<Value> lb_loss;
+  std::optional<Value> bias_updates;
+};
+
+}  // namespace shardtrace

@@ -1,0 +1,156 @@
+#include "paths/moe_params.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "paths/moe_setup.h"
+#include "util/error.h"
+
+namespace shardtrace {
+namespace {
+
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : state_(seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull) {}
+  uint64_t Next() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  double Uniform() { return (static_cast<double>(Next() >> 11) + 0.5) / 9007199254740992.0; }
+  double Normal() {
+    const double u1 = Uniform(), u2 = Uniform();
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+  }
+
+ private:
+  uint64_t state_;
+};
+
+Array Make(Rng* rng, Shape shape, DType dtype, double stddev) {
+  // A dense model has no expert dims (moe_mlp_dim -1): its unused MoE arrays are empty.
+  for (int64_t& d : shape) d = std::max<int64_t>(d, 0);
+  if (!rng) return Array::Symbolic(std::move(shape), dtype);
+  std::vector<float> data(static_cast<size_t>(NumElements(shape)));
+  for (float& v : data) v = RoundTo(dtype, static_cast<float>(rng->Normal() * stddev));
+  return Array::FromData(std::move(shape), dtype, std::move(data));
+}
+
+MlpParams MakeMlp(Rng* rng, int64_t in, int64_t hidden, int n, DType dtype) {
+  MlpParams p;
+  for (int i = 0; i < n; ++i) p.wi.push_back(Make(rng, {in, hidden}, dtype, 1.0 / std::sqrt(in)));
+  p.wo = Make(rng, {hidden, in}, dtype, 1.0 / std::sqrt(hidden));
+  return p;
+}
+
+}  // namespace
+
+void CheckNumericSize(const MoeSetup& s) {
+  // The largest array each path materialises, per simulated device or globally.
+  const int64_t wide = std::max({s.hidden, s.wi_hidden, s.emb, s.mlp_dim, s.shared_hidden});
+  const std::vector<std::pair<std::string, int64_t>> candidates = {
+      {"the expert kernels wi_0/wi_1/wo", s.num_experts * s.emb * std::max(s.hidden, s.wi_hidden)},
+      {"the dense MLP kernels", s.emb * s.mlp_dim},
+      {"a [B,S,E,H] activation", s.batch * s.seq * s.num_experts * wide},
+      // A device's ragged receive buffer holds at most every routed row (it is sized by the
+      // rows actually received, not allocated at get_ragged_buffer_size's worst case).
+      {"the routed rows", s.batch * s.seq * s.top_k * wide},
+  };
+  constexpr int64_t kLimit = int64_t{1} << 26;  // 64 Mi floats = 256 MiB per array
+  for (const auto& [what, elements] : candidates)
+    if (elements > kLimit)
+      Fail(
+          "--numeric: {} would hold {} floats (limit {}); numeric mode is for small configs: "
+          "shrink "
+          "base_emb_dim / base_moe_mlp_dim / max_target_length / per_device_batch_size, or trace "
+          "symbolically",
+          what, elements, kLimit);
+}
+
+MoeParams MakeParams(const MoeSetup& s, int num_mlp_activations, bool numeric, uint64_t seed) {
+  if (numeric) CheckNumericSize(s);
+  Rng generator(seed);
+  Rng* rng = numeric ? &generator : nullptr;
+  const DType w = s.weight_dtype;
+  MoeParams p;
+  p.inputs = Make(rng, {s.batch, s.seq, s.emb}, DType::kFloat32, 1.0);
+  p.gate_kernel = Make(rng, {s.emb, s.num_experts}, w, 1.0 / std::sqrt(s.emb));
+  p.gate_bias = Make(rng, {s.num_experts}, w, 0.1);
+  p.wi_0 = Make(rng, {s.num_experts, s.emb, s.wi_hidden}, w, 1.0 / std::sqrt(s.emb));
+  p.wi_1 = Make(rng, {s.num_experts, s.emb, s.wi_hidden}, w, 1.0 / std::sqrt(s.emb));
+  p.wo = Make(rng, {s.num_experts, s.hidden, s.emb}, w, 1.0 / std::sqrt(s.hidden));
+  p.wi_0_bias = Make(rng, {s.num_experts, s.hidden}, w, 0.1);
+  p.wi_1_bias = Make(rng, {s.num_experts, s.hidden}, w, 0.1);
+  p.wo_bias = Make(rng, {s.num_experts, s.emb}, w, 0.1);
+  p.per_expert_scale =
+      numeric ? Array::Filled({s.num_experts}, w, 1.0f) : Array::Symbolic({s.num_experts}, w);
+  if (s.shared_hidden > 0) p.shared = MakeMlp(rng, s.emb, s.shared_hidden, num_mlp_activations, w);
+  p.dense = MakeMlp(rng, s.emb, s.mlp_dim, num_mlp_activations, w);
+  // Drawn last, so every other parameter keeps the values it has without this gate.
+  if (s.shared_hidden > 0 && s.qwen3_next_block)
+    p.shared_expert_gate = Make(rng, {s.emb, 1}, w, 1.0 / std::sqrt(s.emb));
+  return p;
+}
+
+bool IsDenseMlpCase(const std::map<std::string, Array>& arrays) {
+  return arrays.count("mlp_wo") > 0;
+}
+
+MoeParams ParamsFromArrays(const MoeSetup& s, int num_mlp_activations,
+                           const std::map<std::string, Array>& arrays, const std::string& source,
+                           bool routed_bias, bool mlp_bias) {
+  // Shapes only: every slot is either taken from `arrays` (sharing its buffer) or given
+  // MaxText's initial value below, so nothing is generated and then overwritten. The
+  // arrays' own size is the only bound (no CheckNumericSize): the data already exists.
+  MoeParams p = MakeParams(s, num_mlp_activations, /*numeric=*/false, /*seed=*/0);
+  auto take = [&](const std::string& name, Array& slot, bool required) {
+    const auto it = arrays.find(name);
+    if (it == arrays.end()) {
+      if (required)
+        Fail("{}: array '{}' is missing (expected shape {})", source, name,
+             ShapeToString(slot.shape));
+      return;
+    }
+    if (it->second.shape != slot.shape)
+      Fail("{}: array '{}' has shape {} but the config implies {}", source, name,
+           ShapeToString(it->second.shape), ShapeToString(slot.shape));
+    slot = Array::FromBuffer(slot.shape, name == "inputs" ? DType::kFloat32 : slot.dtype,
+                             it->second.buffer());
+  };
+  // Parameters a golden case leaves out take MaxText's initial value: biases start at zero,
+  // per_expert_scale at one.
+  for (std::optional<Array>* bias : {&p.gate_bias, &p.wi_0_bias, &p.wi_1_bias, &p.wo_bias})
+    *bias = Array::Filled((*bias)->shape, (*bias)->dtype, 0.0f);
+  // A dense MlpBlock case carries mlp_wi_0.., mlp_wo and no expert arrays.
+  const bool moe = !IsDenseMlpCase(arrays);
+  if (moe) p.dense.reset();  // a MoE case holds no dense MlpBlock
+  p.per_expert_scale = Array::Filled(p.per_expert_scale->shape, p.per_expert_scale->dtype, 1.0f);
+  take("inputs", p.inputs, true);
+  take("gate_kernel", p.gate_kernel, moe);
+  if (routed_bias) take("gate_bias", *p.gate_bias, false);
+  take("wi_0", p.wi_0, moe);
+  take("wi_1", p.wi_1, moe);
+  take("wo", p.wo, moe);
+  if (!moe) {
+    for (size_t i = 0; i < p.dense->wi.size(); ++i)
+      take(fmt::format("mlp_wi_{}", i), p.dense->wi[i], true);
+    take("mlp_wo", p.dense->wo, true);
+  }
+  if (mlp_bias) {
+    take("wi_0_bias", *p.wi_0_bias, false);
+    take("wi_1_bias", *p.wi_1_bias, false);
+    take("wo_bias", *p.wo_bias, false);
+  }
+  if (p.shared) {
+    for (size_t i = 0; i < p.shared->wi.size(); ++i)
+      take(fmt::format("shared_wi_{}", i), p.shared->wi[i], true);
+    take("shared_wo", p.shared->wo, true);
+  }
+  if (p.shared_expert_gate) take("shared_expert_gate", *p.shared_expert_gate, true);
+  return p;
+}
+
+}  // namespace shardtrace

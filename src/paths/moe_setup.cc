@@ -1,0 +1,234 @@
+#include "paths/moe_setup.h"
+
+#include <fmt/format.h>
+
+#include "config/config.h"
+#include "config/moe_settings.h"
+#include "shard/mesh.h"
+#include "util/checked.h"
+#include "util/error.h"
+
+namespace shardtrace {
+
+std::string ToString(MoePath path) {
+  switch (path) {
+    case MoePath::kDenseDropless:
+      return "dense_matmul (dropless)";
+    case MoePath::kDenseDropping:
+      return "dense_matmul (token dropping)";
+    case MoePath::kSparse:
+      return "sparse_matmul";
+    case MoePath::kFusedVllm:
+      return "fused_moe_matmul (vllm_rpa)";
+  }
+  return "?";
+}
+
+std::string MoeSetup::PathLabel() const {
+  if (path != MoePath::kSparse) return ToString(path);
+  std::string variant =
+      ring_of_experts ? "ring_of_experts"
+      : ep > 1 ? (batch_sharded_by_ep ? "ragged_all_to_all" : "ragged_all_to_all, batch replicated")
+               : "no expert parallelism";
+  const std::string pipeline = emb_chunks > 0
+                                   ? fmt::format(", route/dispatch/gmm pipeline, {} emb chunk{}",
+                                                 emb_chunks, emb_chunks == 1 ? "" : "s")
+                                   : "";
+  return fmt::format("sparse_matmul/{} (EP={}, TP={}, {}{})", variant, ep, tp, gmm_kernel,
+                     pipeline);
+}
+
+MoeSetup MakeMoeSetup(const Config& config, const Mesh& mesh) {
+  return MakeMoeSetup(ResolveMoeSettings(config), mesh);
+}
+
+MoeSetup MakeMoeSetup(MoeSettings settings, const Mesh& mesh) {
+  MoeSetup s;
+  s.settings = std::move(settings);
+  const MoeSettings& k = s.settings;  // the config keys
+  s.model_name = k.model_name;
+  s.decoder_block = k.decoder_block;
+  const double pdbs = k.per_device_batch_size;
+  s.batch = CheckedToInt(pdbs * static_cast<double>(mesh.num_devices()),
+                         "global batch (per_device_batch_size x devices)", 0, int64_t{1} << 40);
+  if (s.batch < 1)
+    Fail("per_device_batch_size {} x {} devices gives a global batch of {}; expected at least 1",
+         pdbs, mesh.num_devices(), s.batch);
+  s.seq = k.max_target_length;
+  const int64_t input_dim = k.moe_expert_input_dim;
+  s.emb = input_dim <= 0 ? k.emb_dim : input_dim;
+  s.num_experts = k.num_experts;
+  s.top_k = k.num_experts_per_tok;
+  s.mlp_dim = k.mlp_dim;
+  const int64_t moe_mlp_dim = k.moe_mlp_dim;
+  // mixtral and gpt-oss construct RoutedMoE with intermediate_dim=mlp_dim.
+  s.hidden =
+      (s.decoder_block == "mixtral" || s.decoder_block == "gpt_oss") ? s.mlp_dim : moe_mlp_dim;
+  s.wi_hidden = s.hidden;
+  if (k.padded_base_moe_mlp_dim) s.wi_hidden = *k.padded_base_moe_mlp_dim;
+  const int64_t shared = k.shared_experts;
+  s.qwen3_next_block = s.decoder_block == "qwen3_next" || s.decoder_block == "qwen3_5";
+  if (s.qwen3_next_block)
+    s.shared_hidden = shared > 0 ? moe_mlp_dim : 0;
+  else
+    s.shared_hidden =
+        shared > 0 ? shared * (s.decoder_block == "gemma4" ? s.mlp_dim : moe_mlp_dim) : 0;
+  s.dense_layers = k.first_num_dense_layers;
+
+  s.dtype = k.dtype;
+  s.weight_dtype = k.weight_dtype;
+  s.gate_dtype = k.float32_gate_logits ? DType::kFloat32 : s.dtype;
+
+  s.expert_axes = k.custom_mesh_and_rule == "cp-as-ep"
+                      ? std::vector<std::string>{"context", "expert"}
+                      : std::vector<std::string>{"expert"};
+  s.ep = mesh.Size(s.expert_axes);
+  s.tp = mesh.Size("tensor");
+  s.tp_transpose = mesh.Size("tensor_transpose");
+  s.cp_autoregressive = mesh.Size("context_autoregressive");
+  s.ring_of_experts = k.use_ring_of_experts;
+  s.batch_sharded_by_ep = s.batch > 1;
+  s.deepseek3_routing = s.model_name.rfind("deepseek3", 0) == 0;
+  s.inference = k.model_call_mode == "inference";
+  s.capacity_factor = k.capacity_factor;
+  s.emb_chunks = k.num_moe_emb_chunks;
+
+  if (k.attention == "vllm_rpa") {
+    s.path = MoePath::kFusedVllm;
+    s.path_reasons.push_back("attention == 'vllm_rpa'");
+    s.notes.push_back("the fused vLLM kernel lives in tpu_inference and is not simulated");
+  } else if (k.sparse_matmul) {
+    s.path = MoePath::kSparse;
+    s.path_reasons.push_back("attention != 'vllm_rpa'");
+    s.path_reasons.push_back("sparse_matmul == True");
+    if (s.num_experts > 1 && s.num_experts % s.ep != 0)
+      Fail(
+          "num_experts {} is not divisible by the expert-parallel size {} (mesh axes {}); set "
+          "ici_expert_parallelism to a divisor of {}",
+          s.num_experts, s.ep, fmt::join(s.expert_axes, " x "), s.num_experts);
+  } else {
+    s.path = s.capacity_factor > 0 ? MoePath::kDenseDropping : MoePath::kDenseDropless;
+    s.path_reasons.push_back("attention != 'vllm_rpa'");
+    s.path_reasons.push_back("sparse_matmul == False");
+    s.path_reasons.push_back(fmt::format("capacity_factor {} {} 0", s.capacity_factor,
+                                         s.capacity_factor > 0 ? ">" : "<="));
+    // dense_matmul picks the masks by call mode only when it drops tokens.
+    if (s.capacity_factor > 0)
+      s.path_reasons.push_back(
+          s.inference
+              ? "model_call_mode == 'inference': generate_masks_subgroup (tokens grouped by "
+                "context-parallel subgroup)"
+              : fmt::format("model_call_mode '{}' != 'inference': generate_masks",
+                            k.model_call_mode));
+    // The inference masks' layout: get_context_partition_and_sub_seq falls back to one
+    // subgroup when the sequence does not split.
+    const int64_t cp = s.seq % std::max<int64_t>(s.cp_autoregressive, 1) == 0
+                           ? std::max<int64_t>(s.cp_autoregressive, 1)
+                           : 1;
+    if (s.capacity_factor > 0 && s.inference)
+      s.path_reasons.push_back(
+          cp == 1 ? "context_autoregressive_parallelism > 0 (always) and cp == 1: the layout "
+                    "branch of moe.py:1750-1763, where the masks' size-1 subgroup dim N takes "
+                    "activation_batch_moe and the batch dim activation_norm_length_moe"
+                  : fmt::format("cp == {} > 1: {} context subgroups of {} tokens, each with "
+                                "its own expert slots",
+                                cp, cp, s.seq / cp));
+    if (s.num_experts > 1 && s.num_experts % s.ep != 0)
+      Fail("num_experts {} is not divisible by the expert-parallel size {}", s.num_experts, s.ep);
+  }
+  const std::string quantization = k.quantization;
+  if (!quantization.empty() || k.use_qwix_quantization)
+    s.notes.push_back(
+        fmt::format("quantization '{}' is not modeled: weights are traced unquantized in dtype",
+                    quantization.empty() ? "qwix" : quantization));
+  if (k.shard_mode == "explicit")
+    s.notes.push_back(
+        "shard_mode explicit: every constraint is a jax.sharding.reshard (same specs); the gate "
+        "matmul's out_sharding is not recorded separately");
+  if (k.shard_exp_on_fsdp)
+    s.notes.push_back(
+        "shard_exp_on_fsdp: the qwix fixed-calibration weight rule needs quantization; the "
+        "unquantized dsv3 shard_map specs are used");
+  if (k.use_tokamax_gmm)
+    s.gmm_kernel = k.quantization.empty() ? "tokamax ragged_dot" : "megablox (tokamax backend)";
+  else if (k.megablox)
+    s.gmm_kernel = "megablox";
+  else
+    s.gmm_kernel = "jax.lax.ragged_dot";
+  if (s.path == MoePath::kSparse) {
+    s.path_reasons.push_back(fmt::format("gmm kernel {} (megablox={}, use_tokamax_gmm={})",
+                                         s.gmm_kernel, k.megablox ? "True" : "False",
+                                         k.use_tokamax_gmm ? "True" : "False"));
+    if (s.ring_of_experts)
+      s.path_reasons.push_back(fmt::format(
+          "use_ring_of_experts == True (expert parallelism {}): all-gather + psum_scatter", s.ep));
+    else if (s.ep > 1)
+      s.path_reasons.push_back(fmt::format(
+          "expert parallelism {} > 1 && use_ring_of_experts == False: ragged_all_to_all", s.ep));
+    else
+      s.path_reasons.push_back("expert parallelism 1: no all-to-all");
+    if (s.ep > 1 && !s.ring_of_experts)
+      s.path_reasons.push_back(
+          s.batch_sharded_by_ep
+              ? fmt::format("global batch {} > 1: the batch is sharded by expert", s.batch)
+              : "global batch 1 (decode): the batch is not sharded by expert, every device "
+                "routes the same tokens");
+    if (s.tp > 1)
+      s.path_reasons.push_back(fmt::format(
+          "tensor parallelism {} > 1: the wo gmm output is psum_scatter'ed over 'tensor'", s.tp));
+    if (s.tp_transpose > 1)
+      s.path_reasons.push_back(
+          fmt::format("tensor_transpose parallelism {} > 1: the wi gmm outputs are psum'ed over "
+                      "'tensor_transpose'",
+                      s.tp_transpose));
+    if (s.emb_chunks > 1)
+      s.path_reasons.push_back(fmt::format(
+          "num_moe_emb_chunks {} > 1: the chunked pipeline of PR 3981 (not in moe.py 313890777)",
+          s.emb_chunks));
+  }
+  // get_topk (moe.py:530-556) and the gate scores it reads (GateLogit, 256-262).
+  const MoeSettings& c = s.settings;
+  if (!c.routed_score_func.empty())
+    s.routing_reasons.push_back(
+        fmt::format("routed_score_func '{}': the gate applies it to the logits (256-257)",
+                    c.routed_score_func));
+  if (c.routed_bias)
+    s.routing_reasons.push_back(
+        "routed_bias: the gate adds a learned bias to the scores that choose the experts "
+        "(260-262)");
+  if (c.use_random_routing) {
+    s.routing_reasons.push_back("use_random_routing: experts drawn at random (533-540)");
+  } else if (s.deepseek3_routing) {
+    s.routing_reasons.push_back(
+        "model_name starts with deepseek3: deepseek_routing (541-542, 599-621): experts by "
+        "the biased scores, weights from the unbiased ones");
+    if (c.n_routing_groups != -1)
+      s.routing_reasons.push_back(fmt::format(
+          "n_routing_groups {} != -1: expert_group_mask keeps the best topk_routing_group {} "
+          "groups (615, 566-597)",
+          c.n_routing_groups, c.topk_routing_group));
+  } else if (s.decoder_block == "gemma4") {
+    s.routing_reasons.push_back(
+        "decoder_block gemma4: softmax over all experts, top-k by logit, their probabilities "
+        "(543-546)");
+  } else {
+    s.routing_reasons.push_back("top_k over the gate logits (548)");
+  }
+  if (!c.use_random_routing) {
+    if (s.decoder_block == "deepseek")
+      s.routing_reasons.push_back(
+          "decoder_block deepseek: deepseek_scale_weights (549-550, 558-564)");
+    else if (s.decoder_block == "llama4")
+      s.routing_reasons.push_back(
+          "decoder_block llama4: the top-k logits stay raw; sigmoid router scores scale the "
+          "inputs (654-658 sparse, 1697-1699 dense)");
+    else if (s.decoder_block != "gemma4")
+      s.routing_reasons.push_back(fmt::format(
+          "decoder_block {}: softmax over the K chosen logits (551-552)", s.decoder_block));
+  }
+  if (c.norm_topk_prob)
+    s.routing_reasons.push_back("norm_topk_prob: weights divided by their sum (554-555)");
+  return s;
+}
+
+}  // namespace shardtrace

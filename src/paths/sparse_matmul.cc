@@ -1,0 +1,185 @@
+#include "paths/sparse_matmul.h"
+
+#include <fmt/format.h>
+
+#include "shard/mesh.h"
+#include "paths/ep_routing.h"
+#include "paths/permute.h"
+#include "paths/routing.h"
+#include "paths/sparse_shard_map.h"
+#include "paths/traced_ops.h"
+#include "util/error.h"
+
+namespace shardtrace {
+
+namespace tr = traced;
+using Args = std::vector<const Array*>;
+
+PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Value& gate_logits_in,
+                        const std::optional<Value>& pre_bias_in, const ExpertKernels& k_in) {
+  Tracer& t = ctx.t;
+  const MoeSetup& s = ctx.setup;
+  const MoeSettings& c = ctx.settings();
+  const auto scope = t.Scope("sparse_matmul");
+  const ShardMapOperands op =
+      EnterSparseShardMap(ctx, inputs_in, gate_logits_in, pre_bias_in, k_in, "wrapper");
+  const RoutedShardings& sh = op.shardings;
+  const bool batch_sharded = s.batch_sharded_by_ep;
+  const auto wrapper_scope = t.Scope("wrapper");
+  Value x = op.x, logits = op.logits;
+  std::optional<Value> pre = op.pre_bias_logits;
+  const Value &w0 = op.w0, &w1 = op.w1, &wo = op.wo;
+  std::optional<Value> w0_bias = op.w0_bias, w1_bias = op.w1_bias, wo_bias = op.wo_bias;
+  const int64_t batch_size = x.dim(0), sequence_length = x.dim(1);
+  const int64_t ep = s.ep;
+  const std::vector<std::string>& ep_axes = s.expert_axes;
+  EpRouting route;
+  route.expert_shard_id = ExpertShardId(ctx);
+  const Value& expert_shard_id = route.expert_shard_id;
+  const int64_t local_expert_size = s.num_experts / ep;
+  PermuteOutput perm;
+  Value group_sizes, selected_experts;
+  PartitionSpec routed_batch_spec = sh.gate_logits;
+  if (s.ring_of_experts) {
+    const auto cond = t.Condition("use_ring_of_experts");
+    x = t.AllGather(x, ep_axes, 0, true, {"x", "BSM"});
+    logits = t.AllGather(logits, ep_axes, 0, true, {"logits", "BSE"});
+    if (pre) pre = t.AllGather(*pre, ep_axes, 0, true, {"pre_bias_logits", "BSE"});
+    routed_batch_spec = WithoutAxes(sh.gate_logits, ep_axes);
+    const Value roll = RollToExpertId(ctx, expert_shard_id);
+    perm = Permute(ctx, x, logits, pre, roll);
+    group_sizes = tr::Slice(t, perm.group_size, 0, 0, local_expert_size, {"group_sizes", "E"});
+    CaptureRingRows(ctx, perm, roll, group_sizes, batch_size, sequence_length);
+    x = MaskRowsPastGroups(ctx, perm.sorted_inputs, group_sizes, "x");
+    selected_experts = perm.sorted_experts;
+  } else {
+    perm = Permute(ctx, x, logits, pre, std::nullopt);
+    // The sort each device did, for the page's tree of its sorted rows.
+    ctx.CapturePerDevice("sorted_selected_experts per device", perm.sorted_selected_experts.shards);
+    ctx.CapturePerDevice("sorted_experts per device", perm.sorted_experts.shards);
+    ctx.CapturePerDevice("top_k_indices per device", perm.top_k_indices.shards);
+    x = perm.sorted_inputs;
+    group_sizes = perm.group_size;
+    selected_experts = perm.sorted_experts;
+    if (ep > 1) {
+      const auto cond = t.Condition("expert parallelism > 1");
+      PlanForwardAllToAll(ctx, group_sizes, x.dim(0), route);
+      if (batch_sharded) {
+        const auto c2 = t.Condition("batch sharded by expert");
+        const AllToAllParams& p = *route.forward;
+        const int64_t buffer = route.allocated_rows;
+        const Value output_shape =
+            tr::Empty(t, {buffer, x.dim(1)}, x.dtype(), {"output_shape", "UM"});
+        std::vector<Array> sources;
+        CaptureAllToAllParams(ctx, "x", p);
+        x = t.RaggedAllToAll(x, output_shape, p.input_offsets, p.send_sizes, p.output_offsets,
+                             p.recv_sizes, ep_axes, {"x", "UM"}, &sources);
+        ctx.CapturePerDevice("x row sources per device", sources);
+        const Value global_group_sizes =
+            t.AllGather(group_sizes, ep_axes, 0, false, {"global_group_sizes", "PE"});
+        const LocalPermuteOutput lp = LocalPermute(ctx, x, global_group_sizes, local_expert_size,
+                                                   expert_shard_id, false, std::nullopt);
+        x = lp.sorted_inputs;
+        route.local_sorted_indices = lp.sorted_indices;
+        group_sizes = lp.local_group_size;
+        selected_experts = lp.sorted_experts_ids;
+        if (t.numeric()) {
+          std::vector<double> fill;
+          for (const Array& g : group_sizes.shards) {
+            double sum = 0;
+            for (const float v : g.values()) sum += v;
+            fill.push_back(sum);
+          }
+          t.AddFact({FactKind::kRaggedBufferFill,
+                     "",
+                     "",
+                     {static_cast<int64_t>(fill.size())},
+                     fill,
+                     {{"buffer_rows", static_cast<double>(route.buffer_rows)}}});
+        }
+      } else {
+        const auto c2 = t.Condition("batch replicated (global batch 1)");
+        // global_group_sizes[None, :] (moe.py:1237): one batch shard, a size-1 dim, not peers
+        const Value global =
+            tr::Reshape(t, group_sizes, {1, s.num_experts}, {"global_group_sizes", "1E"});
+        const LocalPermuteOutput lp = LocalPermute(ctx, x, global, local_expert_size,
+                                                   expert_shard_id, true, selected_experts);
+        x = lp.sorted_inputs;
+        route.local_sorted_indices = lp.sorted_indices;
+        group_sizes = lp.local_group_size;
+        selected_experts = lp.sorted_experts_ids;
+      }
+    }
+  }
+  AddGroupSizeFacts(ctx, group_sizes);
+  if (c.mlp_bias) {
+    const auto cond = t.Condition("mlp_bias");
+    w0_bias = TransformBias(ctx, selected_experts, *w0_bias, "w0_bias");
+    w1_bias = TransformBias(ctx, selected_experts, *w1_bias, "w1_bias");
+    wo_bias = TransformBias(ctx, selected_experts, *wo_bias, "wo_bias");
+  }
+  const bool tensor_transpose = s.tp_transpose > 1;
+  auto up = [&](const Value& kernel, const std::optional<Value>& bias, const char* name,
+                const char* ckpt) {
+    const auto sc = t.Scope(name == std::string("layer_w0") ? "gmm_wi_0" : "gmm_wi_1");
+    Value out = Gmm(ctx, x, kernel, group_sizes, name, false);
+    if (tensor_transpose) {
+      const auto c2 = t.Condition("tensor_transpose > 1");
+      out = t.Psum(out, {"tensor_transpose"}, {name, t.trace().tensors[out.tensor].dims});
+    }
+    if (bias) {
+      const auto c2 = t.Condition("mlp_bias");
+      out = tr::Binary(t, OpKind::kAdd, out, *bias, {name, t.trace().tensors[out.tensor].dims});
+    }
+    return tr::CheckpointName(t, out, ckpt);
+  };
+  Value layer_w0 = up(w0, w0_bias, "layer_w0", "moe_mlpwi_0");
+  Value layer_w1 = up(w1, w1_bias, "layer_w1", "moe_mlpwi_1");
+  // The sorted rows and the up projections are read no more once the activation has read them
+  // (checkpoint_name keeps them for the backward pass in MaxText; this forward-only engine does
+  // not need them): the rows go now, the projections inside the activation after their last use.
+  for (Value* done : {&x, &perm.sorted_inputs}) ReleaseData(*done);
+  Value intermediate_layer = ApplyFfnActivation(ctx, std::move(layer_w0), std::move(layer_w1));
+  Value intermediate_output;
+  {
+    const auto sc = t.Scope("gmm_wo");
+    intermediate_output =
+        Gmm(ctx, intermediate_layer, wo, group_sizes, "intermediate_output", true);
+    ReleaseData(intermediate_layer);
+    const std::string dims = t.trace().tensors[intermediate_output.tensor].dims;
+    if (s.tp > 1) {
+      const auto c2 = t.Condition("tensor parallelism > 1");
+      intermediate_output =
+          t.PsumScatter(intermediate_output, {"tensor"}, 1, true, {"intermediate_output", dims});
+    }
+    if (wo_bias) {
+      const auto c2 = t.Condition("mlp_bias");
+      intermediate_output =
+          tr::Binary(t, OpKind::kAdd, intermediate_output, *wo_bias, {"intermediate_output", dims});
+    }
+    intermediate_output = tr::CheckpointName(t, intermediate_output, "moe_mlpwo");
+  }
+  Value output;
+  if (s.ring_of_experts) {
+    const auto cond = t.Condition("use_ring_of_experts");
+    intermediate_output =
+        MaskRowsPastGroups(ctx, intermediate_output, group_sizes, "intermediate_output");
+    CaptureRowMagnitudes(ctx, intermediate_output,
+                         "ring intermediate_output row max|x| per device");
+    output = Unpermute(ctx, intermediate_output, perm.sorted_selected_experts, perm.weights,
+                       batch_size, sequence_length);
+    output = tr::Reshape(t, output, {-1, sequence_length, s.emb / s.tp}, {"output", "BSM"});
+    output = t.PsumScatter(output, ep_axes, 0, true, {"output", "BSM"});
+  } else {
+    if (ep > 1) {
+      const auto cond = t.Condition("expert parallelism > 1");
+      intermediate_output = ReturnFromExperts(ctx, intermediate_output, route,
+                                              batch_size * sequence_length * s.top_k);
+    }
+    output = Unpermute(ctx, intermediate_output, perm.sorted_selected_experts, perm.weights,
+                       batch_size, sequence_length);
+  }
+  return ExitSparseShardMap(ctx, sh, output, perm, routed_batch_spec);
+}
+
+}  // namespace shardtrace

@@ -1,0 +1,210 @@
+#include "paths/traced_ops.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "util/error.h"
+
+namespace shardtrace::traced {
+namespace {
+
+using Args = std::vector<const Array*>;
+
+std::string Squash(const std::string& s) {
+  std::string out;
+  for (const char c : s)
+    if (c != ' ') out += c;
+  return out;
+}
+
+}  // namespace
+
+Value Einsum(Tracer& t, const std::string& equation, const Value& a, const Value& b,
+             DType out_dtype, const Out& out) {
+  OpDesc op(OpKind::kEinsum, Squash(equation));
+  op.einsum = ParseEinsum(equation);
+  const ParsedEinsum& parsed = *op.einsum;
+  return t.Apply(op, {&a, &b}, out, [&](const Args& x) {
+    return shardtrace::Einsum(parsed, *x[0], *x[1], out_dtype);
+  });
+}
+
+Value Cast(Tracer& t, const Value& x, DType dtype, const Out& out_in) {
+  // A cast weight (w0_kernel = wi_0.astype(dtype)) is still a weight.
+  Out out = out_in;
+  out.kind = t.trace().tensors[x.tensor].kind;
+  return t.Apply({OpKind::kAstype, "", {{"dtype", ToString(dtype)}}}, {&x}, out,
+                 [&](const Args& a) { return shardtrace::Cast(*a[0], dtype); });
+}
+
+Value Reshape(Tracer& t, const Value& x, const Shape& shape, const Out& out) {
+  return t.Apply({OpKind::kReshape, "", {{"shape", ShapeToString(shape)}}}, {&x}, out,
+                 [&](const Args& a) { return shardtrace::Reshape(*a[0], shape); });
+}
+
+Value Activation(Tracer& t, const std::string& name, const Value& x, const Out& out) {
+  // routed_score_func may name softmax, which is not an elementwise activation.
+  if (name == "softmax")
+    return t.Apply({OpKind::kSoftmax, "", {}}, {&x}, out,
+                   [&](const Args& a) { return shardtrace::Softmax(*a[0], -1); });
+  return t.Apply(OpDesc::Activation(name), {&x}, out,
+                 [&](const Args& a) { return shardtrace::Activation(name, *a[0]); });
+}
+
+Value Softmax(Tracer& t, const Value& x, const Out& out) {
+  return t.Apply({OpKind::kSoftmax, "", {{"axis", "-1"}}}, {&x}, out,
+                 [&](const Args& a) { return shardtrace::Softmax(*a[0], -1); });
+}
+
+Value Binary(Tracer& t, OpKind kind, const Value& a, const Value& b, const Out& out) {
+  if (!IsBinary(kind)) throw std::logic_error("not a binary op: " + ToString(kind));
+  return t.Apply({kind, "", {}}, {&a, &b}, out, [&](const Args& x) {
+    switch (kind) {
+      case OpKind::kAdd:
+        return shardtrace::Add(*x[0], *x[1]);
+      case OpKind::kSub:
+        return shardtrace::Sub(*x[0], *x[1]);
+      case OpKind::kMul:
+        return shardtrace::Mul(*x[0], *x[1]);
+      case OpKind::kDiv:
+        return shardtrace::Div(*x[0], *x[1]);
+      case OpKind::kLessEqual:
+        return shardtrace::LessEqual(*x[0], *x[1]);
+      case OpKind::kLess:
+        return shardtrace::Less(*x[0], *x[1]);
+      case OpKind::kEqual:
+        return shardtrace::Equal(*x[0], *x[1]);
+      case OpKind::kGreater:
+        return shardtrace::Greater(*x[0], *x[1]);
+      case OpKind::kFloorDivide:
+        return shardtrace::FloorDivide(*x[0], *x[1]);
+      case OpKind::kMod:
+        return shardtrace::Mod(*x[0], *x[1]);
+      default:
+        throw std::logic_error("not a binary op: " + ToString(kind));
+    }
+  });
+}
+
+Value Constant(Tracer& t, const Array& value, const Out& out) {
+  return t.Apply({OpKind::kConstant, "", {}}, {}, out, [&](const Args&) {
+    return t.numeric() ? value : Array::Symbolic(value.shape, value.dtype);
+  });
+}
+
+Value CheckpointName(Tracer& t, const Value& x, const std::string& name) {
+  const TensorRecord& in = t.trace().tensors[x.tensor];
+  return t.Apply({OpKind::kCheckpointName, "", {{"name", name}}}, {&x}, {in.name, in.dims, in.kind},
+                 [](const Args& a) { return *a[0]; });
+}
+
+namespace {
+
+Value Allocate(Tracer& t, OpKind kind, const Shape& shape, DType dtype, const Out& out) {
+  Shape recorded = shape;
+  if (!recorded.empty()) recorded[0] = t.RecordedRows(out.dims, recorded[0]);
+  return t.Apply({kind, "", {{"shape", ShapeToString(recorded)}}}, {}, out, [&](const Args&) {
+    return t.numeric() ? Array::Filled(shape, dtype, 0.0f) : Array::Symbolic(shape, dtype);
+  });
+}
+
+}  // namespace
+
+Value Zeros(Tracer& t, const Shape& shape, DType dtype, const Out& out) {
+  return Allocate(t, OpKind::kZeros, shape, dtype, out);
+}
+
+Value Empty(Tracer& t, const Shape& shape, DType dtype, const Out& out) {
+  return Allocate(t, OpKind::kEmpty, shape, dtype, out);
+}
+
+Value Sum(Tracer& t, const Value& x, int64_t axis, bool keepdims, const Out& out) {
+  return t.Apply({OpKind::kSum, "", {{"axis", std::to_string(axis)}}}, {&x}, out,
+                 [&](const Args& a) { return shardtrace::Sum(*a[0], axis, keepdims); });
+}
+
+Value Mean(Tracer& t, const Value& x, int64_t axis, const Out& out) {
+  return t.Apply({OpKind::kMean, "", {{"axis", std::to_string(axis)}}}, {&x}, out,
+                 [&](const Args& a) { return shardtrace::Mean(*a[0], axis, false); });
+}
+
+Value Cumsum(Tracer& t, const Value& x, int64_t axis, const Out& out) {
+  return t.Apply({OpKind::kCumsum, "", {{"axis", std::to_string(axis)}}}, {&x}, out,
+                 [&](const Args& a) { return shardtrace::Cumsum(*a[0], axis); });
+}
+
+Value OneHot(Tracer& t, const Value& indices, int64_t depth, DType dtype, const Out& out) {
+  return t.Apply(
+      {OpKind::kOneHot, "", {{"num_classes", std::to_string(depth)}, {"dtype", ToString(dtype)}}},
+      {&indices}, out, [&](const Args& a) { return shardtrace::OneHot(*a[0], depth, dtype); });
+}
+
+std::pair<Value, Value> TopK(Tracer& t, const Value& x, int64_t k, const Out& values,
+                             const Out& indices) {
+  std::vector<Value> r = t.ApplyN(
+      {OpKind::kTopK, "", {{"k", std::to_string(k)}}}, {&x}, {values, indices}, [&](const Args& a) {
+        TopKResult top = shardtrace::TopK(*a[0], k);
+        return std::vector<Array>{std::move(top.values), std::move(top.indices)};
+      });
+  return {std::move(r[0]), std::move(r[1])};
+}
+
+Value TakeAlongAxis(Tracer& t, const Value& x, const Value& indices, int64_t axis, const Out& out) {
+  return t.Apply({OpKind::kTakeAlongAxis, "", {{"axis", std::to_string(axis)}}}, {&x, &indices},
+                 out, [&](const Args& a) { return shardtrace::TakeAlongAxis(*a[0], *a[1], axis); });
+}
+
+Value Take(Tracer& t, const Value& x, const Value& indices, int64_t axis, const Out& out) {
+  return t.Apply({OpKind::kTake, "", {{"axis", std::to_string(axis)}}}, {&x, &indices}, out,
+                 [&](const Args& a) { return shardtrace::Take(*a[0], *a[1], axis); });
+}
+
+Value Argsort(Tracer& t, const Value& x, const Out& out) {
+  return t.Apply({OpKind::kArgsort, "", {{"stable", "True"}}}, {&x}, out,
+                 [&](const Args& a) { return shardtrace::ArgsortStable(*a[0], -1); });
+}
+
+Value Bincount(Tracer& t, const Value& x, int64_t length, const Out& out) {
+  return t.Apply({OpKind::kBincount, "", {{"length", std::to_string(length)}}}, {&x}, out,
+                 [&](const Args& a) { return shardtrace::Bincount(*a[0], length); });
+}
+
+Value Repeat(Tracer& t, const Value& x, int64_t repeats, int64_t axis, const Out& out) {
+  return t.Apply(
+      {OpKind::kRepeat, "", {{"repeats", std::to_string(repeats)}, {"axis", std::to_string(axis)}}},
+      {&x}, out, [&](const Args& a) { return shardtrace::Repeat(*a[0], repeats, axis); });
+}
+
+Value RepeatBy(Tracer& t, const Value& x, const Value& repeats, int64_t total, const Out& out) {
+  return t.Apply({OpKind::kRepeat,
+                  "",
+                  {{"total_repeat_length", std::to_string(t.RecordedRows(out.dims, total))}}},
+                 {&x, &repeats}, out,
+                 [&](const Args& a) { return shardtrace::Repeat(*a[0], *a[1], 0, total); });
+}
+
+Value Where(Tracer& t, const Value& cond, const Value& a, const Value& b, const Out& out) {
+  return t.Apply({OpKind::kWhere, "", {}}, {&cond, &a, &b}, out,
+                 [&](const Args& x) { return shardtrace::Where(*x[0], *x[1], *x[2]); });
+}
+
+Value Clip(Tracer& t, const Value& x, std::optional<float> lo, std::optional<float> hi,
+           const Out& out) {
+  return t.Apply({OpKind::kClip,
+                  "",
+                  {{"min", lo ? fmt::format("{}", *lo) : "None"},
+                   {"max", hi ? fmt::format("{}", *hi) : "None"}}},
+                 {&x}, out, [&](const Args& a) { return shardtrace::Clip(*a[0], lo, hi); });
+}
+
+Value Slice(Tracer& t, const Value& x, int64_t axis, int64_t start, int64_t size, const Out& out) {
+  return t.Apply({OpKind::kSlice,
+                  "",
+                  {{"axis", std::to_string(axis)},
+                   {"start", std::to_string(start)},
+                   {"size", std::to_string(size)}}},
+                 {&x}, out,
+                 [&](const Args& a) { return shardtrace::Slice(*a[0], axis, start, size); });
+}
+
+}  // namespace shardtrace::traced

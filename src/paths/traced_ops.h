@@ -1,0 +1,56 @@
+// Thin wrappers that run one numeric op (numeric/*.h) through the Tracer, so path code
+// reads like moe.py: `Value logits = Einsum(t, "BSM,ME -> BSE", x, kernel, dtype, {...})`.
+// Each records the op kind, equation/attributes and the output tensor.
+#pragma once
+
+#include <string>
+
+#include "numeric/activations.h"
+#include "numeric/creation.h"
+#include "numeric/einsum.h"
+#include "numeric/elementwise.h"
+#include "numeric/index_ops.h"
+#include "numeric/ragged_dot.h"
+#include "numeric/reduce.h"
+#include "numeric/shape_ops.h"
+#include "numeric/sort_ops.h"
+#include "paths/tracer.h"
+
+namespace shardtrace::traced {
+
+Value Einsum(Tracer& t, const std::string& equation, const Value& a, const Value& b,
+             DType out_dtype, const Out& out);
+Value Cast(Tracer& t, const Value& x, DType dtype, const Out& out);
+Value Reshape(Tracer& t, const Value& x, const Shape& shape, const Out& out);
+// The activation `name` (numeric/activations.h), or softmax over the last axis.
+Value Activation(Tracer& t, const std::string& name, const Value& x, const Out& out);
+Value Softmax(Tracer& t, const Value& x, const Out& out);  // over the last axis
+// Elementwise binary op (IsBinary(kind)): add, sub, mul, div, comparisons, floor_divide, mod.
+Value Binary(Tracer& t, OpKind kind, const Value& a, const Value& b, const Out& out);
+// A constant (scalar or array) that is not a tensor of the model: recorded as an input.
+Value Constant(Tracer& t, const Array& value, const Out& out);
+// adc.checkpoint_name(x, name): the remat tag MaxText puts on an activation (identity).
+Value CheckpointName(Tracer& t, const Value& x, const std::string& name);
+// jnp.zeros: allocated only in numeric mode.
+Value Zeros(Tracer& t, const Shape& shape, DType dtype, const Out& out);
+// jax.lax.empty (the ragged all-to-all buffers): JAX leaves the rows no exchange writes
+// unspecified; the simulator fills zeros, so such rows read as 0 in numeric runs.
+Value Empty(Tracer& t, const Shape& shape, DType dtype, const Out& out);
+Value Sum(Tracer& t, const Value& x, int64_t axis, bool keepdims, const Out& out);
+Value Mean(Tracer& t, const Value& x, int64_t axis, const Out& out);
+Value Cumsum(Tracer& t, const Value& x, int64_t axis, const Out& out);
+Value OneHot(Tracer& t, const Value& indices, int64_t depth, DType dtype, const Out& out);
+std::pair<Value, Value> TopK(Tracer& t, const Value& x, int64_t k, const Out& values,
+                             const Out& indices);
+Value TakeAlongAxis(Tracer& t, const Value& x, const Value& indices, int64_t axis, const Out& out);
+Value Take(Tracer& t, const Value& x, const Value& indices, int64_t axis, const Out& out);
+Value Argsort(Tracer& t, const Value& x, const Out& out);
+Value Bincount(Tracer& t, const Value& x, int64_t length, const Out& out);
+Value Repeat(Tracer& t, const Value& x, int64_t repeats, int64_t axis, const Out& out);
+Value RepeatBy(Tracer& t, const Value& x, const Value& repeats, int64_t total, const Out& out);
+Value Where(Tracer& t, const Value& cond, const Value& a, const Value& b, const Out& out);
+Value Clip(Tracer& t, const Value& x, std::optional<float> lo, std::optional<float> hi,
+           const Out& out);
+Value Slice(Tracer& t, const Value& x, int64_t axis, int64_t start, int64_t size, const Out& out);
+
+}  // namespace shardtrace::traced

@@ -1,0 +1,208 @@
+#include "spmd/spmd_reshard.h"
+
+#include <algorithm>
+#include <map>
+
+#include "shard/sharding.h"
+
+namespace shardtrace {
+namespace {
+
+using Entries = std::vector<PartitionSpec::Entry>;
+
+bool Contains(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+// The dim of `entries` that uses mesh axis `axis`, or -1.
+int DimOf(const Entries& entries, const std::string& axis) {
+  for (size_t d = 0; d < entries.size(); ++d)
+    if (Contains(entries[d], axis)) return static_cast<int>(d);
+  return -1;
+}
+
+// Drops mesh axes of size 1 (they shard nothing).
+Entries Effective(const PartitionSpec& spec, const Mesh& mesh) {
+  Entries out;
+  for (const PartitionSpec::Entry& e : spec.entries()) {
+    PartitionSpec::Entry kept;
+    for (const std::string& a : e)
+      if (mesh.Size(a) > 1) kept.push_back(a);
+    out.push_back(kept);
+  }
+  return out;
+}
+
+// Inserts `axis` into `entry` where `target` puts it relative to the axes already there.
+// Returns true when it lands minor-most (the device's new block lies inside its old one).
+bool InsertOrdered(PartitionSpec::Entry& entry, const std::string& axis,
+                   const PartitionSpec::Entry& target) {
+  const auto rank = [&](const std::string& a) {
+    return std::find(target.begin(), target.end(), a) - target.begin();
+  };
+  auto pos = entry.begin();
+  while (pos != entry.end() && rank(*pos) < rank(axis)) ++pos;
+  const bool minor = pos == entry.end();
+  entry.insert(pos, axis);
+  return minor;
+}
+
+}  // namespace
+
+PartitionSpec WithRank(const PartitionSpec& spec, size_t rank) {
+  Entries entries = spec.entries();
+  entries.resize(rank);
+  return PartitionSpec(entries);
+}
+
+Shape LocalShapeOf(const Shape& shape, const PartitionSpec& spec, const Mesh& mesh) {
+  Shape local = shape;
+  for (size_t d = 0; d < shape.size() && d < spec.rank(); ++d) {
+    const int64_t parts = mesh.Size(spec[d]);
+    if (parts > 1) local[d] = (shape[d] + parts - 1) / parts;
+  }
+  return local;
+}
+
+std::vector<ImpliedCollective> PlanReshard(const Shape& shape, DType dtype, const ShardState& from,
+                                           const PartitionSpec& to_in, const Mesh& mesh) {
+  const Entries to = Effective(WithRank(to_in, shape.size()), mesh);
+  Entries cur = Effective(WithRank(from.spec, shape.size()), mesh);
+  std::vector<ImpliedCollective> out;
+  // Appends one collective and applies it to `cur`.
+  auto emit = [&](CollectiveKind kind, const std::vector<std::string>& axes, const Entries& next) {
+    const int64_t n = mesh.Size(axes);
+    const Shape before = LocalShapeOf(shape, PartitionSpec(cur), mesh);
+    const int64_t bytes = TensorBytes(before, dtype);
+    ImpliedCollective c;
+    c.kind = kind;
+    c.axes = axes;
+    c.participants = n;
+    c.groups = mesh.num_devices() / std::max<int64_t>(n, 1);
+    switch (kind) {
+      case CollectiveKind::kAllGather:
+        c.bytes_per_device = (n - 1) * bytes;
+        break;
+      case CollectiveKind::kPsum:
+        c.bytes_per_device = 2 * (n - 1) * bytes / n;
+        break;
+      case CollectiveKind::kPsumScatter:
+      case CollectiveKind::kAllToAll:
+      // Never emitted here (only moe.py writes a ragged all-to-all); its bound is an all-to-all's.
+      case CollectiveKind::kRaggedAllToAll:
+        c.bytes_per_device = (n - 1) * bytes / n;
+        break;
+      case CollectiveKind::kSlice:
+        c.bytes_per_device = 0;
+        break;
+    }
+    c.from = PartitionSpec(cur);
+    c.to = PartitionSpec(next);
+    c.local_before = before;
+    c.local_after = LocalShapeOf(shape, c.to, mesh);
+    cur = next;
+    out.push_back(std::move(c));
+  };
+
+  // 1. Partial sums: reduce-scatter into the dim the target shards on the axis, else
+  //    all-reduce. One collective per target dim (XLA combines the axes of one dim).
+  std::map<int, std::vector<std::string>> scatter;
+  std::vector<std::string> reduce;
+  for (const std::string& axis : from.partial) {
+    if (mesh.Size(axis) <= 1) continue;
+    const int d = DimOf(to, axis);
+    if (d >= 0 && DimOf(cur, axis) < 0)
+      scatter[d].push_back(axis);
+    else
+      reduce.push_back(axis);
+  }
+  for (auto& [d, axes] : scatter) {
+    Entries next = cur;
+    for (const std::string& a : axes) InsertOrdered(next[d], a, to[d]);
+    emit(CollectiveKind::kPsumScatter, axes, next);
+  }
+  if (!reduce.empty()) emit(CollectiveKind::kPsum, reduce, cur);
+
+  // 2a. A dim whose new axis would land major to axes the target drops anyway: XLA gathers
+  //     those first and then slices the new axis for free (the compiled HLO of fsdp x
+  //     tensor cases all-gathers the gate kernel whole rather than re-tiling it).
+  for (size_t d = 0; d < to.size(); ++d) {
+    bool retile = false;
+    for (const std::string& axis : to[d])
+      if (DimOf(cur, axis) < 0) {
+        PartitionSpec::Entry probe = cur[d];
+        retile |= !InsertOrdered(probe, axis, to[d]);
+      }
+    std::vector<std::string> dropped;
+    for (const std::string& axis : cur[d])
+      if (DimOf(to, axis) < 0) dropped.push_back(axis);
+    if (!retile || dropped.empty()) continue;
+    Entries next = cur;
+    for (const std::string& a : dropped)
+      next[d].erase(std::find(next[d].begin(), next[d].end(), a));
+    emit(CollectiveKind::kAllGather, dropped, next);
+  }
+
+  // 2. Axes the target adds to a dim that no dim uses yet: each device keeps a sub-block
+  //    (a free slice) when the axis lands minor-most; otherwise blocks change owners.
+  std::map<int, std::vector<std::string>> slices, retiles;
+  for (size_t d = 0; d < to.size(); ++d)
+    for (const std::string& axis : to[d])
+      if (DimOf(cur, axis) < 0) {
+        PartitionSpec::Entry probe = cur[d];
+        for (const std::string& s : slices[static_cast<int>(d)]) probe.push_back(s);
+        (InsertOrdered(probe, axis, to[d]) ? slices : retiles)[static_cast<int>(d)].push_back(axis);
+      }
+  for (auto& [d, axes] : slices) {
+    if (axes.empty()) continue;
+    Entries next = cur;
+    for (const std::string& a : axes) InsertOrdered(next[d], a, to[d]);
+    emit(CollectiveKind::kSlice, axes, next);
+  }
+  for (auto& [d, axes] : retiles) {
+    if (axes.empty()) continue;
+    Entries next = cur;
+    for (const std::string& a : axes) InsertOrdered(next[d], a, to[d]);
+    emit(CollectiveKind::kAllToAll, axes, next);
+  }
+
+  // 3. Axes that move from one dim to another: all-to-all, one per (source, target) pair.
+  std::map<std::pair<int, int>, std::vector<std::string>> moves;
+  for (size_t d = 0; d < cur.size(); ++d)
+    for (const std::string& axis : cur[d]) {
+      const int target = DimOf(to, axis);
+      if (target >= 0 && target != static_cast<int>(d))
+        moves[{static_cast<int>(d), target}].push_back(axis);
+    }
+  for (auto& [dims, axes] : moves) {
+    Entries next = cur;
+    for (const std::string& a : axes) {
+      auto& src = next[dims.first];
+      src.erase(std::find(src.begin(), src.end(), a));
+      InsertOrdered(next[dims.second], a, to[dims.second]);
+    }
+    emit(CollectiveKind::kAllToAll, axes, next);
+  }
+
+  // 4. Axes the target drops: all-gather, one per dim.
+  for (size_t d = 0; d < cur.size(); ++d) {
+    std::vector<std::string> axes;
+    for (const std::string& axis : cur[d])
+      if (DimOf(to, axis) < 0) axes.push_back(axis);
+    if (axes.empty()) continue;
+    Entries next = cur;
+    for (const std::string& a : axes) next[d].erase(std::find(next[d].begin(), next[d].end(), a));
+    emit(CollectiveKind::kAllGather, axes, next);
+  }
+
+  // 5. Same axes in a different order within a dim: blocks change owners.
+  for (size_t d = 0; d < cur.size(); ++d)
+    if (cur[d] != to[d]) {
+      Entries next = cur;
+      next[d] = to[d];
+      emit(CollectiveKind::kAllToAll, to[d], next);
+    }
+  return out;
+}
+
+}  // namespace shardtrace
