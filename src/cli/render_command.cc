@@ -199,10 +199,10 @@ void RunRenderCommand(const RenderOptions& options, std::ostream& out) {
         fmt::format("No routing tree: a numeric run on {} devices is not attempted.", devices);
   }
   doc.summary = fmt::format(
-      "A page rendered by `shardtrace render` for this config ({}): the tensor flow and the "
-      "formal specification come from a symbolic trace at full size (nothing allocated). "
-      "Per-device sizes appear only where a statement placed a tensor; see Per-device "
-      "totals for what the trace supports and which activations XLA places.{}",
+      "A page rendered by `shardtrace render` for this config ({}): the summary, the tensor "
+      "flow and the formal specification come from a symbolic trace at full size (nothing "
+      "allocated); the buffers behind the peak are under Per-device totals in the worked "
+      "examples.{}",
       Dims(setup), trees_note.empty() ? "" : " " + trees_note);
   doc.examples.push_back(TotalsExample(trace));
   doc.summary_section = SummaryMarkdown(
