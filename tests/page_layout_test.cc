@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "pages/visualization_pages.h"
 #include "emit/text_table.h"
+#include "pages/visualization_pages.h"
 #include "test_support.h"
 
 namespace shardtrace {

@@ -4,6 +4,7 @@
 // DeepSeek-V3 (EP32 x FSDP8, 256 devices).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -11,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "pages/visualization_pages.h"
 #include "emit/human_bytes.h"
+#include "pages/visualization_pages.h"
 #include "test_support.h"
 
 namespace shardtrace {
@@ -23,9 +24,12 @@ using testing::ReadFile;
 using testing::RunShardtrace;
 using testing::SourcePath;
 
-const std::vector<std::string> kDeepSeek = {
-    "testdata/maxtext-configs/base.yml", "model_name=deepseek3-671b", "ici_expert_parallelism=32",
-    "ici_fsdp_parallelism=8", "--devices", "256"};
+const std::vector<std::string> kDeepSeek = {"testdata/maxtext-configs/base.yml",
+                                            "model_name=deepseek3-671b",
+                                            "ici_expert_parallelism=32",
+                                            "ici_fsdp_parallelism=8",
+                                            "--devices",
+                                            "256"};
 
 std::vector<std::string> Lines(const std::string& text) {
   std::vector<std::string> out;
@@ -39,7 +43,8 @@ std::vector<std::string> Summary(const std::string& page) {
   std::vector<std::string> out;
   bool in = false;
   for (const std::string& line : Lines(page)) {
-    if (line == "## Summary") in = true;
+    if (line == "## Summary")
+      in = true;
     else if (in && (line.rfind("## ", 0) == 0 || line.rfind("Reproduce the trace", 0) == 0))
       break;
     if (in) out.push_back(line);
@@ -87,36 +92,43 @@ void CheckBudget(const std::vector<std::string>& summary, const Json& j) {
   CHECK(Row(summary, "block input")[1] == HumanBytes(m.at("input_bytes")));
   CHECK(Row(summary, "peak temporaries")[1] == HumanBytes(m.at("peak_temporary_bytes")));
   CHECK(Row(summary, "**peak**")[1] == "**" + HumanBytes(m.at("peak_bytes")) + "**");
-  CHECK(Row(summary, "communication per layer, written in moe.py")[1] ==
+  // (MlpBlock's collectives are linears.py's)
+  const bool mlp = std::any_of(summary.begin(), summary.end(), [](const std::string& line) {
+    return line.rfind("| communication per layer, written in linears.py |", 0) == 0;
+  });
+  CHECK(Row(summary, mlp ? "communication per layer, written in linears.py"
+                         : "communication per layer, written in moe.py")[1] ==
         HumanBytes(t.at("collective_bytes_sent_per_device")));
   CHECK(Row(summary, "communication per layer, inserted by XLA")[1] ==
         HumanBytes(t.at("implied_collective_bytes_sent_per_device")));
   // The largest buffer at the peak is named with its bytes.
   if (!m.at("at_peak").empty())
-    CHECK(Row(summary, "peak temporaries")[2].find(
-              HumanBytes(m.at("at_peak")[0].at("bytes"))) != std::string::npos);
+    CHECK(Row(summary, "peak temporaries")[2].find(HumanBytes(m.at("at_peak")[0].at("bytes"))) !=
+          std::string::npos);
   // One collectives row per (kind, origin, axes) of the totals, in their order.
   std::vector<std::string> rows;
   for (const std::string& line : summary)
-    if (line.rfind("| ", 0) == 0 && line.find(" | moe.py | ") != std::string::npos) rows.push_back(line);
-    else if (line.rfind("| ", 0) == 0 && line.find(" | XLA | ") != std::string::npos) rows.push_back(line);
+    if (line.rfind("| ", 0) == 0 && (line.find(" | moe.py | ") != std::string::npos ||
+                                     line.find(" | linears.py | ") != std::string::npos ||
+                                     line.find(" | XLA | ") != std::string::npos))
+      rows.push_back(line);
   REQUIRE(rows.size() == t.at("collectives").size());
   for (size_t i = 0; i < rows.size(); ++i) {
     const Json& c = t.at("collectives")[i];
     std::string axes;
     for (const Json& a : c.at("axes")) axes += (axes.empty() ? "" : ", ") + a.get<std::string>();
-    CHECK(rows[i] == fmt::format("| {} | {} | {} | {} | {} |", c.at("kind").get<std::string>(),
-                                 c.at("origin") == "written" ? "moe.py" : "XLA", axes,
-                                 c.at("count").get<int>(),
-                                 HumanBytes(c.at("bytes_sent_per_device"))));
+    CHECK(rows[i] ==
+          fmt::format("| {} | {} | {} | {} | {} |", c.at("kind").get<std::string>(),
+                      c.at("origin") == "written" ? (mlp ? "linears.py" : "moe.py") : "XLA", axes,
+                      c.at("count").get<int>(), HumanBytes(c.at("bytes_sent_per_device"))));
   }
 }
 
 // The page's own trace command: its args, devices, block and path, numeric with seed 1.
 std::vector<std::string> PageTraceArgs(const VisualizationPage& v) {
   std::vector<std::string> args = v.args;
-  args.insert(args.end(), {"--devices", std::to_string(v.devices), "--block", v.block,
-                           "--numeric", "--seed", "1"});
+  args.insert(args.end(), {"--devices", std::to_string(v.devices), "--block", v.block, "--numeric",
+                           "--seed", "1"});
   if (!v.path.empty()) args.insert(args.end(), {"--path", v.path});
   return args;
 }
@@ -133,8 +145,8 @@ void CheckShape(const std::string& page, const std::vector<std::string>& summary
   CHECK(summary[2].rfind("**Path** `", 0) == 0);
   const std::string text = fmt::format("{}", fmt::join(summary, "\n"));
   CHECK(text.find("**forward pass**") != std::string::npos);
-  for (const char* hbm : {"TPU v5e 16 GiB", "TPU v6e 32 GiB", "TPU v5p 95 GiB", "H100 80 GiB",
-                          "H200 141 GiB"})
+  for (const char* hbm :
+       {"TPU v5e 16 GiB", "TPU v6e 32 GiB", "TPU v5p 95 GiB", "H100 80 GiB", "H200 141 GiB"})
     CHECK(text.find(hbm) != std::string::npos);
   CHECK(text.find("Knobs that change this") != std::string::npos);
 }
@@ -164,7 +176,7 @@ TEST_CASE("render's summary holds trace's totals: DeepSeek-V3 EP32 x FSDP8", "[v
   // fit 192 GiB either way the page says it.
   const std::string text = fmt::format("{}", fmt::join(summary, "\n"));
   CHECK(text.find("MI300X 192 GiB") != std::string::npos);
-  CHECK(text.find("H200 141 GiB does not fit") != std::string::npos);
+  CHECK(text.find("H200 141 GiB **does not fit**") != std::string::npos);
 }
 
 TEST_CASE("each knob row of a summary is the trace of its variant", "[viz][summary]") {
@@ -203,9 +215,9 @@ TEST_CASE("each knob row of a summary is the trace of its variant", "[viz][summa
 
 TEST_CASE("render --hbm takes NAME=GIB and names a malformed one", "[viz][summary][errors]") {
   testing::TempDir dir;
-  const testing::CommandResult r = RunShardtrace(
-      {"render", "num_experts=4", "ici_expert_parallelism=2", "--devices", "4", "--hbm", "MI300X", "-o",
-       dir.File("page.md")});
+  const testing::CommandResult r =
+      RunShardtrace({"render", "num_experts=4", "ici_expert_parallelism=2", "--devices", "4",
+                     "--hbm", "MI300X", "-o", dir.File("page.md")});
   CHECK(r.status == 2);
   CHECK(r.err ==
         "shardtrace: error: --hbm 'MI300X': expected NAME=GIB, an accelerator name and its HBM "

@@ -49,7 +49,8 @@ std::vector<std::string> Box(const std::string& title, const std::vector<std::st
     for (size_t i = 0; i < n; ++i) s += "─";
     return s;
   };
-  std::vector<std::string> out = {"┌─ " + title + " " + rule(inner - DisplayWidth(title) - 1) + "┐"};
+  std::vector<std::string> out = {"┌─ " + title + " " + rule(inner - DisplayWidth(title) - 1) +
+                                  "┐"};
   for (const std::string& l : lines)
     out.push_back("│ " + l + std::string(inner - DisplayWidth(l), ' ') + " │");
   out.push_back("└" + rule(inner + 2) + "┘");

@@ -14,8 +14,8 @@ std::optional<FlowPhase> SegmentPhase(std::string_view s) {
     return std::find(names.begin(), names.end(), s) != names.end();
   };
   if (s == "shared_experts") return FlowPhase::kShared;
-  if (any({"gmm_wi_0", "gmm_wi_1", "gmm_wo", "gmm_up", "gmm_down", "ffn_act", "wi_0", "wi_1",
-           "wo", "maybe_tp_reduce"}) ||
+  if (any({"gmm_wi_0", "gmm_wi_1", "gmm_wo", "gmm_up", "gmm_down", "ffn_act", "wi_0", "wi_1", "wo",
+           "maybe_tp_reduce"}) ||
       s.starts_with("expert_"))
     return FlowPhase::kExperts;
   if (any({"unpermute", "weight_sum", "combine"})) return FlowPhase::kCombine;

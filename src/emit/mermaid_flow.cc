@@ -124,8 +124,8 @@ class MermaidRenderer {
         }
         std::vector<std::string> title = {scope};
         if (!common.empty()) title.push_back(fmt::format("(if {})", fmt::join(common, " && ")));
-        out += Statement(fmt::format("{}subgraph s{}", indent.substr(2), stage.index), "[\"",
-                         title, "\"]", indent.substr(2));
+        out += Statement(fmt::format("{}subgraph s{}", indent.substr(2), stage.index), "[\"", title,
+                         "\"]", indent.substr(2));
       }
       for (const int node : stage.nodes) {
         if (Constrained(node))

@@ -16,9 +16,9 @@ namespace shardtrace {
 // The collectives of one kind, origin and set of mesh axes in one layer's forward pass.
 struct CollectiveTotal {
   CollectiveKind kind = CollectiveKind::kAllGather;
-  bool written = true;            // called in moe.py (false: inserted by XLA)
-  std::vector<std::string> axes;  // mesh axes it runs over
-  int count = 0;                  // how many the layer runs
+  bool written = true;                // called in moe.py (false: inserted by XLA)
+  std::vector<std::string> axes;      // mesh axes it runs over
+  int count = 0;                      // how many the layer runs
   int64_t bytes_sent_per_device = 0;  // summed; each written one at its busiest device
 };
 

@@ -8,8 +8,8 @@
 #include <utility>
 
 #include "config/run_inputs.h"
-#include "paths/moe_block.h"
 #include "ir/trace_totals.h"
+#include "paths/moe_block.h"
 #include "util/error.h"
 
 namespace shardtrace {
@@ -102,9 +102,9 @@ KnobRun Trace1(const VariantBase& base, std::string change, const std::vector<st
     RunOptions options;
     options.masked_loop = base.masked_loop;
     options.summaries = false;
-    const BlockRun run = RunBlock(in.config, in.mesh, setup,
-                                  MakeParams(setup, n_act, /*numeric=*/false, 0),
-                                  ParseBlock(base.block), options);
+    const BlockRun run =
+        RunBlock(in.config, in.mesh, setup, MakeParams(setup, n_act, /*numeric=*/false, 0),
+                 ParseBlock(base.block), options);
     const TraceTotals totals = ComputeTotals(run.trace);
     out.mesh = run.trace.mesh;
     out.path = run.trace.path;

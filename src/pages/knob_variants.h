@@ -10,16 +10,16 @@
 #include <string>
 #include <vector>
 
-#include "pages/kernel_variants.h"
 #include "ir/trace.h"
+#include "pages/kernel_variants.h"
 
 namespace shardtrace {
 
 // One traced variant of the config, or the reason it cannot be traced.
 struct KnobRun {
-  std::string change;  // "`ici_expert_parallelism=2`"; the first run is the config as given
-  std::string mesh;    // Mesh::ToString() of the run
-  std::string path;    // Trace::path
+  std::string change;         // "`ici_expert_parallelism=2`"; the first run is the config as given
+  std::string mesh;           // Mesh::ToString() of the run
+  std::string path;           // Trace::path
   int64_t peak_bytes = 0;     // MemoryEstimate::peak_bytes(), per device
   int64_t written_bytes = 0;  // TraceTotals::collective_bytes_sent_per_device
   int64_t implied_bytes = 0;  // TraceTotals::implied_bytes_sent_per_device

@@ -29,7 +29,12 @@ std::string Percent(int64_t delta, int64_t base) {
   return std::abs(pct) < 1 ? fmt::format(" ({:+.1f}%)", pct) : fmt::format(" ({:+.0f}%)", pct);
 }
 
-std::string Plural(int n, const char* word) { return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s"); }
+std::string Plural(int n, const char* word) {
+  return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
+}
+
+// The source whose code writes the block's collectives: moe.py, or linears.py for MlpBlock.
+std::string CodeOf(const Trace& trace) { return trace.block == "moe" ? "moe.py" : "linears.py"; }
 
 std::string PathLine(const Trace& trace) {
   std::vector<std::string> reasons;
@@ -50,7 +55,8 @@ std::string BudgetTable(const Trace& trace, const TraceTotals& totals) {
   const MemoryEstimate& m = *trace.memory;
   std::string by_dtype;
   for (const auto& [dtype, bytes] : m.parameter_bytes_by_dtype)
-    by_dtype += fmt::format("{}{} {}", by_dtype.empty() ? "" : ", ", ToString(dtype), HumanBytes(bytes));
+    by_dtype +=
+        fmt::format("{}{} {}", by_dtype.empty() ? "" : ", ", ToString(dtype), HumanBytes(bytes));
   std::string largest = "nothing live";
   if (!m.at_peak.empty()) {
     const TensorRecord& t = trace.tensors[m.at_peak.front().tensor];
@@ -62,13 +68,16 @@ std::string BudgetTable(const Trace& trace, const TraceTotals& totals) {
   std::string out = "| per device, forward pass | bytes | |\n|---|---|---|\n";
   out += fmt::format("| parameters | {} | {} |\n", HumanBytes(m.parameter_bytes), by_dtype);
   out += fmt::format("| block input | {} | |\n", HumanBytes(m.input_bytes));
-  out += fmt::format("| peak temporaries | {} | {} |\n", HumanBytes(m.peak_temporary_bytes), largest);
+  out +=
+      fmt::format("| peak temporaries | {} | {} |\n", HumanBytes(m.peak_temporary_bytes), largest);
   out += fmt::format("| **peak** | **{}** | parameters + input + peak temporaries |\n",
                      HumanBytes(m.peak_bytes()));
-  out += fmt::format("| communication per layer, written in moe.py | {} | {} |\n",
-                     HumanBytes(totals.collective_bytes_sent_per_device), Plural(written, "collective"));
-  out += fmt::format("| communication per layer, inserted by XLA | {} | {} |\n",
-                     HumanBytes(totals.implied_bytes_sent_per_device), Plural(implied, "collective"));
+  out += fmt::format("| communication per layer, written in {} | {} | {} |\n", CodeOf(trace),
+                     HumanBytes(totals.collective_bytes_sent_per_device),
+                     Plural(written, "collective"));
+  out +=
+      fmt::format("| communication per layer, inserted by XLA | {} | {} |\n",
+                  HumanBytes(totals.implied_bytes_sent_per_device), Plural(implied, "collective"));
   return out;
 }
 
@@ -77,18 +86,22 @@ std::string FitLine(int64_t peak, const std::vector<Accelerator>& accelerators) 
   for (const Accelerator& a : accelerators) {
     const double share = static_cast<double>(peak) / (a.gib * kGiB);
     const std::string pct = share < 0.001 ? "<0.1%" : fmt::format("{:.1f}%", 100 * share);
-    items.push_back(fmt::format("{} {:g} GiB {} {}", a.name, a.gib, share <= 1 ? "fits," : "does not fit,", pct));
+    items.push_back(fmt::format("{} {:g} GiB {} {}", a.name, a.gib,
+                                share <= 1 ? "fits," : "**does not fit**,", pct));
   }
   return fmt::format("Peak against HBM per device: {}.", fmt::join(items, " · "));
 }
 
-std::string CollectiveTable(const TraceTotals& totals) {
+std::string CollectiveTable(const Trace& trace, const TraceTotals& totals) {
   if (totals.collectives.empty()) return "No collectives: every device computes its part alone.\n";
-  std::string out = "| collective per layer | origin | mesh axes | count | sent / device |\n|---|---|---|---|---|\n";
+  std::string out =
+      "| collective per layer | origin | mesh axes | count | sent / device "
+      "|\n|---|---|---|---|---|\n";
   for (const CollectiveTotal& c : totals.collectives)
-    out += fmt::format("| {} | {} | {} | {} | {} |\n", c.written ? ToString(c.kind) : HloName(c.kind),
-                       c.written ? "moe.py" : "XLA", fmt::join(c.axes, ", "), c.count,
-                       HumanBytes(c.bytes_sent_per_device));
+    out +=
+        fmt::format("| {} | {} | {} | {} | {} |\n", c.written ? ToString(c.kind) : HloName(c.kind),
+                    c.written ? CodeOf(trace) : "XLA", fmt::join(c.axes, ", "), c.count,
+                    HumanBytes(c.bytes_sent_per_device));
   return out;
 }
 
@@ -96,15 +109,16 @@ std::string CollectiveTable(const TraceTotals& totals) {
 // sizes in parentheses are the knob's own values, which the row's change names.
 std::string PathKind(const std::string& path) { return path.substr(0, path.find(" (")); }
 
-std::string KnobTable(const std::vector<KnobRun>& knobs) {
+std::string KnobTable(const Trace& trace, const std::vector<KnobRun>& knobs) {
   if (knobs.empty() || !knobs.front().not_traced.empty()) return "";
   const KnobRun& base = knobs.front();
   const int64_t base_comm = base.written_bytes + base.implied_bytes;
-  std::string out =
-      "Knobs that change this: each row traces this config with the change (symbolic, "
-      "balanced routing, the same devices), Δ against the first row.\n\n"
-      "| change | path | peak / device | Δ peak | sent / device | Δ sent |\n"
-      "|---|---|---|---|---|---|\n";
+  std::string out = fmt::format(
+                        "Knobs that change this: each row traces this config with the change "
+                        "(symbolic{}, the same devices), Δ against the first row.\n\n",
+                        trace.block == "moe" ? ", balanced routing" : "") +
+                    "| change | path | peak / device | Δ peak | sent / device | Δ sent |\n"
+                    "|---|---|---|---|---|---|\n";
   std::vector<std::string> untraced;
   for (const KnobRun& k : knobs) {
     if (!k.not_traced.empty()) {
@@ -114,13 +128,12 @@ std::string KnobTable(const std::vector<KnobRun>& knobs) {
     const bool first = &k == &base;
     const int64_t comm = k.written_bytes + k.implied_bytes;
     const int64_t dpeak = k.peak_bytes - base.peak_bytes, dcomm = comm - base_comm;
-    out += fmt::format("| {} | {} | {} | {} | {} | {} |\n", k.change,
-                       first || PathKind(k.path) != PathKind(base.path)
-                           ? fmt::format("`{}`", PathKind(k.path))
-                           : "same",
-                       HumanBytes(k.peak_bytes),
-                       first ? "" : SignedBytes(dpeak) + Percent(dpeak, base.peak_bytes),
-                       HumanBytes(comm), first ? "" : SignedBytes(dcomm) + Percent(dcomm, base_comm));
+    out += fmt::format(
+        "| {} | {} | {} | {} | {} | {} |\n", k.change,
+        first || PathKind(k.path) != PathKind(base.path) ? fmt::format("`{}`", PathKind(k.path))
+                                                         : "same",
+        HumanBytes(k.peak_bytes), first ? "" : SignedBytes(dpeak) + Percent(dpeak, base.peak_bytes),
+        HumanBytes(comm), first ? "" : SignedBytes(dcomm) + Percent(dcomm, base_comm));
   }
   if (!untraced.empty()) out += fmt::format("\nNot traced: {}.\n", fmt::join(untraced, "; "));
   return out;
@@ -141,9 +154,10 @@ Accelerator ParseAccelerator(const std::string& text) {
     if (!number.empty() && end == number.c_str() + number.size() && gib > 0)
       return {text.substr(0, eq), gib};
   }
-  Fail("--hbm '{}': expected NAME=GIB, an accelerator name and its HBM per device in GiB "
-       "(e.g. MI300X=192)",
-       text);
+  Fail(
+      "--hbm '{}': expected NAME=GIB, an accelerator name and its HBM per device in GiB "
+      "(e.g. MI300X=192)",
+      text);
 }
 
 std::string SummaryMarkdown(const SummaryInput& in) {
@@ -157,8 +171,8 @@ std::string SummaryMarkdown(const SummaryInput& in) {
       "{}Every figure is per device for one layer's **forward pass** (shardtrace traces no "
       "backward pass), from this run's totals{}.\n\n",
       trace.memory ? " " : "", in.legend.empty() ? "" : "; " + in.legend);
-  out += CollectiveTable(in.totals);
-  const std::string knobs = KnobTable(in.knobs);
+  out += CollectiveTable(trace, in.totals);
+  const std::string knobs = KnobTable(trace, in.knobs);
   if (!knobs.empty()) out += "\n" + knobs;
   return out;
 }

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "pages/knob_variants.h"
 #include "ir/trace.h"
 #include "ir/trace_totals.h"
+#include "pages/knob_variants.h"
 
 namespace shardtrace {
 
