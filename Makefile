@@ -33,7 +33,8 @@ golden: build
 	cd $(BUILD) && ctest -j$(JOBS) --output-on-failure
 	@git status --short testdata visualizations
 
-# Parses every Mermaid block of visualizations/*.md with mermaid.js itself (the QuickJS engine
+# Parses every Mermaid block of visualizations/*.md (and of the DeepSeek-V3 EP32 x FSDP8 render
+# golden) with mermaid.js itself (the QuickJS engine
 # of the pinned `mmdc` package, in a venv under the build directory; needs PyPI the first time,
 # never Node.js), then lays each out with the same mermaid.js in Debian's headless Chromium
 # and fails when one is wider than 1,600 px (tools/mermaid_check/chromium_mermaid.py; no
@@ -50,6 +51,7 @@ $(MERMAID_VENV)/installed: tools/mermaid_check/requirements.txt
 
 mermaid-check: $(MERMAID_VENV)/installed
 	@$(MERMAID_VENV)/bin/python -W ignore tools/mermaid_check/check_mermaid.py visualizations/*.md \
+		testdata/expected/render_deepseek3-671b_ep32_fsdp8.md \
 		--layout $(if $(MERMAID_RENDER),--render $(MERMAID_RENDER))
 
 # Every issue-13 target as a ratio measured side by side (bench/README.md); BENCH_MIXTRAL=1
