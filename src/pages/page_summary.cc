@@ -26,6 +26,7 @@ std::string SignedBytes(int64_t delta) {
 std::string Percent(int64_t delta, int64_t base) {
   if (base == 0 || delta == 0) return "";
   const double pct = 100.0 * static_cast<double>(delta) / static_cast<double>(base);
+  if (std::abs(pct) < 0.05) return fmt::format(" ({}<0.1%)", pct > 0 ? "+" : "-");
   return std::abs(pct) < 1 ? fmt::format(" ({:+.1f}%)", pct) : fmt::format(" ({:+.0f}%)", pct);
 }
 
