@@ -2,6 +2,8 @@
 // are `trace`'s totals for the same config, each knob row is the trace of its variant, and
 // the summary fits the first screen. Checked on every committed page and on `render` of
 // DeepSeek-V3 (EP32 x FSDP8, 256 devices).
+#include "pages/page_summary.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -211,6 +213,26 @@ TEST_CASE("each knob row of a summary is the trace of its variant", "[viz][summa
   // The buffer factor is the knob that brings DeepSeek-V3's layer within HBM here.
   const std::vector<std::string> ragged = Row(summary, "`ragged_buffer_factor=1`");
   CHECK(ragged[3].rfind("-", 0) == 0);
+}
+
+TEST_CASE("a summary with many kinds of collectives names the smaller ones by count",
+          "[viz][summary]") {
+  Trace trace;
+  trace.block = "moe";
+  trace.path = "sparse_matmul/ragged_all_to_all";
+  SummaryInput in;
+  in.trace = &trace;
+  for (int i = 0; i < 9; ++i)
+    in.totals.collectives.push_back(
+        {CollectiveKind::kAllGather, i % 2 == 0, {fmt::format("axis{}", i)}, 1, 100 * (i + 1)});
+  const std::string text = SummaryMarkdown(in);
+  // the five largest (axis8 .. axis4) in their order of use, then the rest by count
+  CHECK(text.find("| all-gather | XLA | axis3 |") == std::string::npos);
+  CHECK(text.find("| all_gather | moe.py | axis4 | 1 | 500 B |\n| all-gather | XLA | axis5 |") !=
+        std::string::npos);
+  CHECK(text.find("| 4 smaller kinds: see Collectives in the formal specification | | | | |\n") !=
+        std::string::npos);
+  CHECK(std::count(text.begin(), text.end(), '\n') <= 40);
 }
 
 TEST_CASE("render --hbm takes NAME=GIB and names a malformed one", "[viz][summary][errors]") {

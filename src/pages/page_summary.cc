@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
@@ -15,6 +16,7 @@ namespace shardtrace {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr size_t kMaxCollectiveRows = 6;
 
 // "+1.5 KiB", "-2.0 KiB", "0 B".
 std::string SignedBytes(int64_t delta) {
@@ -98,11 +100,26 @@ std::string CollectiveTable(const Trace& trace, const TraceTotals& totals) {
   std::string out =
       "| collective per layer | origin | mesh axes | count | sent / device "
       "|\n|---|---|---|---|---|\n";
+  // The summary stays within 40 lines: past kMaxCollectiveRows kinds, the largest are shown
+  // and the rest named by count (the formal specification lists every collective).
+  std::vector<const CollectiveTotal*> shown;
+  for (const CollectiveTotal& c : totals.collectives) shown.push_back(&c);
+  if (shown.size() > kMaxCollectiveRows) {
+    std::stable_sort(shown.begin(), shown.end(), [](const auto* a, const auto* b) {
+      return a->bytes_sent_per_device > b->bytes_sent_per_device;
+    });
+    shown.resize(kMaxCollectiveRows - 1);
+  }
   for (const CollectiveTotal& c : totals.collectives)
+    if (std::find(shown.begin(), shown.end(), &c) != shown.end())
+      out += fmt::format("| {} | {} | {} | {} | {} |\n",
+                         c.written ? ToString(c.kind) : HloName(c.kind),
+                         c.written ? CodeOf(trace) : "XLA", fmt::join(c.axes, ", "), c.count,
+                         HumanBytes(c.bytes_sent_per_device));
+  if (shown.size() < totals.collectives.size())
     out +=
-        fmt::format("| {} | {} | {} | {} | {} |\n", c.written ? ToString(c.kind) : HloName(c.kind),
-                    c.written ? CodeOf(trace) : "XLA", fmt::join(c.axes, ", "), c.count,
-                    HumanBytes(c.bytes_sent_per_device));
+        fmt::format("| {} smaller kinds: see Collectives in the formal specification | | | | |\n",
+                    totals.collectives.size() - shown.size());
   return out;
 }
 
