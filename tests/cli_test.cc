@@ -216,7 +216,8 @@ TEST_CASE("Impossible MoE runs are one-line errors with exit status 2", "[cli]")
     std::string mentions;
   };
   const std::vector<Case> cases = {
-      {{"trace", "model_name=mixtral-8x7b", "--numeric"}, "numeric mode is for small configs"},
+      {{"trace", "model_name=mixtral-8x7b", "--numeric"},
+       "the budget is 2048 MiB (--max-memory GIB raises it)"},
       {{"trace", "num_experts=8", "num_experts_per_tok=2", "base_moe_mlp_dim=16", "base_mlp_dim=16",
         "base_emb_dim=16", "max_target_length=8", "per_device_batch_size=1",
         "use_random_routing=true", "--numeric"},

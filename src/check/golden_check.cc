@@ -104,6 +104,7 @@ GoldenReport CheckGoldenCase(const std::string& case_dir, const std::vector<std:
   run_options.summaries = false;  // a check prints verdicts, never per-tensor summaries
   run_options.threads = options.threads;
   run_options.progress = options.progress;
+  run_options.budget_bytes = options.budget_bytes;
   const BlockRun run = RunBlock(in.config, in.mesh, setup, params, block, run_options);
 
   GoldenReport report{case_dir, block == Block::kMlp ? run.trace.path : setup.PathLabel(), {}};

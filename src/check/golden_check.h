@@ -5,11 +5,13 @@
 // array names are reported, never ignored.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "numeric/array.h"
+#include "paths/moe_params.h"
 
 namespace shardtrace {
 
@@ -35,6 +37,7 @@ struct CheckOptions {
   std::vector<std::string> extra_args;  // more key=value overrides / --devices via the caller
   int threads = 0;                      // RunOptions::threads
   Progress* progress = nullptr;         // status line while reading and computing
+  int64_t budget_bytes = kNumericBudgetBytes;  // RunOptions::budget_bytes (--max-memory)
 };
 
 // The arrays a golden case may hold: inputs (parameters) and expected outputs.

@@ -66,6 +66,7 @@ bool RunCheckCommand(const CheckCommandOptions& options, std::ostream& out) {
   check_options.rtol = options.rtol;
   check_options.extra_args = overrides;
   check_options.threads = options.threads;
+  check_options.budget_bytes = options.budget_bytes;
   Progress progress(options.quiet);
   check_options.progress = &progress;
   std::vector<GoldenReport> reports;

@@ -64,6 +64,29 @@ CLI::Validator ThreadsValidator() {
       "N");
 }
 
+// --max-memory GIB: a positive number of GiB (fractions allowed), at most 1 TiB.
+CLI::Option* AddMaxMemory(CLI::App* cmd, int64_t& budget_bytes) {
+  return cmd
+      ->add_option_function<std::string>(
+          "--max-memory",
+          [&budget_bytes](const std::string& value) {
+            double gib = 0;
+            std::from_chars(value.data(), value.data() + value.size(), gib);
+            budget_bytes = static_cast<int64_t>(gib * static_cast<double>(int64_t{1} << 30));
+          },
+          "numeric: the memory the simulated devices may hold, in GiB (default 2)")
+      ->check(CLI::Validator(
+          [](std::string& value) {
+            double x = 0;
+            const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), x);
+            if (ec != std::errc() || end != value.data() + value.size() || !(x > 0) || x > 1024)
+              return fmt::format("expected a size in GiB above 0 and at most 1024, found '{}'",
+                                 value);
+            return std::string();
+          },
+          "GIB"));
+}
+
 CLI::Validator ToleranceValidator() {
   return CLI::Validator(
       [](std::string& value) {
@@ -213,6 +236,7 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
                    "numeric: threads simulating devices (0 = every core, 1 = serial)")
       ->check(ThreadsValidator());
   trace_cmd->add_flag("--quiet", trace_options.quiet, "no progress line on stderr");
+  AddMaxMemory(trace_cmd, trace_options.budget_bytes);
   trace_cmd->add_option("--golden", trace_options.golden,
                         "take inputs and weights from a golden case directory (implies --numeric)");
   trace_cmd->footer(
@@ -242,6 +266,7 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
                    "threads simulating devices (0 = every core, 1 = serial)")
       ->check(ThreadsValidator());
   check_cmd->add_flag("--quiet", check_options.quiet, "no progress line on stderr");
+  AddMaxMemory(check_cmd, check_options.budget_bytes);
   check_cmd->footer(
       "Example: shardtrace check testdata/goldens/sparse_ep2_mixtral "
       "testdata/goldens/ring_ep2_mixtral");

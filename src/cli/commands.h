@@ -34,6 +34,7 @@ struct TraceOptions {
   std::string path = "auto";  // auto (what RoutedMoE selects) | masked_loop
   int threads = 0;            // numeric: 0 = every core, 1 = serial
   bool quiet = false;         // no progress line on stderr
+  int64_t budget_bytes = int64_t{2} << 30;  // numeric: what the run may hold (--max-memory)
 };
 
 struct CheckCommandOptions {
@@ -42,6 +43,7 @@ struct CheckCommandOptions {
   double rtol = 1e-4;
   int threads = 0;     // 0 = every core, 1 = serial
   bool quiet = false;  // no progress line on stderr
+  int64_t budget_bytes = int64_t{2} << 30;  // what a case's run may hold (--max-memory)
 };
 
 struct GenerateOptions {

@@ -33,7 +33,7 @@ void RunTraceCommand(const TraceOptions& options, std::ostream& out) {
   Progress progress(options.quiet);
   MoeParams params;
   if (options.golden.empty()) {
-    params = MakeParams(setup, n_act, numeric, options.seed);
+    params = MakeParams(setup, n_act, numeric, options.seed, options.budget_bytes);
   } else {
     const std::string npz = options.golden + "/tensors.npz";
     params = ParamsFromArrays(setup, n_act, ReadNpz(npz, &progress), npz,
@@ -41,7 +41,7 @@ void RunTraceCommand(const TraceOptions& options, std::ostream& out) {
     // A block the case does not hold (the dense MlpBlock of a MoE case, the experts of a
     // dense case) runs on seeded weights, with the case's inputs.
     if (block == Block::kMlp ? !params.dense : !params.wi_0.numeric()) {
-      MoeParams seeded = MakeParams(setup, n_act, true, options.seed);
+      MoeParams seeded = MakeParams(setup, n_act, true, options.seed, options.budget_bytes);
       seeded.inputs = params.inputs;
       if (params.dense) seeded.dense = params.dense;
       params = std::move(seeded);
@@ -51,6 +51,7 @@ void RunTraceCommand(const TraceOptions& options, std::ostream& out) {
   run_options.numeric = numeric;
   run_options.masked_loop = options.path == "masked_loop";
   run_options.threads = options.threads;
+  run_options.budget_bytes = options.budget_bytes;
   run_options.progress = &progress;
   // Only the table and json print per-tensor summaries.
   run_options.summaries = common.format != "dot" && common.format != "svg";

@@ -163,6 +163,8 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
 BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
                   const MoeParams& params, Block block, const RunOptions& options) {
   const bool masked_loop = options.masked_loop;
+  // Every simulated device holds its shards: the budget counts them before any is made.
+  if (options.numeric) CheckNumericSize(setup, mesh.num_devices(), options.budget_bytes);
   Tracer t(mesh, config.logical_axis_rules(), options.numeric);
   // Symbolic runs compute nothing worth a thread.
   std::optional<ThreadPool> pool;

@@ -46,6 +46,8 @@ struct RunOptions {
   int threads = 0;
   // Status line (op and device being computed); null for none.
   Progress* progress = nullptr;
+  // What a numeric run may hold (CheckNumericSize over every simulated device); --max-memory.
+  int64_t budget_bytes = kNumericBudgetBytes;
 };
 
 BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,

@@ -4,7 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
 
+#include "paths/capacity_masks.h"
 #include "paths/moe_setup.h"
 #include "util/error.h"
 
@@ -48,30 +53,69 @@ MlpParams MakeMlp(Rng* rng, int64_t in, int64_t hidden, int n, DType dtype) {
 
 }  // namespace
 
-void CheckNumericSize(const MoeSetup& s) {
-  // The largest array each path materialises, per simulated device or globally.
+void CheckNumericSize(const MoeSetup& s, int64_t devices, int64_t budget_bytes) {
+  // Element counts saturate instead of overflowing: any of them past the budget is refused.
+  const auto product = [](std::initializer_list<int64_t> dims) {
+    int64_t n = 1;
+    for (const int64_t d : dims)
+      if (__builtin_mul_overflow(n, std::max<int64_t>(d, 0), &n)) return INT64_MAX;
+    return n;
+  };
+  // The largest arrays each path materialises. Kernels are held by every device (the expert
+  // kernels split over EP); activations split over the devices, but a run keeps several
+  // copies (an op's inputs and outputs, per-device shards of replicated ones): up to 4.
   const int64_t wide = std::max({s.hidden, s.wi_hidden, s.emb, s.mlp_dim, s.shared_hidden});
-  const std::vector<std::pair<std::string, int64_t>> candidates = {
-      {"the expert kernels wi_0/wi_1/wo", s.num_experts * s.emb * std::max(s.hidden, s.wi_hidden)},
-      {"the dense MLP kernels", s.emb * s.mlp_dim},
-      {"a [B,S,E,H] activation", s.batch * s.seq * s.num_experts * wide},
+  struct Candidate {
+    std::string what, keys;
+    int64_t elements;
+    int64_t kernel_split;  // a kernel: the devices one copy is split over; 0: an activation
+  };
+  std::vector<Candidate> candidates = {
+      {"the expert kernels wi_0/wi_1/wo", "num_experts, base_emb_dim, base_moe_mlp_dim",
+       product({3, s.num_experts, s.emb, std::max(s.hidden, s.wi_hidden)}),
+       std::max<int64_t>(s.ep, 1)},
+      {"the dense MLP kernels", "base_emb_dim, base_mlp_dim", product({3, s.emb, s.mlp_dim}), 1},
+      {"a [B,S,E,H] activation", "per_device_batch_size, max_target_length, num_experts, dims",
+       product({s.batch, s.seq, s.num_experts, wide}), 0},
       // A device's ragged receive buffer holds at most every routed row (it is sized by the
       // rows actually received, not allocated at get_ragged_buffer_size's worst case).
-      {"the routed rows", s.batch * s.seq * s.top_k * wide},
+      {"the routed rows", "per_device_batch_size, max_target_length, num_experts_per_tok, dims",
+       product({s.batch, s.seq, s.top_k, wide}), 0},
   };
-  constexpr int64_t kLimit = int64_t{1} << 26;  // 64 Mi floats = 256 MiB per array
-  for (const auto& [what, elements] : candidates)
-    if (elements > kLimit)
-      Fail(
-          "--numeric: {} would hold {} floats (limit {}); numeric mode is for small configs: "
-          "shrink "
-          "base_emb_dim / base_moe_mlp_dim / max_target_length / per_device_batch_size, or trace "
-          "symbolically",
-          what, elements, kLimit);
+  if (s.path == MoePath::kDenseDropping) {
+    // generate_masks' [B,S,E,C] masks and the [E,B,C,M] expert inputs they dispatch to.
+    const int64_t c = Capacity(s.seq * s.top_k, s.num_experts, s.capacity_factor);
+    candidates.push_back({fmt::format("the [B,S,E,C] dispatch and combine masks (C = {})", c),
+                          "capacity_factor, per_device_batch_size, max_target_length",
+                          product({2, s.batch, s.seq, s.num_experts, c}), 0});
+    candidates.push_back({fmt::format("the [E,B,C,M] expert inputs (C = {})", c),
+                          "capacity_factor, per_device_batch_size, base_emb_dim",
+                          product({s.num_experts, s.batch, c, wide}), 0});
+  }
+  int64_t total = 0;  // floats, saturating
+  const Candidate* largest = &candidates.front();
+  for (const Candidate& c : candidates) {
+    const int64_t held = c.kernel_split > 0
+                             ? product({c.elements / c.kernel_split, devices})
+                             : product({c.elements, std::min<int64_t>(devices, 4)});
+    if (__builtin_add_overflow(total, held, &total)) total = INT64_MAX;
+    if (c.elements > largest->elements) largest = &c;
+  }
+  const int64_t bytes = product({total, 4});
+  const auto mib = [](int64_t b) { return fmt::format("{} MiB", (b + (1 << 20) - 1) >> 20); };
+  if (bytes > budget_bytes)
+    Fail(
+        "--numeric: the run would hold {} (largest: {}, {} floats{}); the budget is {} "
+        "(--max-memory GIB raises it); shrink {}{}, or trace symbolically",
+        bytes == INT64_MAX ? std::string("more than 8 EiB") : "about " + mib(bytes),
+        largest->what, largest->elements,
+        devices > 1 ? fmt::format(", on up to {} simulated devices", devices) : "",
+        mib(budget_bytes), largest->keys, devices > 1 ? " or the device count" : "");
 }
 
-MoeParams MakeParams(const MoeSetup& s, int num_mlp_activations, bool numeric, uint64_t seed) {
-  if (numeric) CheckNumericSize(s);
+MoeParams MakeParams(const MoeSetup& s, int num_mlp_activations, bool numeric, uint64_t seed,
+                     int64_t budget_bytes) {
+  if (numeric) CheckNumericSize(s, 1, budget_bytes);
   Rng generator(seed);
   Rng* rng = numeric ? &generator : nullptr;
   const DType w = s.weight_dtype;

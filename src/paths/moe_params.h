@@ -35,12 +35,24 @@ struct MoeParams {
   std::optional<MlpParams> dense;             // a dense MlpBlock layer (mlp_dim)
 };
 
+// The memory a numeric run may take, unless --max-memory says otherwise: 2 GiB.
+inline constexpr int64_t kNumericBudgetBytes = int64_t{2} << 30;
+
 // Shape-only (numeric = false) or seeded values: inputs ~ N(0,1), kernels ~ N(0, 1/fan_in)
 // with fan_in the contracted dim, biases ~ N(0, 0.1^2), per_expert_scale 1. The generator
 // is splitmix64 + Box-Muller, so a seed gives the same numbers on every machine.
-// Numeric mode refuses configs whose largest array would exceed 256 MiB (Error naming it).
-MoeParams MakeParams(const MoeSetup& setup, int num_mlp_activations, bool numeric, uint64_t seed);
-void CheckNumericSize(const MoeSetup& setup);
+// Numeric mode checks the run's budget first (CheckNumericSize, one device: the global
+// arrays the seeded weights and inputs become).
+MoeParams MakeParams(const MoeSetup& setup, int num_mlp_activations, bool numeric, uint64_t seed,
+                     int64_t budget_bytes = kNumericBudgetBytes);
+
+// The one budget of a numeric run, checked before anything is allocated: the arrays it
+// materialises (expert and dense kernels, [B,S,E,H] activations, the routed rows, and on the
+// token-dropping path the [B,S,E,C] masks with C the expert capacity), 4 bytes per element,
+// each held by up to `devices` simulated devices, must fit `budget_bytes`. Error names the
+// largest array, the keys that size it and --max-memory, which raises the budget.
+void CheckNumericSize(const MoeSetup& setup, int64_t devices = 1,
+                      int64_t budget_bytes = kNumericBudgetBytes);
 
 // True when golden arrays describe a dense MlpBlock (mlp_wi_0, mlp_wi_1, .., mlp_wo: [M, F] and
 // [F, M]) rather than a MoE block.
