@@ -4,6 +4,8 @@
 #include <graphviz/cgraph.h>
 #include <graphviz/gvc.h>
 
+#include <algorithm>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <vector>
@@ -166,9 +168,9 @@ std::string TraceToSvg(const Trace& trace) {
   // some cluster graphs, e.g. the masked loop's: each layout runs in a child process under a
   // time and memory limit, so such a graph costs a retry, not the process. The retries keep
   // every node and edge: first with dot's newrank, then without the scope boxes.
-  // dot's layout time grows much faster than the graph: 1,000 edges take seconds, 2,000 more
-  // than a minute. A bigger graph is refused before any layout is tried.
-  constexpr size_t kMaxEdges = 1500;
+  // dot's layout time grows much faster than the graph: 1,000 edges take seconds, 1,400 more
+  // than 25 s, 2,000 more than a minute. A bigger graph is refused before any layout is tried.
+  constexpr size_t kMaxEdges = 1000;
   size_t edges = 0;
   for (const OpRecord& op : trace.ops) edges += op.inputs.size() * op.outputs.size();
   if (edges > kMaxEdges)
@@ -177,11 +179,17 @@ std::string TraceToSvg(const Trace& trace) {
         "{} edges; --format dot writes the graph for another layout tool, --format mermaid draws "
         "the same flow",
         trace.tensors.size(), edges, kMaxEdges);
-  ContainedLimits limits;
-  limits.seconds = 20;
+  // At most 30 s of layout in all: each attempt gets what is left of it.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   std::string failures;
   for (const DotStyle style : {DotStyle{}, DotStyle{.clusters = true, .newrank = true},
                                DotStyle{.clusters = false, .newrank = false}}) {
+    const auto left = std::chrono::duration_cast<std::chrono::seconds>(
+                          deadline - std::chrono::steady_clock::now())
+                          .count();
+    if (left < 1) break;
+    ContainedLimits limits;
+    limits.seconds = static_cast<int>(std::min<int64_t>(left, 20));
     const std::string dot = DotText(trace, style);
     const ContainedResult laid_out =
         RunContained([&dot] { return LayOutInProcess(dot); }, limits);

@@ -113,7 +113,7 @@ ContainedResult RunContained(const std::function<std::string()>& fn,
   ContainedResult result;
   std::string bytes;
   const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(limits.seconds + 5);
+      std::chrono::steady_clock::now() + std::chrono::seconds(limits.seconds);
   bool timed_out = false, too_long = false;
   char buffer[1 << 16];
   for (;;) {
@@ -142,7 +142,7 @@ ContainedResult RunContained(const std::function<std::string()>& fn,
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (timed_out) {
-    result.failure = fmt::format("took more than {} s", limits.seconds + 5);
+    result.failure = fmt::format("took more than {} s", limits.seconds);
   } else if (too_long) {
     result.failure = fmt::format("wrote more than {} bytes", limits.output_bytes);
   } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || bytes.empty()) {
