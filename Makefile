@@ -112,7 +112,8 @@ test-asan: $(ASAN_BUILD)/CMakeCache.txt
 # fails the run; libFuzzer saves the input as testdata/fuzz/<target>/crash-* (or leak-*,
 # timeout-*), which every build's <target>_corpus ctest entry replays from then on.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = fuzz_config fuzz_npz fuzz_einsum fuzz_axis_rules fuzz_sharding_dump
+FUZZ_TARGETS = fuzz_config fuzz_npz fuzz_einsum fuzz_axis_rules fuzz_sharding_dump \
+  fuzz_trace_overrides fuzz_trace_formats
 fuzz: $(ASAN_BUILD)/CMakeCache.txt
 	@cmake --build $(ASAN_BUILD) -j$(JOBS) --target $(FUZZ_TARGETS)
 	@for t in $(FUZZ_TARGETS); do \
