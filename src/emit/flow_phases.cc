@@ -70,7 +70,12 @@ std::vector<FlowPhase> TensorPhases(const Trace& trace) {
       continue;
     }
     if (named && *named > current) current = *named;
-    out[t.id] = !named && t.kind == TensorKind::kWeight ? FlowPhase::kInputs : current;
+    if (!named && t.kind == TensorKind::kWeight)
+      out[t.id] = FlowPhase::kInputs;
+    else if (current == FlowPhase::kExperts && named != FlowPhase::kExperts)
+      out[t.id] = FlowPhase::kCombine;  // after the expert matmuls: putting rows back
+    else
+      out[t.id] = current;
   }
   return out;
 }

@@ -7,8 +7,10 @@
 // (mermaid_flow.h). A tensor's phase comes from the scopes moe.py names (a `[gmm_wo]`
 // bracket counts as its name); a record in a scope that names no phase (RoutedMoE,
 // sparse_matmul, wrapper) stays in the phase before it, except a weight, which belongs to
-// the inputs and weights. Phases only move forward along the program, so the return
-// all-to-all parameters after the experts are the combine's.
+// the inputs and weights. A record after the expert matmuls in a scope that is not an
+// expert's is the combine's (the wrapper's unsort, the return all-to-all and its
+// parameters) without ending the experts (a masked loop accumulates between two experts).
+// Otherwise phases only move forward along the program.
 #pragma once
 
 #include <string>
