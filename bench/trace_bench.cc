@@ -2,19 +2,19 @@
 // promise "well under a second", and a numeric EP=8 run on a small config.
 #include <benchmark/benchmark.h>
 
-#include "config/run_inputs.h"
 #include "paths/moe_block.h"
+#include "run/run.h"
 
 namespace shardtrace {
 namespace {
 
 void RunTrace(benchmark::State& state, const std::vector<std::string>& args, int64_t devices,
               bool numeric) {
-  const RunInputs in = LoadRunInputs(args, devices);
-  const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
-  const MoeParams params = MakeParams(setup, 2, numeric, 1);
+  RunRequest request = SymbolicRequest(args, devices);
+  if (numeric) request.evaluation = Evaluation::kNumeric;
+  request.seed = 1;
   for (auto _ : state) {
-    BlockRun run = RunBlock(in.config, in.mesh, setup, params, Block::kMoe, numeric);
+    RunResult run = Run(request);
     benchmark::DoNotOptimize(run.trace.tensors.data());
   }
 }

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "run/run.h"
 #include "test_support.h"
 
 namespace shardtrace {

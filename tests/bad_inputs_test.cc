@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "run/run.h"
 #include "test_support.h"
 
 namespace shardtrace {

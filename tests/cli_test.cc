@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "run/run.h"
 #include "test_support.h"
 
 namespace shardtrace {

@@ -7,6 +7,7 @@
 
 #include "check/sharding_dump.h"
 #include "emit/text_table.h"
+#include "run/run.h"
 #include "test_support.h"
 
 namespace shardtrace {

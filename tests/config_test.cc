@@ -14,6 +14,7 @@
 
 #include "config/embedded_configs.h"
 #include "config/key_suggest.h"
+#include "run/run.h"
 #include "test_support.h"
 #include "util/error.h"
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "run/run.h"
 #include "test_support.h"
 
 namespace shardtrace {
@@ -65,8 +66,8 @@ TEST_CASE("svg: the masked loop, whose cluster graph aborts Graphviz's dot, stil
           "[hostile][svg]") {
   // The first layout dies in the contained child (double free after "trouble in init_rank");
   // the newrank retry lays out the same nodes and edges.
-  const CommandResult r = RunShardtrace(
-      With({"trace", "--path", "masked_loop", "--format", "svg"}, kMixtralEp4));
+  const CommandResult r =
+      RunShardtrace(With({"trace", "--path", "masked_loop", "--format", "svg"}, kMixtralEp4));
   INFO(r.err);
   REQUIRE(r.status == 0);
   CHECK(r.err.empty());
@@ -103,9 +104,9 @@ TEST_CASE("reports show a dump's terminal escapes as text, never as raw control 
   // the screen); compare-dump echoes it in its mesh line.
   const std::string dump = SourcePath("testdata/bad/inputs/dump-escape-axis");
   for (const std::string format : {"text", "markdown"}) {
-    const CommandResult r = RunShardtrace({"compare-dump", dump,
-                                           SourcePath("testdata/maxtext-configs/base.yml"),
-                                           "--format", format});
+    const CommandResult r =
+        RunShardtrace({"compare-dump", dump, SourcePath("testdata/maxtext-configs/base.yml"),
+                       "--format", format});
     INFO(format << "\n" << r.err);
     CHECK(r.status == 1);  // the meshes differ
     CHECK_THAT(r.out, Catch::Contains("\\x1b]0;pwned\\x07\\x1b[2Jfsdp"));
@@ -136,9 +137,8 @@ TEST_CASE("a file-size limit (SIGXFSZ) fails the write and leaves no temporary f
   const CommandResult r = RunWithRedirect(
       "ulimit -f 4; ", With({"trace", "-o", dir.File("trace.txt")}, kMixtralEp4), ">/dev/null");
   CHECK(r.status == 2);
-  const std::string start =
-      fmt::format("shardtrace: error: output file ({}): cannot write temporary file",
-                  dir.File("trace.txt"));
+  const std::string start = fmt::format(
+      "shardtrace: error: output file ({}): cannot write temporary file", dir.File("trace.txt"));
   CHECK_THAT(r.err, Catch::StartsWith(start) && Catch::EndsWith(": File too large\n"));
   CHECK(dir.Entries().empty());
 }

@@ -20,11 +20,11 @@
 #include "check/golden_check.h"
 #include "check/sharding_dump.h"
 #include "config/override_file.h"
-#include "config/run_inputs.h"
-#include "test_support.h"
 #include "paths/moe_block.h"
 #include "paths/moe_params.h"
 #include "paths/moe_setup.h"
+#include "run/run.h"
+#include "test_support.h"
 
 namespace shardtrace {
 namespace {
@@ -164,8 +164,7 @@ TEST_CASE("Every MaxText oracle sharding dump agrees with shardtrace's trace of 
       std::vector<std::string> args = {BaseYml()};
       for (const std::string& o : OverridesFromYamlFile((dir / "config.yml").string()))
         args.push_back(o);
-      const RunInputs in = LoadRunInputs(args, std::nullopt);
-      const DumpComparison cmp = CompareWithDump(dump, in.config, in.mesh);
+      const DumpComparison cmp = CompareWithDump(dump, SymbolicRequest(args, std::nullopt));
       const std::string block =
           nlohmann::json::parse(ReadFile(dir / "compiled.json"))["block"].get<std::string>();
       CHECK(cmp.mesh_agrees());
@@ -234,12 +233,8 @@ TEST_CASE("The collectives shardtrace writes are those of MaxText's compiled HLO
       std::vector<std::string> args = {BaseYml()};
       for (const std::string& o : OverridesFromYamlFile((dir / "config.yml").string()))
         args.push_back(o);
-      const RunInputs in = LoadRunInputs(args, std::nullopt);
-      const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
-      const int n_act = static_cast<int>(in.config.StrList("mlp_activations").size());
-      const MoeParams params = MakeParams(setup, n_act, /*numeric=*/false, 0);
       const Block block = compiled["block"] == "mlp" ? Block::kMlp : Block::kMoe;
-      const Trace trace = RunBlock(in.config, in.mesh, setup, params, block, false).trace;
+      const Trace trace = Run(SymbolicRequest(args, std::nullopt, block)).trace;
       std::vector<nlohmann::json> explicit_hlo;
       for (const nlohmann::json& c : compiled["collectives"])
         if (!c["spmd_generated"].get<bool>()) explicit_hlo.push_back(c);

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "io/atomic_file.h"
+#include "run/run.h"
 #include "test_support.h"
 #include "util/error.h"
 

@@ -8,10 +8,10 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 
-#include "config/run_inputs.h"
 #include "numeric/ops.h"
-#include "shard/mesh.h"
 #include "paths/moe_block.h"
+#include "run/run.h"
+#include "shard/mesh.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 
@@ -90,16 +90,14 @@ bool BitIdentical(const Array& a, const Array& b) {
 // cores, so work really interleaves) and requires identical captures, facts and summaries.
 void CheckPoolMatchesSerial(std::vector<std::string> overrides, int64_t devices) {
   INFO(fmt::format("{} on {} devices", fmt::join(overrides, " "), devices));
-  const RunInputs in = LoadRunInputs(overrides, devices);
-  const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
-  const MoeParams params = MakeParams(setup, 2, /*numeric=*/true, /*seed=*/11);
-  RunOptions serial_options;
-  serial_options.numeric = true;
-  serial_options.threads = 1;
-  RunOptions pool_options = serial_options;
-  pool_options.threads = 4;
-  const BlockRun serial = RunBlock(in.config, in.mesh, setup, params, Block::kMoe, serial_options);
-  const BlockRun pooled = RunBlock(in.config, in.mesh, setup, params, Block::kMoe, pool_options);
+  RunRequest serial_request = SymbolicRequest(overrides, devices);
+  serial_request.evaluation = Evaluation::kNumeric;
+  serial_request.seed = 11;
+  serial_request.threads = 1;
+  RunRequest pool_request = serial_request;
+  pool_request.threads = 4;
+  const RunResult serial = Run(serial_request);
+  const RunResult pooled = Run(pool_request);
   REQUIRE(serial.captures.size() == pooled.captures.size());
   REQUIRE_FALSE(serial.captures.empty());
   for (const auto& [name, array] : serial.captures) {

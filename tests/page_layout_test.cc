@@ -10,6 +10,7 @@
 
 #include "emit/text_table.h"
 #include "pages/visualization_pages.h"
+#include "run/run.h"
 #include "test_support.h"
 
 namespace shardtrace {

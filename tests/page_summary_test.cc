@@ -16,6 +16,7 @@
 
 #include "emit/human_bytes.h"
 #include "pages/visualization_pages.h"
+#include "run/run.h"
 #include "test_support.h"
 
 namespace shardtrace {

@@ -7,10 +7,10 @@
 #include <catch2/catch.hpp>
 
 #include "config/config.h"
-#include "config/run_inputs.h"
+#include "paths/moe_block.h"
+#include "run/run.h"
 #include "shard/mesh.h"
 #include "test_support.h"
-#include "paths/moe_block.h"
 
 namespace shardtrace {
 namespace {
@@ -33,14 +33,15 @@ std::vector<std::string> SmallMoe(const std::string& decoder) {
 
 // Runs the MoE block with `overrides` on `devices` devices, keeping the global batch at
 // `batch` so the seeded parameters are identical across meshes.
-BlockRun Run(std::vector<std::string> overrides, int64_t devices, int64_t batch = kBatch) {
+RunResult Run(std::vector<std::string> overrides, int64_t devices, int64_t batch = kBatch) {
   overrides.push_back(
       fmt::format("per_device_batch_size={}", static_cast<double>(batch) / devices));
-  const RunInputs in = LoadRunInputs(overrides, devices);
-  const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
-  REQUIRE(setup.batch == batch);
-  const MoeParams params = MakeParams(setup, 2, /*numeric=*/true, /*seed=*/7);
-  return RunBlock(in.config, in.mesh, setup, params, Block::kMoe, /*numeric=*/true);
+  RunRequest request = SymbolicRequest(overrides, devices);
+  request.evaluation = Evaluation::kNumeric;
+  request.seed = 7;
+  RunResult run = shardtrace::Run(request);
+  REQUIRE(run.setup.setup.batch == batch);
+  return run;
 }
 
 using testing::MaxDiff;
@@ -55,17 +56,17 @@ std::vector<std::string> With(std::vector<std::string> base,
 
 TEST_CASE("Dense dropping with a capacity that drops nothing equals dense dropless", "[paths]") {
   const auto base = SmallMoe("mixtral");
-  const BlockRun dropless = Run(With(base, {"sparse_matmul=false", "capacity_factor=-1"}), 1);
-  const BlockRun dropping = Run(With(base, {"sparse_matmul=false", "capacity_factor=8"}), 1);
+  const RunResult dropless = Run(With(base, {"sparse_matmul=false", "capacity_factor=-1"}), 1);
+  const RunResult dropping = Run(With(base, {"sparse_matmul=false", "capacity_factor=8"}), 1);
   CHECK(MaxDiff(dropless.captures.at("output"), dropping.captures.at("output")) < 1e-5);
   // A capacity of 1 drops tokens, so the outputs must then differ.
-  const BlockRun tight = Run(With(base, {"sparse_matmul=false", "capacity_factor=0.25"}), 1);
+  const RunResult tight = Run(With(base, {"sparse_matmul=false", "capacity_factor=0.25"}), 1);
   CHECK(MaxDiff(dropless.captures.at("output"), tight.captures.at("output")) > 1e-3);
 }
 
 TEST_CASE("Every sparse_matmul mesh agrees with dense dropless", "[paths]") {
   const auto base = SmallMoe("mixtral");
-  const BlockRun reference = Run(With(base, {"sparse_matmul=false", "capacity_factor=-1"}), 1);
+  const RunResult reference = Run(With(base, {"sparse_matmul=false", "capacity_factor=-1"}), 1);
   struct Case {
     std::vector<std::string> overrides;
     int64_t devices;
@@ -101,7 +102,7 @@ TEST_CASE("Every sparse_matmul mesh agrees with dense dropless", "[paths]") {
     overrides.insert(overrides.end(), c.overrides.begin(), c.overrides.end());
     overrides.push_back("ici_fsdp_parallelism=-1");
     INFO(fmt::format("{} on {} devices", fmt::join(c.overrides, " "), c.devices));
-    const BlockRun run = Run(overrides, c.devices, c.batch);
+    const RunResult run = Run(overrides, c.devices, c.batch);
     CHECK(MaxDiff(reference.captures.at("output"), run.captures.at("output")) < 1e-5);
     CHECK(MaxDiff(reference.captures.at("top_k_indices"), run.captures.at("top_k_indices")) == 0);
   }
@@ -109,17 +110,17 @@ TEST_CASE("Every sparse_matmul mesh agrees with dense dropless", "[paths]") {
 
 TEST_CASE("Decode with global batch 1 agrees with dense dropless for EP 1, 2, 4, 8", "[paths]") {
   const auto base = SmallMoe("mixtral");
-  const BlockRun reference = Run(With(base, {"sparse_matmul=false", "capacity_factor=-1"}), 1, 1);
+  const RunResult reference = Run(With(base, {"sparse_matmul=false", "capacity_factor=-1"}), 1, 1);
   for (const int64_t ep : {1, 2, 4, 8}) {
     INFO("EP " << ep);
-    const BlockRun run =
+    const RunResult run =
         Run(With(base, {fmt::format("ici_expert_parallelism={}", ep), "ici_fsdp_parallelism=1"}),
             ep, 1);
     CHECK(MaxDiff(reference.captures.at("output"), run.captures.at("output")) < 1e-5);
   }
-  const BlockRun tp = Run(With(base, {"ici_expert_parallelism=2", "ici_tensor_parallelism=2",
-                                      "ici_fsdp_parallelism=1"}),
-                          4, 1);
+  const RunResult tp = Run(With(base, {"ici_expert_parallelism=2", "ici_tensor_parallelism=2",
+                                       "ici_fsdp_parallelism=1"}),
+                           4, 1);
   CHECK(MaxDiff(reference.captures.at("output"), tp.captures.at("output")) < 1e-5);
 }
 
@@ -128,8 +129,8 @@ TEST_CASE("DeepSeek-style routing with shared experts agrees across dense and sp
   auto base = SmallMoe("deepseek");
   base.insert(base.end(), {"routed_score_func=sigmoid", "routed_bias=true",
                            "routed_scaling_factor=2.5", "shared_experts=1", "mlp_bias=false"});
-  const BlockRun reference = Run(With(base, {"sparse_matmul=false", "capacity_factor=-1"}), 1);
-  const BlockRun sparse =
+  const RunResult reference = Run(With(base, {"sparse_matmul=false", "capacity_factor=-1"}), 1);
+  const RunResult sparse =
       Run(With(base, {"ici_expert_parallelism=4", "ici_fsdp_parallelism=-1"}), 4);
   CHECK(MaxDiff(reference.captures.at("output"), sparse.captures.at("output")) < 1e-5);
 }
@@ -138,14 +139,14 @@ TEST_CASE("gpt_oss with mlp_bias agrees between dense dropless and sparse EP 2",
   auto base = SmallMoe("gpt_oss");
   base.insert(base.end(), {"mlp_bias=true", "routed_bias=true", "mlp_activations=[sigmoid,linear]",
                            "mlp_activations_limit=1.0"});
-  const BlockRun reference = Run(With(base, {"sparse_matmul=false", "capacity_factor=-1"}), 1);
+  const RunResult reference = Run(With(base, {"sparse_matmul=false", "capacity_factor=-1"}), 1);
   for (const std::string& mesh :
        {std::string("ici_expert_parallelism=2"), std::string("ici_tensor_parallelism=2")}) {
     INFO(mesh);
-    const BlockRun sparse = Run(With(base, {mesh, "ici_fsdp_parallelism=-1"}), 2);
+    const RunResult sparse = Run(With(base, {mesh, "ici_fsdp_parallelism=-1"}), 2);
     CHECK(MaxDiff(reference.captures.at("output"), sparse.captures.at("output")) < 1e-5);
   }
-  const BlockRun ring =
+  const RunResult ring =
       Run(With(base, {"ici_expert_parallelism=2", "use_ring_of_experts=true"}), 2);
   CHECK(MaxDiff(reference.captures.at("output"), ring.captures.at("output")) < 1e-5);
 }
@@ -177,13 +178,13 @@ TEST_CASE("The refactored route/dispatch/gmm pipeline, chunked or not, equals th
   for (const Case& m : meshes) {
     auto seed_args = base;
     seed_args.insert(seed_args.end(), m.mesh.begin(), m.mesh.end());
-    const BlockRun seed = Run(seed_args, m.devices, m.batch);
+    const RunResult seed = Run(seed_args, m.devices, m.batch);
     for (const int chunks : {1, 2, 4}) {
       INFO(fmt::format("{} on {} devices, num_moe_emb_chunks={}", fmt::join(m.mesh, " "), m.devices,
                        chunks));
       auto args = seed_args;
       args.push_back(fmt::format("num_moe_emb_chunks={}", chunks));
-      const BlockRun pipeline = Run(args, m.devices, m.batch);
+      const RunResult pipeline = Run(args, m.devices, m.batch);
       CHECK(pipeline.trace.path.find("pipeline") != std::string::npos);
       CHECK(MaxDiff(seed.captures.at("output"), pipeline.captures.at("output")) < 1e-5);
       CHECK(MaxDiff(seed.captures.at("lb_loss"), pipeline.captures.at("lb_loss")) < 1e-6);
@@ -210,12 +211,12 @@ TEST_CASE("The masked-loop reference equals dense dropless with plain top-k rout
       base.insert(base.end(), {"mlp_bias=true", "mlp_activations=[sigmoid,linear]"});
     base.insert(base.end(), {"sparse_matmul=false", "capacity_factor=-1"});
     base.push_back(fmt::format("per_device_batch_size={}", kBatch));
-    const RunInputs in = LoadRunInputs(base, 1);
-    const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
-    const MoeParams params = MakeParams(setup, 2, true, 11);
-    const BlockRun dense = RunBlock(in.config, in.mesh, setup, params, Block::kMoe, true);
-    const BlockRun loop =
-        RunBlock(in.config, in.mesh, setup, params, Block::kMoe, true, /*masked_loop=*/true);
+    RunRequest request = SymbolicRequest(base, 1);
+    request.evaluation = Evaluation::kNumeric;
+    request.seed = 11;
+    const RunResult dense = shardtrace::Run(request);
+    request.masked_loop = true;
+    const RunResult loop = shardtrace::Run(request);
     CHECK(loop.trace.path.rfind("masked_loop", 0) == 0);
     CHECK(MaxDiff(dense.captures.at("output"), loop.captures.at("output")) < 1e-5);
   }
@@ -249,8 +250,8 @@ TEST_CASE("Routing variants agree between dense dropless and sparse expert paral
     INFO(v.name);
     auto base = SmallMoe("mixtral");
     base.insert(base.end(), v.overrides.begin(), v.overrides.end());
-    const BlockRun dense = Run(With(base, {"sparse_matmul=false", "capacity_factor=-1"}), 1);
-    const BlockRun sparse =
+    const RunResult dense = Run(With(base, {"sparse_matmul=false", "capacity_factor=-1"}), 1);
+    const RunResult sparse =
         Run(With(base, {"ici_expert_parallelism=2", "ici_fsdp_parallelism=2"}), 4);
     CHECK(MaxDiff(dense.captures.at("output"), sparse.captures.at("output")) < 1e-5);
     CHECK(MaxDiff(dense.captures.at("top_k_weights"), sparse.captures.at("top_k_weights")) < 1e-6);
@@ -259,7 +260,7 @@ TEST_CASE("Routing variants agree between dense dropless and sparse expert paral
 
 TEST_CASE("Weight-sharding variants of sparse_matmul compute the same output", "[paths]") {
   const auto base = SmallMoe("mixtral");
-  const BlockRun reference = Run(base, 1);
+  const RunResult reference = Run(base, 1);
   for (const std::vector<std::string>& v : std::vector<std::vector<std::string>>{
            {"shard_exp_on_fsdp=true", "ici_fsdp_parallelism=4"},
            {"use_2d_fsdp_sharding=true", "ici_fsdp_parallelism=4"},
@@ -270,7 +271,7 @@ TEST_CASE("Weight-sharding variants of sparse_matmul compute the same output", "
     INFO(fmt::format("{}", fmt::join(v, " ")));
     auto args = base;
     args.insert(args.end(), v.begin(), v.end());
-    const BlockRun variant = Run(args, 4);
+    const RunResult variant = Run(args, 4);
     CHECK(MaxDiff(reference.captures.at("output"), variant.captures.at("output")) < 1e-5);
   }
 }
@@ -289,14 +290,14 @@ TEST_CASE("A ragged buffer too small for the routed rows is reported as dropped 
   auto base = SmallMoe("mixtral");
   base.insert(base.end(),
               {"ici_expert_parallelism=4", "ici_fsdp_parallelism=1", "ragged_buffer_factor=0.5"});
-  const BlockRun run = Run(base, 4);
+  const RunResult run = Run(base, 4);
   const Fact* dropped = run.trace.FindFact(FactKind::kRowsDropped, "x");
   REQUIRE(dropped);
   double total = 0;
   for (const double x : dropped->values) total += x;
   CHECK(total > 0);
   CHECK(dropped->Input("buffer_rows") > 0);
-  const BlockRun reference = Run(SmallMoe("mixtral"), 1);
+  const RunResult reference = Run(SmallMoe("mixtral"), 1);
   CHECK(MaxDiff(reference.captures.at("output"), run.captures.at("output")) > 1e-3);
 }
 
@@ -305,8 +306,8 @@ TEST_CASE("Inference-mode dense dropping gives the same output for 1 and 2 conte
   auto base = SmallMoe("mixtral");
   base.insert(base.end(),
               {"sparse_matmul=false", "capacity_factor=16", "model_call_mode=inference"});
-  const BlockRun one = Run(base, 1);
-  const BlockRun two =
+  const RunResult one = Run(base, 1);
+  const RunResult two =
       Run(With(base, {"ici_context_autoregressive_parallelism=2", "ici_fsdp_parallelism=1"}), 2);
   const TensorRecord* mask = two.trace.At(two.trace.dispatch_mask);
   REQUIRE(mask != nullptr);

@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "config/run_inputs.h"
 #include "check/trace_invariants.h"
+#include "paths/moe_block.h"
+#include "run/run.h"
 #include "shard/mesh.h"
 #include "test_support.h"
-#include "paths/moe_block.h"
 
 namespace shardtrace {
 namespace {
@@ -89,21 +89,20 @@ std::vector<std::string> With(std::vector<std::string> base,
   return base;
 }
 
-BlockRun Run(const std::vector<std::string>& overrides, int64_t devices) {
-  const RunInputs in = LoadRunInputs(overrides, devices);
-  const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
-  REQUIRE(setup.batch == kBatch);
-  const MoeParams params = MakeParams(setup, 2, /*numeric=*/true, /*seed=*/11);
-  RunOptions options;
-  options.numeric = true;
-  options.summaries = false;
-  return RunBlock(in.config, in.mesh, setup, params, Block::kMoe, options);
+RunResult Run(const std::vector<std::string>& overrides, int64_t devices) {
+  RunRequest request = SymbolicRequest(overrides, devices);
+  request.evaluation = Evaluation::kNumeric;
+  request.seed = 11;
+  request.summaries = false;
+  RunResult run = shardtrace::Run(request);
+  REQUIRE(run.setup.setup.batch == kBatch);
+  return run;
 }
 
 using testing::MaxDiff;
 
 // The structural invariants every trace keeps, whatever the path and mesh.
-void CheckInvariants(const BlockRun& run, const Mesh& mesh) {
+void CheckInvariants(const RunResult& run, const Mesh& mesh) {
   const Trace& trace = run.trace;
   for (const TensorRecord& t : trace.tensors) {
     if (t.in_shard_map) continue;  // `shape` is already the per-device block there
@@ -145,20 +144,20 @@ TEST_CASE("Random small configs: every no-drop path agrees and every trace keeps
     // The dense paths run on one device: the reference has no mesh to get wrong.
     const std::vector<std::string> single = d.On(false);
     const std::vector<std::string> drawn_mesh = d.On(true);
-    const BlockRun dropless = Run(With(single, {"sparse_matmul=false", "capacity_factor=-1"}), 1);
-    const BlockRun ragged = Run(With(drawn_mesh, {"megablox=false"}), d.devices());
-    const BlockRun megablox = Run(With(drawn_mesh, {"megablox=true"}), d.devices());
+    const RunResult dropless = Run(With(single, {"sparse_matmul=false", "capacity_factor=-1"}), 1);
+    const RunResult ragged = Run(With(drawn_mesh, {"megablox=false"}), d.devices());
+    const RunResult megablox = Run(With(drawn_mesh, {"megablox=true"}), d.devices());
     const Array& reference = dropless.captures.at("output");
     if (d.dense_dropping) {  // a capacity of E * (tokens * K / E) slots drops nothing
-      const BlockRun dropping = Run(
+      const RunResult dropping = Run(
           With(single, {"sparse_matmul=false", fmt::format("capacity_factor={}", d.experts)}), 1);
       CHECK(MaxDiff(reference, dropping.captures.at("output")) < 1e-5);
-      CheckInvariants(dropping, LoadRunInputs(single, 1).mesh);
+      CheckInvariants(dropping, LoadInputs(SymbolicRequest(single, 1)).mesh);
     }
     CHECK(MaxDiff(reference, ragged.captures.at("output")) < 1e-5);
     CHECK(MaxDiff(reference, megablox.captures.at("output")) < 1e-5);
-    const Mesh one = LoadRunInputs(single, 1).mesh;
-    const Mesh drawn = LoadRunInputs(drawn_mesh, d.devices()).mesh;
+    const Mesh one = LoadInputs(SymbolicRequest(single, 1)).mesh;
+    const Mesh drawn = LoadInputs(SymbolicRequest(drawn_mesh, d.devices())).mesh;
     CheckInvariants(dropless, one);
     CheckInvariants(ragged, drawn);
     CheckInvariants(megablox, drawn);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "run/run.h"
 #include "test_support.h"
 
 namespace shardtrace {

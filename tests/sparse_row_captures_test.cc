@@ -9,22 +9,22 @@
 #include <tuple>
 #include <vector>
 
-#include "config/run_inputs.h"
-#include "test_support.h"
 #include "paths/moe_block.h"
 #include "paths/moe_params.h"
 #include "paths/moe_setup.h"
+#include "run/run.h"
+#include "test_support.h"
 
 namespace shardtrace {
 namespace {
 
-BlockRun NumericRun(std::vector<std::string> args, int64_t devices) {
+RunResult NumericRun(std::vector<std::string> args, int64_t devices) {
   const std::vector<std::string>& dims = testing::SmallMoeDims();
   args.insert(args.begin(), dims.begin(), dims.end());
   return testing::SeededRun(args, devices);
 }
 
-const Array& At(const BlockRun& run, const std::string& name) {
+const Array& At(const RunResult& run, const std::string& name) {
   INFO("capture " << name);
   REQUIRE(run.captures.count(name) == 1);
   return run.captures.at(name);
@@ -40,8 +40,8 @@ int64_t Int(const Array& a, int64_t flat) { return static_cast<int64_t>(a.values
 TEST_CASE("ring of experts rows are the group's choices of the device's experts", "[capture]") {
   const std::vector<std::string> ring = {"num_experts=4", "use_ring_of_experts=true",
                                          "ici_expert_parallelism=2"};
-  const BlockRun run = NumericRun(ring, 4);
-  const BlockRun plain = NumericRun({"num_experts=4", "ici_expert_parallelism=2"}, 4);
+  const RunResult run = NumericRun(ring, 4);
+  const RunResult plain = NumericRun({"num_experts=4", "ici_expert_parallelism=2"}, 4);
   const Array& sel = At(run, "ring sorted_selected_experts per device");
   const Array& rolled = At(run, "ring sorted_experts per device");
   const Array& roll = At(run, "ring roll_to_expert_id per device");
@@ -100,7 +100,7 @@ TEST_CASE("ring of experts rows are the group's choices of the device's experts"
 // the device's experts, and the return exchange sends each row back to where it came from.
 TEST_CASE("local_permute order and the return all-to-all invert the forward exchange",
           "[capture]") {
-  const BlockRun run = NumericRun({"num_experts=8", "ici_expert_parallelism=4"}, 4);
+  const RunResult run = NumericRun({"num_experts=8", "ici_expert_parallelism=4"}, 4);
   const Array& fwd = At(run, "x row sources per device");
   const Array& experts = At(run, "sorted_experts per device");
   const Array& order = At(run, "local_permute sorted_indices per device");
@@ -149,7 +149,7 @@ TEST_CASE("local_permute order and the return all-to-all invert the forward exch
 // globally sorted rows of the device's experts, first and in order, and gives the others
 // the out-of-range id L; the return exchange rebuilds the full sorted order on every device.
 TEST_CASE("decode's local selection keeps exactly the device's experts' rows", "[capture]") {
-  const BlockRun run =
+  const RunResult run =
       NumericRun({"num_experts=8", "ici_expert_parallelism=4", "per_device_batch_size=0.25",
                   "max_target_length=1", "model_call_mode=inference"},
                  4);
@@ -202,10 +202,10 @@ TEST_CASE("the sparse pipeline captures the wrapper's per-device rows", "[captur
       {"num_experts=8", "ici_expert_parallelism=4", "per_device_batch_size=0.25",
        "max_target_length=1", "model_call_mode=inference"}};
   for (const std::vector<std::string>& config : configs) {
-    const BlockRun wrapper = NumericRun(config, 4);
+    const RunResult wrapper = NumericRun(config, 4);
     std::vector<std::string> chunked = config;
     chunked.push_back("num_moe_emb_chunks=1");
-    const BlockRun pipeline = NumericRun(chunked, 4);
+    const RunResult pipeline = NumericRun(chunked, 4);
     int64_t compared = 0;
     for (const auto& [name, array] : wrapper.captures) {
       if (name.find("per device") == std::string::npos) continue;

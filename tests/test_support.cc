@@ -13,9 +13,9 @@
 #include <system_error>
 
 #include "cli/cli.h"
-#include "config/run_inputs.h"
 #include "paths/moe_params.h"
 #include "paths/moe_setup.h"
+#include "run/run.h"
 
 namespace shardtrace::testing {
 
@@ -153,13 +153,17 @@ const std::vector<std::string>& SmallMoeDims() {
   return dims;
 }
 
-BlockRun SeededRun(const std::vector<std::string>& args, int64_t devices, Block block,
-                   bool masked_loop) {
-  const RunInputs in = LoadRunInputs(args, devices);
-  const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
-  const int n_act = static_cast<int>(in.config.StrList("mlp_activations").size());
-  return RunBlock(in.config, in.mesh, setup, MakeParams(setup, n_act, true, 1), block, true,
-                  masked_loop);
+RunResult SeededRun(const std::vector<std::string>& args, int64_t devices, Block block,
+                    bool masked_loop) {
+  RunRequest request = SymbolicRequest(args, devices, block);
+  request.evaluation = Evaluation::kNumeric;
+  request.seed = 1;
+  request.masked_loop = masked_loop;
+  return Run(request);
+}
+
+Trace SymbolicTrace(const std::vector<std::string>& args, int64_t devices, Block block) {
+  return Run(SymbolicRequest(args, devices, block)).trace;
 }
 
 }  // namespace shardtrace::testing

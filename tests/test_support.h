@@ -11,6 +11,7 @@
 
 #include "numeric/array.h"
 #include "paths/moe_block.h"
+#include "run/run.h"
 
 namespace shardtrace::testing {
 
@@ -62,7 +63,11 @@ CommandResult RunShardtraceBinary(const std::vector<std::string>& args);
 const std::vector<std::string>& SmallMoeDims();
 
 // A numeric run with seed 1 (the pages' seed) of the config `args` on `devices` devices.
-BlockRun SeededRun(const std::vector<std::string>& args, int64_t devices, Block block = Block::kMoe,
-                   bool masked_loop = false);
+RunResult SeededRun(const std::vector<std::string>& args, int64_t devices,
+                    Block block = Block::kMoe, bool masked_loop = false);
+
+// The symbolic (full-size) trace of `block` for `args` on `devices` devices.
+Trace SymbolicTrace(const std::vector<std::string>& args, int64_t devices,
+                    Block block = Block::kMoe);
 
 }  // namespace shardtrace::testing

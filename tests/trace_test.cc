@@ -12,12 +12,13 @@
 #include <set>
 
 #include "check/golden_check.h"
-#include "config/run_inputs.h"
 #include "emit/maxtext_dump.h"
 #include "emit/trace_json.h"
 #include "emit/trace_table.h"
-#include "test_support.h"
 #include "paths/moe_block.h"
+#include "run/model_dump.h"
+#include "run/run.h"
+#include "test_support.h"
 
 // Counts heap bytes so a test can prove symbolic mode allocates no tensor data.
 static std::atomic<int64_t> g_allocated{0};
@@ -55,12 +56,9 @@ namespace {
 using testing::CompareWithGolden;
 using testing::SourcePath;
 
-BlockRun Symbolic(const std::vector<std::string>& args, int64_t devices,
-                  Block block = Block::kMoe) {
-  const RunInputs in = LoadRunInputs(args, devices);
-  const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
-  const int n = static_cast<int>(in.config.StrList("mlp_activations").size());
-  return RunBlock(in.config, in.mesh, setup, MakeParams(setup, n, false, 0), block, false);
+RunResult Symbolic(const std::vector<std::string>& args, int64_t devices,
+                   Block block = Block::kMoe) {
+  return Run(SymbolicRequest(args, devices, block));
 }
 
 const TensorRecord& Find(const Trace& trace, const std::string& name, Constraint constraint) {
@@ -74,7 +72,7 @@ const TensorRecord& Find(const Trace& trace, const std::string& name, Constraint
 
 TEST_CASE("A symbolic DeepSeek-V3 671B trace on 256 devices allocates no tensor data", "[trace]") {
   const int64_t before = g_allocated.load();
-  const BlockRun run = Symbolic({"model_name=deepseek3-671b", "ici_expert_parallelism=64"}, 256);
+  const RunResult run = Symbolic({"model_name=deepseek3-671b", "ici_expert_parallelism=64"}, 256);
   const int64_t allocated = g_allocated.load() - before;
   // One bfloat16 [3072,2048,7168] activation alone is 84 GiB; the whole trace must stay tiny.
   CHECK(allocated < 64 * 1024 * 1024);
@@ -120,12 +118,10 @@ TEST_CASE("shardtrace reproduces MaxText's own sharding dumps for the MoE and ML
       if (key.rfind("moe/", 0) == 0 || key.rfind("linears/", 0) == 0) expected.push_back(entry);
     }
     REQUIRE(expected.size() >= 6);
-    const RunInputs in =
-        LoadRunInputs({SourcePath("testdata/maxtext-configs/base.yml"), "model_name=" + c.model,
-                       "ici_fsdp_parallelism=-1", fmt::format("ici_expert_parallelism={}", c.ep)},
-                      16);
-    const auto ours =
-        nlohmann::ordered_json::parse(DumpToMaxtextJson(DumpModel(in.config, in.mesh)));
+    const auto ours = nlohmann::ordered_json::parse(DumpToMaxtextJson(DumpModel(
+        SymbolicRequest({SourcePath("testdata/maxtext-configs/base.yml"), "model_name=" + c.model,
+                         "ici_fsdp_parallelism=-1", fmt::format("ici_expert_parallelism={}", c.ep)},
+                        16))));
     CHECK(ours["Activation Sharding Dump"].dump(2) == expected.dump(2));
   }
 }
@@ -235,11 +231,11 @@ namespace shardtrace {
 
 TEST_CASE("The dense-dropping dump names entries as MaxText's frame inspection does",
           "[trace][dump]") {
-  const RunInputs in = LoadRunInputs({"model_name=mixtral-8x7b", "sparse_matmul=false",
-                                      "capacity_factor=1.25", "ici_expert_parallelism=4"},
-                                     8);
   std::vector<std::string> keys;
-  for (const DumpEntry& e : DumpModel(in.config, in.mesh))
+  for (const DumpEntry& e :
+       DumpModel(SymbolicRequest({"model_name=mixtral-8x7b", "sparse_matmul=false",
+                                  "capacity_factor=1.25", "ici_expert_parallelism=4"},
+                                 8)))
     keys.push_back(e.description + ": " + e.type);
   const std::vector<std::string> expected = {
       "moe/gate_logits: bfloat16[96,2048,8]",
@@ -310,7 +306,7 @@ TEST_CASE("Every embedded MoE model traces symbolically on every path at full si
       INFO(model << " " << p.label);
       std::vector<std::string> args = {"model_name=" + model, "ici_expert_parallelism=4"};
       args.insert(args.end(), p.overrides.begin(), p.overrides.end());
-      const BlockRun run = Symbolic(args, 16);
+      const RunResult run = Symbolic(args, 16);
       CHECK(run.trace.path.find(p.label) != std::string::npos);
       const TensorRecord* output = run.trace.At(run.trace.output);
       REQUIRE(output != nullptr);
@@ -358,7 +354,7 @@ namespace shardtrace {
 TEST_CASE("Stable tensor ids name scope, name and occurrence, and unrelated ops do not shift them",
           "[trace]") {
   const std::vector<std::string> base = {"model_name=mixtral-8x7b", "ici_expert_parallelism=4"};
-  const BlockRun plain = Symbolic(base, 16);
+  const RunResult plain = Symbolic(base, 16);
   CHECK(plain.trace.tensors[0].stable_id == "inputs#0");
   const TensorRecord* gate = plain.trace.Find("RoutedMoE/gate/output#0");
   REQUIRE(gate != nullptr);
@@ -369,7 +365,7 @@ TEST_CASE("Stable tensor ids name scope, name and occurrence, and unrelated ops 
   // tensor of the plain trace keeps its id and its shape.
   std::vector<std::string> with_loss = base;
   with_loss.push_back("load_balance_loss_weight=0.01");
-  const BlockRun loss = Symbolic(with_loss, 16);
+  const RunResult loss = Symbolic(with_loss, 16);
   REQUIRE(loss.trace.tensors.size() > plain.trace.tensors.size());
   for (const TensorRecord& t : plain.trace.tensors) {
     INFO(t.stable_id);

@@ -17,22 +17,22 @@
 #include <tuple>
 #include <vector>
 
-#include "pages/kernel_variants.h"
-#include "pages/visualization_pages.h"
-#include "config/run_inputs.h"
+#include "check/trace_invariants.h"
 #include "emit/ascii_flow.h"
 #include "emit/dim_letters.h"
 #include "emit/human_bytes.h"
 #include "emit/mask_tree.h"
 #include "emit/mermaid_flow.h"
-#include "pages/page_sections.h"
 #include "emit/sparse_row_tree.h"
 #include "emit/tensor_glossary.h"
 #include "emit/text_table.h"
-#include "check/trace_invariants.h"
 #include "emit/tree_text.h"
-#include "test_support.h"
+#include "pages/kernel_variants.h"
+#include "pages/page_sections.h"
+#include "pages/visualization_pages.h"
 #include "paths/moe_block.h"
+#include "run/run.h"
+#include "test_support.h"
 
 namespace shardtrace {
 namespace {
@@ -441,12 +441,9 @@ TEST_CASE("a config variant the config cannot take is named with its reason", "[
       "base_emb_dim=16",         "base_mlp_dim=32",       "base_moe_mlp_dim=32",
       "num_experts=3",           "num_experts_per_tok=2", "max_target_length=4",
       "per_device_batch_size=1", "decoder_block=mixtral", "sparse_matmul=false"};
-  const RunInputs in = LoadRunInputs(args, 4);
-  const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
-  const BlockRun run =
-      RunBlock(in.config, in.mesh, setup, MakeParams(setup, 2, false, 0), Block::kMoe, false);
-  const std::vector<VariantColumn> cols =
-      KernelVariants({.args = args, .devices = 4, .keys = {"shard_exp_on_fsdp"}, .extra = {}}, run.trace);
+  const RunResult run = Run(SymbolicRequest(args, 4));
+  const std::vector<VariantColumn> cols = KernelVariants(
+      {.args = args, .devices = 4, .keys = {"shard_exp_on_fsdp"}, .extra = {}}, run.trace);
   REQUIRE(cols.size() == 3);
   CHECK(cols[0].label == "as traced");
   CHECK(cols[1].not_traced.empty());
@@ -459,14 +456,11 @@ TEST_CASE("a config variant the config cannot take is named with its reason", "[
 // The receive buffers the ragged_all_to_all page draws come from the exchange itself: every
 // sorted row of every device lands exactly once, on the device holding its expert.
 TEST_CASE("the ragged all-to-all sends every sorted row to its expert's device", "[viz]") {
-  const RunInputs in =
-      LoadRunInputs({"base_emb_dim=16", "base_mlp_dim=32", "base_moe_mlp_dim=32", "num_experts=8",
-                     "num_experts_per_tok=2", "max_target_length=4", "per_device_batch_size=1",
-                     "decoder_block=mixtral", "ici_expert_parallelism=4"},
-                    4);
-  const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
-  const BlockRun run =
-      RunBlock(in.config, in.mesh, setup, MakeParams(setup, 2, true, 1), Block::kMoe, true);
+  const RunResult run = testing::SeededRun(
+      {"base_emb_dim=16", "base_mlp_dim=32", "base_moe_mlp_dim=32", "num_experts=8",
+       "num_experts_per_tok=2", "max_target_length=4", "per_device_batch_size=1",
+       "decoder_block=mixtral", "ici_expert_parallelism=4"},
+      4);
   const Array& sources = run.captures.at("x row sources per device");
   const Array& experts = run.captures.at("sorted_experts per device");
   REQUIRE(sources.shape[0] == 4);
@@ -958,7 +952,8 @@ TEST_CASE("trace --format mermaid prints a page's flowchart", "[viz]") {
   CHECK(r.out.find("([\"⇄ ragged_all_to_all over expert\"]):::collective") != std::string::npos);
   // get_all_to_all_params' four outputs, made from the same inputs and read by the same
   // ragged_all_to_all, are one node rather than four side by side.
-  CHECK(r.out.find("[\"input_offsets, send_sizes, output_offsets, recv_sizes: act<br/>[P=4] i32\"]") !=
+  CHECK(r.out.find(
+            "[\"input_offsets, send_sizes, output_offsets, recv_sizes: act<br/>[P=4] i32\"]") !=
         std::string::npos);
   CHECK(r.out.find("[\"send_sizes: ") == std::string::npos);
 }
@@ -1068,7 +1063,8 @@ TEST_CASE("pages label folded and borrowed dims and write einsums in their own l
              Catch::Contains("gmm(\"UMc,EMcH->UH\", sorted_inputs, w0_chunk, local_group_size)"));
   const std::string dropping = page("moe_dense_dropping.md");
   CHECK_THAT(dropping, Catch::Contains("│ combine_mask: act [B=4,S=4,E=4,C+1=3] bf16    "));
-  CHECK_THAT(dropping, Catch::Contains("│     ← mul(softmax_probs, expert_token_position_in_capacity)"));
+  CHECK_THAT(dropping,
+             Catch::Contains("│     ← mul(softmax_probs, expert_token_position_in_capacity)"));
   // Context-free words only where they hold: no shard_map and no context groups here.
   CHECK_THAT(dropping, Catch::Contains("| `S` | sequence | 4 |"));
   CHECK_THAT(dropping, Catch::Contains("| `E` | experts | 4 |"));
@@ -1152,14 +1148,13 @@ TEST_CASE("a tensor's meaning depends on where it stands", "[viz]") {
 // not inferring (moe.py:1704), and who reads them is a note (`# ...`), not a condition.
 TEST_CASE("the pages state run conditions and notes apart", "[viz]") {
   const std::string dropless = ReadFile(SourcePath("visualizations/moe_dense_dropless.md"));
-  CHECK_THAT(
-      dropless,
-      Catch::Contains("│ softmax_probs: act [B=4,S=4,E=4] bf16  ← softmax(gate_logits),      "
-                      "                           │\n"
-                      "│     as bf16  (if model_call_mode != inference)          "
-                      "                                       │\n"
-                      "│     # unused here: only load_balance_loss reads it (moe.py:1707), "
-                      "load_balance_loss_weight = 0"));
+  CHECK_THAT(dropless, Catch::Contains(
+                           "│ softmax_probs: act [B=4,S=4,E=4] bf16  ← softmax(gate_logits),      "
+                           "                           │\n"
+                           "│     as bf16  (if model_call_mode != inference)          "
+                           "                                       │\n"
+                           "│     # unused here: only load_balance_loss reads it (moe.py:1707), "
+                           "load_balance_loss_weight = 0"));
   const std::string dropping = ReadFile(SourcePath("visualizations/moe_dense_dropping.md"));
   CHECK_THAT(dropping,
              Catch::Contains("┌─ RoutedMoE/dense_matmul (if model_call_mode != inference) ─"));
@@ -1167,11 +1162,10 @@ TEST_CASE("the pages state run conditions and notes apart", "[viz]") {
              Catch::Contains("30. softmax_probs = mul(weights, combined_expert_mask)\n"
                              "        # = weights, which moe.py:1725 passes as softmax_probs, 0 "
                              "where dropped (1603)\n"));
-  CHECK_THAT(
-      ReadFile(SourcePath("visualizations/moe_dense_dropping_inference.md")),
-      Catch::Contains("- `weights`: top-k weights scattered to [B,S,E] (0 for unchosen "
-                      "experts); unused in inference: the masks take softmax_probs "
-                      "(moe.py:1749)\n"));
+  CHECK_THAT(ReadFile(SourcePath("visualizations/moe_dense_dropping_inference.md")),
+             Catch::Contains("- `weights`: top-k weights scattered to [B,S,E] (0 for unchosen "
+                             "experts); unused in inference: the masks take softmax_probs "
+                             "(moe.py:1749)\n"));
   for (const VisualizationPage& v : VisualizationPages()) {
     INFO(v.file);
     CHECK_THAT(ReadFile(SourcePath("visualizations/" + v.file)),
@@ -1238,9 +1232,10 @@ TEST_CASE("pages write ops as moe.py computes them and mark what is shardtrace's
   // C is a Python int in moe.py: a constant, nothing XLA places.
   CHECK_THAT(dropping,
              Catch::Contains("| `expert_capacity_per_batch` |  |  |  | - (a constant) |"));
-  CHECK_THAT(dropping, Catch::Contains("- `expert_capacity_per_batch`: C: slots per expert per batch "
-                                       "row; C = 2, a Python int in moe.py, not a traced array "
-                                       "(moe.py:1564)\n"));
+  CHECK_THAT(dropping,
+             Catch::Contains("- `expert_capacity_per_batch`: C: slots per expert per batch "
+                             "row; C = 2, a Python int in moe.py, not a traced array "
+                             "(moe.py:1564)\n"));
   CHECK_THAT(BlockAfter(dropping, "<summary><b>The whole flow</b>"),
              !Catch::Contains("⇄ xla slice"));
   // The masked loop's per-expert weight is the port's two steps over the traced `weights`, not

@@ -17,12 +17,12 @@
 #include <set>
 
 #include "config/override_file.h"
-#include "config/run_inputs.h"
-#include "shard/sharding.h"
-#include "test_support.h"
 #include "paths/moe_block.h"
 #include "paths/moe_params.h"
 #include "paths/moe_setup.h"
+#include "run/run.h"
+#include "shard/sharding.h"
+#include "test_support.h"
 
 namespace shardtrace {
 namespace {
@@ -48,13 +48,9 @@ std::vector<CompiledCase> CompiledCases() {
     std::vector<std::string> args = {(root / "configs" / "base.yml").string()};
     for (const std::string& o : OverridesFromYamlFile((dir / "config.yml").string()))
       args.push_back(o);
-    const RunInputs in = LoadRunInputs(args, std::nullopt);
-    const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
-    const int n_act = static_cast<int>(in.config.StrList("mlp_activations").size());
     // "shared" cases run RoutedAndSharedMoE: shardtrace's moe block for those models.
     const Block block = compiled["block"] == "mlp" ? Block::kMlp : Block::kMoe;
-    Trace trace =
-        RunBlock(in.config, in.mesh, setup, MakeParams(setup, n_act, false, 0), block, false).trace;
+    Trace trace = Run(SymbolicRequest(args, std::nullopt, block)).trace;
     cases.push_back({dir.filename().string(), std::move(compiled), std::move(trace)});
   }
   return cases;

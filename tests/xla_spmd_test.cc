@@ -5,11 +5,12 @@
 
 #include <catch2/catch.hpp>
 
-#include "config/run_inputs.h"
 #include "paths/moe_block.h"
+#include "run/run.h"
 #include "spmd/spmd_analysis.h"
 #include "spmd/spmd_einsum_sharding.h"
 #include "spmd/spmd_reshard.h"
+#include "test_support.h"
 
 namespace shardtrace {
 namespace {
@@ -264,11 +265,7 @@ namespace shardtrace {
 namespace {
 
 Trace SymbolicTrace(const std::vector<std::string>& args, int64_t devices) {
-  const RunInputs in = LoadRunInputs(args, devices);
-  const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
-  const int n = static_cast<int>(in.config.StrList("mlp_activations").size());
-  return RunBlock(in.config, in.mesh, setup, MakeParams(setup, n, false, 0), Block::kMoe, false)
-      .trace;
+  return testing::SymbolicTrace(args, devices);
 }
 
 // "kind tensor axes bytes" for every implied collective, in program order.
@@ -401,11 +398,8 @@ TEST_CASE("A block input takes the sharding its first constraint asks for, not a
   // DeepSeek-V3 EP64 x FSDP4: the input reaches the gate einsum before any constraint. It
   // must take ('fsdp', 'expert') on the batch from the gate_logits constraint downstream,
   // leaving only the FSDP weight all-gathers (no all-reduce of gate logits, no all-to-all).
-  const RunInputs in =
-      LoadRunInputs({"model_name=deepseek3-671b", "ici_expert_parallelism=64"}, 256);
-  const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
   const Trace trace =
-      RunBlock(in.config, in.mesh, setup, MakeParams(setup, 2, false, 0), Block::kMoe, false).trace;
+      testing::SymbolicTrace({"model_name=deepseek3-671b", "ici_expert_parallelism=64"}, 256);
   const TensorRecord& input = trace.tensors.front();
   REQUIRE(input.name == "inputs");
   CHECK(input.propagated_spec == PartitionSpec({{"fsdp", "expert"}, {}, {}}));

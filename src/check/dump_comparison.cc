@@ -8,6 +8,8 @@
 #include <set>
 
 #include "paths/moe_block.h"
+#include "run/model_dump.h"
+#include "run/run.h"
 
 namespace shardtrace {
 namespace {
@@ -108,7 +110,10 @@ bool DumpComparison::agrees() const {
   return mesh_agrees() && Count(Status::kAgree) == static_cast<int>(tensors.size());
 }
 
-DumpComparison CompareWithDump(const ShardingDump& dump, const Config& config, const Mesh& mesh) {
+DumpComparison CompareWithDump(const ShardingDump& dump, const RunRequest& request) {
+  const RunSetup run_setup = Prepare(request);
+  const Config& config = run_setup.config;
+  const Mesh& mesh = run_setup.mesh;
   DumpComparison out;
   out.dump_dir = dump.dir;
   out.inferred = InferRun(dump);
@@ -117,16 +122,16 @@ DumpComparison CompareWithDump(const ShardingDump& dump, const Config& config, c
   out.dump_mesh = DumpMeshString(dump);
   out.trace_mesh = mesh.ToString();
 
-  const MoeSetup setup = MakeMoeSetup(config, mesh);
-  const int n_act = static_cast<int>(config.StrList("mlp_activations").size());
-  const MoeParams params = MakeParams(setup, n_act, /*numeric=*/false, 0);
+  const MoeSetup& setup = run_setup.setup;
   // Kernel weights of every traced block, by (block, name), in trace order.
   std::vector<std::pair<std::pair<Block, std::string>, const TensorRecord*>> weights;
   std::vector<Trace> traces;
   const std::vector<Block> blocks = ModelBlocks(setup);
   traces.reserve(blocks.size());
   for (const Block block : blocks) {
-    traces.push_back(RunBlock(config, mesh, setup, params, block, false).trace);
+    RunRequest block_request = request;
+    block_request.block = block;
+    traces.push_back(Run(block_request).trace);
     out.blocks.push_back(BlockName(block) + ": " + traces.back().path);
   }
   // The moe trace of RoutedAndSharedMoE (Qwen3NextSparseMoeBlock) holds the shared experts
@@ -200,7 +205,7 @@ DumpComparison CompareWithDump(const ShardingDump& dump, const Config& config, c
   }
 
   // Activations: moe/ and linears/ entries, aligned by name and occurrence.
-  std::vector<DumpEntry> ours = DumpModel(config, mesh);
+  std::vector<DumpEntry> ours = DumpModel(request);
   std::vector<bool> used(ours.size(), false);
   std::map<std::string, int> seen_dump;
   for (const DumpActivation& a : dump.activations) {

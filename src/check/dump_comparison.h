@@ -15,6 +15,7 @@
 
 #include "check/sharding_dump.h"
 #include "config/config.h"
+#include "run/run_request.h"
 #include "shard/mesh.h"
 
 namespace shardtrace {
@@ -49,8 +50,8 @@ struct DumpComparison {
   int Count(TensorComparison::Status status) const;
 };
 
-// Traces every block `config` implies (symbolically) and compares with `dump`.
-DumpComparison CompareWithDump(const ShardingDump& dump, const Config& config, const Mesh& mesh);
+// Traces every block the request's config implies (symbolically) and compares with `dump`.
+DumpComparison CompareWithDump(const ShardingDump& dump, const RunRequest& request);
 
 std::string ToString(TensorComparison::Status status);  // agree | differ | only in dump | ...
 

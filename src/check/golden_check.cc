@@ -6,9 +6,9 @@
 #include <cmath>
 
 #include "config/override_file.h"
-#include "config/run_inputs.h"
 #include "io/npz.h"
 #include "paths/moe_block.h"
+#include "run/run.h"
 #include "util/error.h"
 
 namespace shardtrace {
@@ -21,10 +21,10 @@ bool GoldenReport::passed() const {
 
 const std::vector<std::string>& GoldenInputNames() {
   static const std::vector<std::string> names = {
-      "inputs",      "gate_kernel", "gate_bias", "wi_0",     "wi_1",
-      "wo",          "wi_0_bias",   "wi_1_bias", "wo_bias",  "shared_wi_0",
-      "shared_wi_1", "shared_wo",   "mlp_wi_0",  "mlp_wi_1", "mlp_wo",
-      "shared_expert_gate"};
+      "inputs",   "gate_kernel", "gate_bias",   "wi_0",
+      "wi_1",     "wo",          "wi_0_bias",   "wi_1_bias",
+      "wo_bias",  "shared_wi_0", "shared_wi_1", "shared_wo",
+      "mlp_wi_0", "mlp_wi_1",    "mlp_wo",      "shared_expert_gate"};
   return names;
 }
 
@@ -71,21 +71,19 @@ ArrayCheck CompareArrays(const std::string& name, const Array& actual, const Arr
 
 GoldenReport CheckGoldenCase(const std::string& case_dir, const std::vector<std::string>& base_args,
                              const CheckOptions& options) {
-  std::vector<std::string> args = base_args;
-  const std::vector<std::string> overrides = OverridesFromYamlFile(case_dir + "/config.yml");
-  args.insert(args.end(), overrides.begin(), overrides.end());
-  args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
   // The case's mesh is its *_parallelism keys: no --devices.
+  RunRequest request = SymbolicRequest(base_args, std::nullopt);
+  request.case_overrides = OverridesFromYamlFile(case_dir + "/config.yml");
+  request.args.insert(request.args.end(), options.extra_args.begin(), options.extra_args.end());
   const std::optional<RunInputs> loaded = [&]() -> std::optional<RunInputs> {
     try {
-      return LoadRunInputs(args, std::nullopt);
+      return LoadInputs(request);
     } catch (const Error& e) {
       // Name the case file: its keys arrive as overrides, so the loader cannot.
       throw Error(fmt::format("{}/config.yml: {}", case_dir, e.what()));
     }
   }();
   const RunInputs& in = *loaded;
-  const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
   if (in.config.Bool("use_random_routing"))
     Fail("{}: use_random_routing cannot be reproduced outside JAX's PRNG; golden checks exclude it",
          case_dir);
@@ -95,17 +93,17 @@ GoldenReport CheckGoldenCase(const std::string& case_dir, const std::vector<std:
   if (!arrays.contains("output"))
     Fail("{} (array 'output'): expected the block output every golden case carries, found none",
          npz);
-  const int n_act = static_cast<int>(in.config.StrList("mlp_activations").size());
-  const MoeParams params = ParamsFromArrays(
-      setup, n_act, arrays, npz, in.config.Bool("routed_bias"), in.config.Bool("mlp_bias"));
-  const Block block = IsDenseMlpCase(arrays) ? Block::kMlp : Block::kMoe;
-  RunOptions run_options;
-  run_options.numeric = true;
-  run_options.summaries = false;  // a check prints verdicts, never per-tensor summaries
-  run_options.threads = options.threads;
-  run_options.progress = options.progress;
-  run_options.budget_bytes = options.budget_bytes;
-  const BlockRun run = RunBlock(in.config, in.mesh, setup, params, block, run_options);
+  request.block = IsDenseMlpCase(arrays) ? Block::kMlp : Block::kMoe;
+  request.evaluation = Evaluation::kNumeric;
+  request.arrays = &arrays;
+  request.arrays_source = npz;
+  request.summaries = false;  // a check prints verdicts, never per-tensor summaries
+  request.threads = options.threads;
+  request.progress = options.progress;
+  request.budget_bytes = options.budget_bytes;
+  const RunResult run = Run(request);
+  const Block block = request.block;
+  const MoeSetup& setup = run.setup.setup;
 
   GoldenReport report{case_dir, block == Block::kMlp ? run.trace.path : setup.PathLabel(), {}};
   for (const std::string& name : GoldenExpectedNames()) {

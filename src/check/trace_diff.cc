@@ -7,9 +7,9 @@
 #include <map>
 #include <set>
 
-#include "config/run_inputs.h"
-#include "paths/moe_block.h"
 #include "ir/trace_totals.h"
+#include "paths/moe_block.h"
+#include "run/run.h"
 #include "util/error.h"
 
 namespace shardtrace {
@@ -141,18 +141,14 @@ std::vector<std::string> PathSelectors(const TraceDiff& d) {
 }
 
 struct Side {
-  RunInputs in;
+  RunSetup in;
   Trace trace;
 };
 
 Side Load(const std::vector<std::string>& args, const std::string& block,
           std::optional<int64_t> devices) {
-  RunInputs in = LoadRunInputs(args, devices);
-  const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
-  const int n_act = static_cast<int>(in.config.StrList("mlp_activations").size());
-  const MoeParams params = MakeParams(setup, n_act, /*numeric=*/false, 0);
-  Trace trace = RunBlock(in.config, in.mesh, setup, params, ParseBlock(block), false).trace;
-  return {std::move(in), std::move(trace)};
+  RunResult run = Run(SymbolicRequest(args, devices, ParseBlock(block)));
+  return {std::move(run.setup), std::move(run.trace)};
 }
 
 DiffSideInfo InfoOf(const std::vector<std::string>& args, const Side& s,

@@ -7,7 +7,6 @@
 #include "check/dump_comparison.h"
 #include "check/sharding_dump.h"
 #include "cli/commands.h"
-#include "config/run_inputs.h"
 #include "emit/dump_comparison_report.h"
 
 namespace shardtrace {
@@ -39,8 +38,7 @@ bool RunCompareDumpCommand(const CompareDumpOptions& options, std::ostream& out)
   args.insert(args.end(), user_overrides.begin(), user_overrides.end());
   const std::optional<int64_t> devices =
       options.common.devices ? options.common.devices : inferred.devices;
-  const RunInputs in = LoadRunInputs(args, devices);
-  DumpComparison comparison = CompareWithDump(dump, in.config, in.mesh);
+  DumpComparison comparison = CompareWithDump(dump, SymbolicRequest(args, devices));
   comparison.dump_dir = options.dump_dir;
   comparison.traced_args = args;
   const std::string& format = options.common.format;

@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "config/run_inputs.h"
 #include "paths/moe_setup.h"
+#include "run/run.h"
 
 namespace shardtrace {
 namespace {
@@ -73,8 +74,8 @@ std::vector<std::pair<std::string, int64_t>> Dims(const MoeSetup& s) {
 }  // namespace
 
 void RunConfigCommand(const CommonOptions& options, std::ostream& out) {
-  const RunInputs in = LoadRunInputs(options.args, options.devices);
-  const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
+  const RunSetup in = Prepare(SymbolicRequest(options.args, options.devices));
+  const MoeSetup& setup = in.setup;
   const ConfigSource source = SplitArgs(options.args);
   if (options.format == "json") {
     nlohmann::ordered_json j;

@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
-#include "config/run_inputs.h"
+#include "run/run.h"
 #include "shard/sharding.h"
 #include "util/error.h"
 
@@ -57,7 +57,7 @@ std::string DecisionText(const RuleDecision& d) {
 }  // namespace
 
 void RunExplainCommand(const ExplainOptions& options, std::ostream& out) {
-  const RunInputs in = LoadRunInputs(options.common.args, options.common.devices);
+  const RunInputs in = LoadInputs(SymbolicRequest(options.common.args, options.common.devices));
   if (options.axes.find_first_not_of(" ,()") == std::string::npos)
     Fail("--axes '{}': expected logical axis names separated by commas, e.g. exp,embed_moe,mlp_moe",
          options.axes);

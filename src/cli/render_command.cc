@@ -15,23 +15,23 @@
 #include <algorithm>
 
 #include "check/trace_diff.h"
+#include "check/trace_invariants.h"
 #include "cli/commands.h"
-#include "pages/kernel_variants.h"
-#include "pages/knob_variants.h"
-#include "pages/page_summary.h"
-#include "pages/visualization_pages.h"
-#include "config/run_inputs.h"
 #include "emit/ascii_flow.h"
 #include "emit/flow_overview.h"
 #include "emit/human_bytes.h"
 #include "emit/mermaid_flow.h"
-#include "pages/page_sections.h"
 #include "emit/spec_markdown.h"
 #include "emit/text_table.h"
-#include "check/trace_invariants.h"
 #include "emit/xla_spmd_text.h"
-#include "paths/moe_block.h"
 #include "ir/trace_totals.h"
+#include "pages/kernel_variants.h"
+#include "pages/knob_variants.h"
+#include "pages/page_sections.h"
+#include "pages/page_summary.h"
+#include "pages/visualization_pages.h"
+#include "paths/moe_block.h"
+#include "run/run.h"
 #include "util/error.h"
 
 namespace shardtrace {
@@ -58,8 +58,8 @@ std::vector<std::string> ReducedArgs(const std::vector<std::string>& args, const
   // The embedding splits into num_moe_emb_chunks chunks on each of its shards: a multiple
   // of chunks x devices keeps every such split whole (the devices bound the shards).
   const int64_t chunks = std::max<int64_t>(setup.emb_chunks, 1);
-  const int64_t emb = chunks > 1 ? (16 + chunks * devices - 1) / (chunks * devices) * chunks * devices
-                                 : 16;
+  const int64_t emb =
+      chunks > 1 ? (16 + chunks * devices - 1) / (chunks * devices) * chunks * devices : 16;
   std::vector<std::string> reduced = {
       "override_model_config=true",
       fmt::format("base_emb_dim={}", emb),
@@ -124,12 +124,10 @@ void RunRenderCommand(const RenderOptions& options, std::ostream& out) {
   const std::vector<std::string>& args = options.common.args;
   std::vector<Accelerator> accelerators = DefaultAccelerators();
   for (const std::string& hbm : options.hbm) accelerators.push_back(ParseAccelerator(hbm));
-  const RunInputs in = LoadRunInputs(args, options.common.devices);
-  const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
-  const int n_act = static_cast<int>(in.config.StrList("mlp_activations").size());
   const Block block = ParseBlock(options.block);
-  const BlockRun symbolic = RunBlock(in.config, in.mesh, setup,
-                                     MakeParams(setup, n_act, /*numeric=*/false, 0), block, false);
+  const RunResult symbolic = Run(SymbolicRequest(args, options.common.devices, block));
+  const RunSetup& in = symbolic.setup;
+  const MoeSetup& setup = in.setup;
   const Trace& trace = symbolic.trace;
   const int64_t devices = in.mesh.num_devices();
 
@@ -155,10 +153,11 @@ void RunRenderCommand(const RenderOptions& options, std::ostream& out) {
       const bool small = Small(setup);
       const std::vector<std::string> tree_args =
           small ? args : ReducedArgs(args, in.config, setup, devices);
-      const RunInputs tin = LoadRunInputs(tree_args, options.common.devices);
-      const MoeSetup tsetup = MakeMoeSetup(tin.config, tin.mesh);
-      const BlockRun run = RunBlock(tin.config, tin.mesh, tsetup,
-                                    MakeParams(tsetup, n_act, /*numeric=*/true, kSeed), block, true);
+      RunRequest tree_request = SymbolicRequest(tree_args, options.common.devices, block);
+      tree_request.evaluation = Evaluation::kNumeric;
+      tree_request.seed = kSeed;
+      const RunResult run = Run(tree_request);
+      const MoeSetup& tsetup = run.setup.setup;
       std::vector<std::string> twords = {"shardtrace", "trace"};
       twords.insert(twords.end(), tree_args.begin(), tree_args.end());
       twords.push_back(fmt::format("--devices {} --numeric --seed {}", devices, kSeed));
@@ -191,8 +190,8 @@ void RunRenderCommand(const RenderOptions& options, std::ostream& out) {
         for (MarkdownExample& e : sections) doc.examples.push_back(std::move(e));
       }
     } catch (const Error& e) {
-      trees_note = fmt::format("No routing tree: the numeric run for the trees is refused ({}).",
-                               e.what());
+      trees_note =
+          fmt::format("No routing tree: the numeric run for the trees is refused ({}).", e.what());
     }
   } else if (block == Block::kMoe) {
     trees_note =

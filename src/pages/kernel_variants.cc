@@ -4,8 +4,8 @@
 
 #include <utility>
 
-#include "config/run_inputs.h"
 #include "paths/moe_block.h"
+#include "run/run.h"
 #include "util/error.h"
 
 namespace shardtrace {
@@ -22,9 +22,16 @@ VariantColumn Column(std::string label, const Trace& t) {
 
 }  // namespace
 
+RunRequest VariantRequest(const VariantBase& base) {
+  RunRequest request = SymbolicRequest(base.args, base.devices, ParseBlock(base.block));
+  request.masked_loop = base.masked_loop;
+  request.summaries = false;  // no column prints values
+  return request;
+}
+
 std::vector<VariantColumn> KernelVariants(const VariantBase& base, const Trace& traced) {
-  const RunInputs in = LoadRunInputs(base.args, base.devices);
-  const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
+  const RunRequest request = VariantRequest(base);
+  const MoeSetup setup = Prepare(request).setup;
   // shard_exp_on_fsdp and use_2d_fsdp_sharding give the sparse shard_map specs no 'exp'
   // entry, so they go with expert parallelism 1 there.
   const bool sparse_ep = setup.ep > 1 && setup.path == MoePath::kSparse && !base.masked_loop;
@@ -49,16 +56,7 @@ std::vector<VariantColumn> KernelVariants(const VariantBase& base, const Trace& 
     // A variant is a different config: one it cannot run is reported in its column, the
     // page's own config having traced already.
     try {
-      const RunInputs vin = LoadRunInputs(WithOverrides(base.args, extra), base.devices);
-      const MoeSetup vsetup = MakeMoeSetup(vin.config, vin.mesh);
-      const int n_act = static_cast<int>(vin.config.StrList("mlp_activations").size());
-      RunOptions options;
-      options.masked_loop = base.masked_loop;
-      options.summaries = false;
-      const BlockRun run =
-          RunBlock(vin.config, vin.mesh, vsetup, MakeParams(vsetup, n_act, /*numeric=*/false, 0),
-                   ParseBlock(base.block), options);
-      out.push_back(Column(label, run.trace));
+      out.push_back(Column(label, Run(WithOverrides(request, extra)).trace));
     } catch (const Error& e) {
       VariantColumn col{label, "", {}, e.what()};
       out.push_back(std::move(col));

@@ -12,6 +12,7 @@
 
 #include "emit/spec_markdown.h"
 #include "ir/trace.h"
+#include "run/run_request.h"
 
 namespace shardtrace {
 
@@ -27,6 +28,9 @@ struct VariantBase {
   // which the MoE switches above do not touch).
   std::vector<std::pair<std::string, std::vector<std::string>>> extra;
 };
+
+// The symbolic run every variant changes a key of: the base's config, block and path.
+RunRequest VariantRequest(const VariantBase& base);
 
 // "as traced" (from `traced`, no rerun) and one column per variant. A variant the config
 // cannot take (an expert count the new mesh does not divide, ...) is a column with

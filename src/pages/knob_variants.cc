@@ -7,9 +7,9 @@
 #include <optional>
 #include <utility>
 
-#include "config/run_inputs.h"
 #include "ir/trace_totals.h"
 #include "paths/moe_block.h"
+#include "run/run.h"
 #include "util/error.h"
 
 namespace shardtrace {
@@ -94,18 +94,9 @@ KnobRun Trace1(const VariantBase& base, std::string change, const std::vector<st
   // A key the model file sets may be overridden here: the row is about that key.
   std::vector<std::string> overrides = more;
   if (!more.empty()) overrides.insert(overrides.begin(), "override_model_config=true");
-  const std::vector<std::string> args = WithOverrides(base.args, overrides);
   try {
-    const RunInputs in = LoadRunInputs(args, base.devices);
-    const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
-    const int n_act = static_cast<int>(in.config.StrList("mlp_activations").size());
-    RunOptions options;
-    options.masked_loop = base.masked_loop;
-    options.summaries = false;
-    const BlockRun run =
-        RunBlock(in.config, in.mesh, setup, MakeParams(setup, n_act, /*numeric=*/false, 0),
-                 ParseBlock(base.block), options);
-    const TraceTotals totals = ComputeTotals(run.trace);
+    const RunResult run = Run(WithOverrides(VariantRequest(base), overrides));
+    const TraceTotals& totals = run.totals;
     out.mesh = run.trace.mesh;
     out.path = run.trace.path;
     out.peak_bytes = run.trace.memory ? run.trace.memory->peak_bytes() : 0;
@@ -120,8 +111,8 @@ KnobRun Trace1(const VariantBase& base, std::string change, const std::vector<st
 }  // namespace
 
 std::vector<KnobRun> TraceKnobs(const VariantBase& base, const Trace& traced) {
-  const RunInputs in = LoadRunInputs(base.args, base.devices);
-  const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
+  const RunSetup in = Prepare(VariantRequest(base));
+  const MoeSetup& setup = in.setup;
   std::vector<KnobRun> out = {Trace1(base, "as given", {})};
   for (const auto& [label, overrides] : Knobs(setup, Ici(in.config, in.mesh), traced, base))
     out.push_back(Trace1(base, label, overrides));

@@ -6,19 +6,19 @@
 #include <algorithm>
 #include <string_view>
 
-#include "pages/kernel_variants.h"
-#include "pages/knob_variants.h"
-#include "pages/page_summary.h"
-#include "config/run_inputs.h"
+#include "check/trace_invariants.h"
 #include "emit/ascii_flow.h"
 #include "emit/flow_overview.h"
 #include "emit/mask_tree.h"
 #include "emit/mermaid_flow.h"
-#include "pages/page_sections.h"
 #include "emit/spec_markdown.h"
-#include "check/trace_invariants.h"
-#include "paths/moe_block.h"
 #include "ir/trace_totals.h"
+#include "pages/kernel_variants.h"
+#include "pages/knob_variants.h"
+#include "pages/page_sections.h"
+#include "pages/page_summary.h"
+#include "paths/moe_block.h"
+#include "run/run.h"
 #include "util/error.h"
 
 namespace shardtrace {
@@ -39,7 +39,9 @@ constexpr DeviceTreeView kPageTrees = {.max_devices = 8, .width = 100};
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 std::vector<VisualizationPage> VisualizationPages() {
-  const auto With = &WithOverrides;
+  const auto With = [](std::vector<std::string> args, const std::vector<std::string>& more) {
+    return WithOverrides(std::move(args), more);
+  };
   const std::vector<std::string> dims = {"base_emb_dim=16",      "base_mlp_dim=32",
                                          "base_moe_mlp_dim=32",  "num_experts_per_tok=2",
                                          "max_target_length=4",  "per_device_batch_size=1",
@@ -336,14 +338,14 @@ std::string CommandLine(const VisualizationPage& v) {
   return ShellLine(words);
 }
 
-BlockRun Run(const std::vector<std::string>& args, int64_t devices, const std::string& block,
-             const std::string& path, bool numeric) {
-  const RunInputs in = LoadRunInputs(args, devices);
-  const MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
-  const int n_act = static_cast<int>(in.config.StrList("mlp_activations").size());
-  const MoeParams params = MakeParams(setup, n_act, numeric, kSeed);
-  return RunBlock(in.config, in.mesh, setup, params, ParseBlock(block), numeric,
-                  path == "masked_loop");
+// A page's runs are numeric on the page seed.
+RunResult SeededRun(const std::vector<std::string>& args, int64_t devices, const std::string& block,
+                    const std::string& path) {
+  RunRequest request = SymbolicRequest(args, devices, ParseBlock(block));
+  request.evaluation = Evaluation::kNumeric;
+  request.seed = kSeed;
+  request.masked_loop = path == "masked_loop";
+  return Run(request);
 }
 
 }  // namespace
@@ -355,16 +357,14 @@ std::vector<std::pair<std::string, std::string>> PageGraphs(const Trace& trace) 
     int n = 0;
     for (size_t at = text.find("[\"⇄"); at != std::string::npos; at = text.find("[\"⇄", at + 1))
       ++n;
-    for (size_t at = text.find("([\"⇄"); at != std::string::npos;
-         at = text.find("([\"⇄", at + 1))
+    for (size_t at = text.find("([\"⇄"); at != std::string::npos; at = text.find("([\"⇄", at + 1))
       ++n;
     return n;
   };
   size_t shown = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
     const int have = collectives(parts[i].text), best = collectives(parts[shown].text);
-    if (have > best || (best == 0 && have == 0 && parts[i].phase == FlowPhase::kExperts))
-      shown = i;
+    if (have > best || (best == 0 && have == 0 && parts[i].phase == FlowPhase::kExperts)) shown = i;
   }
   std::vector<std::pair<std::string, std::string>> out;
   if (parts.empty()) return out;
@@ -379,8 +379,8 @@ std::vector<std::pair<std::string, std::string>> PageGraphs(const Trace& trace) 
 }
 
 RenderedPage RenderPage(const VisualizationPage& v) {
-  const RunInputs in = LoadRunInputs(v.args, v.devices);
-  const BlockRun run = Run(v.args, v.devices, v.block, v.path, /*numeric=*/true);
+  const RunResult run = SeededRun(v.args, v.devices, v.block, v.path);
+  const RunSetup& in = run.setup;
   VisualizationDoc doc;
   doc.title = v.title;
   doc.summary = v.summary;
@@ -397,7 +397,7 @@ RenderedPage RenderPage(const VisualizationPage& v) {
       doc.examples.push_back(std::move(e));
   std::vector<Invariant> section_invariants;
   for (const PageRun& more : v.more_runs) {
-    const BlockRun other = Run(more.args, more.devices, "moe", "", /*numeric=*/true);
+    const RunResult other = SeededRun(more.args, more.devices, "moe", "");
     std::string text = AsciiFlow(other.trace, 100, more.only_scope);
     const auto indices = other.captures.find("top_k_indices");
     const auto weights = other.captures.find("top_k_weights");
@@ -425,25 +425,24 @@ RenderedPage RenderPage(const VisualizationPage& v) {
                                    .extra = v.extra_variants},
                                   run.trace);
   // The page's claim that its output equals another path's, checked on the same seed.
-  std::optional<BlockRun> other;
+  std::optional<RunResult> other;
   std::optional<ReferenceRun> reference;
   if (!v.reference_overrides.empty()) {
-    other = Run(WithOverrides(v.args, v.reference_overrides), v.devices, v.block, "",
-                /*numeric=*/true);
+    other = SeededRun(WithOverrides(v.args, v.reference_overrides), v.devices, v.block, "");
     reference = ReferenceRun{
         fmt::format("{} (`{}`)", other->trace.path, fmt::join(v.reference_overrides, " ")),
         &other->captures};
   }
-  doc.summary_section = SummaryMarkdown(
-      {.trace = &run.trace,
-       .totals = ComputeTotals(run.trace),
-       .knobs = TraceKnobs({.args = v.args,
-                            .devices = v.devices,
-                            .block = v.block,
-                            .masked_loop = v.path == "masked_loop",
-                            .extra = {}},
-                           run.trace),
-       .legend = "the symbols are explained in the [legend](README.md#legend)"});
+  doc.summary_section =
+      SummaryMarkdown({.trace = &run.trace,
+                       .totals = ComputeTotals(run.trace),
+                       .knobs = TraceKnobs({.args = v.args,
+                                            .devices = v.devices,
+                                            .block = v.block,
+                                            .masked_loop = v.path == "masked_loop",
+                                            .extra = {}},
+                                           run.trace),
+                       .legend = "the symbols are explained in the [legend](README.md#legend)"});
   doc.invariants = TraceInvariants(run.trace, &run.captures, reference ? &*reference : nullptr);
   for (Invariant& inv : section_invariants) doc.invariants.push_back(std::move(inv));
   RenderedPage page;

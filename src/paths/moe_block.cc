@@ -1,16 +1,16 @@
 #include "paths/moe_block.h"
 
 #include "config/config.h"
-#include "shard/axis_rules.h"
-#include "shard/mesh.h"
 #include "paths/dense_matmul.h"
 #include "paths/masked_loop.h"
 #include "paths/mlp_block.h"
 #include "paths/routing.h"
 #include "paths/sparse_matmul.h"
 #include "paths/sparse_pipeline.h"
-#include "spmd/spmd_analysis.h"
 #include "paths/traced_ops.h"
+#include "shard/axis_rules.h"
+#include "shard/mesh.h"
+#include "spmd/spmd_analysis.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 
@@ -292,23 +292,6 @@ std::vector<Block> ModelBlocks(const MoeSetup& setup) {
     if (HasSharedExpertMlp(setup)) blocks.push_back(Block::kShared);
   }
   return blocks;
-}
-
-std::vector<DumpEntry> DumpModel(const Config& config, const Mesh& mesh) {
-  const MoeSetup setup = MakeMoeSetup(config, mesh);
-  const int n_act = static_cast<int>(setup.settings.mlp_activations.size());
-  const MoeParams params = MakeParams(setup, n_act, /*numeric=*/false, 0);
-  std::vector<DumpEntry> entries;
-  auto append = [&](Block block) {
-    for (DumpEntry& e : RunBlock(config, mesh, setup, params, block, false).trace.dump) {
-      bool seen = false;
-      for (const DumpEntry& x : entries)
-        seen |= x.description == e.description && x.type == e.type && x.spec == e.spec;
-      if (!seen) entries.push_back(std::move(e));
-    }
-  };
-  for (const Block block : ModelBlocks(setup)) append(block);
-  return entries;
 }
 
 }  // namespace shardtrace

@@ -2,17 +2,16 @@
 // (GateLogit, kernel casts, path selection into dense_matmul / sparse_matmul),
 // RoutedAndSharedMoE (routed experts + shared-expert MlpBlock, summed), qwen3.py's
 // Qwen3NextSparseMoeBlock (routed + sigmoid(gate) * shared expert) and the dense MlpBlock. RunBlock
-// records one block into a Trace; DumpModel reproduces MaxText's debug_sharding activation dump for
-// every MLP/MoE block the model config implies.
+// records one block into a Trace; run/run.h is the one pipeline around it.
 #pragma once
 
 #include <map>
 #include <string>
 #include <vector>
 
+#include "ir/trace.h"
 #include "paths/moe_params.h"
 #include "paths/moe_setup.h"
-#include "ir/trace.h"
 
 namespace shardtrace {
 
@@ -59,9 +58,5 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
 // The blocks a model's decoder layers run, in MaxText's order: a dense MlpBlock (when the
 // model has dense layers), the routed MoE block, then its shared experts.
 std::vector<Block> ModelBlocks(const MoeSetup& setup);
-
-// input_shardings.json entries of the model's blocks in MaxText's order: a dense MlpBlock
-// (when the model has dense layers), the MoE block, then its shared experts.
-std::vector<DumpEntry> DumpModel(const Config& config, const Mesh& mesh);
 
 }  // namespace shardtrace

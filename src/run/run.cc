@@ -1,0 +1,60 @@
+#include "run/run.h"
+
+#include "config/run_inputs.h"
+#include "paths/moe_params.h"
+
+namespace shardtrace {
+namespace {
+
+// The case's keys first, so every override the user typed still applies after them
+// (SplitArgs keeps files apart and overrides in order).
+std::vector<std::string> Arguments(const RunRequest& request) {
+  std::vector<std::string> args = request.case_overrides;
+  args.insert(args.end(), request.args.begin(), request.args.end());
+  return args;
+}
+
+MoeParams Params(const RunRequest& request, const RunSetup& s) {
+  const int n_act = static_cast<int>(s.config.StrList("mlp_activations").size());
+  if (request.arrays == nullptr)
+    return MakeParams(s.setup, n_act, request.numeric(), request.seed, request.budget_bytes);
+  MoeParams params = ParamsFromArrays(s.setup, n_act, *request.arrays, request.arrays_source,
+                                      s.config.Bool("routed_bias"), s.config.Bool("mlp_bias"));
+  // A block the arrays do not hold (the dense MlpBlock of a MoE case, the experts of a dense
+  // case) runs on seeded weights, with the arrays' inputs.
+  if (request.block == Block::kMlp ? !params.dense : !params.wi_0.numeric()) {
+    MoeParams seeded = MakeParams(s.setup, n_act, true, request.seed, request.budget_bytes);
+    seeded.inputs = params.inputs;
+    if (params.dense) seeded.dense = params.dense;
+    params = std::move(seeded);
+  }
+  return params;
+}
+
+}  // namespace
+
+RunSetup Prepare(const RunRequest& request) {
+  RunInputs in = LoadRunInputs(Arguments(request), request.devices);
+  MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
+  return {std::move(in.config), std::move(in.mesh), std::move(setup)};
+}
+
+RunInputs LoadInputs(const RunRequest& request) {
+  return LoadRunInputs(Arguments(request), request.devices);
+}
+
+RunResult Run(const RunRequest& request) {
+  RunSetup s = Prepare(request);
+  RunOptions options;
+  options.numeric = request.numeric() || request.arrays != nullptr;
+  options.masked_loop = request.masked_loop;
+  options.threads = request.threads;
+  options.budget_bytes = request.budget_bytes;
+  options.summaries = request.summaries;
+  options.progress = request.progress;
+  BlockRun run = RunBlock(s.config, s.mesh, s.setup, Params(request, s), request.block, options);
+  const TraceTotals totals = ComputeTotals(run.trace);
+  return {std::move(s), std::move(run.trace), std::move(run.captures), totals};
+}
+
+}  // namespace shardtrace

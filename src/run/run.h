@@ -1,0 +1,42 @@
+// The one pipeline every command and test runs a block through: config files and overrides
+// -> Config and Mesh -> MoeSetup -> parameters -> the tracer's Trace (paths/) -> the SPMD
+// model's analysis -> totals. Prepare stops after the setup (commands that only resolve a
+// config); Run goes to the end. The RunResult is plain data; nothing after Run changes it.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "config/config.h"
+#include "config/run_inputs.h"
+#include "ir/trace.h"
+#include "ir/trace_totals.h"
+#include "numeric/array.h"
+#include "paths/moe_setup.h"
+#include "run/run_request.h"
+#include "shard/mesh.h"
+
+namespace shardtrace {
+
+// The config and mesh a request resolves to, and the MoE setup MaxText derives from them.
+struct RunSetup {
+  Config config;
+  Mesh mesh;
+  MoeSetup setup;
+};
+
+struct RunResult {
+  RunSetup setup;
+  Trace trace;
+  // Global numeric arrays by golden-format name (empty for a symbolic run).
+  std::map<std::string, Array> captures;
+  TraceTotals totals;
+};
+
+// The config and mesh alone (`explain` and `compare-dump` resolve axes of any config).
+RunInputs LoadInputs(const RunRequest& request);
+// Config, mesh and MoE setup: what `config` prints and every run starts from.
+RunSetup Prepare(const RunRequest& request);
+RunResult Run(const RunRequest& request);
+
+}  // namespace shardtrace
