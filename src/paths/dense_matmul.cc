@@ -22,10 +22,16 @@ Value ReshapeAndUpdateWeights(const MoeContext& ctx, const Value& weights, const
   // moe.py:1451 allocates the [B,S,E] zeros first, then the index helpers (1452-1456).
   const Value zeros = tr::Zeros(t, {b, s, e}, ctx.dtype(), {"update_weights", "BSE"});
   // The index helpers are constrained too; MaxText's dump names them by the caller's variable.
-  Value batch_index = tr::Constant(t, Reshape(Arange(b), {b, 1, 1}), {"index_batch", "B11"});
+  // The values only in a numeric run: a symbolic one at full size (S up to 2^31) must not
+  // materialise an index per token.
+  const auto index_helper = [&t](int64_t n, Shape shape) {
+    return t.numeric() ? Reshape(Arange(n), shape)
+                       : Array::Symbolic(std::move(shape), DType::kInt32);
+  };
+  Value batch_index = tr::Constant(t, index_helper(b, {b, 1, 1}), {"index_batch", "B11"});
   batch_index = t.ShardWithLogical(batch_index, "index_batch", "B11",
                                    LogicalNames({"activation_batch", nullptr, nullptr}), "");
-  Value seq_index = tr::Constant(t, Reshape(Arange(s), {s, 1}), {"index_length", "S1"});
+  Value seq_index = tr::Constant(t, index_helper(s, {s, 1}), {"index_length", "S1"});
   seq_index = t.ShardWithLogical(seq_index, "index_length", "S1",
                                  LogicalNames({"activation_length", nullptr}), "");
   return t.Apply({OpKind::kScatterSet,
