@@ -141,6 +141,7 @@ void RunRenderCommand(const RenderOptions& options, std::ostream& out) {
   doc.command = ShellLine(words);
   doc.source = PageSourceText(PageSource::kSeedMoe);
   doc.config_files = in.config.loaded_files();
+  doc.legend = "legend of shardtrace's `visualizations/README.md`";
   doc.overview = FlowOverview(trace);
   doc.flow = AsciiFlow(trace);
   doc.graphs = PageGraphs(trace);

@@ -578,6 +578,7 @@ std::string RenderVisualization(const VisualizationDoc& doc, const Trace& trace)
   view.set("triggers", Strings(triggers));
   view.set("has_notes", !notes.empty());
   view.set("notes", Strings(notes));
+  view.set("legend", doc.legend);
   view.set("overview", doc.overview);
   view.set("flow", doc.flow);
   if (!doc.graphs.empty()) {

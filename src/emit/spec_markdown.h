@@ -53,6 +53,9 @@ struct VisualizationDoc {
   std::vector<std::string> config_files;  // Config::loaded_files(): base.yml first
   std::vector<VariantColumn> variants;    // empty: no variant table
   bool moe_line_refs = true;              // the trace is moe.py 313890777: cite its lines
+  // Where the symbols are explained: visualizations/README.md's legend, linked from the pages
+  // beside it; named in words on a page `render` writes anywhere.
+  std::string legend = "[legend](README.md#legend)";
   std::string overview;                   // FlowOverview(trace): the flow on one screen
   std::string flow;                       // AsciiFlow(trace): folded
   // The Mermaid graphs (title, text): the first shown, the others folded.
