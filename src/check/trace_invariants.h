@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "numeric/array.h"
 #include "ir/trace.h"
+#include "numeric/array.h"
 
 namespace shardtrace {
 
