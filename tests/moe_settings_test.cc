@@ -33,7 +33,7 @@ TEST_CASE("MoE settings carry the model's values and the overrides, typed", "[se
   CHECK(s.wo_tile_fwd.embed_dim == 256);
   CHECK(s.wi_tile_fwd.batch_seq == 512);
   CHECK_FALSE(s.padded_base_moe_mlp_dim.has_value());
-  CHECK(s.revision.semantics == MoeSemantics::kSeed);
+  CHECK(s.revision.id == RevisionId::kSeed);
   CHECK_FALSE(s.UpdatesLoadBalanceBias());
   CHECK(Resolve({"model_name=deepseek3-test", "routed_bias=true", "routed_bias_update_rate=0.01"})
             .UpdatesLoadBalanceBias());

@@ -103,12 +103,20 @@ TEST_CASE("shardtrace reproduces MaxText's own sharding dumps for the MoE and ML
   struct DumpCase {
     std::string dir, model;
     int64_t ep;
+    std::string rule;
+    int64_t devices = 16;
   };
+  // shard-exp-on-fsdp puts 'exp' on ['expert', 'fsdp']: main (e591f30) takes fsdp out of the
+  // kernels' shard_map specs, so w0 enters as P('expert', None, None), the 32 local experts
+  // expert parallelism 2 needs (the seed's specs keep fsdp and the seed refuses the run).
   for (const DumpCase& c :
        {DumpCase{"deepseek2-16b_v6e-16_default_ici_fsdp_parallelism--1_ici_expert_parallelism-4",
-                 "deepseek2-16b", 4},
+                 "deepseek2-16b", 4, ""},
         DumpCase{"gpt-oss-20b_tpu7x-16_default_ici_fsdp_parallelism--1_ici_expert_parallelism-2",
-                 "gpt-oss-20b", 2}}) {
+                 "gpt-oss-20b", 2, ""},
+        DumpCase{"deepseek2-16b_tpu7x-8_shard-exp-on-fsdp_ici_fsdp_parallelism--1_ici_expert_"
+                 "parallelism-2",
+                 "deepseek2-16b", 2, "shard-exp-on-fsdp", 8}}) {
     INFO(c.dir);
     const nlohmann::ordered_json real = nlohmann::ordered_json::parse(testing::ReadFile(
         SourcePath("testdata/maxtext-sharding-dumps/" + c.dir + "/input_shardings.json")));
@@ -118,10 +126,13 @@ TEST_CASE("shardtrace reproduces MaxText's own sharding dumps for the MoE and ML
       if (key.rfind("moe/", 0) == 0 || key.rfind("linears/", 0) == 0) expected.push_back(entry);
     }
     REQUIRE(expected.size() >= 6);
-    const auto ours = nlohmann::ordered_json::parse(DumpToMaxtextJson(DumpModel(
-        SymbolicRequest({SourcePath("testdata/maxtext-configs/base.yml"), "model_name=" + c.model,
-                         "ici_fsdp_parallelism=-1", fmt::format("ici_expert_parallelism={}", c.ep)},
-                        16))));
+    std::vector<std::string> args = {SourcePath("testdata/maxtext-configs/base.yml"),
+                                     "model_name=" + c.model, "ici_fsdp_parallelism=-1",
+                                     fmt::format("ici_expert_parallelism={}", c.ep)};
+    if (!c.rule.empty()) args.push_back("custom_mesh_and_rule=" + c.rule);
+    const RunRequest request = SymbolicRequest(args, c.devices);
+    CHECK(LoadInputs(request).config.revision().name == "e591f30");
+    const auto ours = nlohmann::ordered_json::parse(DumpToMaxtextJson(DumpModel(request)));
     CHECK(ours["Activation Sharding Dump"].dump(2) == expected.dump(2));
   }
 }

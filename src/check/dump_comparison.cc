@@ -119,6 +119,7 @@ DumpComparison CompareWithDump(const ShardingDump& dump, const RunRequest& reque
   out.inferred = InferRun(dump);
   out.devices = mesh.num_devices();
   out.config_files = config.loaded_files();
+  out.maxtext_revision = config.revision().Title();
   out.dump_mesh = DumpMeshString(dump);
   out.trace_mesh = mesh.ToString();
 

@@ -39,6 +39,7 @@ struct DumpComparison {
   std::vector<std::string> traced_args;  // CONFIG files and overrides the trace ran with
   int64_t devices = 0;
   std::vector<std::string> config_files;  // Config::loaded_files()
+  std::string maxtext_revision;           // MaxTextRevision::Title(): whose moe.py traced
   std::string dump_mesh, trace_mesh;
   std::vector<std::string> blocks;  // "moe: sparse_matmul/ragged_all_to_all (...)"
   std::vector<TensorComparison> tensors;

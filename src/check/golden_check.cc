@@ -105,7 +105,10 @@ GoldenReport CheckGoldenCase(const std::string& case_dir, const std::vector<std:
   const Block block = request.block;
   const MoeSetup& setup = run.setup.setup;
 
-  GoldenReport report{case_dir, block == Block::kMlp ? run.trace.path : setup.PathLabel(), {}};
+  GoldenReport report{case_dir,
+                      block == Block::kMlp ? run.trace.path : setup.PathLabel(),
+                      in.config.revision().Title(),
+                      {}};
   for (const std::string& name : GoldenExpectedNames()) {
     const auto expected = arrays.find(name);
     if (expected == arrays.end()) {

@@ -26,7 +26,8 @@ struct ArrayCheck {
 
 struct GoldenReport {
   std::string case_dir;
-  std::string path;  // the MoE path the config selected
+  std::string path;              // the MoE path the config selected
+  std::string maxtext_revision;  // MaxTextRevision::Title(): whose moe.py ran
   std::vector<ArrayCheck> checks;
   bool passed() const;
 };

@@ -156,6 +156,7 @@ DiffSideInfo InfoOf(const std::vector<std::string>& args, const Side& s,
   DiffSideInfo info;
   info.args = args;
   info.config_files = s.in.config.loaded_files();
+  info.maxtext_revision = s.in.config.revision().Title();
   info.mesh = s.in.mesh.ToString();
   info.devices = s.in.mesh.num_devices();
   info.path = s.trace.path;

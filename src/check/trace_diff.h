@@ -77,6 +77,7 @@ struct SideTotals {
 struct DiffSideInfo {
   std::vector<std::string> args;          // CONFIG files and overrides
   std::vector<std::string> config_files;  // Config::loaded_files()
+  std::string maxtext_revision;           // MaxTextRevision::Title()
   std::string mesh;
   int64_t devices = 0;
   std::string path;

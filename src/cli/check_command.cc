@@ -84,13 +84,17 @@ bool RunCheckCommand(const CheckCommandOptions& options, std::ostream& out) {
                           {"status", StatusText(c.status)},
                           {"detail", c.detail},
                           {"max_abs_error", c.max_abs_error}});
-      j.push_back(
-          {{"case", r.case_dir}, {"path", r.path}, {"passed", r.passed()}, {"arrays", checks}});
+      j.push_back({{"case", r.case_dir},
+                   {"path", r.path},
+                   {"maxtext_revision", r.maxtext_revision},
+                   {"passed", r.passed()},
+                   {"arrays", checks}});
     }
     text = j.dump(2) + "\n";
   } else {
     for (const GoldenReport& r : reports) {
-      text += fmt::format("{}  {}\n  path: {}\n", r.passed() ? "PASS" : "FAIL", r.case_dir, r.path);
+      text += fmt::format("{}  {}\n  path: {}\n  moe.py: {}\n", r.passed() ? "PASS" : "FAIL",
+                          r.case_dir, r.path, r.maxtext_revision);
       TextTable table({"array", "status", "detail"});
       for (const ArrayCheck& c : r.checks) table.AddRow({c.name, StatusText(c.status), c.detail});
       text += table.Render("  ") + "\n";

@@ -11,6 +11,8 @@
 #include <new>
 
 #include "cli/commands.h"
+#include "config/maxtext_revision.h"
+#include "config/run_inputs.h"
 #include "io/atomic_file.h"
 #include "shard/mesh.h"
 #include "util/error.h"
@@ -112,6 +114,9 @@ void AddCommon(CLI::App* cmd, CommonOptions& common, const std::vector<std::stri
   }
   cmd->add_option("-o,--output", common.output,
                   "write to FILE (atomically; '-' is stdout) instead of stdout");
+  cmd->add_option("--maxtext-revision", common.maxtext_revision,
+                  "whose moe.py to model: 313890777 (seed), e591f30 (main), 0.2.5 (release); "
+                  "default: recognised from the base.yml's keys (docs/revisions.md)");
 }
 
 // Every file a command may read, for refusing an -o that names one: the CONFIG files given
@@ -334,13 +339,22 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
                          "write nothing; exit 1 naming the files that differ from a fresh render");
   generate_cmd->footer("Example: shardtrace generate --check");
 
-  // Checks that need no work done: an unknown command names itself, and every output file or
-  // directory is writable, and none of the command's inputs, before anything is computed.
+  // Checks that need no work done: an unknown command names itself, a --maxtext-revision is
+  // known, and every output file or directory is writable, and none of the command's inputs,
+  // before anything is computed.
+  // Checks that need no work done: an unknown command names itself, a --maxtext-revision is
+  // known, and every output file or directory is writable, and none of the command's inputs,
+  // before anything is computed.
   const auto check_outputs = [&] {
-    for (const CommonOptions* common :
+    for (CommonOptions* common :
          {&config_options, &explain_options.common, &trace_options.common, &dump_options,
           &check_options.common, &compare_dump_options.common, &diff_options.common,
           &render_options.common}) {
+      // The revision rides with the arguments (config/run_inputs.h).
+      if (!common->maxtext_revision.empty()) {
+        NamedRevision(common->maxtext_revision);  // a bad name fails before any work
+        common->args.push_back(std::string(kRevisionArg) + common->maxtext_revision);
+      }
       if (common->output == "-") continue;
       CheckOutputFile(common->output);
       std::vector<std::string> dirs;  // golden cases and dumps: the files they hold are read

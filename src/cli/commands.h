@@ -16,6 +16,9 @@ struct CommonOptions {
   std::optional<int64_t> devices;
   std::string format;
   std::string output = "-";  // "-": stdout; an empty name is refused
+  // --maxtext-revision: RunCli appends it to `args` as "--maxtext-revision=NAME"
+  // (config/run_inputs.h); empty: recognised from the base.yml.
+  std::string maxtext_revision;
 };
 
 struct ExplainOptions {

@@ -81,6 +81,9 @@ void RunConfigCommand(const CommonOptions& options, std::ostream& out) {
     nlohmann::ordered_json j;
     j["files"] = in.config.loaded_files();
     j["overrides"] = source.overrides;
+    j["maxtext_revision"] = {{"name", in.config.revision().name},
+                             {"title", in.config.revision().Title()},
+                             {"why", in.config.revision().why}};
     nlohmann::ordered_json mesh = nlohmann::ordered_json::object();
     for (const MeshAxis& a : in.mesh.axes()) mesh[a.name] = a.size;
     j["mesh"] = {
@@ -108,6 +111,8 @@ void RunConfigCommand(const CommonOptions& options, std::ostream& out) {
   text += fmt::format("{:<10} {}\n", "files", fmt::join(in.config.loaded_files(), " <- "));
   if (!source.overrides.empty())
     text += fmt::format("{:<10} {}\n", "overrides", fmt::join(source.overrides, " "));
+  text += fmt::format("{:<10} {} ({})\n", "moe.py", in.config.revision().Title(),
+                      in.config.revision().why);
   text += fmt::format("{:<10} {} ({} devices, {} slice{})\n", "mesh", in.mesh.ToString(),
                       in.mesh.num_devices(), in.mesh.num_slices(),
                       in.mesh.num_slices() == 1 ? "" : "s");

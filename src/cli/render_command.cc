@@ -139,7 +139,7 @@ void RunRenderCommand(const RenderOptions& options, std::ostream& out) {
   words.push_back(fmt::format("--devices {}", devices));
   if (options.block != "moe") words.push_back("--block " + options.block);
   doc.command = ShellLine(words);
-  doc.source = PageSourceText(PageSource::kSeedMoe);
+  doc.source = setup.settings.revision.MoePySource();
   doc.config_files = in.config.loaded_files();
   doc.legend = "legend of shardtrace's `visualizations/README.md`";
   doc.overview = FlowOverview(trace);

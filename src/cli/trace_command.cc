@@ -47,7 +47,9 @@ void RunTraceCommand(const TraceOptions& options, std::ostream& out) {
 }
 
 void RunDumpCommand(const CommonOptions& options, std::ostream& out) {
-  WriteOutput(options, DumpToMaxtextJson(DumpModel(SymbolicRequest(options.args, options.devices))),
+  const RunRequest request = SymbolicRequest(options.args, options.devices);
+  WriteOutput(options,
+              DumpToMaxtextJson(DumpModel(request), LoadInputs(request).config.revision().Title()),
               out);
 }
 

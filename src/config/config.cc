@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -91,6 +92,9 @@ class Resolver {
   ValueMap& values() { return values_; }
   std::vector<std::string>& loaded_files() { return loaded_files_; }
   std::string base_name() const { return base_name_; }
+  // The keys base.yml itself defines (before the built-in fallbacks): its revision's
+  // fingerprint.
+  const std::set<std::string, std::less<>>& base_keys() const { return base_keys_; }
 
  private:
   // base.yml, or the file given first with the files it includes through base_config
@@ -126,6 +130,7 @@ class Resolver {
     base_name_ = base.name;
     for (const YamlEntry& entry : base_entries) {
       defaults_.insert_or_assign(entry.key, config_internal::NoneStringToNull(entry.value));
+      base_keys_.insert(entry.key);
     }
     // Every key's type comes from the base, so an overlay given first would make most
     // keys unknown; say what went wrong instead.
@@ -308,17 +313,22 @@ class Resolver {
   ConfigValue rules_ = EmptyList();
   std::vector<std::string> loaded_files_;
   std::string base_name_;
+  std::set<std::string, std::less<>> base_keys_;
 };
 
 }  // namespace
 
-Config Config::Load(const ConfigSource& source) {
+Config Config::Load(const ConfigSource& source, std::string_view maxtext_revision) {
+  // A bad --maxtext-revision fails before any file is read.
+  std::optional<MaxTextRevision> named;
+  if (!maxtext_revision.empty()) named = NamedRevision(maxtext_revision);
   Resolver resolver(source);
   resolver.Run();
 
   Config config;
   config.values_ = std::move(resolver.values());
   config.loaded_files_ = std::move(resolver.loaded_files());
+  config.revision_ = named ? *named : DetectRevision(resolver.base_keys(), resolver.base_name());
   for (const std::string_view key : {"mesh_axes", "data_sharding", "logical_axis_rules"}) {
     if (!config.Has(key)) Fail("{} defines no {}", resolver.base_name(), key);
   }

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "config/maxtext_revision.h"
 #include "shard/axis_rules.h"
 
 namespace shardtrace {
@@ -49,7 +50,9 @@ class Config {
  public:
   // Loads and merges as pyconfig does; validates keys, types and the MoE constraints that
   // need no mesh (num_experts_per_tok <= num_experts, routing groups, moe_mlp_dim > 0, ...).
-  static Config Load(const ConfigSource& source);
+  // `maxtext_revision` (--maxtext-revision) names the revision; empty: recognised from the
+  // keys base.yml defines (config/maxtext_revision.h).
+  static Config Load(const ConfigSource& source, std::string_view maxtext_revision = {});
 
   bool Has(std::string_view key) const;
   const ConfigValue& Get(std::string_view key) const;  // throws Error on a missing key
@@ -65,6 +68,8 @@ class Config {
   // "embedded base.yml (MaxText 313890777)" or the user's path, then the model file if any.
   const std::vector<std::string>& loaded_files() const { return loaded_files_; }
   const std::map<std::string, ConfigValue, std::less<>>& values() const { return values_; }
+  // The MaxText revision whose moe.py runs this config (config/maxtext_revision.h).
+  const MaxTextRevision& revision() const { return revision_; }
 
  private:
   std::map<std::string, ConfigValue, std::less<>> values_;
@@ -72,6 +77,7 @@ class Config {
   std::vector<std::string> mesh_axes_;
   std::vector<std::vector<std::string>> data_sharding_;
   std::vector<std::string> loaded_files_;
+  MaxTextRevision revision_;
 };
 
 }  // namespace shardtrace

@@ -1,11 +1,115 @@
 #include "config/maxtext_revision.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <ranges>
+
+#include "util/error.h"
+
 namespace shardtrace {
 
-MaxTextRevision RevisionOf(const Config& config) {
-  if (config.Has("log_required_ragged_buffer_factor"))
-    return {MoeSemantics::kRelease, "0.2.5", "the release's base.yml"};
-  return {MoeSemantics::kSeed, "313890777", "a seed-era base.yml"};
+const std::vector<RevisionInfo>& Revisions() {
+  // Facts: each revision's base.yml (src/config/maxtext/, testdata/maxtext-configs/,
+  // testdata/maxtext/configs/) and moe.py; docs/revisions.md says where each field comes from.
+  static const std::vector<RevisionInfo> kTable = {
+      {.id = RevisionId::kSeed,
+       .name = "313890777",
+       .aliases = "seed",
+       .label = "the seed revision",
+       .moe_py = "src/MaxText/layers/moe.py",
+       .moe_py_lines = 2276,
+       .fingerprint = {"ici_tensor_transpose_parallelism", "enable_nnx"},
+       .behaviour = {}},
+      {.id = RevisionId::kMain,
+       .name = "e591f30",
+       .aliases = "main",
+       .label = "main of 2026-08-22",
+       .moe_py = "src/maxtext/layers/moe.py",
+       .moe_py_lines = 3476,
+       .fingerprint = {"num_moe_token_chunks", "moe_dispatch_no_expert_sharding", "enable_nnx"},
+       .behaviour = {.sparse_kernel_specs = SparseKernelSpecs::kExpWithoutFsdp,
+                     .dispatch_constrained_in_helper = true,
+                     .num_moe_emb_chunks_is_maxtext_key = true}},
+      {.id = RevisionId::kRelease,
+       .name = "0.2.5",
+       .aliases = "release",
+       .label = "the PyPI release",
+       .moe_py = "maxtext/layers/moe.py",
+       .moe_py_lines = 4955,
+       .fingerprint = {"moe_x_sorted", "moe_use_direct_token_gather",
+                       "moe_topk_before_ep_all_gather", "shard_embed_moe_on_fsdp",
+                       "moe_mlp_tp_size", "log_required_ragged_buffer_factor"},
+       .behaviour = {.sparse_kernel_specs = SparseKernelSpecs::kExpWithoutFsdp,
+                     .lb_loss_density_per_top_k = true,
+                     .kernels_constrained_in_fsdp_all_gather = true,
+                     .router_embed_axis = "embed_router",
+                     .dispatch_constrained_in_helper = true,
+                     .num_moe_emb_chunks_is_maxtext_key = true}},
+  };
+  return kTable;
+}
+
+const RevisionInfo& MaxTextRevision::info() const {
+  for (const RevisionInfo& r : Revisions())
+    if (r.id == id) return r;
+  return Revisions().front();
+}
+
+std::string MaxTextRevision::Title() const {
+  return fmt::format("MaxText {} ({})", name, info().label);
+}
+
+std::string MaxTextRevision::MoePySource() const {
+  return fmt::format("`{}` at {}", info().moe_py, Title());
+}
+
+namespace {
+
+MaxTextRevision FromInfo(const RevisionInfo& r, std::string why) {
+  return {r.id, std::string(r.name), std::move(why), r.behaviour};
+}
+
+}  // namespace
+
+MaxTextRevision DetectRevision(const std::set<std::string, std::less<>>& base_keys,
+                               std::string_view base_name) {
+  const RevisionInfo* best = nullptr;
+  double best_share = -1;
+  int exact = 0;
+  for (const RevisionInfo& r : Revisions()) {
+    size_t present = 0;
+    for (const std::string_view key : r.fingerprint) present += base_keys.contains(key) ? 1 : 0;
+    const double share = static_cast<double>(present) / static_cast<double>(r.fingerprint.size());
+    if (present == r.fingerprint.size()) ++exact;
+    // Newest first on a tie: the table is oldest first.
+    if (share >= best_share) {
+      best = &r;
+      best_share = share;
+    }
+  }
+  if (exact == 1 && best_share == 1.0)
+    return FromInfo(*best,
+                    fmt::format("{} defines {}", base_name, fmt::join(best->fingerprint, ", ")));
+  return FromInfo(*best,
+                  fmt::format("{} matches {} revision's fingerprint; nearest: {} ({:.0f}% of "
+                              "{}); --maxtext-revision picks another",
+                              base_name, exact == 0 ? "no" : "more than one", best->name,
+                              100 * best_share, fmt::join(best->fingerprint, ", ")));
+}
+
+MaxTextRevision NamedRevision(std::string_view name) {
+  std::vector<std::string> known;
+  for (const RevisionInfo& r : Revisions()) {
+    if (name == r.name) return FromInfo(r, "--maxtext-revision " + std::string(name));
+    for (const auto alias : std::views::split(r.aliases, ',')) {
+      if (name == std::string_view(alias.begin(), alias.end()))
+        return FromInfo(r, "--maxtext-revision " + std::string(name));
+    }
+    known.push_back(fmt::format("{} ({})", r.name, r.aliases));
+  }
+  Fail("unknown MaxText revision '{}' (--maxtext-revision): expected one of {}", name,
+       fmt::join(known, ", "));
 }
 
 }  // namespace shardtrace

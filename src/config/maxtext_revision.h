@@ -1,27 +1,90 @@
-// Which MaxText revision's moe.py semantics a config follows. shardtrace models the seed
-// revision (313890777) and the PyPI release maxtext 0.2.5; they differ in a few computed values
-// (the load-balance loss normalisation) and in the names MaxText's debug_sharding dump gives
-// some constraints. The revision is read off the base.yml that was loaded: only the release's
-// has `log_required_ragged_buffer_factor` (its moe.py reads it), so the embedded seed base.yml,
-// any seed-era checkout and the repository snapshot e591f30 (testdata/maxtext-configs/, whose
-// dumps keep the seed's names) follow the seed, and the release's base.yml
-// (testdata/maxtext/configs/) follows the release.
+// Which MaxText revision's moe.py a config runs, and the one table of what differs between
+// the revisions shardtrace models: the seed (313890777, 2026-05-04), main of 2026-08-22
+// (e591f30, the configs in testdata/maxtext-configs/) and the PyPI release maxtext 0.2.5
+// (testdata/maxtext/configs/). A revision is recognised from the keys the loaded base.yml
+// defines (its fingerprint, docs/revisions.md), or named with --maxtext-revision; a base.yml
+// that matches no fingerprint exactly gets the nearest revision and says so. The tracer reads
+// the typed RevisionBehaviour of the revision, never its name, so a difference between
+// revisions is one field here and one branch where moe.py differs.
 #pragma once
 
+#include <set>
 #include <string>
-
-#include "config/config.h"
+#include <string_view>
+#include <vector>
 
 namespace shardtrace {
 
-enum class MoeSemantics { kSeed, kRelease };
+enum class RevisionId { kSeed, kMain, kRelease };
 
-struct MaxTextRevision {
-  MoeSemantics semantics;
-  std::string name;  // "313890777" or "0.2.5"
-  std::string why;   // one line: how the revision was decided
+// How get_routed_moe_shardings writes the sparse path's kernel in_specs when neither
+// shard_exp_on_fsdp nor use_2d_fsdp_sharding is set.
+enum class SparseKernelSpecs {
+  // The seed: w0/w1 ('exp', 'embed_tensor_transpose', 'mlp_no_fsdp'), wo ('exp',
+  // 'mlp_no_fsdp', 'embed_tensor_transpose'), as resolved (an 'exp' on fsdp stays on fsdp).
+  kExpEmbedTensorTranspose,
+  // main and the release: w0/w1 ('exp', None, 'mlp_no_fsdp'), wo ('exp', 'mlp_no_fsdp',
+  // None), then remove_mesh_axes_from_partition_spec(..., ('fsdp',)): the embed dim and any
+  // fsdp share of 'exp' are gathered before shard_map.
+  kExpWithoutFsdp,
 };
 
-MaxTextRevision RevisionOf(const Config& config);
+// The behaviour that differs between revisions, as the tracer reads it.
+struct RevisionBehaviour {
+  SparseKernelSpecs sparse_kernel_specs = SparseKernelSpecs::kExpEmbedTensorTranspose;
+  // load_balance_loss divides the density by num_experts_per_tok (the release).
+  bool lb_loss_density_per_top_k = false;
+  // sparse_matmul constrains the kernels and biases inside a local _fsdp_all_gather(w, pspec),
+  // so MaxText's debug_sharding dump names them all "moe/w" (the release).
+  bool kernels_constrained_in_fsdp_all_gather = false;
+  // The logical axis of the router kernel's embed dim in RoutedAndSharedMoE, DeepSeek,
+  // Llama 4 and Gemma 4: 'embed_moe' (seed, main) or 'embed_router' (the release).
+  std::string_view router_embed_axis = "embed_moe";
+  // dense_matmul constrains dispatch, layer_w0 and layer_w1 through _maybe_shard_moe_dispatch,
+  // whose argument is `inputs`: the dump's name for them (main, the release).
+  bool dispatch_constrained_in_helper = false;
+  // num_moe_emb_chunks is MaxText's own key (main, the release: a token all-gather chunked
+  // along the embed dim, not modelled); in the seed it is free, and shardtrace's model of
+  // PR 3981's pipeline uses it.
+  bool num_moe_emb_chunks_is_maxtext_key = false;
+};
+
+// One row of the revision table.
+struct RevisionInfo {
+  RevisionId id;
+  std::string_view name;     // "313890777", "e591f30", "0.2.5": what outputs print
+  std::string_view aliases;  // other --maxtext-revision spellings, comma-separated
+  std::string_view label;    // "the seed revision", ...
+  std::string_view moe_py;   // moe.py's path in that revision's tree
+  int moe_py_lines = 0;      // how long it is: a moe.py:NNN beyond this is a bug
+  // Keys only this revision's base.yml defines among the three (docs/revisions.md).
+  std::vector<std::string_view> fingerprint;
+  RevisionBehaviour behaviour;
+};
+
+// The revisions, oldest first.
+const std::vector<RevisionInfo>& Revisions();
+
+struct MaxTextRevision {
+  RevisionId id = RevisionId::kSeed;
+  std::string name;  // RevisionInfo::name
+  std::string why;   // one line: how the revision was decided
+  RevisionBehaviour behaviour;
+
+  const RevisionInfo& info() const;
+  // "MaxText 0.2.5 (the PyPI release)": how outputs name it.
+  std::string Title() const;
+  // "`maxtext/layers/moe.py` at MaxText 0.2.5 (the PyPI release)": a page's source line.
+  std::string MoePySource() const;
+};
+
+// The revision whose fingerprint `base_keys` (the keys the loaded base.yml defines) matches;
+// none or several exactly: the one with the largest share of its fingerprint present, newest
+// first on a tie, with `why` saying it is the nearest. `base_name` names the file in `why`.
+MaxTextRevision DetectRevision(const std::set<std::string, std::less<>>& base_keys,
+                               std::string_view base_name);
+
+// --maxtext-revision NAME: a name or alias from the table (Error listing them otherwise).
+MaxTextRevision NamedRevision(std::string_view name);
 
 }  // namespace shardtrace

@@ -1,6 +1,7 @@
 #include "config/moe_settings.h"
 
 #include "config/config.h"
+#include "config/moe_keys.h"
 
 namespace shardtrace {
 namespace {
@@ -13,7 +14,8 @@ GmmTiling Tiling(const Config& c, const std::string& prefix) {
 
 MoeSettings ResolveMoeSettings(const Config& c) {
   MoeSettings s;
-  s.revision = RevisionOf(c);
+  s.revision = c.revision();
+  s.key_notes = AccountMoeKeys(c);
 
   s.model_name = c.Str("model_name");
   s.decoder_block = c.Str("decoder_block");

@@ -28,6 +28,8 @@ struct GmmTiling {
 
 struct MoeSettings {
   MaxTextRevision revision;  // whose moe.py semantics (config/maxtext_revision.h)
+  // Forward-neutral keys set away from their defaults, one note each (config/moe_keys.h).
+  std::vector<std::string> key_notes;
 
   // Model and dims.
   std::string model_name;

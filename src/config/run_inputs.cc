@@ -9,7 +9,9 @@ namespace shardtrace {
 ConfigSource SplitArgs(const std::vector<std::string>& args) {
   ConfigSource source;
   for (const std::string& arg : args) {
-    if (arg.find('=') != std::string::npos)
+    if (arg.rfind(kRevisionArg, 0) == 0)
+      continue;
+    else if (arg.find('=') != std::string::npos)
       source.overrides.push_back(arg);
     else
       source.files.push_back(arg);
@@ -32,8 +34,15 @@ std::vector<std::string> WithOverrides(std::vector<std::string> args,
   return args;
 }
 
+std::string RevisionArg(const std::vector<std::string>& args) {
+  std::string name;
+  for (const std::string& arg : args)
+    if (arg.rfind(kRevisionArg, 0) == 0) name = arg.substr(kRevisionArg.size());
+  return name;
+}
+
 RunInputs LoadRunInputs(const std::vector<std::string>& args, std::optional<int64_t> devices) {
-  Config config = Config::Load(SplitArgs(args));
+  Config config = Config::Load(SplitArgs(args), RevisionArg(args));
   Mesh mesh = MeshFromConfig(config, devices);
   return {std::move(config), std::move(mesh)};
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "config/config.h"
@@ -17,7 +18,16 @@ struct RunInputs {
   Mesh mesh;
 };
 
+// An argument `--maxtext-revision=NAME` among the others names the MaxText revision: the CLI
+// puts the option there, so the revision rides with the arguments into every run a command
+// derives from them (variants, reduced runs, both sides of a diff) and into the `shardtrace`
+// command lines pages print.
+inline constexpr std::string_view kRevisionArg = "--maxtext-revision=";
+
+// Files and overrides; a revision argument is neither (RevisionArg reads it).
 ConfigSource SplitArgs(const std::vector<std::string>& args);
+// The last `--maxtext-revision=NAME` among `args`, or empty.
+std::string RevisionArg(const std::vector<std::string>& args);
 
 // `args` with the key=value overrides `more`: a key `args` already sets takes the new value
 // in place (so a command line built from the result names each key once), a new key is

@@ -50,6 +50,7 @@ std::string DumpComparisonToText(const DumpComparison& c) {
   out += fmt::format("inferred  {}\n", Inferred(c));
   out += fmt::format("traced    {} --devices {}\n", fmt::join(c.traced_args, " "), c.devices);
   out += fmt::format("config    {}\n", fmt::join(c.config_files, " <- "));
+  out += fmt::format("moe.py    {}\n", c.maxtext_revision);
   out += fmt::format("mesh      dump {}, trace {}: {}\n", c.dump_mesh, c.trace_mesh,
                      c.mesh_agrees() ? "agree" : "DIFFER");
   for (const std::string& b : c.blocks) out += fmt::format("block     {}\n", b);
@@ -94,6 +95,7 @@ std::string DumpComparisonToMarkdown(const DumpComparison& c) {
   out += fmt::format("| dump | `{}` |\n", c.dump_dir);
   out += fmt::format("| inferred | `{}` |\n", Inferred(c));
   out += fmt::format("| traced | `{} --devices {}` |\n", fmt::join(c.traced_args, " "), c.devices);
+  out += fmt::format("| moe.py | {} |\n", c.maxtext_revision);
   out += fmt::format("| mesh | dump `{}`, trace `{}` |\n", c.dump_mesh, c.trace_mesh);
   for (const std::string& b : c.blocks) out += fmt::format("| block | `{}` |\n", b);
   for (const Kind kind : {Kind::kParam, Kind::kActivation}) {
@@ -145,6 +147,7 @@ std::string DumpComparisonToJson(const DumpComparison& c) {
   root["traced_args"] = c.traced_args;
   root["devices"] = c.devices;
   root["config_files"] = c.config_files;
+  root["maxtext_revision"] = c.maxtext_revision;
   root["mesh"] = {{"dump", c.dump_mesh}, {"trace", c.trace_mesh}, {"agree", c.mesh_agrees()}};
   root["blocks"] = c.blocks;
   Json tensors = Json::array();

@@ -4,7 +4,8 @@
 
 namespace shardtrace {
 
-std::string DumpToMaxtextJson(const std::vector<DumpEntry>& entries) {
+std::string DumpToMaxtextJson(const std::vector<DumpEntry>& entries,
+                              const std::string& maxtext_revision) {
   using Json = nlohmann::ordered_json;
   Json list = Json::array();
   for (const DumpEntry& e : entries) {
@@ -17,6 +18,7 @@ std::string DumpToMaxtextJson(const std::vector<DumpEntry>& entries) {
   }
   Json root;
   root["Activation Sharding Dump"] = list;
+  if (!maxtext_revision.empty()) root["shardtrace"]["maxtext_revision"] = maxtext_revision;
   return root.dump(2) + "\n";
 }
 

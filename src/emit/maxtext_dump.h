@@ -10,6 +10,10 @@
 
 namespace shardtrace {
 
-std::string DumpToMaxtextJson(const std::vector<DumpEntry>& entries);
+// `maxtext_revision` (MaxTextRevision::Title) goes under a second top-level key,
+// "shardtrace", which MaxText's readers of the file (they index "Activation Sharding Dump")
+// never look at; empty: no such key.
+std::string DumpToMaxtextJson(const std::vector<DumpEntry>& entries,
+                              const std::string& maxtext_revision = {});
 
 }  // namespace shardtrace

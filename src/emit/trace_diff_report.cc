@@ -149,6 +149,10 @@ std::string TraceDiffToText(const TraceDiff& d) {
   out += fmt::format("diff   block {}, symbolic (full size)\n", d.block);
   out += fmt::format("A      {}\n", fmt::join(d.a.args, " "));
   out += fmt::format("B      {}\n", fmt::join(d.b.args, " "));
+  out += fmt::format("moe.py {}\n",
+                     d.a.maxtext_revision == d.b.maxtext_revision
+                         ? d.a.maxtext_revision + " (both)"
+                         : fmt::format("A {} -> B {}", d.a.maxtext_revision, d.b.maxtext_revision));
   out +=
       fmt::format("mesh   {}\n", d.mesh_changed()
                                      ? fmt::format("A {} ({} devices) -> B {} ({} devices)",
@@ -214,6 +218,7 @@ std::string TraceDiffToMarkdown(const TraceDiff& d) {
   out += "| | A | B |\n|---|---|---|\n";
   out += fmt::format("| arguments | `{}` | `{}` |\n", fmt::join(d.a.args, " "),
                      fmt::join(d.b.args, " "));
+  out += fmt::format("| moe.py | {} | {} |\n", d.a.maxtext_revision, d.b.maxtext_revision);
   out += fmt::format("| mesh | `{}` ({} devices) | `{}` ({} devices) |\n", d.a.mesh, d.a.devices,
                      d.b.mesh, d.b.devices);
   out += fmt::format("| path (block {}) | `{}` | `{}` |\n", d.block, d.a.path, d.b.path);
@@ -268,6 +273,7 @@ std::string TraceDiffToJson(const TraceDiff& d) {
     Json j;
     j["args"] = s.args;
     j["config_files"] = s.config_files;
+    j["maxtext_revision"] = s.maxtext_revision;
     j["mesh"] = s.mesh;
     j["devices"] = s.devices;
     j["path"] = s.path;

@@ -74,6 +74,8 @@ std::string TraceToJson(const Trace& trace) {
   j["mode"] = trace.numeric ? "numeric" : "symbolic";
   j["mesh"] = trace.mesh;
   j["devices"] = trace.num_devices;
+  j["maxtext_revision"] = trace.maxtext_revision;
+  j["maxtext_revision_why"] = trace.maxtext_revision_why;
   j["notes"] = trace.notes;
   Json tensors = Json::array();
   for (const TensorRecord& t : trace.tensors) tensors.push_back(TensorJson(t));

@@ -27,9 +27,10 @@ std::string SummaryText(const NumericSummary& s, DType dtype) {
 
 std::string TraceToTable(const Trace& trace) {
   std::string out;
-  out += fmt::format("block  {}\npath   {}\nmesh   {} ({} device{}), {}\n", trace.block, trace.path,
-                     trace.mesh, trace.num_devices, trace.num_devices == 1 ? "" : "s",
-                     trace.numeric ? "numeric" : "symbolic");
+  out += fmt::format("block  {}\npath   {}\nmesh   {} ({} device{}), {}\nmoe.py {} ({})\n",
+                     trace.block, trace.path, trace.mesh, trace.num_devices,
+                     trace.num_devices == 1 ? "" : "s", trace.numeric ? "numeric" : "symbolic",
+                     trace.maxtext_revision, trace.maxtext_revision_why);
   for (const std::string& note : trace.notes) out += fmt::format("note   {}\n", note);
   std::string scope = "\x01";
   TextTable* table = nullptr;

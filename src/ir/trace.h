@@ -153,6 +153,10 @@ struct LoopIteration {
 struct Trace {
   std::string block;  // "moe" | "mlp" | "shared"
   std::string path;   // e.g. "sparse_matmul/ragged_all_to_all"
+  // Whose moe.py the trace follows: "MaxText 0.2.5 (the PyPI release)" and how that was
+  // decided (config/maxtext_revision.h); every output names it.
+  std::string maxtext_revision;
+  std::string maxtext_revision_why;
   bool numeric = false;
   std::string mesh;  // Mesh::ToString()
   int64_t num_devices = 1;

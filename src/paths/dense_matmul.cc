@@ -190,7 +190,7 @@ DroppingLayout ConstrainedMasks(const MoeContext& ctx, DenseRouting& r, const Va
   }
   t.trace().dispatch_mask = l.dispatch_mask.tensor;
   t.trace().combine_mask = l.combine_mask.tensor;
-  if (ctx.settings().revision.semantics == MoeSemantics::kRelease)
+  if (ctx.settings().revision.behaviour.dispatch_constrained_in_helper)
     l.dispatch_helper_variable = "inputs";
   return l;
 }

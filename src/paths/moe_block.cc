@@ -45,8 +45,7 @@ PathOutput RoutedMoE(const MoeContext& ctx, const Value& inputs_in, const MoePar
   const auto scope = t.Scope("RoutedMoE");
   // RoutedAndSharedMoE always builds its routed block with gate axes ('embed_moe', None); the
   // release gives the router its own logical axis, ('embed_router', None).
-  const std::string shared_gate_axis =
-      settings.revision.semantics == MoeSemantics::kRelease ? "embed_router" : "embed_moe";
+  const std::string shared_gate_axis(settings.revision.behaviour.router_embed_axis);
   const LogicalAxes gate_axes = shared_wrapper || s.decoder_block == "deepseek" ||
                                         s.decoder_block == "llama4" || s.decoder_block == "gemma4"
                                     ? LogicalAxes{shared_gate_axis, std::nullopt}
@@ -175,6 +174,8 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
   t.set_summaries(options.summaries);
   t.set_progress(options.progress);
   BlockRun run;
+  t.trace().maxtext_revision = setup.settings.revision.Title();
+  t.trace().maxtext_revision_why = setup.settings.revision.why;
   MoeContext ctx{setup, t, run.captures};
   const bool shared = UsesSharedExperts(setup);
   if (block == Block::kMlp) {
@@ -211,10 +212,6 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
     t.trace().path = masked_loop
                          ? "masked_loop (reference: every expert on every token, masked by top-k)"
                          : setup.PathLabel();
-    // Seed semantics are the default and say nothing; a trace that follows the release says so.
-    const MaxTextRevision& revision = setup.settings.revision;
-    if (revision.semantics != MoeSemantics::kSeed)
-      t.Note(fmt::format("semantics: moe.py of MaxText {} ({})", revision.name, revision.why));
     t.trace().reference_path = masked_loop;
     t.trace().routing = setup.routing_reasons;
     if (shared)

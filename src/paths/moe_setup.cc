@@ -136,6 +136,7 @@ MoeSetup MakeMoeSetup(MoeSettings settings, const Mesh& mesh) {
     if (s.num_experts > 1 && s.num_experts % s.ep != 0)
       Fail("num_experts {} is not divisible by the expert-parallel size {}", s.num_experts, s.ep);
   }
+  for (const std::string& note : k.key_notes) s.notes.push_back(note);
   const std::string quantization = k.quantization;
   if (!quantization.empty() || k.use_qwix_quantization)
     s.notes.push_back(

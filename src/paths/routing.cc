@@ -79,17 +79,25 @@ TopKOutput GetTopK(const MoeContext& ctx, const Value& gate_logits,
   const MoeSetup& s = ctx.setup;
   const int64_t k = s.top_k;
   if (ctx.settings().use_random_routing) {
+    // Inside shard_map each device draws its own indices; shardtrace's draw is one symbolic
+    // array, which the expert-parallel collectives cannot split.
+    if (s.ep > 1)
+      Fail(
+          "use_random_routing=True with expert parallelism {} is not modelled (shardtrace "
+          "traces random routing only with expert parallelism 1)",
+          s.ep);
     if (t.numeric())
       Fail(
           "use_random_routing: random routing draws from JAX's PRNG and cannot be reproduced "
           "numerically; "
           "run the trace without --numeric");
     const auto cond = t.Condition("use_random_routing");
-    const Value idx =
-        t.Apply({OpKind::kRandomRandint, "", {{"maxval", std::to_string(s.num_experts)}}}, {},
-                {"top_k_indices", "BSK"}, [&](const std::vector<const Array*>&) {
-                  return Array::Symbolic({s.batch, s.seq, k}, DType::kInt32);
-                });
+    const Value idx = t.Apply(
+        {OpKind::kRandomRandint, "", {{"maxval", std::to_string(s.num_experts)}}}, {},
+        {"top_k_indices", "BSK"}, [&](const std::vector<const Array*>&) {
+          // gate_logits.shape[:-1] + (k,): inside shard_map, the local rows.
+          return Array::Symbolic({gate_logits.dim(0), gate_logits.dim(1), k}, DType::kInt32);
+        });
     return {tr::TakeAlongAxis(t, gate_logits, idx, -1, {"top_k_weights", "BSK"}), idx};
   }
   std::optional<Value> weights, indices;
@@ -173,7 +181,7 @@ Value LoadBalanceLoss(const MoeContext& ctx, const Value& top_k_indices,
   const Value density_prob = tr::Mean(t, softmax_probs, 1, {"density_prob", "BE"});
   // The release divides the density by top-k so that it sums to 1 over the experts; the seed
   // does not. Folded into the scale, which is where the factor lands.
-  const bool per_k = ctx.settings().revision.semantics == MoeSemantics::kRelease;
+  const bool per_k = ctx.settings().revision.behaviour.lb_loss_density_per_top_k;
   const double k = per_k ? static_cast<double>(ctx.setup.top_k) : 1.0;
   const float scale =
       static_cast<float>(static_cast<double>(e * e) * ctx.settings().load_balance_loss_weight / k);

@@ -73,9 +73,10 @@ RoutedShardings GetRoutedMoeShardings(const MoeContext& ctx, bool batch_sharded_
   } else if (c.use_2d_fsdp_sharding) {
     r.w0_axes = r.w1_axes = r.wo_axes =
         LogicalNames({"embed_tensor_transpose", "mlp_no_fsdp", nullptr});
-  } else if (c.revision.semantics == MoeSemantics::kRelease) {
-    // The release gathers the embed dim and then takes 'fsdp' out of the spec wherever the rules
-    // put it (remove_mesh_axes_from_partition_spec, below), so an 'exp' on fsdp is gathered too.
+  } else if (c.revision.behaviour.sparse_kernel_specs == SparseKernelSpecs::kExpWithoutFsdp) {
+    // main and the release gather the embed dim and then take 'fsdp' out of the spec wherever
+    // the rules put it (remove_mesh_axes_from_partition_spec, below), so an 'exp' on fsdp is
+    // gathered too.
     r.w0_axes = r.w1_axes = LogicalNames({"exp", nullptr, "mlp_no_fsdp"});
     r.wo_axes = LogicalNames({"exp", "mlp_no_fsdp", nullptr});
   } else {
@@ -85,8 +86,8 @@ RoutedShardings GetRoutedMoeShardings(const MoeContext& ctx, bool batch_sharded_
   r.w0 = resolve(r.w0_axes);
   r.w1 = resolve(r.w1_axes);
   r.wo = resolve(r.wo_axes);
-  if (c.revision.semantics == MoeSemantics::kRelease && !c.shard_exp_on_fsdp &&
-      !c.use_2d_fsdp_sharding) {
+  if (c.revision.behaviour.sparse_kernel_specs == SparseKernelSpecs::kExpWithoutFsdp &&
+      !c.shard_exp_on_fsdp && !c.use_2d_fsdp_sharding) {
     const auto without_fsdp = [](const PartitionSpec& spec) {
       std::vector<PartitionSpec::Entry> entries;
       for (const PartitionSpec::Entry& e : spec.entries()) {
@@ -174,9 +175,10 @@ ShardMapOperands EnterSparseShardMap(const MoeContext& ctx, const Value& inputs_
     pre_bias = t.ShardWithLogical(*pre_bias, "pre_bias_logits", "BSE", sh.gate_axes);
   // The release constrains kernels and biases inside a local _fsdp_all_gather(w, pspec): its
   // dump entries are all "moe/w".
-  const std::optional<std::string> w = ctx.settings().revision.semantics == MoeSemantics::kRelease
-                                           ? std::optional<std::string>("w")
-                                           : std::nullopt;
+  const std::optional<std::string> w =
+      ctx.settings().revision.behaviour.kernels_constrained_in_fsdp_all_gather
+          ? std::optional<std::string>("w")
+          : std::nullopt;
   k.w0 = WithAxes(t, t.ShardWithPspec(k.w0, "w0_kernel", "EMH", sh.w0, w), sh.w0_axes);
   k.w1 = WithAxes(t, t.ShardWithPspec(k.w1, "w1_kernel", "EMH", sh.w1, w), sh.w1_axes);
   k.wo = WithAxes(t, t.ShardWithPspec(k.wo, "wo_kernel", "EHM", sh.wo, w), sh.wo_axes);
@@ -220,6 +222,10 @@ ShardMapOperands EnterSparseShardMap(const MoeContext& ctx, const Value& inputs_
         c.use_batch_split_schedule
             ? " (with use_batch_split_schedule MaxText runs the DeepSeek batch-split layer, not "
               "sparse_matmul)"
+        : c.shard_exp_on_fsdp || c.use_2d_fsdp_sharding
+            ? fmt::format(" ({}=True: moe.py's in_specs put no mesh axis on the experts, and its "
+                          "ragged_dot fails the same way)",
+                          c.shard_exp_on_fsdp ? "shard_exp_on_fsdp" : "use_2d_fsdp_sharding")
             : "");
   t.EnterShardMapBody();
   return op;

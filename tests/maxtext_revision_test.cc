@@ -1,0 +1,137 @@
+// The MaxText revision a config runs (config/maxtext_revision.h): recognised from the keys its
+// base.yml defines, named with --maxtext-revision, the nearest for a base.yml between
+// revisions, and named alike by every output of every command.
+#include "config/maxtext_revision.h"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "test_support.h"
+
+namespace shardtrace {
+namespace {
+
+using testing::RunShardtrace;
+using testing::SourcePath;
+
+const std::string kRelease = SourcePath("testdata/maxtext/configs/base.yml");
+const std::string kMain = SourcePath("testdata/maxtext-configs/base.yml");
+
+std::string RevisionName(const std::vector<std::string>& files, std::string_view flag = {}) {
+  return Config::Load(ConfigSource{files, {}}, flag).revision().name;
+}
+
+}  // namespace
+
+TEST_CASE("Each revision's base.yml is recognised by its fingerprint", "[revision]") {
+  CHECK(RevisionName({}) == "313890777");
+  CHECK(RevisionName({kMain}) == "e591f30");
+  CHECK(RevisionName({kRelease}) == "0.2.5");
+  const MaxTextRevision release = Config::Load(ConfigSource{{kRelease}, {}}).revision();
+  CHECK(release.Title() == "MaxText 0.2.5 (the PyPI release)");
+  CHECK(release.why == kRelease +
+                           " defines moe_x_sorted, moe_use_direct_token_gather, "
+                           "moe_topk_before_ep_all_gather, shard_embed_moe_on_fsdp, "
+                           "moe_mlp_tp_size, log_required_ragged_buffer_factor");
+  CHECK(release.behaviour.lb_loss_density_per_top_k);
+  CHECK(release.behaviour.router_embed_axis == "embed_router");
+}
+
+TEST_CASE(
+    "A named revision (--maxtext-revision) overrides the fingerprint; an unknown one is refused",
+    "[revision]") {
+  CHECK(RevisionName({kMain}, "seed") == "313890777");
+  CHECK(RevisionName({}, "0.2.5") == "0.2.5");
+  CHECK(RevisionName({}, "main") == "e591f30");
+  const testing::CommandResult bad = RunShardtrace({"config", "--maxtext-revision", "0.2.4"});
+  CHECK(bad.status == 2);
+  CHECK(bad.out.empty());
+  CHECK(bad.err ==
+        "shardtrace: error: unknown MaxText revision '0.2.4' (--maxtext-revision): expected one "
+        "of 313890777 (seed), e591f30 (main), 0.2.5 (release)\n");
+}
+
+TEST_CASE("A base.yml between revisions gets the nearest, and says so", "[revision]") {
+  // A checkout of mid-2026: token chunks already added, tensor_transpose not yet removed.
+  const MaxTextRevision both =
+      DetectRevision({"num_moe_token_chunks", "moe_dispatch_no_expert_sharding", "enable_nnx",
+                      "ici_tensor_transpose_parallelism"},
+                     "base.yml");
+  CHECK(both.name == "e591f30");
+  CHECK(both.why ==
+        "base.yml matches more than one revision's fingerprint; nearest: e591f30 (100% of "
+        "num_moe_token_chunks, moe_dispatch_no_expert_sharding, enable_nnx); "
+        "--maxtext-revision picks another");
+  const MaxTextRevision partial =
+      DetectRevision({"moe_x_sorted", "moe_mlp_tp_size", "shard_embed_moe_on_fsdp"}, "b.yml");
+  CHECK(partial.name == "0.2.5");
+  CHECK(partial.why.find("matches no revision's fingerprint; nearest: 0.2.5 (50% of") !=
+        std::string::npos);
+}
+
+TEST_CASE("Every output names the revision the run followed", "[revision]") {
+  const std::vector<std::string> run = {kRelease,
+                                        "base_emb_dim=64",
+                                        "base_mlp_dim=128",
+                                        "base_moe_mlp_dim=128",
+                                        "num_experts=8",
+                                        "num_experts_per_tok=2",
+                                        "ici_expert_parallelism=2",
+                                        "--devices",
+                                        "4"};
+  const auto with = [&](std::vector<std::string> head, std::vector<std::string> tail = {}) {
+    head.insert(head.end(), run.begin(), run.end());
+    head.insert(head.end(), tail.begin(), tail.end());
+    return RunShardtrace(head);
+  };
+  const std::string title = "MaxText 0.2.5 (the PyPI release)";
+  const testing::CommandResult table = with({"trace"});
+  REQUIRE(table.status == 0);
+  CHECK(table.out.find("\nmoe.py " + title + " (" + kRelease + " defines moe_x_sorted") !=
+        std::string::npos);
+  const testing::CommandResult json = with({"trace", "--format", "json"});
+  CHECK(nlohmann::json::parse(json.out)["maxtext_revision"] == title);
+  CHECK(with({"config"}).out.find("moe.py     " + title) != std::string::npos);
+  CHECK(nlohmann::json::parse(with({"dump"}).out)["shardtrace"]["maxtext_revision"] == title);
+  CHECK(
+      with({"diff"}, {"--a", "ici_expert_parallelism=1"}).out.find("moe.py " + title + " (both)") !=
+      std::string::npos);
+  const testing::CommandResult page = with({"render"});
+  REQUIRE(page.status == 0);
+  CHECK(page.out.find("| source | `maxtext/layers/moe.py` at " + title + " |") !=
+        std::string::npos);
+  // The flag names the revision for every run a command derives: both sides of a diff.
+  const testing::CommandResult forced =
+      with({"diff"}, {"--maxtext-revision", "main", "--a", "ici_expert_parallelism=1"});
+  CHECK(forced.out.find("moe.py MaxText e591f30 (main of 2026-08-22) (both)") != std::string::npos);
+  const testing::CommandResult check =
+      RunShardtrace({"check", SourcePath("testdata/goldens/sparse_ep2_mixtral")});
+  CHECK(check.out.find("  moe.py: MaxText 313890777 (the seed revision)\n") != std::string::npos);
+}
+
+TEST_CASE("shard-exp-on-fsdp with EP=2 runs as each revision runs it", "[revision]") {
+  const std::vector<std::string> args = {"dump",
+                                         kMain,
+                                         "model_name=deepseek2-16b",
+                                         "custom_mesh_and_rule=shard-exp-on-fsdp",
+                                         "ici_fsdp_parallelism=-1",
+                                         "ici_expert_parallelism=2",
+                                         "--devices",
+                                         "8"};
+  // e591f30 drops fsdp from the kernels' specs (tests/trace_test.cc compares the dump with
+  // MaxText's); the seed keeps it, and its ragged_dot gets 8 of the 32 local experts.
+  CHECK(RunShardtrace(args).status == 0);
+  std::vector<std::string> seed = args;
+  seed.insert(seed.end(), {"--maxtext-revision", "seed"});
+  const testing::CommandResult refused = RunShardtrace(seed);
+  CHECK(refused.status == 2);
+  CHECK(refused.err ==
+        "shardtrace: error: sparse_matmul: w0 enters shard_map as [8,2048,1408] per device (8 of "
+        "the 64 experts) but expert parallelism 2 over 'expert' needs 32 local experts; the "
+        "logical rules shard 'exp' as P(('expert', 'fsdp'), None, None)\n");
+}
+
+}  // namespace shardtrace
