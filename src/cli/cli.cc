@@ -342,9 +342,6 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   // Checks that need no work done: an unknown command names itself, a --maxtext-revision is
   // known, and every output file or directory is writable, and none of the command's inputs,
   // before anything is computed.
-  // Checks that need no work done: an unknown command names itself, a --maxtext-revision is
-  // known, and every output file or directory is writable, and none of the command's inputs,
-  // before anything is computed.
   const auto check_outputs = [&] {
     for (CommonOptions* common :
          {&config_options, &explain_options.common, &trace_options.common, &dump_options,
