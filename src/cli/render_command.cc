@@ -207,7 +207,7 @@ void RunRenderCommand(const RenderOptions& options, std::ostream& out) {
   doc.examples.push_back(TotalsExample(trace));
   doc.summary_section = SummaryMarkdown(
       {.trace = &trace,
-       .totals = ComputeTotals(trace),
+       .totals = symbolic.totals,
        .knobs = TraceKnobs({.args = args, .devices = devices, .block = options.block, .extra = {}},
                            trace),
        .accelerators = accelerators,

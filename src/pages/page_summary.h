@@ -31,7 +31,7 @@ Accelerator ParseAccelerator(const std::string& text);
 
 struct SummaryInput {
   const Trace* trace = nullptr;  // the page's run (Trace::memory set by the SPMD analysis)
-  TraceTotals totals;            // ComputeTotals(*trace)
+  TraceTotals totals;            // the run's (RunResult::totals)
   std::vector<KnobRun> knobs;    // TraceKnobs(...): the config as given first
   std::vector<Accelerator> accelerators = DefaultAccelerators();
   std::string legend;  // markdown naming the legend ("[legend](README.md#legend)")

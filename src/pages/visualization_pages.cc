@@ -12,7 +12,6 @@
 #include "emit/mask_tree.h"
 #include "emit/mermaid_flow.h"
 #include "emit/spec_markdown.h"
-#include "ir/trace_totals.h"
 #include "pages/kernel_variants.h"
 #include "pages/knob_variants.h"
 #include "pages/page_sections.h"
@@ -435,7 +434,7 @@ RenderedPage RenderPage(const VisualizationPage& v) {
   }
   doc.summary_section =
       SummaryMarkdown({.trace = &run.trace,
-                       .totals = ComputeTotals(run.trace),
+                       .totals = run.totals,
                        .knobs = TraceKnobs({.args = v.args,
                                             .devices = v.devices,
                                             .block = v.block,
