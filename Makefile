@@ -5,7 +5,7 @@ BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: deps build demo test test-asan fuzz bench golden clean format mermaid-check maxtext-venv maxtext-fixtures \
+.PHONY: deps build demo test test-asan fuzz bench golden clean format lint mermaid-check maxtext-venv maxtext-fixtures \
 	maxtext-verify
 
 deps:
@@ -61,6 +61,11 @@ bench: build
 
 clean:
 	rm -rf $(BUILD)
+
+# clang-tidy with the checks in .clang-tidy over src/ (uses the build's compile_commands.json).
+lint: build
+	@clang-tidy -p $(BUILD) --quiet $$(git ls-files 'src/*.cc') >$(BUILD)/lint.log 2>&1; \
+	  status=$$?; grep -v 'warnings generated' $(BUILD)/lint.log; exit $$status
 
 format:
 	clang-format -i $$(git ls-files 'src/*.cc' 'src/*.h' 'tests/*.cc' 'tests/*.h' 'bench/*.cc')

@@ -94,7 +94,7 @@ std::string Dims(const MoeSetup& s) {
 }
 
 // The "Per-device totals" section: weights, communication (written and XLA-inserted) and
-// the memory model's breakdown (README, "What XLA adds").
+// the memory model's breakdown (docs/xla-model.md).
 MarkdownExample TotalsExample(const Trace& trace) {
   const TraceTotals totals = ComputeTotals(trace);
   TextTable placed({"per device", "bytes"});
@@ -114,7 +114,7 @@ MarkdownExample TotalsExample(const Trace& trace) {
           "those XLA's SPMD partitioner inserts send, and the per-device memory of the forward "
           "pass: parameters, inputs and the peak of live temporaries with the buffers that "
           "hold it. Tensors no statement places get their sharding from shardtrace's model of "
-          "XLA's propagation (README, \"What XLA adds\").",
+          "XLA's propagation (docs/xla-model.md).",
           text};
 }
 

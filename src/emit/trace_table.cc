@@ -111,7 +111,7 @@ std::string TraceToTable(const Trace& trace) {
                      HumanBytes(totals.implied_bytes_sent_per_device));
   const std::vector<std::string> memory = MemoryLines(trace);
   if (!memory.empty()) {
-    out += "\nmemory per device (forward pass; README: What XLA adds)\n";
+    out += "\nmemory per device (forward pass; docs/xla-model.md)\n";
     for (const std::string& line : memory) out += "  " + line + "\n";
   }
   for (const TensorRecord& t : trace.tensors)

@@ -488,8 +488,8 @@ constexpr std::string_view kLegend = R"(
 per-device budget of one layer's forward pass (shardtrace traces no backward pass):
 parameters at their `kernel_axes` sharding, the block's input, the peak of live temporaries
 with the largest buffer at the peak, and the bytes each device sends per layer in the
-collectives moe.py writes and in those XLA's SPMD partitioner inserts (README, "What XLA
-adds"); the peak against the HBM of common accelerators (`render --hbm NAME=GIB` adds
+collectives moe.py writes and in those XLA's SPMD partitioner inserts ([what XLA
+adds](../docs/xla-model.md)); the peak against the HBM of common accelerators (`render --hbm NAME=GIB` adds
 one); the collectives per layer; and the knobs that change this, each row a symbolic trace
 of the page's config with that change (a parallelism traded with fsdp so the devices stay),
 against the config as given.

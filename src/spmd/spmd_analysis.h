@@ -1,6 +1,6 @@
 // The pass that adds to a finished Trace what XLA's SPMD partitioner adds to the program:
 // a sharding for every tensor outside shard_map (explicit, or propagated as documented in
-// the README's "What XLA adds"), the collectives XLA inserts where shardings change or a
+// docs/xla-model.md), the collectives XLA inserts where shardings change or a
 // contraction leaves partial sums (OpRecord::implied), and the per-device memory
 // (Trace::memory, spmd/spmd_memory_estimate.h). It reads shapes, specs and op kinds only, so a
 // symbolic full-size trace and a numeric one get the same answer.

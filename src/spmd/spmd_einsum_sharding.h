@@ -1,6 +1,6 @@
 // How GSPMD partitions a two-operand einsum, simplified: which sharding each operand is
 // brought to, the output's sharding, and the mesh axes over which the output holds partial
-// sums. The rules (README, "What XLA adds"):
+// sums. The rules (docs/xla-model.md):
 // - a dim in both operands and the output (batch) keeps a sharding they agree on; an
 //   unsharded side is sliced for free; on a conflict the smaller operand follows the larger;
 // - a contracted dim sharded the same way in both operands gives partial sums over those
