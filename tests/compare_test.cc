@@ -141,8 +141,19 @@ TEST_CASE("diff: TP on/off as JSON: a psum_scatter is added and the expert kerne
   CHECK(r.status == 1);
   CompareWithGolden("expected/diff_tp_on_off.json", r.out);
   const auto json = nlohmann::json::parse(r.out);
-  CHECK(json["schema"] == 1);
+  CHECK(json["schema"] == 2);
   CHECK(json["same"] == false);
+  // A side says which spec a statement wrote and which XLA's propagation gives, never a bare
+  // null for a propagated sharding: the block input arrives as the decoder layer shards it.
+  bool input = false;
+  for (const auto& t : json["tensors"])
+    if (t["key"] == "inputs#0") {
+      input = true;
+      CHECK(t["b"]["written_spec"].is_null());
+      CHECK(t["b"]["placement"] == "argument");
+      CHECK(t["b"]["propagated_spec"] == "P(('fsdp', 'expert'), None, 'tensor')");
+    }
+  CHECK(input);
   CHECK(json["path"]["selected_by"] == nlohmann::json::array({"ici_tensor_parallelism"}));
   bool psum_scatter = false;
   for (const auto& c : json["collectives"])

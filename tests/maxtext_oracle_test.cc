@@ -234,7 +234,8 @@ TEST_CASE("The collectives shardtrace writes are those of MaxText's compiled HLO
       for (const std::string& o : OverridesFromYamlFile((dir / "config.yml").string()))
         args.push_back(o);
       const Block block = compiled["block"] == "mlp" ? Block::kMlp : Block::kMoe;
-      const Trace trace = Run(SymbolicRequest(args, std::nullopt, block)).trace;
+      const RunResult run = Run(SymbolicRequest(args, std::nullopt, block));
+      const Trace& trace = run.trace;
       std::vector<nlohmann::json> explicit_hlo;
       for (const nlohmann::json& c : compiled["collectives"])
         if (!c["spmd_generated"].get<bool>()) explicit_hlo.push_back(c);
@@ -243,15 +244,16 @@ TEST_CASE("The collectives shardtrace writes are those of MaxText's compiled HLO
         if (!op.collective || op.collective->origin != CollectiveOrigin::kWritten) continue;
         const TensorRecord& out = trace.tensors[op.outputs.at(0)];
         std::set<std::string> axes(op.collective->axes.begin(), op.collective->axes.end());
-        INFO(ToString(op.collective->kind) << " over " << *axes.begin() << " -> " << out.name << " "
-                                           << out.bytes_per_device << " B/device");
+        INFO(ToString(op.collective->kind)
+             << " over " << *axes.begin() << " -> " << out.name << " "
+             << run.spmd.tensor(out.id).bytes_per_device << " B/device");
         bool found = false;
         for (size_t i = 0; i < explicit_hlo.size() && !found; ++i) {
           const nlohmann::json& h = explicit_hlo[i];
           const auto hlo_axes = h["mesh_axes"].get<std::vector<std::string>>();
           if (used[i] || h["op"] != HloOp(op.collective->kind) ||
               std::set<std::string>(hlo_axes.begin(), hlo_axes.end()) != axes ||
-              h["result_bytes"].get<int64_t>() != out.bytes_per_device)
+              h["result_bytes"].get<int64_t>() != run.spmd.tensor(out.id).bytes_per_device)
             continue;
           used[i] = found = true;
         }

@@ -106,16 +106,16 @@ void CheckInvariants(const RunResult& run, const Mesh& mesh) {
   const Trace& trace = run.trace;
   for (const TensorRecord& t : trace.tensors) {
     if (t.in_shard_map) continue;  // `shape` is already the per-device block there
-    const std::optional<PartitionSpec>& spec =
-        t.partition_spec ? t.partition_spec : t.propagated_spec;
+    const PartitionSpec* spec = run.spmd.SpecOf(t);
     if (!spec) continue;
     INFO(t.stable_id << " " << spec->ToString());
     REQUIRE(spec->entries().size() <= t.shape.size());
-    REQUIRE(t.local_shape.size() == t.shape.size());
+    const Shape& local = run.spmd.tensor(t.id).local_shape;
+    REQUIRE(local.size() == t.shape.size());
     for (size_t dim = 0; dim < t.shape.size(); ++dim) {
       const int64_t n = dim < spec->entries().size() ? mesh.Size((*spec)[dim]) : 1;
-      CHECK(t.local_shape[dim] == (t.shape[dim] + n - 1) / n);  // XLA pads an uneven split
-      if (t.shape[dim] % n == 0) CHECK(t.local_shape[dim] * n == t.shape[dim]);
+      CHECK(local[dim] == (t.shape[dim] + n - 1) / n);  // XLA pads an uneven split
+      if (t.shape[dim] % n == 0) CHECK(local[dim] * n == t.shape[dim]);
     }
   }
   for (const OpRecord& op : trace.ops) {
@@ -126,7 +126,7 @@ void CheckInvariants(const RunResult& run, const Mesh& mesh) {
     CHECK(std::accumulate(sent.begin(), sent.end(), int64_t{0}) ==
           std::accumulate(received.begin(), received.end(), int64_t{0}));
   }
-  for (const Invariant& inv : TraceInvariants(trace, &run.captures)) {
+  for (const Invariant& inv : TraceInvariants(trace, run.spmd, &run.captures)) {
     INFO(inv.statement << ": " << inv.result);
     CHECK_FALSE(inv.violated);
   }

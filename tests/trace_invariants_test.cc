@@ -33,7 +33,7 @@ std::vector<std::string> Small(std::initializer_list<std::string> more) {
 Invariant Evaluate(const RunResult& run, InvariantKind kind,
                    const ReferenceRun* reference = nullptr) {
   std::vector<Invariant> found;
-  for (const Invariant& inv : TraceInvariants(run.trace, &run.captures, reference))
+  for (const Invariant& inv : TraceInvariants(run.trace, run.spmd, &run.captures, reference))
     if (inv.kind == kind) found.push_back(inv);
   INFO(ToString(kind));
   REQUIRE(found.size() == 1);
@@ -98,7 +98,7 @@ TEST_CASE("MlpBlock: the hidden constraint and the all-reduce of the F-sharded w
   });
   // Without the all-reduce the partial sums would be the output.
   HoldsThenBreaks(run, InvariantKind::kMlpContractionAllReduce,
-                  [](RunResult& r) { EinsumOp(r, "BSF,FM->BSM").implied.clear(); });
+                  [](RunResult& r) { r.spmd.implied[EinsumOp(r, "BSF,FM->BSM").id].clear(); });
 }
 
 TEST_CASE("dense dropless: the [B,S,E] weights and every expert on every token", "[invariants]") {
@@ -162,7 +162,7 @@ TEST_CASE("dense dropping in inference with two context groups: slots restart pe
                  2);
   REQUIRE(run.trace.At(run.trace.dispatch_mask)->shape == Shape({2, 2, 2, 4, 1}));
   // Read per (b, n) group, two tokens in slot 0 of one batch row are not a collision.
-  for (const Invariant& inv : TraceInvariants(run.trace, &run.captures)) {
+  for (const Invariant& inv : TraceInvariants(run.trace, run.spmd, &run.captures)) {
     INFO(ToString(inv.kind) << ": " << inv.result);
     CHECK(inv.result.rfind("holds: ", 0) == 0);
   }

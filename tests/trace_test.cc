@@ -82,8 +82,8 @@ TEST_CASE("A symbolic DeepSeek-V3 671B trace on 256 devices allocates no tensor 
 
   const TensorRecord& wi_0 = Find(run.trace, "wi_0", Constraint::kKernelAxes);
   CHECK(wi_0.partition_spec->ToString() == "P('expert', 'fsdp', None)");
-  CHECK(wi_0.local_shape == Shape{4, 1792, 2048});
-  CHECK(wi_0.bytes_per_device == 4LL * 1792 * 2048 * 4);
+  CHECK(run.spmd.tensor(wi_0.id).local_shape == Shape{4, 1792, 2048});
+  CHECK(run.spmd.tensor(wi_0.id).bytes_per_device == 4LL * 1792 * 2048 * 4);
   const TensorRecord& x = Find(run.trace, "x", Constraint::kShardMapIn);
   CHECK(x.in_shard_map);
   CHECK(x.shape == Shape{12, 2048, 7168});
@@ -207,8 +207,8 @@ TEST_CASE("The trace table of every path matches its golden text", "[trace][gold
   };
   for (const TextCase& c : cases) {
     INFO(c.name);
-    CompareWithGolden("expected/trace_" + c.name + ".txt",
-                      TraceToTable(Symbolic(c.args, c.devices, c.block).trace));
+    const RunResult run = Symbolic(c.args, c.devices, c.block);
+    CompareWithGolden("expected/trace_" + c.name + ".txt", TraceToTable(run.trace, run.spmd));
   }
 }
 
@@ -218,13 +218,15 @@ TEST_CASE("The trace JSON of the EP=2 sparse path matches its golden file",
       "base_emb_dim=16",         "base_mlp_dim=32",       "base_moe_mlp_dim=32",
       "num_experts=4",           "num_experts_per_tok=2", "max_target_length=4",
       "per_device_batch_size=1", "decoder_block=mixtral", "ici_expert_parallelism=2"};
-  CompareWithGolden("expected/trace_sparse_ep2.json", TraceToJson(Symbolic(args, 2).trace));
+  const RunResult run = Symbolic(args, 2);
+  CompareWithGolden("expected/trace_sparse_ep2.json", TraceToJson(run.trace, run.spmd));
 }
 
 TEST_CASE("Trace JSON is byte-identical across runs and carries every field", "[trace]") {
   const std::vector<std::string> args = {"model_name=mixtral-8x7b", "ici_expert_parallelism=4"};
-  const std::string a = TraceToJson(Symbolic(args, 8).trace);
-  const std::string b = TraceToJson(Symbolic(args, 8).trace);
+  const RunResult run_a = Symbolic(args, 8), run_b = Symbolic(args, 8);
+  const std::string a = TraceToJson(run_a.trace, run_a.spmd);
+  const std::string b = TraceToJson(run_b.trace, run_b.spmd);
   CHECK(a == b);
   const auto j = nlohmann::json::parse(a);
   const auto& first_weight = j["tensors"][1];

@@ -32,6 +32,7 @@
 #include "pages/visualization_pages.h"
 #include "paths/moe_block.h"
 #include "run/run.h"
+#include "shard/sharding.h"
 #include "test_support.h"
 
 namespace shardtrace {
@@ -98,10 +99,20 @@ TensorRecord Tensor(int id, std::string name, std::string scope, std::string dim
   t.name = std::move(name);
   t.scope = std::move(scope);
   t.dims = std::move(dims);
-  t.shape = shape;
-  t.local_shape = std::move(shape);
+  t.shape = std::move(shape);
   t.dtype = DType::kBfloat16;
   return t;
+}
+
+// The SPMD result of a hand-built trace: every tensor whole on each device, no collective
+// inserted (SmallSpmd adds the one sharding SmallTrace writes).
+SpmdResult Whole(const Trace& trace) {
+  SpmdResult spmd;
+  for (const TensorRecord& t : trace.tensors)
+    spmd.tensors.push_back(
+        {Placement::kUnresolved, std::nullopt, t.shape, TensorBytes(t.shape, t.dtype)});
+  spmd.implied.resize(trace.ops.size());
+  return spmd;
 }
 
 // inputs -> gate einsum -> a constrained gate_logits -> a conditional mask -> an
@@ -119,8 +130,6 @@ Trace SmallTrace() {
   logits.constraint = Constraint::kShardWithLogical;
   logits.logical_axes = LogicalNames({"activation_batch", "activation_length", nullptr});
   logits.partition_spec = PartitionSpec({{"fsdp"}, {}, {}});
-  logits.local_shape = {1, 4, 4};
-  logits.bytes_per_device = 32;
   trace.tensors.push_back(logits);
   TensorRecord mask = Tensor(4, "dispatch_mask", "RoutedMoE/dense_matmul", "BSEC", {2, 4, 4, 2});
   mask.condition = "capacity_factor > 0";
@@ -137,7 +146,6 @@ Trace SmallTrace() {
                                "RoutedMoE/gate",
                                {},
                                "",
-                               {},
                                ParseEinsum("BSM,ME->BSE"),
                                /*stable_id=*/""});
   trace.ops.push_back(OpRecord{1,
@@ -149,7 +157,6 @@ Trace SmallTrace() {
                                "",
                                {},
                                "",
-                               {},
                                std::nullopt,
                                /*stable_id=*/""});
   CollectiveRecord gather;
@@ -159,12 +166,20 @@ Trace SmallTrace() {
   gather.bytes_sent = {16, 16};
   gather.bytes_received = {16, 16};
   trace.ops.push_back(OpRecord{
-      2, OpKind::kAllGather, "", {4}, {5}, {}, "", gather, "", {}, std::nullopt, /*stable_id=*/""});
+      2, OpKind::kAllGather, "", {4}, {5}, {}, "", gather, "", std::nullopt, /*stable_id=*/""});
   return trace;
 }
 
+// gate_logits P('fsdp', None, None) on fsdp=2: [1,4,4] bfloat16 per device.
+SpmdResult SmallSpmd(const Trace& trace) {
+  SpmdResult spmd = Whole(trace);
+  spmd.tensors[3] = {Placement::kExplicit, std::nullopt, {1, 4, 4}, 32};
+  return spmd;
+}
+
 TEST_CASE("ascii flow draws one rectangular box per stage", "[viz]") {
-  const std::string flow = AsciiFlow(SmallTrace());
+  const Trace small = SmallTrace();
+  const std::string flow = AsciiFlow(small, SmallSpmd(small));
   INFO(flow);
   const std::vector<std::u32string> grid = Grid(flow);
   // gate, dense_matmul, gate again: stages, not nested boxes.
@@ -216,12 +231,11 @@ TEST_CASE("ascii flow folds a chain of casts into one line", "[viz]") {
                                  "get_topk",
                                  {},
                                  "",
-                                 {},
                                  std::nullopt,
                                  /*stable_id=*/""});
     if (i > 0) trace.ops.back().inputs = {i - 1};
   }
-  const std::string flow = AsciiFlow(trace);
+  const std::string flow = AsciiFlow(trace, Whole(trace));
   INFO(flow);
   CHECK(flow.find("top_k_weights: act [B=1,S=4,K=2] bf16  ← top_k, as f32, as bf16 ") !=
         std::string::npos);
@@ -244,7 +258,6 @@ TEST_CASE("ascii flow draws independent branches side by side and wraps at the w
                                "moe/wi_0",
                                {},
                                "",
-                               {},
                                ParseEinsum("TM,MH->TH"),
                                /*stable_id=*/""});
   trace.ops.push_back(OpRecord{1,
@@ -256,12 +269,11 @@ TEST_CASE("ascii flow draws independent branches side by side and wraps at the w
                                "moe/wi_1",
                                {},
                                "",
-                               {},
                                ParseEinsum("TM,MH->TH"),
                                /*stable_id=*/""});
   trace.ops.push_back(OpRecord{
-      2, OpKind::kMul, "", {1, 2}, {3}, {}, "moe/act", {}, "", {}, std::nullopt, /*stable_id=*/""});
-  const std::string flow = AsciiFlow(trace, 120);
+      2, OpKind::kMul, "", {1, 2}, {3}, {}, "moe/act", {}, "", std::nullopt, /*stable_id=*/""});
+  const std::string flow = AsciiFlow(trace, Whole(trace), 120);
   INFO(flow);
   CHECK(flow.find("  ├──") != std::string::npos);
   CHECK(flow.find("┌─ moe/wi_0 ─") < flow.find("\n", flow.find("┌─ moe/wi_1 ─")));
@@ -271,7 +283,7 @@ TEST_CASE("ascii flow draws independent branches side by side and wraps at the w
   CHECK(flow.find("  ▼ layer_w0, layer_w1\n┌─ moe/act") != std::string::npos);
 
   // At 60 columns the branches no longer fit side by side; long lines wrap.
-  const std::string narrow = AsciiFlow(trace, 60);
+  const std::string narrow = AsciiFlow(trace, Whole(trace), 60);
   INFO(narrow);
   std::istringstream lines(narrow);
   std::string line;
@@ -513,7 +525,7 @@ TEST_CASE("invariants report a violation instead of hiding it", "[viz]") {
   trace.top_k_indices = 7;
   // B*S*K = 16 choices, but the counts add up to 15.
   trace.facts.push_back(Fact{FactKind::kTokensPerExpert, "", "RoutedMoE", {4}, {4, 4, 4, 3}, {}});
-  const std::vector<Invariant> invariants = TraceInvariants(trace);
+  const std::vector<Invariant> invariants = TraceInvariants(trace, SmallSpmd(trace));
   bool found = false;
   for (const Invariant& inv : invariants) {
     if (inv.kind != InvariantKind::kTokensRouted) continue;
@@ -820,7 +832,8 @@ TEST_CASE("every visualization page keeps the conventions", "[viz]") {
     // The Mermaid graphs of the same trace, one per part of the flow, each structurally
     // valid; together they draw every node once (a part's `↑` stand-ins aside).
     const std::vector<std::string> blocks = MermaidBlocks(page.text);
-    const std::vector<std::pair<std::string, std::string>> graphs = PageGraphs(page.trace);
+    const std::vector<std::pair<std::string, std::string>> graphs =
+        PageGraphs(page.trace, page.spmd);
     REQUIRE(blocks.size() == graphs.size());
     for (size_t g = 0; g < blocks.size(); ++g) CHECK(blocks[g] == graphs[g].second);
     std::string block;
@@ -914,7 +927,7 @@ TEST_CASE("pages show the collectives XLA implies with the trace's bytes", "[viz
       INFO(file << ": " << HloName(kind) << " over " << axis << " of " << name);
       int found = 0;
       for (const OpRecord& op : page.trace.ops)
-        for (const ImpliedCollective& c : op.implied) {
+        for (const ImpliedCollective& c : page.spmd.implied_at(op.id)) {
           if (c.kind != kind || page.trace.tensors[c.tensor].name != name) continue;
           if (c.axes != std::vector<std::string>{axis}) continue;
           ++found;
@@ -948,7 +961,8 @@ TEST_CASE("trace --format mermaid prints a page's flowchart", "[viz]") {
   const CommandResult r = RunShardtrace(args);
   INFO(r.err);
   CHECK(r.status == 0);
-  CHECK(r.out == MermaidFlow(RenderPage(page).trace));
+  const RenderedPage rendered = RenderPage(page);
+  CHECK(r.out == MermaidFlow(rendered.trace, rendered.spmd));
   CHECK(r.out.find("([\"⇄ ragged_all_to_all over expert\"]):::collective") != std::string::npos);
   // get_all_to_all_params' four outputs, made from the same inputs and read by the same
   // ragged_all_to_all, are one node rather than four side by side.
@@ -965,7 +979,7 @@ TEST_CASE("mermaid labels escape quotes", "[viz]") {
   t.dims = "T";
   t.shape = {2};
   trace.tensors.push_back(t);
-  const std::string text = MermaidFlow(trace);
+  const std::string text = MermaidFlow(trace, Whole(trace));
   CHECK(text ==
         "flowchart TD\n  n0[\"a#quot;b: act<br/>[T=2] f32\"]\n"
         "  classDef constrained stroke-width:3px\n  classDef weight fill:#fff3d6\n"
@@ -1089,7 +1103,7 @@ TEST_CASE("mermaid draws a loop of alike iterations once", "[viz]") {
                                 [&file = file](const auto& p) { return p.file == file; });
     REQUIRE(v != pages.end());
     const RenderedPage page = RenderPage(*v);
-    const std::string text = MermaidFlow(page.trace);
+    const std::string text = MermaidFlow(page.trace, page.spmd);
     const std::string stem = std::string(first).substr(0, std::string(first).size() - 2);
     CHECK_THAT(text, Catch::Contains(fmt::format("{} … {}_{}<br/>", first, stem, count - 1)));
     CHECK_THAT(text, Catch::Contains(fmt::format("×{}: each iteration records the same ops; {} "
@@ -1113,7 +1127,7 @@ TEST_CASE("mermaid draws a loop of alike iterations once", "[viz]") {
                                  });
     REQUIRE(it != changed.tensors.end());
     it->shape.back() += 1;
-    const std::string unrolled = MermaidFlow(changed);
+    const std::string unrolled = MermaidFlow(changed, page.spmd);
     CHECK(unrolled.find(" … ") == std::string::npos);
     CHECK(occurrences(unrolled) >= 2);
     std::map<std::string, std::string> labels;

@@ -34,6 +34,7 @@ struct CompiledCase {
   std::string name;
   nlohmann::json compiled;
   Trace trace;
+  SpmdResult spmd;
 };
 
 std::vector<CompiledCase> CompiledCases() {
@@ -50,18 +51,19 @@ std::vector<CompiledCase> CompiledCases() {
       args.push_back(o);
     // "shared" cases run RoutedAndSharedMoE: shardtrace's moe block for those models.
     const Block block = compiled["block"] == "mlp" ? Block::kMlp : Block::kMoe;
-    Trace trace = Run(SymbolicRequest(args, std::nullopt, block)).trace;
-    cases.push_back({dir.filename().string(), std::move(compiled), std::move(trace)});
+    RunResult run = Run(SymbolicRequest(args, std::nullopt, block));
+    cases.push_back(
+        {dir.filename().string(), std::move(compiled), std::move(run.trace), std::move(run.spmd)});
   }
   return cases;
 }
 
 // A collective as both sides can state it: HLO op, devices per group, result bytes per
 // device ("all-gather g2 16384B"). Local slices are free and not HLO collectives.
-std::multiset<std::string> ModelCollectives(const Trace& trace) {
+std::multiset<std::string> ModelCollectives(const Trace& trace, const SpmdResult& spmd) {
   std::multiset<std::string> out;
   for (const OpRecord& op : trace.ops)
-    for (const ImpliedCollective& c : op.implied) {
+    for (const ImpliedCollective& c : spmd.implied_at(op.id)) {
       if (c.kind == CollectiveKind::kSlice) continue;
       const TensorRecord& t = trace.tensors[c.tensor];
       out.insert(fmt::format("{} g{} {}B", HloName(c.kind), c.participants,
@@ -99,7 +101,7 @@ TEST_CASE("XLA's inserted collectives are the model's, or differ exactly as list
   int exact = 0, total = 0;
   for (const CompiledCase& c : CompiledCases()) {
     INFO("case " << c.name);
-    const std::multiset<std::string> model = ModelCollectives(c.trace);
+    const std::multiset<std::string> model = ModelCollectives(c.trace, c.spmd);
     const std::multiset<std::string> xla = XlaCollectives(c.compiled);
     const std::vector<std::string> only_model = Minus(model, xla);
     const std::vector<std::string> only_xla = Minus(xla, model);
@@ -138,8 +140,7 @@ TEST_CASE("Per-device arguments agree with XLA's memory_analysis on every compil
     const nlohmann::json& compiled = c.compiled;
     const Trace& trace = c.trace;
     INFO("case " << name);
-    REQUIRE(trace.memory);
-    const MemoryEstimate& m = *trace.memory;
+    const MemoryEstimate& m = c.spmd.memory;
     const int64_t xla_args = compiled["memory_analysis"]["argument_size_in_bytes"].get<int64_t>();
     const int64_t xla_temp = compiled["memory_analysis"]["temp_size_in_bytes"].get<int64_t>();
     const int64_t ours = m.parameter_bytes + m.input_bytes;
@@ -158,9 +159,9 @@ TEST_CASE("Per-device arguments agree with XLA's memory_analysis on every compil
         });
     if (compiled["devices"].get<int>() == 1 && all_f32_weights) CHECK(m.gathered_weight_bytes == 0);
     std::map<std::string, int> implied, hlo;
-    for (const OpRecord& op : trace.ops)
-      for (const ImpliedCollective& c : op.implied)
-        if (c.kind != CollectiveKind::kSlice) ++implied[HloName(c.kind)];
+    for (const std::vector<ImpliedCollective>& at : c.spmd.implied)
+      for (const ImpliedCollective& x : at)
+        if (x.kind != CollectiveKind::kSlice) ++implied[HloName(x.kind)];
     for (const nlohmann::json& c : compiled["collectives"])
       if (c["spmd_generated"].get<bool>())
         ++hlo[c["name"].get<std::string>().substr(0, c["name"].get<std::string>().find('.'))];

@@ -1,4 +1,4 @@
-// The XLA SPMD analysis (src/trace/spmd_*): resharding of each collective kind, einsum partitioning
+// The XLA SPMD analysis (src/spmd/): resharding of each collective kind, einsum partitioning
 // (FSDP gathers, partial contractions), propagation on hand-built traces whose answer can be
 // worked out by hand, every MoE path on a 2-axis mesh, and per-device memory.
 #include <fmt/format.h>
@@ -35,18 +35,14 @@ struct TraceBuilder {
     t.dtype = dtype;
     t.dims = std::string(shape.size(), '-');
     t.shape = shape;
-    t.local_shape = shape;
-    t.bytes_per_device = NumElements(shape) * ByteSize(dtype);
     t.partition_spec = spec;
     t.constraint = constraint;
     trace.tensors.push_back(t);
     return t.id;
   }
-  int Param(const std::string& name, Shape shape, const PartitionSpec& spec, const Mesh& mesh) {
+  int Param(const std::string& name, Shape shape, const PartitionSpec& spec) {
     const int id =
         Tensor(name, shape, DType::kFloat32, spec, Constraint::kKernelAxes, TensorKind::kWeight);
-    trace.tensors[id].local_shape = LocalShapeOf(shape, spec, mesh);
-    trace.tensors[id].bytes_per_device = NumElements(trace.tensors[id].local_shape) * 4;
     Op(OpKind::kParam, {}, {id});
     return id;
   }
@@ -62,13 +58,10 @@ struct TraceBuilder {
     return trace.ops.back();
   }
   // `x` constrained to `spec`: a new explicit record and the constraint op.
-  int Constrain(int x, const PartitionSpec& spec, const Mesh& mesh) {
+  int Constrain(int x, const PartitionSpec& spec) {
     const TensorRecord in = trace.tensors[x];  // a copy: Tensor() grows the vector
     const int id =
         Tensor(in.name, in.shape, in.dtype, spec, Constraint::kShardWithLogical, in.kind);
-    trace.tensors[id].local_shape = LocalShapeOf(in.shape, spec, mesh);
-    trace.tensors[id].bytes_per_device =
-        NumElements(trace.tensors[id].local_shape) * ByteSize(in.dtype);
     Op(OpKind::kShardingConstraint, {x}, {id});
     return id;
   }
@@ -161,18 +154,18 @@ TEST_CASE("A kernel cast and constrained to a spec without fsdp is all-gathered 
   const Mesh mesh = TwoAxisMesh();
   TraceBuilder b;
   // wi_0 [E=4, M=8, H=16] float32 kernel_axes P('expert', 'fsdp', None).
-  const int w = b.Param("wi_0", {4, 8, 16}, P({{"expert"}, {"fsdp"}, kNone}), mesh);
+  const int w = b.Param("wi_0", {4, 8, 16}, P({{"expert"}, {"fsdp"}, kNone}));
   const int cast = b.Tensor("w0_kernel", {4, 8, 16}, DType::kBfloat16, std::nullopt,
                             Constraint::kNone, TensorKind::kWeight);
   b.Op(OpKind::kAstype, {w}, {cast});
-  const int gathered = b.Constrain(cast, P({{"expert"}, kNone, kNone}), mesh);
-  AnalyzeSpmd(mesh, &b.trace);
-  const TensorRecord& c = b.trace.tensors[cast];
+  const int gathered = b.Constrain(cast, P({{"expert"}, kNone, kNone}));
+  const SpmdResult r = AnalyzeSpmd(mesh, b.trace);
+  const TensorSpmd& c = r.tensor(cast);
   CHECK(c.placement == Placement::kPropagated);
   CHECK(c.propagated_spec == P({{"expert"}, {"fsdp"}, kNone}));
   CHECK(c.local_shape == Shape{2, 2, 16});
   CHECK(c.bytes_per_device == 2 * 2 * 16 * 2);
-  const std::vector<ImpliedCollective>& implied = b.trace.ops[2].implied;
+  const std::vector<ImpliedCollective>& implied = r.implied_at(2);
   REQUIRE(implied.size() == 1);
   // XLA gathers the float32 parameter and converts the gathered copy (what the compiled HLO
   // of the bf16 MaxText cases shows): each device holds [2,2,16] f32 = 256 B and receives 3
@@ -181,14 +174,13 @@ TEST_CASE("A kernel cast and constrained to a spec without fsdp is all-gathered 
         "all-gather fsdp n=4 768B P('expert', 'fsdp', None)->P('expert', None, None)");
   CHECK(implied[0].tensor == w);
   CHECK(implied[0].groups == 2);
-  CHECK(b.trace.tensors[gathered].placement == Placement::kExplicit);
+  CHECK(r.tensor(gathered).placement == Placement::kExplicit);
   // Memory: the parameter (float32, 2*2*16*4 = 256 B) is an argument; the cast (128 B) and
   // the gathered copy (2*8*16*2 = 512 B) are temporaries live together at the constraint.
-  REQUIRE(b.trace.memory);
-  CHECK(b.trace.memory->parameter_bytes == 256);
-  CHECK(b.trace.memory->peak_temporary_bytes == 128 + 512);
-  CHECK(b.trace.memory->peak_op == 2);
-  CHECK(b.trace.memory->gathered_weight_bytes == 128 + 512);
+  CHECK(r.memory.parameter_bytes == 256);
+  CHECK(r.memory.peak_temporary_bytes == 128 + 512);
+  CHECK(r.memory.peak_op == 2);
+  CHECK(r.memory.gathered_weight_bytes == 128 + 512);
 }
 
 TEST_CASE("Activations propagate between constraints and reshard where the spec changes",
@@ -198,30 +190,29 @@ TEST_CASE("Activations propagate between constraints and reshard where the spec 
   // x [8,16] float32 arrives unconstrained; its first use constrains it to P('fsdp', None).
   const int x = b.Tensor("x", {8, 16});
   b.Op(OpKind::kInput, {}, {x});
-  const int c1 = b.Constrain(x, P({{"fsdp"}, kNone}), mesh);
+  const int c1 = b.Constrain(x, P({{"fsdp"}, kNone}));
   const int y = b.Tensor("y", {8, 16});
   b.Op(OpKind::kActivation, {c1}, {y}).function = "silu";
   const int z = b.Tensor("z", {8, 16});
   b.Op(OpKind::kMul, {y, c1}, {z});
-  const int c2 = b.Constrain(z, P({kNone, {"fsdp"}}), mesh);
-  AnalyzeSpmd(mesh, &b.trace);
+  const int c2 = b.Constrain(z, P({kNone, {"fsdp"}}));
+  const SpmdResult r = AnalyzeSpmd(mesh, b.trace);
   // Backward from the constraint: the input is already P('fsdp', None), nothing moves there.
-  CHECK(b.trace.tensors[x].placement == Placement::kPropagated);
-  CHECK(b.trace.tensors[x].propagated_spec == P({{"fsdp"}, kNone}));
-  CHECK(b.trace.ops[1].implied.empty());
+  CHECK(r.tensor(x).placement == Placement::kPropagated);
+  CHECK(r.tensor(x).propagated_spec == P({{"fsdp"}, kNone}));
+  CHECK(r.implied_at(1).empty());
   // Forward through the elementwise ops.
-  CHECK(b.trace.tensors[y].propagated_spec == P({{"fsdp"}, kNone}));
-  CHECK(b.trace.tensors[z].propagated_spec == P({{"fsdp"}, kNone}));
-  CHECK(b.trace.tensors[z].local_shape == Shape{2, 16});
+  CHECK(r.tensor(y).propagated_spec == P({{"fsdp"}, kNone}));
+  CHECK(r.tensor(z).propagated_spec == P({{"fsdp"}, kNone}));
+  CHECK(r.tensor(z).local_shape == Shape{2, 16});
   // fsdp moves from dim 0 to dim 1 at the second constraint: (4-1)/4 of 128 B.
-  REQUIRE(b.trace.ops[4].implied.size() == 1);
-  CHECK(Describe(b.trace.ops[4].implied[0]) ==
-        "all-to-all fsdp n=4 96B P('fsdp', None)->P(None, 'fsdp')");
-  CHECK(b.trace.tensors[c2].placement == Placement::kExplicit);
+  REQUIRE(r.implied_at(4).size() == 1);
+  CHECK(Describe(r.implied_at(4)[0]) == "all-to-all fsdp n=4 96B P('fsdp', None)->P(None, 'fsdp')");
+  CHECK(r.tensor(c2).placement == Placement::kExplicit);
   // Memory: x ([2,16] per device, 128 B) is an argument and c1 aliases it; y fuses into
   // the mul; z (128 B) and the constrained copy c2 ([8,4], 128 B) are live at the last op.
-  CHECK(b.trace.memory->input_bytes == 128);
-  CHECK(b.trace.memory->peak_temporary_bytes == 256);
+  CHECK(r.memory.input_bytes == 128);
+  CHECK(r.memory.peak_temporary_bytes == 256);
 }
 
 TEST_CASE("Partial sums become a reduce-scatter under a sharded constraint, else an all-reduce",
@@ -234,27 +225,27 @@ TEST_CASE("Partial sums become a reduce-scatter under a sharded constraint, else
     const int h = b.Tensor("h", {8, 32}, DType::kFloat32, P({kNone, {"fsdp"}}),
                            Constraint::kShardWithLogical);
     b.Op(OpKind::kInput, {}, {h});
-    const int wo = b.Param("wo", {32, 16}, P({{"fsdp"}, kNone}), mesh);
+    const int wo = b.Param("wo", {32, 16}, P({{"fsdp"}, kNone}));
     const int out = b.Tensor("out", {8, 16});
     b.Op(OpKind::kEinsum, {h, wo}, {out}, "BH,HM->BM");
     if (constrained) {
-      b.Constrain(out, P({{"fsdp"}, kNone}), mesh);
+      b.Constrain(out, P({{"fsdp"}, kNone}));
     } else {
       const int act = b.Tensor("act", {8, 16});
       b.Op(OpKind::kActivation, {out}, {act}).function = "silu";
     }
-    AnalyzeSpmd(mesh, &b.trace);
-    const OpRecord& einsum = b.trace.ops[2];
+    const SpmdResult r = AnalyzeSpmd(mesh, b.trace);
+    const std::vector<ImpliedCollective>& einsum = r.implied_at(2);
     if (constrained) {
-      CHECK(einsum.implied.empty());
-      REQUIRE(b.trace.ops[3].implied.size() == 1);
+      CHECK(einsum.empty());
+      REQUIRE(r.implied_at(3).size() == 1);
       // [8,16] float32 = 512 B of partial sums; (4-1)/4 of it moves.
-      CHECK(Describe(b.trace.ops[3].implied[0]) ==
+      CHECK(Describe(r.implied_at(3)[0]) ==
             "reduce-scatter fsdp n=4 384B P(None, None)->P('fsdp', None)");
     } else {
-      REQUIRE(einsum.implied.size() == 1);
-      CHECK(Describe(einsum.implied[0]) == "all-reduce fsdp n=4 768B P(None, None)->P(None, None)");
-      CHECK(einsum.implied[0].reason == "partial sums over contracted 'H'");
+      REQUIRE(einsum.size() == 1);
+      CHECK(Describe(einsum[0]) == "all-reduce fsdp n=4 768B P(None, None)->P(None, None)");
+      CHECK(einsum[0].reason == "partial sums over contracted 'H'");
     }
   }
 }
@@ -264,15 +255,16 @@ TEST_CASE("Partial sums become a reduce-scatter under a sharded constraint, else
 namespace shardtrace {
 namespace {
 
-Trace SymbolicTrace(const std::vector<std::string>& args, int64_t devices) {
-  return testing::SymbolicTrace(args, devices);
+RunResult SymbolicRun(const std::vector<std::string>& args, int64_t devices) {
+  return Run(SymbolicRequest(args, devices, Block::kMoe));
 }
 
 // "kind tensor axes bytes" for every implied collective, in program order.
-std::vector<std::string> ImpliedList(const Trace& trace) {
+std::vector<std::string> ImpliedList(const RunResult& run) {
+  const Trace& trace = run.trace;
   std::vector<std::string> out;
   for (const OpRecord& op : trace.ops)
-    for (const ImpliedCollective& c : op.implied)
+    for (const ImpliedCollective& c : run.spmd.implied_at(op.id))
       out.push_back(fmt::format("{} {} {} {}", HloName(c.kind), trace.tensors[c.tensor].name,
                                 fmt::join(c.axes, ","), c.bytes_per_device));
   return out;
@@ -340,23 +332,24 @@ TEST_CASE("Every MoE path on fsdp=2 x expert=2 gets the collectives XLA inserts"
     INFO(c.name);
     std::vector<std::string> args = small;
     args.insert(args.end(), c.extra.begin(), c.extra.end());
-    const Trace trace = SymbolicTrace(args, 4);
-    CHECK(ImpliedList(trace) == c.expected);
+    const RunResult run = SymbolicRun(args, 4);
+    CHECK(ImpliedList(run) == c.expected);
     // Every tensor outside shard_map now has a per-device shape from a sharding.
-    for (const TensorRecord& t : trace.tensors) {
+    for (const TensorRecord& t : run.trace.tensors) {
       INFO(t.name << " in " << t.scope);
-      CHECK(t.placement != Placement::kUnresolved);
-      if (t.placement == Placement::kPropagated) CHECK(t.propagated_spec.has_value());
+      const TensorSpmd& placed = run.spmd.tensor(t.id);
+      CHECK(placed.placement != Placement::kUnresolved);
+      if (placed.placement == Placement::kPropagated) CHECK(placed.propagated_spec.has_value());
     }
   }
 }
 
 TEST_CASE("DeepSeek-V3 on EP32 x FSDP8 has a per-device peak a reader can check by hand",
           "[spmd]") {
-  const Trace trace =
-      SymbolicTrace({"model_name=deepseek3-671b", "ici_expert_parallelism=32"}, 256);
-  REQUIRE(trace.memory);
-  const MemoryEstimate& m = *trace.memory;
+  const RunResult run =
+      SymbolicRun({"model_name=deepseek3-671b", "ici_expert_parallelism=32"}, 256);
+  const Trace& trace = run.trace;
+  const MemoryEstimate& m = run.spmd.memory;
   const int64_t kMiB = 1 << 20;
   // Parameters (float32, per device): wi_0, wi_1, wo [256,7168,2048] over all 256 devices
   // (56 MiB each); the gate [7168,256] over fsdp=8; its bias [256] whole; the shared
@@ -398,14 +391,15 @@ TEST_CASE("A block input takes the sharding its first constraint asks for, not a
   // DeepSeek-V3 EP64 x FSDP4: the input reaches the gate einsum before any constraint. It
   // must take ('fsdp', 'expert') on the batch from the gate_logits constraint downstream,
   // leaving only the FSDP weight all-gathers (no all-reduce of gate logits, no all-to-all).
-  const Trace trace =
-      testing::SymbolicTrace({"model_name=deepseek3-671b", "ici_expert_parallelism=64"}, 256);
+  const RunResult run =
+      SymbolicRun({"model_name=deepseek3-671b", "ici_expert_parallelism=64"}, 256);
+  const Trace& trace = run.trace;
   const TensorRecord& input = trace.tensors.front();
   REQUIRE(input.name == "inputs");
-  CHECK(input.propagated_spec == PartitionSpec({{"fsdp", "expert"}, {}, {}}));
+  CHECK(run.spmd.tensor(input.id).propagated_spec == PartitionSpec({{"fsdp", "expert"}, {}, {}}));
   int gathers = 0;
   for (const OpRecord& op : trace.ops)
-    for (const ImpliedCollective& c : op.implied) {
+    for (const ImpliedCollective& c : run.spmd.implied_at(op.id)) {
       INFO(trace.tensors[c.tensor].name);
       CHECK(c.kind == CollectiveKind::kAllGather);
       ++gathers;

@@ -20,7 +20,7 @@ namespace shardtrace::invariant_internal {
 // MlpBlock (linears.py, also the shared experts): the hidden activation is pinned before wo,
 // and wo's contraction over F is local only where F is whole.
 
-void MlpInvariants(const Trace& trace, Builder& b) {
+void MlpInvariants(const Trace& trace, const SpmdResult& spmd, Builder& b) {
   for (const OpRecord& op : trace.ops) {
     if (op.kind != OpKind::kEinsum || op.inputs.size() != 2 || op.outputs.empty()) continue;
     const TensorRecord& x = trace.tensors[op.inputs[0]];
@@ -29,8 +29,8 @@ void MlpInvariants(const Trace& trace, Builder& b) {
     const std::string source = op.scope.find("shared_experts") != std::string::npos
                                    ? "linears.py MlpBlock, called at moe.py:2180"
                                    : "linears.py MlpBlock";
-    const PartitionSpec* xs = SpecOf(x);
-    const PartitionSpec* ws = SpecOf(wo);
+    const PartitionSpec* xs = spmd.SpecOf(x);
+    const PartitionSpec* ws = spmd.SpecOf(wo);
     const bool constrained =
         x.constraint == Constraint::kShardWithLogical &&
         x.logical_axes == LogicalNames({"activation_batch", "activation_length", "activation_mlp"});
@@ -47,11 +47,11 @@ void MlpInvariants(const Trace& trace, Builder& b) {
                     PartitionSpec::EntryToString(EntryAt(ws, 0))));
     // F as the einsum reads each operand: after XLA's reshard of it at this op, if any.
     const auto read_f = [&](const TensorRecord& t, size_t dim) {
-      for (const ImpliedCollective& c : op.implied)
+      for (const ImpliedCollective& c : spmd.implied_at(op.id))
         if (c.tensor == t.id && c.kind != CollectiveKind::kPsum &&
             c.kind != CollectiveKind::kPsumScatter)
           return EntryAt(&c.to, dim);
-      return EntryAt(SpecOf(t), dim);
+      return EntryAt(spmd.SpecOf(t), dim);
     };
     const PartitionSpec::Entry fx = read_f(x, 2), fw = read_f(wo, 0);
     std::set<std::string> both;
@@ -59,7 +59,7 @@ void MlpInvariants(const Trace& trace, Builder& b) {
       if (std::find(fw.begin(), fw.end(), axis) != fw.end()) both.insert(axis);
     std::set<std::string> reduced;
     int64_t reduce_bytes = 0;
-    for (const ImpliedCollective& c : op.implied)
+    for (const ImpliedCollective& c : spmd.implied_at(op.id))
       if (c.kind == CollectiveKind::kPsum || c.kind == CollectiveKind::kPsumScatter) {
         reduced.insert(c.axes.begin(), c.axes.end());
         reduce_bytes += c.bytes_per_device;

@@ -58,13 +58,6 @@ const TensorRecord* FindTensor(const Trace& trace, std::string_view name, std::s
   return nullptr;
 }
 
-// The sharding a tensor has: its statement's, else what propagation gave it.
-const PartitionSpec* SpecOf(const TensorRecord& t) {
-  if (t.partition_spec) return &*t.partition_spec;
-  if (t.propagated_spec) return &*t.propagated_spec;
-  return nullptr;
-}
-
 PartitionSpec::Entry EntryAt(const PartitionSpec* spec, size_t dim) {
   if (!spec || dim >= spec->rank()) return {};
   return (*spec)[dim];

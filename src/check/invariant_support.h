@@ -14,6 +14,7 @@
 #include "ir/trace.h"
 #include "numeric/array.h"
 #include "shard/partition_spec.h"
+#include "spmd/spmd_result.h"
 
 namespace shardtrace::invariant_internal {
 
@@ -61,9 +62,6 @@ bool ScopeEndsWith(std::string_view scope, std::string_view tail);
 const TensorRecord* FindTensor(const Trace& trace, std::string_view name,
                                std::string_view tail = {});
 
-// The sharding a tensor has: its statement's, else what propagation gave it.
-const PartitionSpec* SpecOf(const TensorRecord& t);
-
 PartitionSpec::Entry EntryAt(const PartitionSpec* spec, size_t dim);
 
 // Row `r` of a [rows, cols] capture (or of its first two dims flattened past the first).
@@ -71,7 +69,7 @@ std::vector<float> Row(const Array& a, int64_t r);
 
 // The check groups, each appending the invariants of the traces it applies to.
 void ShapeInvariant(const Trace& trace, Builder& b);
-void BytesInvariant(const Trace& trace, Builder& b);
+void BytesInvariant(const Trace& trace, const SpmdResult& spmd, Builder& b);
 void RoutingInvariant(const Trace& trace, Builder& b);
 void ChoiceInvariants(const Trace& trace, const Captures* captures, Builder& b);
 void RoutingVariantInvariants(const Trace& trace, const Captures* captures, Builder& b);
@@ -82,10 +80,10 @@ void SubgroupInvariants(const Trace& trace, const Captures* captures, Builder& b
 void AllToAllInvariants(const Trace& trace, Builder& b);
 void SparseSortInvariants(const Trace& trace, const Captures* captures, Builder& b);
 void DecodeInvariants(const Trace& trace, const Captures* captures, Builder& b);
-void TensorParallelInvariants(const Trace& trace, Builder& b);
+void TensorParallelInvariants(const Trace& trace, const SpmdResult& spmd, Builder& b);
 void TensorTransposeInvariants(const Trace& trace, Builder& b);
 void RingInvariants(const Trace& trace, const Captures* captures, Builder& b);
-void MlpInvariants(const Trace& trace, Builder& b);
+void MlpInvariants(const Trace& trace, const SpmdResult& spmd, Builder& b);
 void SharedInvariants(const Trace& trace, const Captures* captures, Builder& b);
 void MatchesReference(const Captures* captures, const ReferenceRun* reference, InvariantKind kind,
                       const std::string& source, const std::string& other,

@@ -30,14 +30,15 @@ void ShapeInvariant(const Trace& trace, Builder& b) {
 }
 
 // A placed tensor's bytes per device are its local block's elements times the dtype size.
-void BytesInvariant(const Trace& trace, Builder& b) {
+void BytesInvariant(const Trace& trace, const SpmdResult& spmd, Builder& b) {
   int placed = 0;
   std::vector<std::string> bad;
   for (const TensorRecord& t : trace.tensors) {
     if (t.constraint == Constraint::kNone) continue;
     ++placed;
-    if (t.bytes_per_device != NumElements(t.local_shape) * ByteSize(t.dtype))
-      bad.push_back(fmt::format("{} ({} in {})", t.name, t.bytes_per_device, t.scope));
+    const TensorSpmd& s = spmd.tensor(t.id);
+    if (s.bytes_per_device != NumElements(s.local_shape) * ByteSize(t.dtype))
+      bad.push_back(fmt::format("{} ({} in {})", t.name, s.bytes_per_device, t.scope));
   }
   if (placed == 0) return;
   b.Checked(InvariantKind::kPlacedBytes, "",

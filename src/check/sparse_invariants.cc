@@ -262,7 +262,7 @@ void DecodeInvariants(const Trace& trace, const Captures* captures, Builder& b) 
 // ---------------------------------------------------------------------------------------
 // sparse_matmul with tensor parallelism: gmm_wo's partial sums scattered over M.
 
-void TensorParallelInvariants(const Trace& trace, Builder& b) {
+void TensorParallelInvariants(const Trace& trace, const SpmdResult& spmd, Builder& b) {
   const TensorRecord* in = trace.At(trace.input);
   if (!in) return;
   const auto m = DimSize(*in, 'M');
@@ -279,7 +279,7 @@ void TensorParallelInvariants(const Trace& trace, Builder& b) {
     const TensorRecord* wo = nullptr;
     for (const TensorRecord& t : trace.tensors)
       if (t.constraint == Constraint::kShardMapIn && t.name == "wo") wo = &t;
-    const PartitionSpec::Entry h = wo ? EntryAt(SpecOf(*wo), 1) : PartitionSpec::Entry{};
+    const PartitionSpec::Entry h = wo ? EntryAt(spmd.SpecOf(*wo), 1) : PartitionSpec::Entry{};
     const bool h_split = std::all_of(
         op.collective->axes.begin(), op.collective->axes.end(),
         [&](const std::string& a) { return std::find(h.begin(), h.end(), a) != h.end(); });
@@ -290,15 +290,16 @@ void TensorParallelInvariants(const Trace& trace, Builder& b) {
               h_split && m && from.shape[1] == *m && to.shape[0] == from.shape[0] &&
                   to.shape[1] * tp == *m,
               fmt::format("wo in_spec {} (H over {}); {} -> {} over '{}' ({} devices), M = {}",
-                          wo && SpecOf(*wo) ? SpecOf(*wo)->ToString() : "?",
+                          wo && spmd.SpecOf(*wo) ? spmd.SpecOf(*wo)->ToString() : "?",
                           PartitionSpec::EntryToString(h), ShapeToString(from.shape),
                           ShapeToString(to.shape), fmt::join(op.collective->axes, "', '"), tp,
                           m ? *m : 0));
     const TensorRecord* out = nullptr;
     for (const TensorRecord& t : trace.tensors)
       if (t.constraint == Constraint::kShardMapOut && t.name == "output") out = &t;
-    if (out && out->local_shape.size() == 3) {
-      const PartitionSpec::Entry entry = EntryAt(SpecOf(*out), 2);
+    const Shape* local = out ? &spmd.tensor(out->id).local_shape : nullptr;
+    if (local && local->size() == 3) {
+      const PartitionSpec::Entry entry = EntryAt(spmd.SpecOf(*out), 2);
       const bool named = std::all_of(
           op.collective->axes.begin(), op.collective->axes.end(), [&](const std::string& a) {
             return std::find(entry.begin(), entry.end(), a) != entry.end();
@@ -307,10 +308,10 @@ void TensorParallelInvariants(const Trace& trace, Builder& b) {
                 "the out_specs' M entry shards over the scatter's axes, and the per-device "
                 "output M == intermediate_output's M/TP",
                 "shard_map reassembles the output from the slices the psum_scatter left",
-                named && out->local_shape[2] == to.shape[1],
+                named && (*local)[2] == to.shape[1],
                 fmt::format("output {} (per device {}) against [R, {}]",
-                            SpecOf(*out) ? SpecOf(*out)->ToString() : "unplaced",
-                            ShapeToString(out->local_shape), to.shape[1]));
+                            spmd.SpecOf(*out) ? spmd.SpecOf(*out)->ToString() : "unplaced",
+                            ShapeToString(*local), to.shape[1]));
     }
     return;
   }
@@ -323,7 +324,9 @@ void TensorTransposeInvariants(const Trace& trace, Builder& b) {
   for (const TensorRecord& t : trace.tensors)
     if (t.constraint == Constraint::kShardMapIn && t.name == "w0") w0 = &t;
   if (!w0) return;
-  const PartitionSpec::Entry m = EntryAt(SpecOf(*w0), 1);
+  // A shard_map in_spec is always written.
+  const PartitionSpec* spec = w0->partition_spec ? &*w0->partition_spec : nullptr;
+  const PartitionSpec::Entry m = EntryAt(spec, 1);
   if (std::find(m.begin(), m.end(), "tensor_transpose") == m.end()) return;
   std::vector<std::string> summed;
   bool same_shape = true;
@@ -346,8 +349,8 @@ void TensorTransposeInvariants(const Trace& trace, Builder& b) {
             "contracts one slice of M: a partial sum of the whole",
             both && same_shape,
             fmt::format(
-                "w0 in_spec {} (M over {}); psum'ed: {}",
-                SpecOf(*w0) ? SpecOf(*w0)->ToString() : "?", PartitionSpec::EntryToString(m),
+                "w0 in_spec {} (M over {}); psum'ed: {}", spec ? spec->ToString() : "?",
+                PartitionSpec::EntryToString(m),
                 summed.empty() ? std::string("none") : fmt::format("{}", fmt::join(summed, ", "))));
 }
 

@@ -7,25 +7,27 @@
 #include <map>
 #include <set>
 
-#include "ir/trace_totals.h"
 #include "paths/moe_block.h"
 #include "run/run.h"
+#include "spmd/trace_totals.h"
 #include "util/error.h"
 
 namespace shardtrace {
 namespace {
 
-TensorSide SideOf(const TensorRecord& t) {
+TensorSide SideOf(const TensorRecord& t, const TensorSpmd& spmd) {
   TensorSide s;
   s.kind = t.kind;
   s.dtype = t.dtype;
   s.dims = t.dims;
   s.shape = t.shape;
   s.logical_axes = t.logical_axes;
-  s.spec = t.partition_spec;
+  s.written_spec = t.partition_spec;
+  s.propagated_spec = spmd.propagated_spec;
+  s.placement = spmd.placement;
   s.constraint = ToString(t.constraint);
-  s.bytes_per_device = KnownBytesPerDevice(t);
-  if (s.bytes_per_device) s.local_shape = t.local_shape;
+  s.bytes_per_device = KnownBytesPerDevice(t, spmd);
+  if (s.bytes_per_device) s.local_shape = spmd.local_shape;
   return s;
 }
 
@@ -35,7 +37,7 @@ std::vector<std::string> ChangedFields(const TensorSide& a, const TensorSide& b)
   if (a.dtype != b.dtype) changed.push_back("dtype");
   if (a.shape != b.shape) changed.push_back("shape");
   if (a.logical_axes != b.logical_axes) changed.push_back("logical axes");
-  if (a.spec != b.spec) changed.push_back("spec");
+  if (a.written_spec != b.written_spec) changed.push_back("spec");
   if (a.constraint != b.constraint) changed.push_back("constraint");
   if (a.local_shape != b.local_shape) changed.push_back("local shape");
   return changed;
@@ -62,16 +64,18 @@ std::vector<std::pair<std::string, CollectiveSide>> Collectives(const Trace& tra
   return out;
 }
 
-SideTotals TotalsOf(const Trace& trace, const std::vector<std::string>& keys) {
+SideTotals TotalsOf(const Trace& trace, const SpmdResult& spmd,
+                    const std::vector<std::string>& keys) {
   // Weights and collectives from ComputeTotals, the peak from the SPMD memory model; the
   // activations no sharding reached are listed beside them.
-  const TraceTotals t = ComputeTotals(trace);
+  const TraceTotals t = ComputeTotals(trace, spmd);
   SideTotals s;
   s.weight_bytes = t.weight_bytes_per_device;
-  s.peak_activation_bytes = trace.memory ? trace.memory->peak_temporary_bytes : 0;
+  s.peak_activation_bytes = spmd.memory.peak_temporary_bytes;
   s.collective_sent_bytes = t.collective_bytes_sent_per_device;
   for (size_t i = 0; i < trace.tensors.size(); ++i)
-    if (trace.tensors[i].kind == TensorKind::kAct && !KnownBytesPerDevice(trace.tensors[i]))
+    if (trace.tensors[i].kind == TensorKind::kAct &&
+        !KnownBytesPerDevice(trace.tensors[i], spmd.tensor(static_cast<int>(i))))
       s.unconstrained.push_back(keys[i]);
   return s;
 }
@@ -143,12 +147,13 @@ std::vector<std::string> PathSelectors(const TraceDiff& d) {
 struct Side {
   RunSetup in;
   Trace trace;
+  SpmdResult spmd;
 };
 
 Side Load(const std::vector<std::string>& args, const std::string& block,
           std::optional<int64_t> devices) {
   RunResult run = Run(SymbolicRequest(args, devices, ParseBlock(block)));
-  return {std::move(run.setup), std::move(run.trace)};
+  return {std::move(run.setup), std::move(run.trace), std::move(run.spmd)};
 }
 
 DiffSideInfo InfoOf(const std::vector<std::string>& args, const Side& s,
@@ -162,17 +167,17 @@ DiffSideInfo InfoOf(const std::vector<std::string>& args, const Side& s,
   info.path = s.trace.path;
   for (const std::string& n : s.trace.notes)
     if (n.rfind("path: ", 0) == 0) info.path_reasons.push_back(n.substr(6));
-  info.totals = TotalsOf(s.trace, keys);
+  info.totals = TotalsOf(s.trace, s.spmd, keys);
   return info;
 }
 
 }  // namespace
 
-std::optional<int64_t> KnownBytesPerDevice(const TensorRecord& t) {
+std::optional<int64_t> KnownBytesPerDevice(const TensorRecord& t, const TensorSpmd& s) {
   // Placed by a statement, a shard_map block, or the SPMD propagation model.
-  if (t.partition_spec || t.in_shard_map || t.placement == Placement::kPropagated ||
-      t.placement == Placement::kArgument)
-    return t.bytes_per_device;
+  if (t.partition_spec || t.in_shard_map || s.placement == Placement::kPropagated ||
+      s.placement == Placement::kArgument)
+    return s.bytes_per_device;
   return std::nullopt;
 }
 
@@ -206,10 +211,10 @@ TraceDiff DiffConfigs(const DiffRequest& request) {
   for (size_t i = 0; i < keys_b.size(); ++i) {
     TensorDiff t;
     t.key = keys_b[i];
-    t.b = SideOf(b.trace.tensors[i]);
+    t.b = SideOf(b.trace.tensors[i], b.spmd.tensors[i]);
     const auto it = index_a.find(keys_b[i]);
     if (it != index_a.end()) {
-      t.a = SideOf(a.trace.tensors[it->second]);
+      t.a = SideOf(a.trace.tensors[it->second], a.spmd.tensors[it->second]);
       t.changed = ChangedFields(*t.a, *t.b);
       if (t.changed.empty()) continue;
       if (t.a->bytes_per_device && t.b->bytes_per_device) {
@@ -229,7 +234,7 @@ TraceDiff DiffConfigs(const DiffRequest& request) {
     if (in_b.count(keys_a[i])) continue;
     TensorDiff t;
     t.key = keys_a[i];
-    t.a = SideOf(a.trace.tensors[i]);
+    t.a = SideOf(a.trace.tensors[i], a.spmd.tensors[i]);
     t.impact = t.a->bytes_per_device.value_or(0);
     t.delta_bytes = -t.impact;
     d.tensors.push_back(std::move(t));

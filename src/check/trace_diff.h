@@ -8,9 +8,10 @@
 // by program order. Plain data; emit/trace_diff_report.h formats it.
 //
 // Per-device numbers are only claimed where the trace knows them: tensors placed by kernel
-// axes, a sharding constraint, a shard_map spec or the SPMD propagation model. Any other
-// tensor is "unconstrained (XLA chooses)": listed, never counted at its global size.
-// KnownBytesPerDevice is the one place that decides this.
+// axes, a sharding constraint, a shard_map spec or the SPMD propagation model (each side's
+// SpmdResult, beside its Trace). Any other tensor is "unconstrained (XLA chooses)": listed,
+// never counted at its global size. KnownBytesPerDevice is the one place that decides this.
+// A side keeps the spec a statement wrote apart from the one propagation gave it.
 #pragma once
 
 #include <cstdint>
@@ -18,9 +19,10 @@
 #include <string>
 #include <vector>
 
+#include "ir/trace.h"
 #include "shard/axis_rules.h"
 #include "shard/partition_spec.h"
-#include "ir/trace.h"
+#include "spmd/spmd_result.h"
 
 namespace shardtrace {
 
@@ -31,8 +33,10 @@ struct TensorSide {
   std::string dims;
   Shape shape;
   std::optional<LogicalAxes> logical_axes;
-  std::optional<PartitionSpec> spec;
-  std::string constraint;                   // "kernel_axes", ... or "" (none)
+  std::optional<PartitionSpec> written_spec;     // what a statement wrote (partition_spec)
+  std::optional<PartitionSpec> propagated_spec;  // what XLA's propagation gives it, if unwritten
+  Placement placement = Placement::kUnresolved;  // which of the two holds, per the SPMD model
+  std::string constraint;                        // "kernel_axes", ... or "" (none)
   std::optional<Shape> local_shape;         // nullopt: unconstrained (XLA chooses)
   std::optional<int64_t> bytes_per_device;  // nullopt: unconstrained (XLA chooses)
 };
@@ -40,7 +44,8 @@ struct TensorSide {
 struct TensorDiff {
   std::string key;  // alignment key, "RoutedMoE/sparse_matmul/wrapper/x#0"
   std::optional<TensorSide> a, b;
-  std::vector<std::string> changed;  // dtype, shape, logical axes, spec, constraint, local shape
+  // dtype, shape, logical axes, spec (the written one), constraint, local shape
+  std::vector<std::string> changed;
   int64_t delta_bytes = 0;           // b - a per device (0 when either is unknown)
   int64_t impact = 0;                // bytes per device this row moves (for sorting)
 };
@@ -69,7 +74,7 @@ struct KeyChange {
 
 struct SideTotals {
   int64_t weight_bytes = 0;                // kernel_axes weights, per device
-  int64_t peak_activation_bytes = 0;       // peak temporaries (Trace::memory)
+  int64_t peak_activation_bytes = 0;       // peak temporaries (SpmdResult::memory)
   int64_t collective_sent_bytes = 0;       // per layer (this block once), max over devices
   std::vector<std::string> unconstrained;  // keys of activations XLA places (not totalled)
 };
@@ -109,10 +114,11 @@ struct DiffRequest {
 // Loads both configs, traces the block on each, and aligns the traces.
 TraceDiff DiffConfigs(const DiffRequest& request);
 
-// The per-device bytes the trace supports for `t`, or nullopt when no statement placed it
-// (XLA's propagation chooses): a record has a known placement when kernel axes, a sharding
-// constraint or a shard_map spec set its PartitionSpec, or it lives inside shard_map.
-std::optional<int64_t> KnownBytesPerDevice(const TensorRecord& t);
+// The per-device bytes the trace and its SPMD result `s` support for `t`, or nullopt when
+// nothing placed it (XLA chooses): a record has a known placement when kernel axes, a
+// sharding constraint or a shard_map spec set its PartitionSpec, it lives inside shard_map,
+// or the propagation model reached it (or it arrives as the block's argument).
+std::optional<int64_t> KnownBytesPerDevice(const TensorRecord& t, const TensorSpmd& s);
 
 // The key two traces are aligned by: each tensor's TensorRecord::stable_id (scope path,
 // name, occurrence of that scope and name), the same for the same tensor of two configs.

@@ -124,6 +124,7 @@ namespace inv = invariant_internal;
 // What one check group reads.
 struct CheckInput {
   const Trace& trace;
+  const SpmdResult& spmd;
   const Captures* captures;
   const ReferenceRun* reference;
 };
@@ -138,7 +139,7 @@ struct CheckGroup {
 constexpr CheckGroup kCheckGroups[] = {
     {"output shape", [](const CheckInput& in, Builder& b) { inv::ShapeInvariant(in.trace, b); }},
     {"bytes per device",
-     [](const CheckInput& in, Builder& b) { inv::BytesInvariant(in.trace, b); }},
+     [](const CheckInput& in, Builder& b) { inv::BytesInvariant(in.trace, in.spmd, b); }},
     {"tokens routed", [](const CheckInput& in, Builder& b) { inv::RoutingInvariant(in.trace, b); }},
     {"top-k choices",
      [](const CheckInput& in, Builder& b) { inv::ChoiceInvariants(in.trace, in.captures, b); }},
@@ -150,7 +151,8 @@ constexpr CheckGroup kCheckGroups[] = {
      }},
     {"ragged all-to-all",
      [](const CheckInput& in, Builder& b) { inv::AllToAllInvariants(in.trace, b); }},
-    {"MlpBlock", [](const CheckInput& in, Builder& b) { inv::MlpInvariants(in.trace, b); }},
+    {"MlpBlock",
+     [](const CheckInput& in, Builder& b) { inv::MlpInvariants(in.trace, in.spmd, b); }},
     {"dropless weights",
      [](const CheckInput& in, Builder& b) { inv::DroplessInvariants(in.trace, in.captures, b); }},
     {"inference subgroups",
@@ -160,7 +162,7 @@ constexpr CheckGroup kCheckGroups[] = {
     {"decode",
      [](const CheckInput& in, Builder& b) { inv::DecodeInvariants(in.trace, in.captures, b); }},
     {"tensor parallelism",
-     [](const CheckInput& in, Builder& b) { inv::TensorParallelInvariants(in.trace, b); }},
+     [](const CheckInput& in, Builder& b) { inv::TensorParallelInvariants(in.trace, in.spmd, b); }},
     {"tensor_transpose",
      [](const CheckInput& in, Builder& b) { inv::TensorTransposeInvariants(in.trace, b); }},
     {"ring of experts",
@@ -183,11 +185,11 @@ constexpr CheckGroup kCheckGroups[] = {
 
 }  // namespace
 
-std::vector<Invariant> TraceInvariants(const Trace& trace, const Captures* captures,
-                                       const ReferenceRun* reference) {
+std::vector<Invariant> TraceInvariants(const Trace& trace, const SpmdResult& spmd,
+                                       const Captures* captures, const ReferenceRun* reference) {
   std::vector<Invariant> out;
   Builder b(out);
-  const CheckInput in{trace, captures, reference};
+  const CheckInput in{trace, spmd, captures, reference};
   for (const CheckGroup& group : kCheckGroups) group.check(in, b);
   return out;
 }

@@ -16,6 +16,7 @@
 
 #include "ir/trace.h"
 #include "numeric/array.h"
+#include "spmd/spmd_result.h"
 
 namespace shardtrace {
 
@@ -106,10 +107,10 @@ struct ReferenceRun {
   const std::map<std::string, Array>* captures = nullptr;
 };
 
-// `captures` (BlockRun::captures) may be null; the value checks then say so. `reference`,
-// when given, is the run the masked loop (dense dropless) or the ring (all-to-all) must
-// match.
-std::vector<Invariant> TraceInvariants(const Trace& trace,
+// `spmd` is the SPMD result of `trace` (RunResult::spmd). `captures` (RunResult::captures) may
+// be null; the value checks then say so. `reference`, when given, is the run the masked loop
+// (dense dropless) or the ring (all-to-all) must match.
+std::vector<Invariant> TraceInvariants(const Trace& trace, const SpmdResult& spmd,
                                        const std::map<std::string, Array>* captures = nullptr,
                                        const ReferenceRun* reference = nullptr);
 

@@ -24,7 +24,6 @@
 #include "emit/spec_markdown.h"
 #include "emit/text_table.h"
 #include "emit/xla_spmd_text.h"
-#include "ir/trace_totals.h"
 #include "pages/kernel_variants.h"
 #include "pages/knob_variants.h"
 #include "pages/page_sections.h"
@@ -32,6 +31,7 @@
 #include "pages/visualization_pages.h"
 #include "paths/moe_block.h"
 #include "run/run.h"
+#include "spmd/trace_totals.h"
 #include "util/error.h"
 
 namespace shardtrace {
@@ -95,8 +95,8 @@ std::string Dims(const MoeSetup& s) {
 
 // The "Per-device totals" section: weights, communication (written and XLA-inserted) and
 // the memory model's breakdown (docs/xla-model.md).
-MarkdownExample TotalsExample(const Trace& trace) {
-  const TraceTotals totals = ComputeTotals(trace);
+MarkdownExample TotalsExample(const Trace& trace, const SpmdResult& spmd) {
+  const TraceTotals totals = ComputeTotals(trace, spmd);
   TextTable placed({"per device", "bytes"});
   placed.AddRow({"weights (kernel_axes)", HumanBytes(totals.weight_bytes_per_device)});
   placed.AddRow({"communication sent per layer (collectives in moe.py)",
@@ -104,7 +104,7 @@ MarkdownExample TotalsExample(const Trace& trace) {
   placed.AddRow({"communication sent per layer (inserted by XLA, \u21c4 xla)",
                  HumanBytes(totals.implied_bytes_sent_per_device)});
   std::string text = placed.Render();
-  const std::vector<std::string> memory = MemoryLines(trace);
+  const std::vector<std::string> memory = MemoryLines(trace, spmd);
   if (!memory.empty()) {
     text += "\nmemory per device (forward pass)\n";
     for (const std::string& line : memory) text += "  " + line + "\n";
@@ -129,6 +129,7 @@ void RunRenderCommand(const RenderOptions& options, std::ostream& out) {
   const RunSetup& in = symbolic.setup;
   const MoeSetup& setup = in.setup;
   const Trace& trace = symbolic.trace;
+  const SpmdResult& spmd = symbolic.spmd;
   const int64_t devices = in.mesh.num_devices();
 
   VisualizationDoc doc;
@@ -142,9 +143,9 @@ void RunRenderCommand(const RenderOptions& options, std::ostream& out) {
   doc.source = setup.settings.revision.MoePySource();
   doc.config_files = in.config.loaded_files();
   doc.legend = "legend of shardtrace's `visualizations/README.md`";
-  doc.overview = FlowOverview(trace);
-  doc.flow = AsciiFlow(trace);
-  doc.graphs = PageGraphs(trace);
+  doc.overview = FlowOverview(trace, spmd);
+  doc.flow = AsciiFlow(trace, spmd);
+  doc.graphs = PageGraphs(trace, spmd);
 
   std::string trees_note;
   if (block == Block::kMoe && devices <= kMaxNumericDevices) {
@@ -204,9 +205,10 @@ void RunRenderCommand(const RenderOptions& options, std::ostream& out) {
       "allocated); the buffers behind the peak are under Per-device totals in the worked "
       "examples.{}",
       Dims(setup), trees_note.empty() ? "" : " " + trees_note);
-  doc.examples.push_back(TotalsExample(trace));
+  doc.examples.push_back(TotalsExample(trace, spmd));
   doc.summary_section = SummaryMarkdown(
       {.trace = &trace,
+       .spmd = &spmd,
        .totals = symbolic.totals,
        .knobs = TraceKnobs({.args = args, .devices = devices, .block = options.block, .extra = {}},
                            trace),
@@ -219,8 +221,8 @@ void RunRenderCommand(const RenderOptions& options, std::ostream& out) {
                                  .keys = {"shard_exp_on_fsdp", "use_2d_fsdp_sharding"},
                                  .extra = {}},
                                 trace);
-  doc.invariants = TraceInvariants(trace, nullptr);
-  std::string page = RenderVisualization(doc, trace);
+  doc.invariants = TraceInvariants(trace, spmd, nullptr);
+  std::string page = RenderVisualization(doc, trace, spmd);
   // The template's first line says generate wrote the page; this one comes from render.
   if (page.rfind("<!--", 0) == 0) {
     const size_t end = page.find("-->\n");

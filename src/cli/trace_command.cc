@@ -38,11 +38,11 @@ void RunTraceCommand(const TraceOptions& options, std::ostream& out) {
   }
   const RunResult run = Run(request);
   const Trace& trace = run.trace;
-  const std::string text = common.format == "json"      ? TraceToJson(trace)
+  const std::string text = common.format == "json"      ? TraceToJson(trace, run.spmd)
                            : common.format == "dot"     ? TraceToDot(trace)
                            : common.format == "svg"     ? TraceToSvg(trace)
-                           : common.format == "mermaid" ? MermaidFlow(trace)
-                                                        : TraceToTable(trace);
+                           : common.format == "mermaid" ? MermaidFlow(trace, run.spmd)
+                                                        : TraceToTable(trace, run.spmd);
   WriteOutput(common, text, out);
 }
 

@@ -11,7 +11,7 @@
 #include "emit/tensor_glossary.h"
 #include "emit/text_table.h"
 #include "emit/xla_spmd_text.h"
-#include "ir/trace_totals.h"
+#include "spmd/trace_totals.h"
 
 namespace shardtrace {
 namespace {
@@ -96,8 +96,9 @@ std::string DtypeOf(const OpRecord& op) {
 
 class FlowRenderer {
  public:
-  FlowRenderer(const Trace& trace, size_t max_width, std::string_view only_scope)
-      : trace_(trace), width_(max_width) {
+  FlowRenderer(const Trace& trace, const SpmdResult& spmd, size_t max_width,
+               std::string_view only_scope)
+      : trace_(trace), spmd_(spmd), width_(max_width) {
     producer_.assign(trace.tensors.size(), -1);
     for (size_t i = 0; i < trace.ops.size(); ++i)
       for (const int out : trace.ops[i].outputs)
@@ -275,11 +276,11 @@ class FlowRenderer {
     return lines;
   }
 
-  // The collectives XLA inserts at the op that writes `id` (OpRecord::implied), once per op.
+  // The collectives XLA inserts at the op that writes `id` (SpmdResult::implied), once per op.
   void AddImplied(int id, size_t width, std::vector<std::string>* lines) const {
     const OpRecord* op = Producer(id);
     if (!op || op->outputs.empty() || op->outputs.front() != id) return;
-    for (const ImpliedCollective& c : op->implied)
+    for (const ImpliedCollective& c : spmd_.implied_at(op->id))
       // a local slice to a finer sharding moves nothing: no collective (the spec lists it apart)
       if (c.kind != CollectiveKind::kSlice)
         for (std::string& l : WrapText("  " + ImpliedFlowText(trace_, c), width, 6))
@@ -339,8 +340,9 @@ class FlowRenderer {
       if (t.logical_axes) body.push_back("logical " + LogicalAxesToString(*t.logical_axes));
     }
     const std::string spec = t.partition_spec ? t.partition_spec->ToString() : "P()";
-    const std::string local = fmt::format("{} per device, {}", ShapeToString(t.local_shape),
-                                          HumanBytes(t.bytes_per_device));
+    const TensorSpmd& placed = spmd_.tensor(id);
+    const std::string local = fmt::format("{} per device, {}", ShapeToString(placed.local_shape),
+                                          HumanBytes(placed.bytes_per_device));
     if (DisplayWidth(spec + ": " + local) <= width - 4) {
       body.push_back(spec + ": " + local);
     } else {
@@ -496,6 +498,7 @@ class FlowRenderer {
   }
 
   const Trace& trace_;
+  const SpmdResult& spmd_;
   size_t width_;
   std::vector<int> producer_;  // tensor id -> index of the op that made it, -1 if none
   std::vector<int> stage_of_;  // tensor id -> stage index
@@ -534,8 +537,9 @@ std::string TensorHead(const TensorRecord& t) {
   return fmt::format("{}: {} {} {}", t.name, ToString(t.kind), DimShape(t), ShortDtype(t.dtype));
 }
 
-std::string AsciiFlow(const Trace& trace, size_t max_width, std::string_view only_scope) {
-  return FlowRenderer(trace, max_width, only_scope).Render();
+std::string AsciiFlow(const Trace& trace, const SpmdResult& spmd, size_t max_width,
+                      std::string_view only_scope) {
+  return FlowRenderer(trace, spmd, max_width, only_scope).Render();
 }
 
 }  // namespace shardtrace

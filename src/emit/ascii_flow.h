@@ -21,6 +21,7 @@
 #include <string_view>
 
 #include "ir/trace.h"
+#include "spmd/spmd_result.h"
 
 namespace shardtrace {
 
@@ -28,7 +29,9 @@ namespace shardtrace {
 // with a hanging indent; parallel stages fall back to one below the other). Boxes are
 // rectangular. With `only_scope`, only the stages whose scope path contains it are drawn
 // (the routing stages of a trace: "get_topk"). Ends with a newline.
-std::string AsciiFlow(const Trace& trace, size_t max_width = 100, std::string_view only_scope = "");
+// `spmd` is `trace`'s SPMD result: per-device shapes and the collectives XLA inserts.
+std::string AsciiFlow(const Trace& trace, const SpmdResult& spmd, size_t max_width = 100,
+                      std::string_view only_scope = "");
 
 // "bf16", "f32", "i32", "bool": the short dtype names the flow and the Mermaid graph use.
 std::string ShortDtype(DType dtype);

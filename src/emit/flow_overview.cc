@@ -59,7 +59,7 @@ std::vector<std::string> Box(const std::string& title, const std::vector<std::st
 
 }  // namespace
 
-std::string FlowOverview(const Trace& trace, size_t max_width) {
+std::string FlowOverview(const Trace& trace, const SpmdResult& spmd, size_t max_width) {
   const std::vector<FlowPhase> phase = TensorPhases(trace);
   const size_t width = max_width - 4;  // inside the box's borders
   // A tensor a later phase reads is its phase's output; so is the block's last tensor.
@@ -111,7 +111,7 @@ std::string FlowOverview(const Trace& trace, size_t max_width) {
             trace.tensors[op.outputs.front()].name, HumanBytes(sent));
         for (const std::string& l : Wrap(text, width, "      ")) lines.push_back(l);
       }
-      for (const ImpliedCollective& c : op.implied) {
+      for (const ImpliedCollective& c : spmd.implied_at(op.id)) {
         if (c.kind == CollectiveKind::kSlice) continue;
         const std::string text =
             fmt::format("⇄ xla {} over {}: {} for {}, {} per device", HloName(c.kind),

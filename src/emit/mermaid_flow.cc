@@ -36,13 +36,13 @@ std::string Quote(const std::string& text) {
 // A local slice to a finer sharding moves nothing: the pages list it apart from the
 // collectives (reshards without communication), and the graph draws no node for it.
 bool Communicates(const ImpliedCollective& c) { return c.kind != CollectiveKind::kSlice; }
-bool ImpliesCommunication(const OpRecord& op) {
-  return std::any_of(op.implied.begin(), op.implied.end(), Communicates);
+bool ImpliesCommunication(const std::vector<ImpliedCollective>& implied) {
+  return std::any_of(implied.begin(), implied.end(), Communicates);
 }
 
 class MermaidRenderer {
  public:
-  explicit MermaidRenderer(const Trace& trace) : trace_(trace) {
+  MermaidRenderer(const Trace& trace, const SpmdResult& spmd) : trace_(trace), spmd_(spmd) {
     producer_.assign(trace.tensors.size(), -1);
     readers_.assign(trace.tensors.size(), 0);
     for (size_t i = 0; i < trace.ops.size(); ++i) {
@@ -140,13 +140,13 @@ class MermaidRenderer {
                              op->collective->origin == CollectiveOrigin::kImplied ? " xla" : "",
                              Quote(ToString(op->collective->kind)),
                              Quote(fmt::format("{}", fmt::join(op->collective->axes, ","))));
-      // A collective XLA inserts (OpRecord::implied): its own dashed node on the way from the
+      // A collective XLA inserts (SpmdResult::implied): its own dashed node on the way from the
       // tensor it moves to the node the op writes.
       for (const int node : stage.nodes)
         for (const int id : nodes_[node].tensors)
           if (const OpRecord* op = FirstOutputOf(id))
-            for (size_t k = 0; k < op->implied.size(); ++k) {
-              const ImpliedCollective& c = op->implied[k];
+            for (size_t k = 0; k < spmd_.implied_at(op->id).size(); ++k) {
+              const ImpliedCollective& c = spmd_.implied_at(op->id)[k];
               if (!Communicates(c)) continue;
               out +=
                   fmt::format("{}x{}_{}([\"⇄ xla {} over {}<br/>{} {}/device\"]):::implied\n",
@@ -171,7 +171,7 @@ class MermaidRenderer {
         "  classDef constrained stroke-width:3px\n"
         "  classDef weight fill:#fff3d6\n"
         "  classDef collective fill:#e3f0ff\n";
-    if (std::any_of(trace_.ops.begin(), trace_.ops.end(), ImpliesCommunication))
+    if (std::any_of(spmd_.implied.begin(), spmd_.implied.end(), ImpliesCommunication))
       out += "  classDef implied fill:#f3e8ff,stroke-dasharray:4\n";
     if (!ghosts.empty()) out += "  classDef ghost fill:#ffffff,stroke-dasharray:2\n";
     return out;
@@ -290,8 +290,9 @@ class MermaidRenderer {
     if (CollectiveOf(node)) ids.push_back(fmt::format("c{}", node));
     for (const int id : nodes_[node].tensors)
       if (const OpRecord* op = FirstOutputOf(id))
-        for (size_t k = 0; k < op->implied.size(); ++k)
-          if (Communicates(op->implied[k])) ids.push_back(fmt::format("x{}_{}", producer_[id], k));
+        for (size_t k = 0; k < spmd_.implied_at(op->id).size(); ++k)
+          if (Communicates(spmd_.implied_at(op->id)[k]))
+            ids.push_back(fmt::format("x{}_{}", producer_[id], k));
     return ids;
   }
 
@@ -300,7 +301,7 @@ class MermaidRenderer {
     if (id[0] == 'x') {
       const int op = std::stoi(id.substr(1));
       const int k = std::stoi(id.substr(id.find('_') + 1));
-      return "⇄ xla " + HloName(trace_.ops[op].implied[k].kind);
+      return "⇄ xla " + HloName(spmd_.implied_at(op)[k].kind);
     }
     const int node = std::stoi(id.substr(1));
     if (id[0] == 'c') return "⇄ " + ToString(CollectiveOf(node)->collective->kind);
@@ -344,7 +345,9 @@ class MermaidRenderer {
   //    last record of an unconstrained node nobody else reads, as the ASCII flow folds it.
   int JoinTarget(int id) const {
     const OpRecord* op = Producer(id);
-    if (!op || op->outputs.size() != 1 || op->collective || ImpliesCommunication(*op)) return -1;
+    if (!op || op->outputs.size() != 1 || op->collective ||
+        ImpliesCommunication(spmd_.implied_at(op->id)))
+      return -1;
     const TensorRecord& t = trace_.tensors[id];
     const auto same = [&](int in) {
       if (!Valid(in) || node_of_[in] < 0) return false;
@@ -435,7 +438,7 @@ class MermaidRenderer {
     if (p->kind != q->kind || p->equation != q->equation || p->function != q->function ||
         p->inputs.size() != q->inputs.size() || p->outputs.size() != q->outputs.size() ||
         p->collective.has_value() != q->collective.has_value() ||
-        p->implied.size() != q->implied.size())
+        spmd_.implied_at(p->id).size() != spmd_.implied_at(q->id).size())
       return false;
     if (p->collective &&
         (p->collective->kind != q->collective->kind || p->collective->axes != q->collective->axes))
@@ -445,9 +448,9 @@ class MermaidRenderer {
       const TensorRecord& v = trace_.tensors[q->inputs[i]];
       if (u.name != v.name || u.shape != v.shape || u.dtype != v.dtype) return false;
     }
-    for (size_t k = 0; k < p->implied.size(); ++k) {
-      const ImpliedCollective& c = p->implied[k];
-      const ImpliedCollective& d = q->implied[k];
+    for (size_t k = 0; k < spmd_.implied_at(p->id).size(); ++k) {
+      const ImpliedCollective& c = spmd_.implied_at(p->id)[k];
+      const ImpliedCollective& d = spmd_.implied_at(q->id)[k];
       if (c.kind != d.kind || c.axes != d.axes || c.bytes_per_device != d.bytes_per_device ||
           trace_.tensors[c.tensor].name != trace_.tensors[d.tensor].name)
         return false;
@@ -505,8 +508,8 @@ class MermaidRenderer {
     const auto plain = [&](int node) {
       if (nodes_[node].tensors.size() != 1) return false;
       const OpRecord* op = Producer(nodes_[node].tensors.front());
-      return op && !op->collective && !ImpliesCommunication(*op) && op->outputs.size() == 1 &&
-             !Constrained(node) && !to[node].empty();
+      return op && !op->collective && !ImpliesCommunication(spmd_.implied_at(op->id)) &&
+             op->outputs.size() == 1 && !Constrained(node) && !to[node].empty();
     };
     for (Stage& stage : stages_) {
       std::vector<int> kept;
@@ -669,10 +672,10 @@ class MermaidRenderer {
         std::map<int, std::vector<std::string>> moved;
         std::vector<std::string> in_place;
         if (FirstOutputOf(id) == op)
-          for (size_t k = 0; k < op->implied.size(); ++k) {
-            if (!Communicates(op->implied[k])) continue;
+          for (size_t k = 0; k < spmd_.implied_at(op->id).size(); ++k) {
+            if (!Communicates(spmd_.implied_at(op->id)[k])) continue;
             const std::string x = fmt::format("x{}_{}", producer_[id], k);
-            const int t = op->implied[k].tensor;
+            const int t = spmd_.implied_at(op->id)[k].tensor;
             if (std::find(op->outputs.begin(), op->outputs.end(), t) != op->outputs.end())
               in_place.push_back(x);
             else if (Valid(t) && node_of_[t] >= 0)
@@ -705,6 +708,7 @@ class MermaidRenderer {
   }
 
   const Trace& trace_;
+  const SpmdResult& spmd_;
   std::vector<int> producer_;
   std::vector<int> readers_;  // tensor id -> how many ops read it
   std::vector<int> node_of_;  // tensor id -> node
@@ -717,10 +721,12 @@ class MermaidRenderer {
 
 }  // namespace
 
-std::string MermaidFlow(const Trace& trace) { return MermaidRenderer(trace).Render(); }
+std::string MermaidFlow(const Trace& trace, const SpmdResult& spmd) {
+  return MermaidRenderer(trace, spmd).Render();
+}
 
-std::vector<MermaidPart> MermaidFlowParts(const Trace& trace) {
-  const MermaidRenderer renderer(trace);
+std::vector<MermaidPart> MermaidFlowParts(const Trace& trace, const SpmdResult& spmd) {
+  const MermaidRenderer renderer(trace, spmd);
   const auto parts = renderer.Parts();
   std::vector<MermaidPart> out;
   for (size_t i = 0; i < parts.size(); ++i) {

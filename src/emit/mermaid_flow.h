@@ -23,12 +23,13 @@
 
 #include "emit/flow_phases.h"
 #include "ir/trace.h"
+#include "spmd/spmd_result.h"
 
 namespace shardtrace {
 
 // The diagram text, starting with `flowchart TD` and ending with a newline (no ``` fence).
 // Deterministic; labels escape `"` as `#quot;` so any tensor or op name is valid Mermaid.
-std::string MermaidFlow(const Trace& trace);
+std::string MermaidFlow(const Trace& trace, const SpmdResult& spmd);
 
 // The same flow as one graph per phase (flow_phases.h), a phase of more than 9 nodes cut
 // into pieces at stage boundaries, each laid out small enough to read inline: the nodes of
@@ -41,6 +42,6 @@ struct MermaidPart {
   int pieces = 1;
   std::string text;  // an init line keeping subgraph titles clear, `flowchart TD`, ...
 };
-std::vector<MermaidPart> MermaidFlowParts(const Trace& trace);
+std::vector<MermaidPart> MermaidFlowParts(const Trace& trace, const SpmdResult& spmd);
 
 }  // namespace shardtrace

@@ -13,12 +13,12 @@
 
 #include "emit/ascii_flow.h"
 #include "emit/dim_letters.h"
-#include "ir/fact_text.h"
 #include "emit/human_bytes.h"
 #include "emit/tensor_glossary.h"
 #include "emit/text_table.h"
 #include "emit/xla_spmd_text.h"
-#include "ir/trace_totals.h"
+#include "ir/fact_text.h"
+#include "spmd/trace_totals.h"
 #include "util/error.h"
 
 namespace shardtrace {
@@ -102,7 +102,7 @@ data Definitions(const Trace& trace, std::vector<std::string>* notes) {
 // name, kind, shape and meaning are one row even when moe.py casts or constrains it in
 // between (`float32→bfloat16`, the placement the statement set); a second, different explicit
 // placement of the same value gets a row of its own.
-data DataStructures(const Trace& trace) {
+data DataStructures(const Trace& trace, const SpmdResult& spmd) {
   struct Row {
     std::string key;  // name, kind, shape, meaning
     const TensorRecord* first = nullptr;
@@ -112,10 +112,10 @@ data DataStructures(const Trace& trace) {
     std::string note;              // the first record's note that has one
     std::optional<DType> back_to;  // the last record's dtype, when an earlier one
   };
-  const auto placement = [](const TensorRecord& t) {
+  const auto placement = [&](const TensorRecord& t) {
     return fmt::format("{}|{}|{}|{}", t.logical_axes ? LogicalAxesToString(*t.logical_axes) : "",
                        t.partition_spec ? t.partition_spec->ToString() : "",
-                       ShapeToString(t.local_shape), ToString(t.constraint));
+                       ShapeToString(spmd.tensor(t.id).local_shape), ToString(t.constraint));
   };
   std::vector<bool> constant_scalar(trace.tensors.size(), false);  // nothing for XLA to place
   for (const OpRecord& op : trace.ops)
@@ -153,9 +153,10 @@ data DataStructures(const Trace& trace) {
   data rows = List();
   for (const Row& r : merged) {
     const TensorRecord& t = r.placed ? *r.placed : *r.first;
+    const TensorSpmd& s = spmd.tensor(t.id);
     const std::string local =
         t.constraint != Constraint::kNone || t.in_shard_map
-            ? fmt::format("{} ({})", ShapeToString(t.local_shape), HumanBytes(t.bytes_per_device))
+            ? fmt::format("{} ({})", ShapeToString(s.local_shape), HumanBytes(s.bytes_per_device))
             : "";
     std::vector<std::string> dtypes;
     for (const DType d : r.dtypes) dtypes.push_back(ToString(d));
@@ -381,10 +382,10 @@ std::string ByteRange(const std::vector<int64_t>& bytes) {
 bool Communicates(const ImpliedCollective& c) { return c.kind != CollectiveKind::kSlice; }
 
 // The reshards XLA does without communication (each device slices what it holds whole).
-data LocalReshards(const Trace& trace) {
+data LocalReshards(const Trace& trace, const SpmdResult& spmd) {
   data rows = List();
   for (const OpRecord& op : trace.ops)
-    for (const ImpliedCollective& c : op.implied) {
+    for (const ImpliedCollective& c : spmd.implied_at(op.id)) {
       if (Communicates(c)) continue;
       data row;
       row.set("tensor", Cell(trace.tensors[c.tensor].name));
@@ -398,10 +399,10 @@ data LocalReshards(const Trace& trace) {
   return rows;
 }
 
-data Collectives(const Trace& trace) {
+data Collectives(const Trace& trace, const SpmdResult& spmd) {
   data rows = List();
   for (const OpRecord& op : trace.ops) {
-    for (const ImpliedCollective& c : op.implied) {
+    for (const ImpliedCollective& c : spmd.implied_at(op.id)) {
       if (!Communicates(c)) continue;
       data row;
       row.set("op", HloName(c.kind));
@@ -532,7 +533,8 @@ std::string SqueezeBlankLines(const std::string& text) {
 
 }  // namespace
 
-std::string RenderVisualization(const VisualizationDoc& doc, const Trace& trace) {
+std::string RenderVisualization(const VisualizationDoc& doc, const Trace& trace,
+                                const SpmdResult& spmd) {
   std::vector<std::string> triggers, notes;
   for (const std::string& note : trace.notes) {
     if (note.rfind("path: ", 0) == 0)
@@ -551,12 +553,13 @@ std::string RenderVisualization(const VisualizationDoc& doc, const Trace& trace)
   const bool has_einsums = std::any_of(trace.ops.begin(), trace.ops.end(),
                                        [](const OpRecord& op) { return !op.equation.empty(); });
   const bool has_collectives =
-      std::any_of(trace.ops.begin(), trace.ops.end(), [](const OpRecord& op) {
-        return op.collective || std::any_of(op.implied.begin(), op.implied.end(), Communicates);
+      std::any_of(trace.ops.begin(), trace.ops.end(), [&](const OpRecord& op) {
+        const std::vector<ImpliedCollective>& implied = spmd.implied_at(op.id);
+        return op.collective || std::any_of(implied.begin(), implied.end(), Communicates);
       });
   const bool has_local_reshards =
-      std::any_of(trace.ops.begin(), trace.ops.end(), [](const OpRecord& op) {
-        return std::any_of(op.implied.begin(), op.implied.end(),
+      std::any_of(spmd.implied.begin(), spmd.implied.end(), [](const auto& implied) {
+        return std::any_of(implied.begin(), implied.end(),
                            [](const ImpliedCollective& c) { return !Communicates(c); });
       });
   data view;
@@ -609,14 +612,14 @@ std::string RenderVisualization(const VisualizationDoc& doc, const Trace& trace)
   std::vector<std::string> definition_notes;
   view.set("definitions", Definitions(trace, &definition_notes));
   view.set("definition_notes", Strings(definition_notes));
-  view.set("tensors", DataStructures(trace));
+  view.set("tensors", DataStructures(trace, spmd));
   view.set("algorithm", Algorithm(trace, doc.moe_line_refs));
   view.set("has_einsums", has_einsums);
   view.set("einsums", Einsums(trace));
   view.set("has_collectives", has_collectives);
-  view.set("collectives", Collectives(trace));
+  view.set("collectives", Collectives(trace, spmd));
   view.set("has_local_reshards", has_local_reshards);
-  view.set("local_reshards", LocalReshards(trace));
+  view.set("local_reshards", LocalReshards(trace, spmd));
   view.set("invariants", Invariants(doc.invariants));
   view.set("has_facts", !trace.facts.empty());
   view.set("facts", Facts(trace));

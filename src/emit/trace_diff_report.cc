@@ -8,7 +8,7 @@
 #include "emit/dim_letters.h"
 #include "emit/human_bytes.h"
 #include "emit/text_table.h"
-#include "ir/trace_totals.h"
+#include "spmd/trace_totals.h"
 
 namespace shardtrace {
 namespace {
@@ -65,7 +65,7 @@ std::string WhatChanged(const TensorDiff& t) {
     const TensorSide& s = t.a ? *t.a : *t.b;
     std::string text =
         fmt::format("{} {} {}", ToString(s.dtype), ShapeToString(s.shape), DimsText(s.dims));
-    if (s.spec) text += " " + s.spec->ToString();
+    if (s.written_spec) text += " " + s.written_spec->ToString();
     if (s.local_shape) text += " local " + ShapeToString(*s.local_shape);
     return text;
   }
@@ -82,7 +82,8 @@ std::string WhatChanged(const TensorDiff& t) {
       parts.push_back(
           fmt::format("logical {} -> {}", Logical(t.a->logical_axes), Logical(t.b->logical_axes)));
     if (f == "spec")
-      parts.push_back(fmt::format("spec {} -> {}", Spec(t.a->spec), Spec(t.b->spec)));
+      parts.push_back(
+          fmt::format("spec {} -> {}", Spec(t.a->written_spec), Spec(t.b->written_spec)));
     if (f == "constraint")
       parts.push_back(fmt::format("set by {} -> {}",
                                   t.a->constraint.empty() ? "none" : t.a->constraint,
@@ -293,7 +294,12 @@ std::string TraceDiffToJson(const TraceDiff& d) {
     j["shape"] = s->shape;
     j["logical_axes"] =
         s->logical_axes ? Json(LogicalAxesToString(*s->logical_axes)) : Json(nullptr);
-    j["spec"] = s->spec ? Json(s->spec->ToString()) : Json(nullptr);
+    // The spec a statement wrote and the one XLA's propagation gives an unwritten tensor, apart;
+    // `placement` says which holds (explicit, shard_map, propagated, argument, unresolved).
+    j["written_spec"] = s->written_spec ? Json(s->written_spec->ToString()) : Json(nullptr);
+    j["propagated_spec"] =
+        s->propagated_spec ? Json(s->propagated_spec->ToString()) : Json(nullptr);
+    j["placement"] = ToString(s->placement);
     j["constraint"] = s->constraint.empty() ? Json(nullptr) : Json(s->constraint);
     j["local_shape"] = s->local_shape ? Json(*s->local_shape) : Json(nullptr);
     j["bytes_per_device"] = s->bytes_per_device ? Json(*s->bytes_per_device) : Json(nullptr);
@@ -317,7 +323,7 @@ std::string TraceDiffToJson(const TraceDiff& d) {
     return list;
   };
   Json root;
-  root["schema"] = 1;
+  root["schema"] = 2;  // 2: a tensor side's `spec` split into written_spec and propagated_spec
   root["same"] = d.same();
   root["block"] = d.block;
   root["a"] = side_info(d.a);

@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ir/fact_text.h"
-#include "ir/trace_totals.h"
+#include "spmd/trace_totals.h"
 
 namespace shardtrace {
 namespace {
@@ -23,7 +23,7 @@ Json SpecJson(const PartitionSpec& spec) {
   return dims;
 }
 
-Json TensorJson(const TensorRecord& t) {
+Json TensorJson(const TensorRecord& t, const TensorSpmd& s) {
   Json j;
   j["id"] = t.id;
   j["stable_id"] = t.stable_id;
@@ -43,8 +43,8 @@ Json TensorJson(const TensorRecord& t) {
       t.constraint == Constraint::kNone ? Json(nullptr) : Json(ToString(t.constraint));
   j["partition_spec"] = t.partition_spec ? SpecJson(*t.partition_spec) : Json(nullptr);
   j["physical"] = t.partition_spec ? Json(t.partition_spec->ToString()) : Json(nullptr);
-  j["local_shape"] = t.local_shape;
-  j["bytes_per_device"] = t.bytes_per_device;
+  j["local_shape"] = s.local_shape;
+  j["bytes_per_device"] = s.bytes_per_device;
   j["scope"] = t.scope;
   j["condition"] = t.condition.empty() ? Json(nullptr) : Json(t.condition);
   if (!t.note.empty()) j["note"] = t.note;
@@ -58,15 +58,15 @@ Json TensorJson(const TensorRecord& t) {
   } else {
     j["summary"] = nullptr;
   }
-  j["placement"] = ToString(t.placement);
-  j["propagated_spec"] = t.propagated_spec ? Json(t.propagated_spec->ToString()) : Json(nullptr);
+  j["placement"] = ToString(s.placement);
+  j["propagated_spec"] = s.propagated_spec ? Json(s.propagated_spec->ToString()) : Json(nullptr);
   if (!t.warnings.empty()) j["warnings"] = t.warnings;
   return j;
 }
 
 }  // namespace
 
-std::string TraceToJson(const Trace& trace) {
+std::string TraceToJson(const Trace& trace, const SpmdResult& spmd) {
   Json j;
   j["schema"] = 1;
   j["block"] = trace.block;
@@ -78,7 +78,7 @@ std::string TraceToJson(const Trace& trace) {
   j["maxtext_revision_why"] = trace.maxtext_revision_why;
   j["notes"] = trace.notes;
   Json tensors = Json::array();
-  for (const TensorRecord& t : trace.tensors) tensors.push_back(TensorJson(t));
+  for (const TensorRecord& t : trace.tensors) tensors.push_back(TensorJson(t, spmd.tensor(t.id)));
   j["tensors"] = tensors;
   Json ops = Json::array();
   for (const OpRecord& op : trace.ops) {
@@ -100,9 +100,9 @@ std::string TraceToJson(const Trace& trace) {
                          {"bytes_sent", op.collective->bytes_sent},
                          {"bytes_received", op.collective->bytes_received}};
     }
-    if (!op.implied.empty()) {
+    if (!spmd.implied_at(op.id).empty()) {
       Json implied = Json::array();
-      for (const ImpliedCollective& c : op.implied)
+      for (const ImpliedCollective& c : spmd.implied_at(op.id))
         implied.push_back({{"kind", ToString(c.kind)},
                            {"origin", "xla"},
                            {"tensor", c.tensor},
@@ -133,7 +133,7 @@ std::string TraceToJson(const Trace& trace) {
                      {"note", FactNote(f)}});
   }
   j["facts"] = facts;
-  const TraceTotals totals = ComputeTotals(trace);
+  const TraceTotals totals = ComputeTotals(trace, spmd);
   Json by_collective = Json::array();
   for (const CollectiveTotal& c : totals.collectives)
     by_collective.push_back({{"kind", c.written ? ToString(c.kind) : HloName(c.kind)},
@@ -146,26 +146,24 @@ std::string TraceToJson(const Trace& trace) {
       {"collective_bytes_sent_per_device", totals.collective_bytes_sent_per_device},
       {"implied_collective_bytes_sent_per_device", totals.implied_bytes_sent_per_device},
       {"collectives", by_collective}};
-  if (trace.memory) {
-    const MemoryEstimate& m = *trace.memory;
-    Json by_dtype = Json::object();
-    for (const auto& [dtype, bytes] : m.parameter_bytes_by_dtype) by_dtype[ToString(dtype)] = bytes;
-    auto holders = [](const std::vector<MemoryHolder>& hs) {
-      Json a = Json::array();
-      for (const MemoryHolder& h : hs) a.push_back({{"tensor", h.tensor}, {"bytes", h.bytes}});
-      return a;
-    };
-    j["memory"] = {{"parameter_bytes_by_dtype", by_dtype},
-                   {"parameter_bytes", m.parameter_bytes},
-                   {"input_bytes", m.input_bytes},
-                   {"peak_temporary_bytes", m.peak_temporary_bytes},
-                   {"peak_op", m.peak_op},
-                   {"peak_bytes", m.peak_bytes()},
-                   {"at_peak", holders(m.at_peak)},
-                   {"largest_temporaries", holders(m.largest)},
-                   {"weight_copy_bytes_at_peak", m.gathered_weight_bytes},
-                   {"unresolved_bytes_at_peak", m.unresolved_bytes}};
-  }
+  const MemoryEstimate& m = spmd.memory;
+  Json by_dtype = Json::object();
+  for (const auto& [dtype, bytes] : m.parameter_bytes_by_dtype) by_dtype[ToString(dtype)] = bytes;
+  auto holders = [](const std::vector<MemoryHolder>& hs) {
+    Json a = Json::array();
+    for (const MemoryHolder& h : hs) a.push_back({{"tensor", h.tensor}, {"bytes", h.bytes}});
+    return a;
+  };
+  j["memory"] = {{"parameter_bytes_by_dtype", by_dtype},
+                 {"parameter_bytes", m.parameter_bytes},
+                 {"input_bytes", m.input_bytes},
+                 {"peak_temporary_bytes", m.peak_temporary_bytes},
+                 {"peak_op", m.peak_op},
+                 {"peak_bytes", m.peak_bytes()},
+                 {"at_peak", holders(m.at_peak)},
+                 {"largest_temporaries", holders(m.largest)},
+                 {"weight_copy_bytes_at_peak", m.gathered_weight_bytes},
+                 {"unresolved_bytes_at_peak", m.unresolved_bytes}};
   return j.dump(1) + "\n";
 }
 

@@ -5,9 +5,12 @@
 #include <string>
 
 #include "ir/trace.h"
+#include "spmd/spmd_result.h"
 
 namespace shardtrace {
 
-std::string TraceToJson(const Trace& trace);
+// `spmd` is `trace`'s SPMD result: each tensor's placement, propagated spec and per-device
+// shape, the implied collectives and the memory are read from it.
+std::string TraceToJson(const Trace& trace, const SpmdResult& spmd);
 
 }  // namespace shardtrace

@@ -7,11 +7,11 @@
 #include <cmath>
 
 #include "emit/dim_letters.h"
-#include "ir/fact_text.h"
 #include "emit/human_bytes.h"
 #include "emit/text_table.h"
 #include "emit/xla_spmd_text.h"
-#include "ir/trace_totals.h"
+#include "ir/fact_text.h"
+#include "spmd/trace_totals.h"
 
 namespace shardtrace {
 namespace {
@@ -25,7 +25,7 @@ std::string SummaryText(const NumericSummary& s, DType dtype) {
 
 }  // namespace
 
-std::string TraceToTable(const Trace& trace) {
+std::string TraceToTable(const Trace& trace, const SpmdResult& spmd) {
   std::string out;
   out += fmt::format("block  {}\npath   {}\nmesh   {} ({} device{}), {}\nmoe.py {} ({})\n",
                      trace.block, trace.path, trace.mesh, trace.num_devices,
@@ -36,6 +36,7 @@ std::string TraceToTable(const Trace& trace) {
   TextTable* table = nullptr;
   std::vector<std::pair<std::string, TextTable>> tables;
   for (const TensorRecord& t : trace.tensors) {
+    const TensorSpmd& s = spmd.tensor(t.id);
     if (t.scope != scope) {
       scope = t.scope;
       tables.emplace_back(
@@ -56,14 +57,14 @@ std::string TraceToTable(const Trace& trace) {
         fmt::format("{} {}", ShapeToString(t.shape), DimsText(t.dims)),
         t.logical_axes ? LogicalAxesToString(*t.logical_axes) : "",
         t.partition_spec    ? t.partition_spec->ToString()
-        : t.propagated_spec ? t.propagated_spec->ToString()
+        : s.propagated_spec ? s.propagated_spec->ToString()
                             : "",
-        ShapeToString(t.local_shape) + (t.in_shard_map ? " (per device)" : ""),
-        HumanBytes(t.bytes_per_device),
+        ShapeToString(s.local_shape) + (t.in_shard_map ? " (per device)" : ""),
+        HumanBytes(s.bytes_per_device),
         t.constraint != Constraint::kNone                          ? ToString(t.constraint)
-        : t.placement == Placement::kPropagated                    ? "(propagated)"
-        : t.placement == Placement::kArgument                      ? "(argument)"
-        : t.placement == Placement::kUnresolved && !t.in_shard_map ? "(unresolved: replicated)"
+        : s.placement == Placement::kPropagated                    ? "(propagated)"
+        : s.placement == Placement::kArgument                      ? "(argument)"
+        : s.placement == Placement::kUnresolved && !t.in_shard_map ? "(unresolved: replicated)"
                                                                    : "",
         t.condition};
     if (t.summary) row.push_back(SummaryText(*t.summary, t.dtype));
@@ -75,7 +76,7 @@ std::string TraceToTable(const Trace& trace) {
   TextTable collectives({"op", "axes", "participants", "output", "scope", "sent/device",
                          "received/device", "reshard"});
   for (const OpRecord& op : trace.ops) {
-    for (const ImpliedCollective& c : op.implied)
+    for (const ImpliedCollective& c : spmd.implied_at(op.id))
       collectives.AddRow({ImpliedLabel(c), fmt::format("{}", fmt::join(c.axes, ",")),
                           std::to_string(c.participants), trace.tensors[c.tensor].name, op.scope,
                           HumanBytes(c.bytes_per_device), HumanBytes(c.bytes_per_device),
@@ -105,11 +106,11 @@ std::string TraceToTable(const Trace& trace) {
                          note.empty() ? "" : "   # " + note);
     }
   }
-  const TraceTotals totals = ComputeTotals(trace);
+  const TraceTotals totals = ComputeTotals(trace, spmd);
   out += fmt::format("\ncollectives sent per device: {} written in moe.py, {} inserted by XLA\n",
                      HumanBytes(totals.collective_bytes_sent_per_device),
                      HumanBytes(totals.implied_bytes_sent_per_device));
-  const std::vector<std::string> memory = MemoryLines(trace);
+  const std::vector<std::string> memory = MemoryLines(trace, spmd);
   if (!memory.empty()) {
     out += "\nmemory per device (forward pass; docs/xla-model.md)\n";
     for (const std::string& line : memory) out += "  " + line + "\n";

@@ -6,9 +6,12 @@
 #include <string>
 
 #include "ir/trace.h"
+#include "spmd/spmd_result.h"
 
 namespace shardtrace {
 
-std::string TraceToTable(const Trace& trace);
+// `spmd` is `trace`'s SPMD result (propagated specs, per-device shapes, implied collectives,
+// memory).
+std::string TraceToTable(const Trace& trace, const SpmdResult& spmd);
 
 }  // namespace shardtrace

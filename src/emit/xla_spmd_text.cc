@@ -32,9 +32,8 @@ std::string ShortScope(const std::string& scope) {
 
 }  // namespace
 
-std::vector<std::string> MemoryLines(const Trace& trace) {
-  if (!trace.memory) return {};
-  const MemoryEstimate& m = *trace.memory;
+std::vector<std::string> MemoryLines(const Trace& trace, const SpmdResult& spmd) {
+  const MemoryEstimate& m = spmd.memory;
   std::vector<std::string> lines;
   std::string by_dtype;
   for (const auto& [dtype, bytes] : m.parameter_bytes_by_dtype)
@@ -52,9 +51,10 @@ std::vector<std::string> MemoryLines(const Trace& trace) {
   const size_t shown = std::min<size_t>(m.at_peak.size(), 6);
   for (size_t i = 0; i < shown; ++i) {
     const TensorRecord& t = trace.tensors[m.at_peak[i].tensor];
+    const TensorSpmd& s = spmd.tensor(t.id);
     lines.push_back(fmt::format("  {:>10}  {} {}{} {} in {}", HumanBytes(m.at_peak[i].bytes),
-                                t.name, ToString(t.dtype), ShapeToString(t.local_shape),
-                                ToString(t.placement), ShortScope(t.scope)));
+                                t.name, ToString(t.dtype), ShapeToString(s.local_shape),
+                                ToString(s.placement), ShortScope(t.scope)));
   }
   if (m.at_peak.size() > shown) {
     int64_t rest = 0;

@@ -1,6 +1,8 @@
 // Trace: what one run of a MaxText MoE/MLP path recorded, in program order. It is plain
 // data (ids are vector indices, no pointers) produced by the Tracer and consumed by the
-// emitters (table, json, dump, dot, ...), which never re-derive shardings. Besides its
+// emitters (table, json, dump, dot, ...), which never re-derive shardings. It holds what the
+// code wrote; what XLA's SPMD partitioner would add (propagated specs, per-device shapes,
+// implied collectives, memory) is a SpmdResult beside it (spmd/spmd_result.h). Besides its
 // index, every tensor has a stable id (scope path, name, occurrence) that names the same
 // tensor across configs and runs: the key diff and compare-dump align tensors by.
 //
@@ -25,14 +27,13 @@
 #include <string_view>
 #include <vector>
 
+#include "ir/collective_kind.h"
+#include "ir/fact.h"
+#include "ir/op_kind.h"
 #include "numeric/array.h"
 #include "numeric/einsum.h"
 #include "shard/axis_rules.h"
 #include "shard/partition_spec.h"
-#include "ir/collective_kind.h"
-#include "ir/fact.h"
-#include "ir/op_kind.h"
-#include "ir/xla_spmd.h"
 
 namespace shardtrace {
 
@@ -71,9 +72,10 @@ struct TensorRecord {
   Shape shape;       // global shape; inside shard_map the per-device block shape
   std::optional<LogicalAxes> logical_axes;
   Constraint constraint = Constraint::kNone;
-  std::optional<PartitionSpec> partition_spec;  // after size-1 removal; set with a constraint
-  Shape local_shape;
-  int64_t bytes_per_device = 0;
+  // What the statement wrote (after size-1 removal); set with a constraint. The spec XLA would
+  // propagate to the others, and every per-device shape, are the SPMD model's
+  // (spmd/spmd_result.h), beside the Trace.
+  std::optional<PartitionSpec> partition_spec;
   std::string scope;      // RoutedMoE/sparse_matmul/wrapper/permute
   std::string condition;  // e.g. "capacity_factor > 0"; empty when unconditional
   // The nested conditions `condition` joins with " && ", outermost first, so renderers can
@@ -85,11 +87,6 @@ struct TensorRecord {
   bool in_shard_map = false;
   std::optional<NumericSummary> summary;
   std::vector<std::string> warnings;  // uneven divisions
-  // Set by the SPMD analysis (spmd/spmd_analysis.h). A propagated tensor keeps `partition_spec`
-  // empty (only statements set it) and gets its sharding here; local_shape and bytes_per_device are
-  // then per device under it.
-  Placement placement = Placement::kUnresolved;
-  std::optional<PartitionSpec> propagated_spec;
 };
 
 // A collective between virtual devices, with the bytes it moves.
@@ -116,8 +113,6 @@ struct OpRecord {
   std::string scope;
   std::optional<CollectiveRecord> collective;  // a collective moe.py writes
   std::string function;  // kActivation: the activation ("silu", "sigmoid", ...)
-  std::vector<ImpliedCollective>
-      implied;  // collectives XLA inserts at this op (spmd/spmd_analysis.h)
   // kEinsum: the equation as the tracer parsed it (operand, output, contracted letters),
   // so emitters read the letters instead of re-parsing `equation`.
   std::optional<ParsedEinsum> einsum;
@@ -171,8 +166,6 @@ struct Trace {
   std::vector<LoopIteration> loop_iterations;  // in program order
   // Why get_topk routes this way (MoeSetup::routing_reasons); empty for blocks without routing.
   std::vector<std::string> routing;
-  std::optional<MemoryEstimate>
-      memory;  // per device; set by the SPMD analysis (spmd/spmd_analysis.h)
 
   // Tensors the invariants and golden checks read by meaning; -1 when the path has none.
   int input = -1;          // the block's input [B,S,M]

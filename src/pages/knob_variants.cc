@@ -7,9 +7,9 @@
 #include <optional>
 #include <utility>
 
-#include "ir/trace_totals.h"
 #include "paths/moe_block.h"
 #include "run/run.h"
+#include "spmd/trace_totals.h"
 #include "util/error.h"
 
 namespace shardtrace {
@@ -99,7 +99,7 @@ KnobRun Trace1(const VariantBase& base, std::string change, const std::vector<st
     const TraceTotals& totals = run.totals;
     out.mesh = run.trace.mesh;
     out.path = run.trace.path;
-    out.peak_bytes = run.trace.memory ? run.trace.memory->peak_bytes() : 0;
+    out.peak_bytes = run.spmd.memory.peak_bytes();
     out.written_bytes = totals.collective_bytes_sent_per_device;
     out.implied_bytes = totals.implied_bytes_sent_per_device;
   } catch (const Error& e) {

@@ -54,8 +54,8 @@ std::string PathLine(const Trace& trace) {
                      trace.num_devices, why);
 }
 
-std::string BudgetTable(const Trace& trace, const TraceTotals& totals) {
-  const MemoryEstimate& m = *trace.memory;
+std::string BudgetTable(const Trace& trace, const SpmdResult& spmd, const TraceTotals& totals) {
+  const MemoryEstimate& m = spmd.memory;
   std::string by_dtype;
   for (const auto& [dtype, bytes] : m.parameter_bytes_by_dtype)
     by_dtype +=
@@ -64,7 +64,8 @@ std::string BudgetTable(const Trace& trace, const TraceTotals& totals) {
   if (!m.at_peak.empty()) {
     const TensorRecord& t = trace.tensors[m.at_peak.front().tensor];
     largest = fmt::format("largest buffer: `{}` {}{} {}", t.name, ShortDtype(t.dtype),
-                          ShapeToString(t.local_shape), HumanBytes(m.at_peak.front().bytes));
+                          ShapeToString(spmd.tensor(t.id).local_shape),
+                          HumanBytes(m.at_peak.front().bytes));
   }
   int written = 0, implied = 0;
   for (const CollectiveTotal& c : totals.collectives) (c.written ? written : implied) += c.count;
@@ -181,14 +182,14 @@ Accelerator ParseAccelerator(const std::string& text) {
 std::string SummaryMarkdown(const SummaryInput& in) {
   const Trace& trace = *in.trace;
   std::string out = "## Summary\n\n" + PathLine(trace) + "\n\n";
-  if (trace.memory) {
-    out += BudgetTable(trace, in.totals) + "\n";
-    out += FitLine(trace.memory->peak_bytes(), in.accelerators);
+  if (in.spmd) {
+    out += BudgetTable(trace, *in.spmd, in.totals) + "\n";
+    out += FitLine(in.spmd->memory.peak_bytes(), in.accelerators);
   }
   out += fmt::format(
       "{}Every figure is per device for one layer's **forward pass** (shardtrace traces no "
       "backward pass), from this run's totals{}.\n\n",
-      trace.memory ? " " : "", in.legend.empty() ? "" : "; " + in.legend);
+      in.spmd ? " " : "", in.legend.empty() ? "" : "; " + in.legend);
   out += CollectiveTable(trace, in.totals);
   const std::string knobs = KnobTable(trace, in.knobs);
   if (!knobs.empty()) out += "\n" + knobs;

@@ -4,15 +4,15 @@
 // per layer written in moe.py and inserted by XLA) and how the peak fits the HBM of common
 // accelerators; the collectives per layer; and the knobs that change this, each a traced
 // variant (knob_variants.h). Every figure is read from the run's totals (TraceTotals,
-// Trace::memory) or a variant's: this file formats, it never adds up or estimates.
+// SpmdResult::memory) or a variant's: this file formats, it never adds up or estimates.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "ir/trace.h"
-#include "ir/trace_totals.h"
 #include "pages/knob_variants.h"
+#include "spmd/trace_totals.h"
 
 namespace shardtrace {
 
@@ -30,8 +30,9 @@ std::vector<Accelerator> DefaultAccelerators();
 Accelerator ParseAccelerator(const std::string& text);
 
 struct SummaryInput {
-  const Trace* trace = nullptr;  // the page's run (Trace::memory set by the SPMD analysis)
-  TraceTotals totals;            // the run's (RunResult::totals)
+  const Trace* trace = nullptr;      // the page's run
+  const SpmdResult* spmd = nullptr;  // its SPMD result (the memory); null: no budget table
+  TraceTotals totals;                // the run's (RunResult::totals)
   std::vector<KnobRun> knobs;    // TraceKnobs(...): the config as given first
   std::vector<Accelerator> accelerators = DefaultAccelerators();
   std::string legend;  // markdown naming the legend ("[legend](README.md#legend)")

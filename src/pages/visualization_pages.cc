@@ -18,6 +18,7 @@
 #include "pages/page_summary.h"
 #include "paths/moe_block.h"
 #include "run/run.h"
+#include "spmd/trace_totals.h"
 #include "util/error.h"
 
 namespace shardtrace {
@@ -349,8 +350,9 @@ RunResult SeededRun(const std::vector<std::string>& args, int64_t devices, const
 
 }  // namespace
 
-std::vector<std::pair<std::string, std::string>> PageGraphs(const Trace& trace) {
-  const std::vector<MermaidPart> parts = MermaidFlowParts(trace);
+std::vector<std::pair<std::string, std::string>> PageGraphs(const Trace& trace,
+                                                            const SpmdResult& spmd) {
+  const std::vector<MermaidPart> parts = MermaidFlowParts(trace, spmd);
   // A graph's collectives: its `⇄` nodes, not the `↑ ⇄` ones that stand for another phase's.
   const auto collectives = [](const std::string& text) {
     int n = 0;
@@ -387,9 +389,9 @@ RenderedPage RenderPage(const VisualizationPage& v) {
   doc.source = PageSourceText(v.source);
   doc.moe_line_refs = v.source == PageSource::kSeedMoe;
   doc.config_files = in.config.loaded_files();
-  doc.overview = FlowOverview(run.trace);
-  doc.flow = AsciiFlow(run.trace);
-  doc.graphs = PageGraphs(run.trace);
+  doc.overview = FlowOverview(run.trace, run.spmd);
+  doc.flow = AsciiFlow(run.trace, run.spmd);
+  doc.graphs = PageGraphs(run.trace, run.spmd);
   doc.examples = TreeSections(run.trace, run.captures, v.trees, kPageTrees);
   if (v.send_matrices)
     for (MarkdownExample& e : SendMatrixSections(run.trace, run.captures, kPageTrees))
@@ -397,7 +399,7 @@ RenderedPage RenderPage(const VisualizationPage& v) {
   std::vector<Invariant> section_invariants;
   for (const PageRun& more : v.more_runs) {
     const RunResult other = SeededRun(more.args, more.devices, "moe", "");
-    std::string text = AsciiFlow(other.trace, 100, more.only_scope);
+    std::string text = AsciiFlow(other.trace, other.spmd, 100, more.only_scope);
     const auto indices = other.captures.find("top_k_indices");
     const auto weights = other.captures.find("top_k_weights");
     const auto scores = other.captures.find("router_scores");
@@ -434,6 +436,7 @@ RenderedPage RenderPage(const VisualizationPage& v) {
   }
   doc.summary_section =
       SummaryMarkdown({.trace = &run.trace,
+                       .spmd = &run.spmd,
                        .totals = run.totals,
                        .knobs = TraceKnobs({.args = v.args,
                                             .devices = v.devices,
@@ -442,11 +445,13 @@ RenderedPage RenderPage(const VisualizationPage& v) {
                                             .extra = {}},
                                            run.trace),
                        .legend = "the symbols are explained in the [legend](README.md#legend)"});
-  doc.invariants = TraceInvariants(run.trace, &run.captures, reference ? &*reference : nullptr);
+  doc.invariants =
+      TraceInvariants(run.trace, run.spmd, &run.captures, reference ? &*reference : nullptr);
   for (Invariant& inv : section_invariants) doc.invariants.push_back(std::move(inv));
   RenderedPage page;
-  page.text = RenderVisualization(doc, run.trace);
+  page.text = RenderVisualization(doc, run.trace, run.spmd);
   page.trace = run.trace;
+  page.spmd = run.spmd;
   page.invariants = doc.invariants;
   return page;
 }

@@ -80,13 +80,15 @@ std::string VisualizationIndex(const std::vector<VisualizationPage>& pages);
 struct RenderedPage {
   std::string text;                   // the whole markdown document
   Trace trace;                        // the trace it was rendered from
+  SpmdResult spmd;                    // and its SPMD result
   std::vector<Invariant> invariants;  // as the page lists them
 };
 
 // The page's Mermaid graphs, one per phase of the flow (MermaidFlowParts), titled by phase:
 // first the one a page shows, the phase with the most collectives (the experts when none
 // has any), then the others in flow order, which the page folds.
-std::vector<std::pair<std::string, std::string>> PageGraphs(const Trace& trace);
+std::vector<std::pair<std::string, std::string>> PageGraphs(const Trace& trace,
+                                                            const SpmdResult& spmd);
 
 // Runs the page's trace (numeric, seeded) and renders it. Deterministic.
 RenderedPage RenderPage(const VisualizationPage& page);

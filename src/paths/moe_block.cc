@@ -10,7 +10,6 @@
 #include "paths/traced_ops.h"
 #include "shard/axis_rules.h"
 #include "shard/mesh.h"
-#include "spmd/spmd_analysis.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 
@@ -270,11 +269,6 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
     if (routed.bias_updates) ctx.Capture("bias_updates", routed.bias_updates->array());
   }
   run.trace = std::move(t).Finish();
-  // The decoder layer's constraint on the normed hidden states, which the block receives.
-  const LogicalAxes arrival =
-      LogicalNames({"activation_batch", "activation_norm_length", "activation_embed"});
-  AnalyzeSpmd(mesh, &run.trace,
-              ResolveLogicalAxes(arrival, config.logical_axis_rules(), &mesh).spec);
   return run;
 }
 

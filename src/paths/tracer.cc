@@ -75,9 +75,7 @@ int Tracer::Record(const Out& out, const std::vector<Array>& shards, bool per_de
   t.dtype = a.dtype;
   t.dims = out.dims;
   t.shape = a.shape;
-  t.local_shape = a.shape;
-  if (!t.shape.empty()) t.shape[0] = t.local_shape[0] = RecordedRows(out.dims, t.shape[0]);
-  t.bytes_per_device = TensorBytes(t.shape, a.dtype);
+  if (!t.shape.empty()) t.shape[0] = RecordedRows(out.dims, t.shape[0]);
   t.scope = CurrentScope();
   const std::string path = t.scope.empty() ? t.name : t.scope + "/" + t.name;
   t.stable_id = fmt::format("{}#{}", path, occurrences_[path]++);
@@ -117,10 +115,7 @@ Value Tracer::Weight(const Out& out, Array value, const LogicalAxes& kernel_axes
   t.logical_axes = kernel_axes;
   t.constraint = Constraint::kKernelAxes;
   t.partition_spec = res.spec;
-  const Sharding s = ShardTensor(t.name, t.shape, t.dtype, res.spec, mesh_);
-  t.local_shape = s.local_shape;
-  t.bytes_per_device = s.bytes_per_device;
-  t.warnings = s.warnings;
+  t.warnings = ShardTensor(t.name, t.shape, t.dtype, res.spec, mesh_).warnings;
   RecordOp({OpKind::kParam, "", {}}, {}, {v.tensor});
   return v;
 }
@@ -212,10 +207,7 @@ Value Tracer::Constrain(const Value& x, const std::string& name, const std::stri
   t.logical_axes = axes;
   t.constraint = constraint;
   t.partition_spec = spec;
-  const Sharding s = ShardTensor(name, t.shape, t.dtype, spec, mesh_);
-  t.local_shape = s.local_shape;
-  t.bytes_per_device = s.bytes_per_device;
-  t.warnings = s.warnings;
+  t.warnings = ShardTensor(name, t.shape, t.dtype, spec, mesh_).warnings;
   OpDesc op{OpKind::kShardingConstraint, "", {{"spec", spec.ToString()}}};
   if (axes) op.attrs.insert(op.attrs.begin(), {"logical_axes", LogicalAxesToString(*axes)});
   RecordOp(op, {x.tensor}, {v.tensor});
@@ -307,11 +299,6 @@ Value Tracer::ShardMapOut(const Value& x, const std::string& name, const std::st
   TensorRecord& t = trace_.tensors[v.tensor];
   t.constraint = Constraint::kShardMapOut;
   t.partition_spec = spec;
-  if (spec.rank() == t.shape.size()) {
-    const Sharding s = ShardTensor(name, t.shape, t.dtype, spec, mesh_);
-    t.local_shape = s.local_shape;
-    t.bytes_per_device = s.bytes_per_device;
-  }
   RecordOp({OpKind::kShardMapOut, "", {{"spec", spec.ToString()}}}, {x.tensor}, {v.tensor});
   return v;
 }

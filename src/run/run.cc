@@ -2,6 +2,8 @@
 
 #include "config/run_inputs.h"
 #include "paths/moe_params.h"
+#include "shard/axis_rules.h"
+#include "spmd/spmd_analysis.h"
 
 namespace shardtrace {
 namespace {
@@ -53,8 +55,13 @@ RunResult Run(const RunRequest& request) {
   options.summaries = request.summaries;
   options.progress = request.progress;
   BlockRun run = RunBlock(s.config, s.mesh, s.setup, Params(request, s), request.block, options);
-  const TraceTotals totals = ComputeTotals(run.trace);
-  return {std::move(s), std::move(run.trace), std::move(run.captures), totals};
+  // The decoder layer's constraint on the normed hidden states, which the block receives.
+  const LogicalAxes arrival =
+      LogicalNames({"activation_batch", "activation_norm_length", "activation_embed"});
+  SpmdResult spmd = AnalyzeSpmd(
+      s.mesh, run.trace, ResolveLogicalAxes(arrival, s.config.logical_axis_rules(), &s.mesh).spec);
+  const TraceTotals totals = ComputeTotals(run.trace, spmd);
+  return {std::move(s), std::move(run.trace), std::move(spmd), std::move(run.captures), totals};
 }
 
 }  // namespace shardtrace

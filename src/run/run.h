@@ -10,11 +10,12 @@
 #include "config/config.h"
 #include "config/run_inputs.h"
 #include "ir/trace.h"
-#include "ir/trace_totals.h"
 #include "numeric/array.h"
 #include "paths/moe_setup.h"
 #include "run/run_request.h"
 #include "shard/mesh.h"
+#include "spmd/spmd_result.h"
+#include "spmd/trace_totals.h"
 
 namespace shardtrace {
 
@@ -28,6 +29,9 @@ struct RunSetup {
 struct RunResult {
   RunSetup setup;
   Trace trace;
+  // What XLA's SPMD partitioner adds to `trace` (spmd/spmd_analysis.h): per tensor the
+  // propagated spec and per-device shape, the implied collectives, the memory estimate.
+  SpmdResult spmd;
   // Global numeric arrays by golden-format name (empty for a symbolic run).
   std::map<std::string, Array> captures;
   TraceTotals totals;

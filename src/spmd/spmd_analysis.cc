@@ -171,13 +171,14 @@ enum class Source { kNone, kExplicit, kArgument, kForward, kBackward };
 
 class Analysis {
  public:
-  Analysis(const Mesh& mesh, Trace* trace, const std::optional<PartitionSpec>& input_arrival)
+  Analysis(const Mesh& mesh, const Trace& trace, const std::optional<PartitionSpec>& input_arrival)
       : mesh_(mesh),
-        trace_(*trace),
-        spec_(trace->tensors.size()),
-        source_(trace->tensors.size(), Source::kNone),
-        consumers_(trace->tensors.size()),
-        producer_(trace->tensors.size(), -1) {
+        trace_(trace),
+        spec_(trace.tensors.size()),
+        source_(trace.tensors.size(), Source::kNone),
+        consumers_(trace.tensors.size()),
+        producer_(trace.tensors.size(), -1) {
+    result_.implied.resize(trace.ops.size());
     for (const OpRecord& op : trace_.ops) {
       rules_.push_back(Classify(op, trace_));
       kind_rules_.push_back(ClassifyKind(op, trace_));
@@ -200,8 +201,7 @@ class Analysis {
     }
   }
 
-  void Run() {
-    for (auto& op : trace_.ops) op.implied.clear();
+  SpmdResult Run() && {
     // Strict forward sweeps (every operand placed) and backward sweeps to a fixed point;
     // only then may ops with some operands unplaced propagate (counting those replicated),
     // so a constraint downstream outranks a guess from half the operands.
@@ -217,7 +217,8 @@ class Analysis {
     }
     Implied();
     Record();
-    trace_.memory = EstimateMemory(trace_, Fused());
+    result_.memory = EstimateMemory(trace_, result_, Fused());
+    return std::move(result_);
   }
 
  private:
@@ -418,7 +419,7 @@ class Analysis {
   }
 
   // Records the collectives taking tensor `id` to `to` at `op`.
-  void Reshard(OpRecord& op, int id, const PartitionSpec& to, const std::string& reason,
+  void Reshard(const OpRecord& op, int id, const PartitionSpec& to, const std::string& reason,
                bool keep_slices) {
     // A weight cast to the compute dtype moves before the cast: XLA all-gathers the float32
     // parameter and converts the gathered copy (the compiled HLO of every bf16 fixture case
@@ -429,7 +430,7 @@ class Analysis {
       if (c.kind == CollectiveKind::kSlice && !keep_slices) continue;
       c.tensor = moved;
       c.reason = reason;
-      op.implied.push_back(std::move(c));
+      result_.implied[op.id].push_back(std::move(c));
     }
   }
 
@@ -445,7 +446,7 @@ class Analysis {
   // Second sweep, over the final shardings: the collectives and where partial sums go.
   void Implied() {
     partial_.assign(trace_.tensors.size(), {});
-    for (OpRecord& op : trace_.ops) {
+    for (const OpRecord& op : trace_.ops) {
       const Rule rule = rules_[op.id];
       switch (rule) {
         case Rule::kConstraint:
@@ -550,30 +551,35 @@ class Analysis {
     return fused;
   }
 
-  // Writes placements and per-device shapes into the trace.
+  // Every tensor's placement and per-device shape: a shard_map record is already one device's
+  // block, a written spec is the statement's (a shorter spec leaves the trailing dims whole, as
+  // P() does), anything else has the spec propagation gave it, or none (counted replicated).
   void Record() {
-    for (TensorRecord& t : trace_.tensors) {
+    result_.tensors.resize(trace_.tensors.size());
+    for (const TensorRecord& t : trace_.tensors) {
+      TensorSpmd& r = result_.tensors[t.id];
       if (t.in_shard_map) {
-        t.placement = Placement::kShardMapBlock;
-        continue;
+        r.placement = Placement::kShardMapBlock;
+        r.local_shape = t.shape;
+      } else if (source_[t.id] == Source::kExplicit) {
+        r.placement = Placement::kExplicit;
+        r.local_shape = LocalShapeOf(t.shape, *t.partition_spec, mesh_);
+      } else {
+        const PartitionSpec spec =
+            spec_[t.id] ? *spec_[t.id] : PartitionSpec::Replicated(t.shape.size());
+        r.placement = source_[t.id] == Source::kArgument ? Placement::kArgument
+                      : spec_[t.id]                      ? Placement::kPropagated
+                                                         : Placement::kUnresolved;
+        r.propagated_spec = spec;
+        r.local_shape = LocalShapeOf(t.shape, spec, mesh_);
       }
-      if (source_[t.id] == Source::kExplicit) {
-        t.placement = Placement::kExplicit;
-        continue;
-      }
-      const PartitionSpec spec =
-          spec_[t.id] ? *spec_[t.id] : PartitionSpec::Replicated(t.shape.size());
-      t.placement = source_[t.id] == Source::kArgument ? Placement::kArgument
-                    : spec_[t.id]                      ? Placement::kPropagated
-                                                       : Placement::kUnresolved;
-      t.propagated_spec = spec;
-      t.local_shape = LocalShapeOf(t.shape, spec, mesh_);
-      t.bytes_per_device = TensorBytes(t.local_shape, t.dtype);
+      r.bytes_per_device = TensorBytes(r.local_shape, t.dtype);
     }
   }
 
   const Mesh& mesh_;
-  Trace& trace_;
+  const Trace& trace_;
+  SpmdResult result_;
   std::vector<std::optional<PartitionSpec>> spec_;
   std::vector<Source> source_;
   std::vector<std::vector<int>> consumers_;
@@ -585,9 +591,9 @@ class Analysis {
 
 }  // namespace
 
-void AnalyzeSpmd(const Mesh& mesh, Trace* trace,
-                 const std::optional<PartitionSpec>& input_arrival) {
-  Analysis(mesh, trace, input_arrival).Run();
+SpmdResult AnalyzeSpmd(const Mesh& mesh, const Trace& trace,
+                       const std::optional<PartitionSpec>& input_arrival) {
+  return Analysis(mesh, trace, input_arrival).Run();
 }
 
 }  // namespace shardtrace

@@ -1,9 +1,9 @@
-// The pass that adds to a finished Trace what XLA's SPMD partitioner adds to the program:
-// a sharding for every tensor outside shard_map (explicit, or propagated as documented in
-// docs/xla-model.md), the collectives XLA inserts where shardings change or a
-// contraction leaves partial sums (OpRecord::implied), and the per-device memory
-// (Trace::memory, spmd/spmd_memory_estimate.h). It reads shapes, specs and op kinds only, so a
-// symbolic full-size trace and a numeric one get the same answer.
+// The pass that computes, for a finished Trace, what XLA's SPMD partitioner adds to the
+// program, as a SpmdResult beside the Trace (which it never changes): a sharding for every
+// tensor outside shard_map (explicit, or propagated as documented in
+// docs/xla-model.md), the collectives XLA inserts where shardings change or a contraction leaves
+// partial sums, and the per-device memory (spmd/spmd_memory_estimate.h). It reads shapes, specs and
+// op kinds only, so a symbolic full-size trace and a numeric one get the same answer.
 //
 // Propagation model: explicit shardings are fixed; a forward sweep gives an op's outputs a
 // sharding from its operands (elementwise ops keep it, reshapes carry it to the major dim of
@@ -21,17 +21,18 @@
 
 #include <optional>
 
+#include "ir/trace.h"
 #include "shard/mesh.h"
 #include "shard/partition_spec.h"
-#include "ir/trace.h"
+#include "spmd/spmd_result.h"
 
 namespace shardtrace {
 
-// Fills placement/propagated_spec/local_shape/bytes_per_device of tensors outside shard_map,
-// OpRecord::implied and Trace::memory. `input_arrival` is Trace::input's sharding as handed
-// over; an entry whose devices do not divide its dim is dropped, as MaxText's
-// adjust_pspec_for_indivisible_shapes does. Idempotent.
-void AnalyzeSpmd(const Mesh& mesh, Trace* trace,
-                 const std::optional<PartitionSpec>& input_arrival = std::nullopt);
+// The placement, propagated spec and per-device shape of every tensor, the implied
+// collectives of every op and the memory estimate of `trace`. `input_arrival` is
+// Trace::input's sharding as handed over; an entry whose devices do not divide its dim is
+// dropped, as MaxText's adjust_pspec_for_indivisible_shapes does.
+SpmdResult AnalyzeSpmd(const Mesh& mesh, const Trace& trace,
+                       const std::optional<PartitionSpec>& input_arrival = std::nullopt);
 
 }  // namespace shardtrace

@@ -9,28 +9,29 @@ namespace {
 // Ops whose output is its operand's buffer in XLA (no copy). An astype to the operand's own
 // dtype is an identity convert that XLA removes: a float32 kernel used in a float32 einsum is
 // the argument itself, not a weight copy (the 1-device fixtures' temp_size shows no such copy).
-bool Aliases(const Trace& trace, const OpRecord& op) {
+bool Aliases(const Trace& trace, const SpmdResult& spmd, const OpRecord& op) {
   const OpKind k = op.kind;
-  if (k == OpKind::kAstype && op.implied.empty() && op.inputs.size() == 1 &&
-      op.outputs.size() == 1 &&
+  const std::vector<ImpliedCollective>& implied = spmd.implied_at(op.id);
+  if (k == OpKind::kAstype && implied.empty() && op.inputs.size() == 1 && op.outputs.size() == 1 &&
       trace.tensors[op.inputs.front()].dtype == trace.tensors[op.outputs.front()].dtype &&
-      trace.tensors[op.inputs.front()].bytes_per_device ==
-          trace.tensors[op.outputs.front()].bytes_per_device)
+      spmd.tensor(op.inputs.front()).bytes_per_device ==
+          spmd.tensor(op.outputs.front()).bytes_per_device)
     return true;
   if (k == OpKind::kReshape || k == OpKind::kCheckpointName || k == OpKind::kOptimizationBarrier ||
       k == OpKind::kShardMapOut)
     return true;
   if (k == OpKind::kShardingConstraint || k == OpKind::kShardMapIn) {
-    for (const ImpliedCollective& c : op.implied)
+    for (const ImpliedCollective& c : implied)
       if (c.kind != CollectiveKind::kSlice) return false;
-    return op.implied.empty();  // a slice writes a new (smaller) buffer
+    return implied.empty();  // a slice writes a new (smaller) buffer
   }
   return false;
 }
 
 }  // namespace
 
-MemoryEstimate EstimateMemory(const Trace& trace, const std::vector<bool>& fused) {
+MemoryEstimate EstimateMemory(const Trace& trace, const SpmdResult& spmd,
+                              const std::vector<bool>& fused) {
   MemoryEstimate m;
   const size_t n = trace.tensors.size();
   const int num_ops = static_cast<int>(trace.ops.size());
@@ -46,13 +47,13 @@ MemoryEstimate EstimateMemory(const Trace& trace, const std::vector<bool>& fused
         const TensorRecord& t = trace.tensors[out];
         argument[out] = true;
         if (op.kind == OpKind::kParam)
-          params[t.dtype] += t.bytes_per_device;
+          params[t.dtype] += spmd.tensor(out).bytes_per_device;
         else
-          m.input_bytes += t.bytes_per_device;
+          m.input_bytes += spmd.tensor(out).bytes_per_device;
       }
     } else if (op.kind == OpKind::kRaggedAllToAll && op.inputs.size() > 1) {
       root[op.outputs.front()] = root[op.inputs[1]];  // written into its `output` operand
-    } else if (Aliases(trace, op) && !op.inputs.empty()) {
+    } else if (Aliases(trace, spmd, op) && !op.inputs.empty()) {
       for (const int out : op.outputs) root[out] = root[op.inputs.front()];
     }
   }
@@ -75,7 +76,7 @@ MemoryEstimate EstimateMemory(const Trace& trace, const std::vector<bool>& fused
     int e = std::max(def[t.id], last[t.id]);
     if (t.id == final_output) e = num_ops - 1;
     end[r] = std::max(end[r], e);
-    size[r] = std::max(size[r], t.bytes_per_device);
+    size[r] = std::max(size[r], spmd.tensor(t.id).bytes_per_device);
   }
   std::vector<int64_t> delta(num_ops + 1, 0), transient(num_ops, 0);
   for (size_t b = 0; b < n; ++b)
@@ -86,7 +87,7 @@ MemoryEstimate EstimateMemory(const Trace& trace, const std::vector<bool>& fused
   // Operands an einsum (or elementwise op) gathers exist only while it runs.
   for (const OpRecord& op : trace.ops)
     if (op.kind != OpKind::kShardingConstraint && op.kind != OpKind::kShardMapIn)
-      for (const ImpliedCollective& c : op.implied)
+      for (const ImpliedCollective& c : spmd.implied_at(op.id))
         if (c.kind == CollectiveKind::kAllGather || c.kind == CollectiveKind::kAllToAll) {
           const TensorRecord& t = trace.tensors[c.tensor];
           int64_t elems = 1;
@@ -109,7 +110,7 @@ MemoryEstimate EstimateMemory(const Trace& trace, const std::vector<bool>& fused
       m.at_peak.push_back({static_cast<int>(b), size[b]});
       const TensorRecord& t = trace.tensors[b];
       if (t.kind == TensorKind::kWeight) m.gathered_weight_bytes += size[b];
-      if (t.placement == Placement::kUnresolved) m.unresolved_bytes += size[b];
+      if (spmd.tensor(t.id).placement == Placement::kUnresolved) m.unresolved_bytes += size[b];
     }
   }
   auto by_size = [](const MemoryHolder& a, const MemoryHolder& b) {

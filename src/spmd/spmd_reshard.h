@@ -15,7 +15,7 @@
 #include "numeric/array.h"
 #include "shard/mesh.h"
 #include "shard/partition_spec.h"
-#include "ir/xla_spmd.h"
+#include "spmd/xla_spmd.h"
 
 namespace shardtrace {
 

@@ -1,4 +1,4 @@
-#include "ir/trace_totals.h"
+#include "spmd/trace_totals.h"
 
 #include <algorithm>
 #include <vector>
@@ -19,13 +19,13 @@ void Add(std::vector<CollectiveTotal>& totals, CollectiveKind kind, bool written
 
 }  // namespace
 
-TraceTotals ComputeTotals(const Trace& trace) {
+TraceTotals ComputeTotals(const Trace& trace, const SpmdResult& spmd) {
   TraceTotals totals;
   for (const TensorRecord& t : trace.tensors)
     if (t.kind == TensorKind::kWeight && t.constraint == Constraint::kKernelAxes)
-      totals.weight_bytes_per_device += t.bytes_per_device;
+      totals.weight_bytes_per_device += spmd.tensor(t.id).bytes_per_device;
   for (const OpRecord& op : trace.ops) {
-    for (const ImpliedCollective& c : op.implied) {
+    for (const ImpliedCollective& c : spmd.implied_at(op.id)) {
       totals.implied_bytes_sent_per_device += c.bytes_per_device;
       if (c.kind != CollectiveKind::kSlice)
         Add(totals.collectives, c.kind, /*written=*/false, c.axes, c.bytes_per_device);

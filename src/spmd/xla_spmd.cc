@@ -1,4 +1,4 @@
-#include "ir/xla_spmd.h"
+#include "spmd/xla_spmd.h"
 
 namespace shardtrace {
 

@@ -1,8 +1,9 @@
 // Per-device totals of a Trace: the weight bytes (every kernel_axes record) and the bytes
 // every device sends in the collectives moe.py writes and in those XLA inserts, also grouped
 // by collective (kind, origin, mesh axes) so a summary lists them without adding anything up
-// itself. Memory (liveness, peak) is Trace::memory, from the SPMD analysis
-// (spmd/spmd_analysis.h).
+// itself. The weights' per-device bytes and the implied collectives are the SPMD result's
+// (spmd/spmd_result.h), so the totals live with it; memory (liveness, peak) is
+// SpmdResult::memory.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "ir/trace.h"
+#include "spmd/spmd_result.h"
 
 namespace shardtrace {
 
@@ -25,12 +27,12 @@ struct CollectiveTotal {
 struct TraceTotals {
   int64_t weight_bytes_per_device = 0;
   int64_t collective_bytes_sent_per_device = 0;  // written: max over devices, summed
-  int64_t implied_bytes_sent_per_device = 0;     // inserted by XLA (OpRecord::implied)
+  int64_t implied_bytes_sent_per_device = 0;     // inserted by XLA (SpmdResult::implied)
   // Every collective that moves bytes (a local slice moves none), in order of first use;
   // their bytes add up to the two sums above.
   std::vector<CollectiveTotal> collectives;
 };
 
-TraceTotals ComputeTotals(const Trace& trace);
+TraceTotals ComputeTotals(const Trace& trace, const SpmdResult& spmd);
 
 }  // namespace shardtrace

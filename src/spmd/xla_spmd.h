@@ -1,18 +1,18 @@
-// What XLA's SPMD partitioner adds to a traced program, as plain data on the Trace: where a
-// tensor's sharding comes from (a statement moe.py wrote, a shard_map block, or sharding
-// propagation), the collectives XLA inserts between the shardings the code fixes (implied:
-// shown as `⇄ xla`, never confused with the collectives moe.py writes), and the per-device
-// memory of the program. The SPMD analysis (spmd/spmd_analysis.h) fills these in after tracing;
-// emitters only read.
+// The value types of what XLA's SPMD partitioner adds to a traced program: where a tensor's
+// sharding comes from (a statement moe.py wrote, a shard_map block, or sharding propagation),
+// the collectives XLA inserts between the shardings the code fixes (implied: shown as `⇄ xla`,
+// never confused with the collectives moe.py writes), and the per-device memory of the
+// program. The SPMD analysis (spmd/spmd_analysis.h) returns them in a SpmdResult beside the
+// Trace (spmd/spmd_result.h); emitters only read.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "ir/collective_kind.h"
 #include "numeric/array.h"
 #include "shard/partition_spec.h"
-#include "ir/collective_kind.h"
 
 namespace shardtrace {
 
