@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <ranges>
 
 #include "util/error.h"
@@ -102,9 +103,14 @@ MaxTextRevision NamedRevision(std::string_view name) {
   std::vector<std::string> known;
   for (const RevisionInfo& r : Revisions()) {
     if (name == r.name) return FromInfo(r, "--maxtext-revision " + std::string(name));
-    for (const auto alias : std::views::split(r.aliases, ',')) {
-      if (name == std::string_view(alias.begin(), alias.end()))
+    // A plain loop, not std::views::split: clang 14 (make test-asan) cannot compile libstdc++
+    // 12's split view.
+    const std::string_view aliases = r.aliases;
+    for (size_t start = 0; start <= aliases.size();) {
+      const size_t end = std::min(aliases.find(',', start), aliases.size());
+      if (name == aliases.substr(start, end - start))
         return FromInfo(r, "--maxtext-revision " + std::string(name));
+      start = end + 1;
     }
     known.push_back(fmt::format("{} ({})", r.name, r.aliases));
   }

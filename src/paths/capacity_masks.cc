@@ -116,8 +116,7 @@ Masks GenerateMasks(const MoeContext& ctx, const Value& top_k_indices, const Val
       kept[i % e] += tm[i];
     }
     std::vector<double> dropped(e);
-    double total = 0;
-    for (int64_t i = 0; i < e; ++i) total += dropped[i] = routed[i] - kept[i];
+    for (int64_t i = 0; i < e; ++i) dropped[i] = routed[i] - kept[i];
     ctx.t.AddFact(
         {FactKind::kTokensDroppedPerExpert,
          "",
