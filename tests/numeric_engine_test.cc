@@ -98,12 +98,12 @@ void CheckPoolMatchesSerial(std::vector<std::string> overrides, int64_t devices)
   pool_request.threads = 4;
   const RunResult serial = Run(serial_request);
   const RunResult pooled = Run(pool_request);
-  REQUIRE(serial.captures.size() == pooled.captures.size());
+  REQUIRE(serial.captures.all().size() == pooled.captures.all().size());
   REQUIRE_FALSE(serial.captures.empty());
-  for (const auto& [name, array] : serial.captures) {
-    INFO(name);
-    REQUIRE(pooled.captures.count(name) == 1);
-    CHECK(BitIdentical(array, pooled.captures.at(name)));
+  for (const auto& [id, array] : serial.captures.all()) {
+    INFO(CaptureName(id));
+    REQUIRE(pooled.captures.Has(id));
+    CHECK(BitIdentical(array, pooled.captures.At(id)));
   }
   REQUIRE(serial.trace.tensors.size() == pooled.trace.tensors.size());
   for (size_t i = 0; i < serial.trace.tensors.size(); ++i) {

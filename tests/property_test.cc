@@ -147,15 +147,15 @@ TEST_CASE("Random small configs: every no-drop path agrees and every trace keeps
     const RunResult dropless = Run(With(single, {"sparse_matmul=false", "capacity_factor=-1"}), 1);
     const RunResult ragged = Run(With(drawn_mesh, {"megablox=false"}), d.devices());
     const RunResult megablox = Run(With(drawn_mesh, {"megablox=true"}), d.devices());
-    const Array& reference = dropless.captures.at("output");
+    const Array& reference = dropless.captures.At(Capture::kOutput);
     if (d.dense_dropping) {  // a capacity of E * (tokens * K / E) slots drops nothing
       const RunResult dropping = Run(
           With(single, {"sparse_matmul=false", fmt::format("capacity_factor={}", d.experts)}), 1);
-      CHECK(MaxDiff(reference, dropping.captures.at("output")) < 1e-5);
+      CHECK(MaxDiff(reference, dropping.captures.At(Capture::kOutput)) < 1e-5);
       CheckInvariants(dropping, LoadInputs(SymbolicRequest(single, 1)).mesh);
     }
-    CHECK(MaxDiff(reference, ragged.captures.at("output")) < 1e-5);
-    CHECK(MaxDiff(reference, megablox.captures.at("output")) < 1e-5);
+    CHECK(MaxDiff(reference, ragged.captures.At(Capture::kOutput)) < 1e-5);
+    CHECK(MaxDiff(reference, megablox.captures.At(Capture::kOutput)) < 1e-5);
     const Mesh one = LoadInputs(SymbolicRequest(single, 1)).mesh;
     const Mesh drawn = LoadInputs(SymbolicRequest(drawn_mesh, d.devices())).mesh;
     CheckInvariants(dropless, one);

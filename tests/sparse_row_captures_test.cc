@@ -24,10 +24,10 @@ RunResult NumericRun(std::vector<std::string> args, int64_t devices) {
   return testing::SeededRun(args, devices);
 }
 
-const Array& At(const RunResult& run, const std::string& name) {
-  INFO("capture " << name);
-  REQUIRE(run.captures.count(name) == 1);
-  return run.captures.at(name);
+const Array& At(const RunResult& run, Capture id) {
+  INFO("capture " << CaptureName(id));
+  REQUIRE(run.captures.Has(id));
+  return run.captures.At(id);
 }
 
 int64_t Int(const Array& a, int64_t flat) { return static_cast<int64_t>(a.values()[flat]); }
@@ -42,11 +42,11 @@ TEST_CASE("ring of experts rows are the group's choices of the device's experts"
                                          "ici_expert_parallelism=2"};
   const RunResult run = NumericRun(ring, 4);
   const RunResult plain = NumericRun({"num_experts=4", "ici_expert_parallelism=2"}, 4);
-  const Array& sel = At(run, "ring sorted_selected_experts per device");
-  const Array& rolled = At(run, "ring sorted_experts per device");
-  const Array& roll = At(run, "ring roll_to_expert_id per device");
-  const Array& sizes = At(run, "ring group_sizes per device");
-  const Array& sources = At(run, "ring token sources per device");
+  const Array& sel = At(run, Capture::kRingSortedSelectedExpertsPerDevice);
+  const Array& rolled = At(run, Capture::kRingSortedExpertsPerDevice);
+  const Array& roll = At(run, Capture::kRingRollToExpertIdPerDevice);
+  const Array& sizes = At(run, Capture::kRingGroupSizesPerDevice);
+  const Array& sources = At(run, Capture::kRingTokenSourcesPerDevice);
   const int64_t d_size = 4, k = 2, e_size = 4, l_size = 2;
   REQUIRE(sel.shape == Shape({d_size, 16}));  // 2 gathered batch rows x 4 tokens x K=2
   REQUIRE(rolled.shape == sel.shape);
@@ -56,8 +56,8 @@ TEST_CASE("ring of experts rows are the group's choices of the device's experts"
   const int64_t r_size = sel.shape[1], t_size = sources.shape[1];
 
   // (device, token, choice) -> expert, from each device's own (plain) sort.
-  const Array& plain_sel = At(plain, "sorted_selected_experts per device");
-  const Array& plain_exp = At(plain, "sorted_experts per device");
+  const Array& plain_sel = At(plain, Capture::kSortedSelectedExpertsPerDevice);
+  const Array& plain_exp = At(plain, Capture::kSortedExpertsPerDevice);
   REQUIRE(plain_sel.shape == Shape({d_size, 8}));
   std::map<std::tuple<int64_t, int64_t, int64_t>, int64_t> expert_of;
   for (int64_t d = 0; d < d_size; ++d)
@@ -101,13 +101,13 @@ TEST_CASE("ring of experts rows are the group's choices of the device's experts"
 TEST_CASE("local_permute order and the return all-to-all invert the forward exchange",
           "[capture]") {
   const RunResult run = NumericRun({"num_experts=8", "ici_expert_parallelism=4"}, 4);
-  const Array& fwd = At(run, "x row sources per device");
-  const Array& experts = At(run, "sorted_experts per device");
-  const Array& order = At(run, "local_permute sorted_indices per device");
-  const Array& ids = At(run, "local_permute sorted_experts_ids per device");
-  const Array& sizes = At(run, "local_group_size per device");
-  const Array& shard = At(run, "expert_shard_id per device");
-  const Array& back = At(run, "intermediate_output row sources per device");
+  const Array& fwd = At(run, Capture::kXRowSourcesPerDevice);
+  const Array& experts = At(run, Capture::kSortedExpertsPerDevice);
+  const Array& order = At(run, Capture::kLocalPermuteSortedIndicesPerDevice);
+  const Array& ids = At(run, Capture::kLocalPermuteSortedExpertsIdsPerDevice);
+  const Array& sizes = At(run, Capture::kLocalGroupSizePerDevice);
+  const Array& shard = At(run, Capture::kExpertShardIdPerDevice);
+  const Array& back = At(run, Capture::kIntermediateOutputRowSourcesPerDevice);
   const int64_t d_size = 4, l_size = 2, r_size = experts.shape[1];
   REQUIRE(r_size == 8);
   REQUIRE(order.shape[0] == d_size);
@@ -153,12 +153,12 @@ TEST_CASE("decode's local selection keeps exactly the device's experts' rows", "
       NumericRun({"num_experts=8", "ici_expert_parallelism=4", "per_device_batch_size=0.25",
                   "max_target_length=1", "model_call_mode=inference"},
                  4);
-  const Array& experts = At(run, "sorted_experts per device");
-  const Array& order = At(run, "local_permute sorted_indices per device");
-  const Array& ids = At(run, "local_permute sorted_experts_ids per device");
-  const Array& sizes = At(run, "local_group_size per device");
-  const Array& shard = At(run, "expert_shard_id per device");
-  const Array& back = At(run, "intermediate_output row sources per device");
+  const Array& experts = At(run, Capture::kSortedExpertsPerDevice);
+  const Array& order = At(run, Capture::kLocalPermuteSortedIndicesPerDevice);
+  const Array& ids = At(run, Capture::kLocalPermuteSortedExpertsIdsPerDevice);
+  const Array& sizes = At(run, Capture::kLocalGroupSizePerDevice);
+  const Array& shard = At(run, Capture::kExpertShardIdPerDevice);
+  const Array& back = At(run, Capture::kIntermediateOutputRowSourcesPerDevice);
   const int64_t d_size = 4, l_size = 2, r_size = experts.shape[1];
   REQUIRE(r_size == 2);  // one token, K=2
   REQUIRE(order.shape == Shape({d_size, r_size}));
@@ -207,10 +207,10 @@ TEST_CASE("the sparse pipeline captures the wrapper's per-device rows", "[captur
     chunked.push_back("num_moe_emb_chunks=1");
     const RunResult pipeline = NumericRun(chunked, 4);
     int64_t compared = 0;
-    for (const auto& [name, array] : wrapper.captures) {
-      if (name.find("per device") == std::string::npos) continue;
-      INFO(config[1] << " " << config.back() << ": " << name);
-      const Array& other = At(pipeline, name);
+    for (const auto& [id, array] : wrapper.captures.all()) {
+      if (CaptureName(id).find("per device") == std::string_view::npos) continue;
+      INFO(config[1] << " " << config.back() << ": " << CaptureName(id));
+      const Array& other = At(pipeline, id);
       REQUIRE(other.shape == array.shape);
       CHECK(other.values() == array.values());
       ++compared;

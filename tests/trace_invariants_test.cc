@@ -56,10 +56,11 @@ void HoldsThenBreaks(const RunResult& run, InvariantKind kind,
   CHECK(bad.result.rfind("VIOLATED: ", 0) == 0);
 }
 
-std::vector<float>& Values(RunResult& run, const std::string& capture) {
-  INFO("capture " << capture);
-  REQUIRE(run.captures.count(capture) == 1);
-  return run.captures.at(capture).mutable_values();
+// Corrupts a capture the way a broken path would: the test edits its own copy of the run.
+std::vector<float>& Values(RunResult& run, Capture id) {
+  INFO("capture " << CaptureName(id));
+  REQUIRE(run.captures.Has(id));
+  return run.captures.Mutable(id).mutable_values();
 }
 
 TensorRecord& Tensor(RunResult& run, const std::string& name, const std::string& dims) {
@@ -108,8 +109,8 @@ TEST_CASE("dense dropless: the [B,S,E] weights and every expert on every token",
                   [](RunResult& r) { Tensor(r, "layer_w0", "BSEH").shape[2] = 3; });
   // A weight on an expert the token did not choose: both the sums and the zeros break.
   const auto stray = [](RunResult& r) {
-    const float chosen = r.captures.at("top_k_indices").values()[0];
-    std::vector<float>& w = Values(r, "weights");
+    const float chosen = r.captures.At(Capture::kTopKIndices).values()[0];
+    std::vector<float>& w = Values(r, Capture::kWeights);
     w[chosen == 0.0f ? 1 : 0] += 0.25f;
   };
   HoldsThenBreaks(run, InvariantKind::kDroplessWeightSum, stray);
@@ -122,7 +123,7 @@ TEST_CASE("dense dropping in training: the combine mask holds the kept top-k wei
                                           "capacity_factor=1", "ici_expert_parallelism=2"}),
                                    4);
   HoldsThenBreaks(run, InvariantKind::kCombineHoldsTopKWeights, [](RunResult& r) {
-    std::vector<float>& combine = Values(r, "combine_mask");
+    std::vector<float>& combine = Values(r, Capture::kCombineMask);
     for (float& v : combine)
       if (v != 0.0f) {
         v *= 0.5f;
@@ -141,7 +142,7 @@ TEST_CASE("dense dropping in inference: subgroup slots, softmax combine, output 
                   [](RunResult& r) { r.trace.tensors[r.trace.output].shape[1] = 5; });
   // A token moved from slot 0 to slot 1 of its expert: slot 0 is left empty.
   HoldsThenBreaks(run, InvariantKind::kSubgroupPositions, [](RunResult& r) {
-    std::vector<float>& mask = Values(r, "dispatch_mask");  // [B,S,E,C=2]
+    std::vector<float>& mask = Values(r, Capture::kDispatchMask);  // [B,S,E,C=2]
     for (size_t i = 0; i < mask.size(); i += 2)
       if (mask[i] != 0.0f && mask[i + 1] == 0.0f) {
         std::swap(mask[i], mask[i + 1]);
@@ -150,7 +151,7 @@ TEST_CASE("dense dropping in inference: subgroup slots, softmax combine, output 
     FAIL("no token in slot 0 with slot 1 free");
   });
   HoldsThenBreaks(run, InvariantKind::kSubgroupCombineSoftmax, [](RunResult& r) {
-    for (float& p : Values(r, "softmax_probs")) p *= 1.5f;
+    for (float& p : Values(r, Capture::kSoftmaxProbs)) p *= 1.5f;
   });
 }
 
@@ -167,18 +168,18 @@ TEST_CASE("dense dropping in inference with two context groups: slots restart pe
     CHECK(inv.result.rfind("holds: ", 0) == 0);
   }
   HoldsThenBreaks(run, InvariantKind::kSubgroupPositions, [](RunResult& r) {
-    for (float& slot : Values(r, "dispatch_mask")) slot = 0.0f;  // every choice dropped
+    for (float& slot : Values(r, Capture::kDispatchMask)) slot = 0.0f;  // every choice dropped
   });
 }
 
 TEST_CASE("sparse megablox at EP=1: the per-device sort, its inverse, local rows", "[invariants]") {
   const RunResult run = NumericRun(Small({"num_experts=4"}), 4);
   HoldsThenBreaks(run, InvariantKind::kSortedExpertsNonDecreasing, [](RunResult& r) {
-    std::vector<float>& experts = Values(r, "sorted_experts per device");
+    std::vector<float>& experts = Values(r, Capture::kSortedExpertsPerDevice);
     std::reverse(experts.begin(), experts.begin() + 8);  // device 0's 8 rows, descending
   });
   HoldsThenBreaks(run, InvariantKind::kUnsortInvertsSort, [](RunResult& r) {
-    std::vector<float>& order = Values(r, "sorted_selected_experts per device");
+    std::vector<float>& order = Values(r, Capture::kSortedSelectedExpertsPerDevice);
     order[1] = order[0];  // no longer a permutation
   });
   HoldsThenBreaks(run, InvariantKind::kGroupSizesCoverRows,
@@ -207,7 +208,7 @@ TEST_CASE("sparse decode: every device receives every row, broadcast sends, one 
   HoldsThenBreaks(run, InvariantKind::kDecodeReceivesAllRows, uneven);
   HoldsThenBreaks(run, InvariantKind::kDecodeSendSizesBroadcast, uneven);
   HoldsThenBreaks(run, InvariantKind::kDecodeOutputReplicated,
-                  [](RunResult& r) { Values(r, "output per device").back() += 1.0f; });
+                  [](RunResult& r) { Values(r, Capture::kOutputPerDevice).back() += 1.0f; });
 }
 
 TEST_CASE("sparse tensor parallelism: [R, M/TP] after psum_scatter, out_specs agree",
@@ -238,15 +239,15 @@ TEST_CASE("ring of experts: the row mask keeps the local experts, groups cover t
           "[invariants]") {
   const RunResult run = NumericRun(
       Small({"num_experts=4", "use_ring_of_experts=true", "ici_expert_parallelism=2"}), 4);
-  const auto one_more = [](RunResult& r) { Values(r, "ring group_sizes per device")[0] += 1; };
+  const auto one_more = [](RunResult& r) { Values(r, Capture::kRingGroupSizesPerDevice)[0] += 1; };
   HoldsThenBreaks(run, InvariantKind::kRingMaskKeepsLocalExperts, one_more);
   HoldsThenBreaks(run, InvariantKind::kRingGroupSizesCoverGroup, one_more);
   // A row past the device's experts left unmasked (device 0 keeps its first rows only).
   HoldsThenBreaks(run, InvariantKind::kRingMaskKeepsLocalExperts, [](RunResult& r) {
-    Values(r, "ring intermediate_output row max|x| per device")[15] = 0.5f;
+    Values(r, Capture::kRingIntermediateOutputRowMaxPerDevice)[15] = 0.5f;
   });
   HoldsThenBreaks(run, InvariantKind::kSortedExpertsNonDecreasing, [](RunResult& r) {
-    std::vector<float>& rolled = Values(r, "ring sorted_experts per device");
+    std::vector<float>& rolled = Values(r, Capture::kRingSortedExpertsPerDevice);
     std::reverse(rolled.begin(), rolled.begin() + 16);
   });
 }
@@ -263,7 +264,7 @@ TEST_CASE("the ring equals the all-to-all path within the rounding of its bf16 p
   CHECK_FALSE(close.violated);
   // The psum_scatter adds bf16-rounded partial outputs: one ulp apart, not bit-identical.
   CHECK(close.result.find("max |difference| 0.01562 over 256 elements") != std::string::npos);
-  Values(all_to_all, "output")[5] += 0.25f;
+  Values(all_to_all, Capture::kOutput)[5] += 0.25f;
   CHECK(Evaluate(ring, InvariantKind::kRingMatchesAllToAll, &reference).violated);
 }
 
@@ -274,11 +275,11 @@ TEST_CASE("DeepSeek routing: scaled weights, biased selection, routed plus share
                   "n_routing_groups=4", "topk_routing_group=2", "sparse_matmul=false"},
                  2);
   HoldsThenBreaks(run, InvariantKind::kScaledWeightSum,
-                  [](RunResult& r) { Values(r, "top_k_weights")[0] += 0.5f; });
+                  [](RunResult& r) { Values(r, Capture::kTopKWeights)[0] += 0.5f; });
   // A dropped group's expert now scores highest: that group should have been kept.
   HoldsThenBreaks(run, InvariantKind::kBiasedSelection, [](RunResult& r) {
-    const Array& mask = r.captures.at("group_mask");
-    std::vector<float>& logits = Values(r, "gate_logits");
+    const Array& mask = r.captures.At(Capture::kGroupMask);
+    std::vector<float>& logits = Values(r, Capture::kGateLogits);
     const int64_t e = 16, g = mask.shape[2];
     for (int64_t group = 0; group < g; ++group)
       if (mask.values()[group] == 0.0f) {
@@ -288,7 +289,7 @@ TEST_CASE("DeepSeek routing: scaled weights, biased selection, routed plus share
     FAIL("token 0 kept every group");
   });
   HoldsThenBreaks(run, InvariantKind::kRoutedPlusShared,
-                  [](RunResult& r) { Values(r, "shared_experts output")[0] += 1.0f; });
+                  [](RunResult& r) { Values(r, Capture::kSharedExpertsOutput)[0] += 1.0f; });
 }
 
 TEST_CASE("DeepSeek routing without groups on the sparse path: the bias picks, pre-bias weighs",
@@ -298,8 +299,8 @@ TEST_CASE("DeepSeek routing without groups on the sparse path: the bias picks, p
                                    4);
   // Token 0's best unchosen expert now outranks its chosen ones.
   HoldsThenBreaks(run, InvariantKind::kBiasedSelection, [](RunResult& r) {
-    const Array& idx = r.captures.at("top_k_indices");
-    std::vector<float>& logits = Values(r, "gate_logits");
+    const Array& idx = r.captures.At(Capture::kTopKIndices);
+    std::vector<float>& logits = Values(r, Capture::kGateLogits);
     for (int64_t c = 0; c < 16; ++c)
       if (std::find(idx.values().begin(), idx.values().begin() + idx.shape[2],
                     static_cast<float>(c)) == idx.values().begin() + idx.shape[2]) {
@@ -308,7 +309,7 @@ TEST_CASE("DeepSeek routing without groups on the sparse path: the bias picks, p
       }
   });
   HoldsThenBreaks(run, InvariantKind::kRoutedPlusShared,
-                  [](RunResult& r) { Values(r, "routed_experts output")[3] -= 1.0f; });
+                  [](RunResult& r) { Values(r, Capture::kRoutedExpertsOutput)[3] -= 1.0f; });
 }
 
 TEST_CASE("Llama 4 and norm_topk_prob: unit combine weights, normalized weights, scoped runs",
@@ -316,7 +317,7 @@ TEST_CASE("Llama 4 and norm_topk_prob: unit combine weights, normalized weights,
   const RunResult llama4 =
       NumericRun(Small({"decoder_block=llama4", "num_experts=4", "num_experts_per_tok=1"}), 2);
   HoldsThenBreaks(llama4, InvariantKind::kUnitCombineWeights,
-                  [](RunResult& r) { Values(r, "weight_sum weights per device")[0] = 0.5f; });
+                  [](RunResult& r) { Values(r, Capture::kWeightSumWeightsPerDevice)[0] = 0.5f; });
   // The raw logits Llama 4 keeps as top_k_weights may be negative: no non-negativity claim
   // on that run, and its section's invariants say which run they are.
   for (const Invariant& inv : SectionInvariants(llama4.trace, llama4.captures, "Llama 4", true)) {
@@ -328,7 +329,7 @@ TEST_CASE("Llama 4 and norm_topk_prob: unit combine weights, normalized weights,
                                             "num_experts_per_tok=1", "sparse_matmul=false"}),
                                      2);
   const auto halved = [](RunResult& r) {
-    for (float& w : Values(r, "weights"))
+    for (float& w : Values(r, Capture::kWeights))
       if (w != 0.0f) {
         w = 0.5f;
         return;
@@ -338,7 +339,7 @@ TEST_CASE("Llama 4 and norm_topk_prob: unit combine weights, normalized weights,
   HoldsThenBreaks(dense, InvariantKind::kDroplessWeightSum, halved);
   const RunResult qwen = NumericRun(Small({"num_experts=4", "norm_topk_prob=true"}), 2);
   HoldsThenBreaks(qwen, InvariantKind::kNormalizedWeights,
-                  [](RunResult& r) { Values(r, "top_k_weights")[0] += 0.25f; });
+                  [](RunResult& r) { Values(r, Capture::kTopKWeights)[0] += 0.25f; });
 }
 
 TEST_CASE("the masked loop equals a dropless run of the same seed", "[invariants]") {
@@ -352,14 +353,14 @@ TEST_CASE("the masked loop equals a dropless run of the same seed", "[invariants
       if (t.name == "layer_w0" && t.scope.find("expert_3") != std::string::npos) t.dims = "BS-";
   });
   HoldsThenBreaks(loop, InvariantKind::kDroplessUnchosenZero,
-                  [](RunResult& r) { Values(r, "weights")[1] += 0.5f; });
+                  [](RunResult& r) { Values(r, Capture::kWeights)[1] += 0.5f; });
   CHECK(Evaluate(loop, InvariantKind::kMaskedLoopMatchesDropless).result ==
         "not evaluated: no dense_matmul dropless run to compare with");
   const ReferenceRun reference{"dropless", &dropless.captures};
   const Invariant same = Evaluate(loop, InvariantKind::kMaskedLoopMatchesDropless, &reference);
   CHECK(same.result ==
         "holds: max |difference| 0 over 256 elements (tolerance 1e-05) against dropless");
-  Values(dropless, "output")[7] += 0.01f;
+  Values(dropless, Capture::kOutput)[7] += 0.01f;
   const Invariant off = Evaluate(loop, InvariantKind::kMaskedLoopMatchesDropless, &reference);
   CHECK(off.violated);
   CHECK(off.result ==

@@ -473,8 +473,8 @@ TEST_CASE("the ragged all-to-all sends every sorted row to its expert's device",
        "num_experts_per_tok=2", "max_target_length=4", "per_device_batch_size=1",
        "decoder_block=mixtral", "ici_expert_parallelism=4"},
       4);
-  const Array& sources = run.captures.at("x row sources per device");
-  const Array& experts = run.captures.at("sorted_experts per device");
+  const Array& sources = run.captures.At(Capture::kXRowSourcesPerDevice);
+  const Array& experts = run.captures.At(Capture::kSortedExpertsPerDevice);
   REQUIRE(sources.shape[0] == 4);
   REQUIRE(experts.shape == Shape({4, 8}));
   std::multiset<int64_t> landed;
@@ -492,22 +492,24 @@ TEST_CASE("the ragged all-to-all sends every sorted row to its expert's device",
   // The parameters the page tabulates, per exchange: a device's input_offsets are the
   // exclusive cumsum of its send_sizes, what d sends p is what p expects from d, and d's rows
   // land in p's buffer after those of the lower senders (moe.py:820-831).
-  for (const char* output : {"x", "intermediate_output"}) {
-    INFO(output);
-    const auto at = [&](const char* param, int64_t d, int64_t p) {
-      const Array& a = run.captures.at(fmt::format("{} {} per device", output, param));
+  for (const Exchange exchange : {Exchange::kDispatch, Exchange::kReturn}) {
+    INFO(ExchangeOperand(exchange));
+    const std::array<Capture, 4> params = AllToAllParamCaptures(exchange);
+    enum { kInputOffsets, kSendSizes, kOutputOffsets, kRecvSizes };
+    const auto at = [&](int param, int64_t d, int64_t p) {
+      const Array& a = run.captures.At(params[param]);
       REQUIRE(a.shape == Shape({4, 4}));
       return static_cast<int64_t>(a.values()[d * 4 + p]);
     };
     for (int64_t d = 0; d < 4; ++d) {
       int64_t offset = 0;
       for (int64_t p = 0; p < 4; ++p) {
-        CHECK(at("input_offsets", d, p) == offset);
-        offset += at("send_sizes", d, p);
-        CHECK(at("send_sizes", d, p) == at("recv_sizes", p, d));
+        CHECK(at(kInputOffsets, d, p) == offset);
+        offset += at(kSendSizes, d, p);
+        CHECK(at(kSendSizes, d, p) == at(kRecvSizes, p, d));
         int64_t before = 0;
-        for (int64_t q = 0; q < d; ++q) before += at("send_sizes", q, p);
-        CHECK(at("output_offsets", d, p) == before);
+        for (int64_t q = 0; q < d; ++q) before += at(kSendSizes, q, p);
+        CHECK(at(kOutputOffsets, d, p) == before);
       }
     }
   }

@@ -88,9 +88,9 @@ void SharedInvariants(const Trace& trace, const Captures* captures, Builder& b) 
   const std::string reason =
       "RoutedAndSharedMoE runs the shared MlpBlock on every token beside the routed experts "
       "and adds the two outputs";
-  const Array* out = Captured(captures, "output");
-  const Array* routed = Captured(captures, "routed_experts output");
-  const Array* shared = Captured(captures, "shared_experts output");
+  const Array* out = Captured(captures, Capture::kOutput);
+  const Array* routed = Captured(captures, Capture::kRoutedExpertsOutput);
+  const Array* shared = Captured(captures, Capture::kSharedExpertsOutput);
   if (!out || !routed || !shared || routed->shape != out->shape || shared->shape != out->shape) {
     b.Unchecked(InvariantKind::kRoutedPlusShared, "moe.py:2180-2181", statement, reason,
                 "no output values (symbolic trace)");
@@ -115,7 +115,7 @@ void SharedInvariants(const Trace& trace, const Captures* captures, Builder& b) 
 void MatchesReference(const Captures* captures, const ReferenceRun* reference, InvariantKind kind,
                       const std::string& source, const std::string& other,
                       const std::string& reason, bool rounded_partials, Builder& b) {
-  const Array* out = Captured(captures, "output");
+  const Array* out = Captured(captures, Capture::kOutput);
   const bool narrow = out && (out->dtype == DType::kBfloat16 || out->dtype == DType::kFloat16);
   const bool ulps = rounded_partials && narrow;
   const std::string bound =
@@ -123,15 +123,15 @@ void MatchesReference(const Captures* captures, const ReferenceRun* reference, I
            : std::string("1e-05");
   const std::string statement =
       fmt::format("max |output - {} output| <= {} on the same inputs and weights", other, bound);
-  const Array* theirs = reference ? Captured(reference->captures, "output") : nullptr;
+  const Array* theirs = reference ? Captured(reference->captures, Capture::kOutput) : nullptr;
   if (!out || !theirs) {
     b.Unchecked(kind, source, statement, reason, fmt::format("no {} run to compare with", other));
     return;
   }
   // The same seed gives the same inputs and weights only for the same dims: the gate logits
   // agree exactly when they do.
-  const Array* logits = Captured(captures, "gate_logits");
-  const Array* their_logits = Captured(reference->captures, "gate_logits");
+  const Array* logits = Captured(captures, Capture::kGateLogits);
+  const Array* their_logits = Captured(reference->captures, Capture::kGateLogits);
   const bool same_inputs = logits && their_logits && logits->values() == their_logits->values();
   const bool comparable = out->shape == theirs->shape;
   double worst = 0, largest = 0;
@@ -164,7 +164,7 @@ void MaskedLoopInvariants(const Trace& trace, const Captures* captures,
 }
 
 void RingReferenceInvariant(const Captures* captures, const ReferenceRun* reference, Builder& b) {
-  if (!Captured(captures, "ring sorted_experts per device")) return;
+  if (!Captured(captures, Capture::kRingSortedExpertsPerDevice)) return;
   MatchesReference(captures, reference, InvariantKind::kRingMatchesAllToAll,
                    "moe.py:1173-1191, 1341-1344 against 1217, 1369", "the all-to-all path's",
                    "both run every (token, choice) row through its expert once and weight-sum "

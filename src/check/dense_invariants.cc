@@ -61,7 +61,7 @@ void CapacityInvariants(const Trace& trace, const Captures* captures, Builder& b
   const std::string fcfs =
       "slots fill first come, first served: within an expert, a later token never gets an "
       "earlier slot";
-  const Array* mask = Captured(captures, "dispatch_mask");
+  const Array* mask = Captured(captures, Capture::kDispatchMask);
   if (mask && mask->rank() != 4) mask = nullptr;
   if (!mask) {
     b.Unchecked(InvariantKind::kOneTokenPerSlot, masks, one_per_slot,
@@ -113,10 +113,10 @@ void TrainingCombineInvariant(const Trace& trace, const Captures* captures, Buil
   const std::string reason =
       "dense_matmul passes the scattered top-k `weights` as generate_masks' softmax_probs, "
       "which the capacity mask zeroes for dropped choices";
-  const Array* mask = Captured(captures, "dispatch_mask");
-  const Array* combine = Captured(captures, "combine_mask");
-  const Array* idx = Captured(captures, "top_k_indices");
-  const Array* tw = Captured(captures, "top_k_weights");
+  const Array* mask = Captured(captures, Capture::kDispatchMask);
+  const Array* combine = Captured(captures, Capture::kCombineMask);
+  const Array* idx = Captured(captures, Capture::kTopKIndices);
+  const Array* tw = Captured(captures, Capture::kTopKWeights);
   if (!mask || !combine || !idx || !tw || mask->rank() != 4 || combine->shape != mask->shape ||
       idx->shape != tw->shape || idx->rank() != 3) {
     b.Unchecked(InvariantKind::kCombineHoldsTopKWeights, "moe.py:1603, 1725-1726", statement,
@@ -202,9 +202,9 @@ void DroplessInvariants(const Trace& trace, const Captures* captures, Builder& b
   const std::string sum_reason =
       "reshape_and_update_weights writes each token's K weights into K distinct columns of "
       "zeros (Llama 4: ones, so the sum is K)";
-  const Array* w = Captured(captures, "weights");
-  const Array* tw = Captured(captures, "top_k_weights");
-  const Array* ti = Captured(captures, "top_k_indices");
+  const Array* w = Captured(captures, Capture::kWeights);
+  const Array* tw = Captured(captures, Capture::kTopKWeights);
+  const Array* ti = Captured(captures, Capture::kTopKIndices);
   if (!w || !tw || !ti || w->rank() != 3 || ti->shape != tw->shape) {
     b.Unchecked(InvariantKind::kDroplessWeightSum, "moe.py:1447-1463", sum_statement, sum_reason,
                 "no weight values (symbolic trace)");
@@ -279,9 +279,9 @@ void SubgroupInvariants(const Trace& trace, const Captures* captures, Builder& b
                           ShapeToString(to.shape), in ? ShapeToString(in->shape) : "?"));
     break;
   }
-  const Array* mask = Captured(captures, "dispatch_mask");
-  const Array* combine = Captured(captures, "combine_mask");
-  const Array* idx = Captured(captures, "top_k_indices");
+  const Array* mask = Captured(captures, Capture::kDispatchMask);
+  const Array* combine = Captured(captures, Capture::kCombineMask);
+  const Array* idx = Captured(captures, Capture::kTopKIndices);
   const std::string pos_statement =
       "per (b, n) group and expert, slots 0..min(routed, C)-1 hold one token each and the "
       "rest none";
@@ -321,7 +321,7 @@ void SubgroupInvariants(const Trace& trace, const Captures* captures, Builder& b
             bad_groups == 0,
             fmt::format("{} of {} (b, n, expert) groups differ; {} choices dropped", bad_groups,
                         groups, dropped));
-  const Array* probs = Captured(captures, "softmax_probs");
+  const Array* probs = Captured(captures, Capture::kSoftmaxProbs);
   const std::string soft_statement =
       "sum over c of combine_mask[b,n,s,e,c] == softmax_probs[b,s,e] for every kept expert e "
       "(0 otherwise), so sum over e,c of combine_mask[b,n,s] <= 1";

@@ -28,13 +28,6 @@ const std::vector<std::string>& GoldenInputNames() {
   return names;
 }
 
-const std::vector<std::string>& GoldenExpectedNames() {
-  static const std::vector<std::string> names = {
-      "output",      "gate_logits",   "pre_bias_logits", "top_k_weights", "top_k_indices",
-      "group_sizes", "dispatch_mask", "combine_mask",    "lb_loss",       "bias_updates"};
-  return names;
-}
-
 ArrayCheck CompareArrays(const std::string& name, const Array& actual, const Array& expected,
                          double atol, double rtol) {
   ArrayCheck c;
@@ -109,31 +102,33 @@ GoldenReport CheckGoldenCase(const std::string& case_dir, const std::vector<std:
                       block == Block::kMlp ? run.trace.path : setup.PathLabel(),
                       in.config.revision().Title(),
                       {}};
-  for (const std::string& name : GoldenExpectedNames()) {
+  for (const Capture id : GoldenCaptures()) {
+    const std::string name(CaptureName(id));
     const auto expected = arrays.find(name);
     if (expected == arrays.end()) {
       report.checks.push_back({name, ArrayCheck::Status::kSkipped, "not in the case", 0});
       continue;
     }
-    const auto actual = run.captures.find(name);
-    if (actual == run.captures.end()) {
+    const Array* actual = run.captures.Find(id);
+    if (!actual) {
       report.checks.push_back({name, ArrayCheck::Status::kFail,
                                fmt::format("the {} path does not produce '{}' for this config",
                                            setup.PathLabel(), name),
                                0});
       continue;
     }
-    if (actual->second.shape != expected->second.shape)
+    if (actual->shape != expected->second.shape)
       Fail("{}: array '{}' has shape {} but the config implies {}", npz, name,
-           ShapeToString(expected->second.shape), ShapeToString(actual->second.shape));
+           ShapeToString(expected->second.shape), ShapeToString(actual->shape));
     report.checks.push_back(
-        CompareArrays(name, actual->second, expected->second, options.atol, options.rtol));
+        CompareArrays(name, *actual, expected->second, options.atol, options.rtol));
   }
   for (const auto& [name, array] : arrays) {
     const auto& in_names = GoldenInputNames();
-    const auto& out_names = GoldenExpectedNames();
+    const std::optional<Capture> out = CaptureByName(name);
+    const auto& golden = GoldenCaptures();
     if (std::find(in_names.begin(), in_names.end(), name) == in_names.end() &&
-        std::find(out_names.begin(), out_names.end(), name) == out_names.end())
+        !(out && std::find(golden.begin(), golden.end(), *out) != golden.end()))
       report.checks.push_back(
           {name, ArrayCheck::Status::kUnknown, "unknown array name (not in golden-format.md)", 0});
   }

@@ -41,9 +41,9 @@ struct CheckOptions {
   int64_t budget_bytes = kNumericBudgetBytes;  // RunOptions::budget_bytes (--max-memory)
 };
 
-// The arrays a golden case may hold: inputs (parameters) and expected outputs.
+// The inputs (parameters) a golden case may hold; its expected outputs are GoldenCaptures()
+// (ir/captures.h).
 const std::vector<std::string>& GoldenInputNames();
-const std::vector<std::string>& GoldenExpectedNames();
 
 // Compares one expected array with an actual one (shape, then values).
 ArrayCheck CompareArrays(const std::string& name, const Array& actual, const Array& expected,

@@ -37,11 +37,10 @@ std::string Vector(const std::vector<double>& v) {
 std::string Number(double x) { return fmt::format("{:.4g}", x); }
 
 // The numeric capture `name`, or nullptr.
-const Array* Captured(const Captures* captures, const std::string& name) {
+const Array* Captured(const Captures* captures, Capture id) {
   if (!captures) return nullptr;
-  const auto found = captures->find(name);
-  if (found == captures->end() || !found->second.numeric()) return nullptr;
-  return &found->second;
+  const Array* found = captures->Find(id);
+  return found && found->numeric() ? found : nullptr;
 }
 
 // True when `scope` is `tail` or ends with "/<tail>".

@@ -18,7 +18,6 @@
 
 namespace shardtrace::invariant_internal {
 
-using Captures = std::map<std::string, Array>;
 
 // Builds the invariants of one trace: each check appends its record.
 class Builder {
@@ -53,7 +52,7 @@ std::string Vector(const std::vector<double>& v);
 std::string Number(double x);
 
 // The numeric capture `name`, or nullptr.
-const Array* Captured(const Captures* captures, const std::string& name);
+const Array* Captured(const Captures* captures, Capture id);
 
 // True when `scope` is `tail` or ends with "/<tail>".
 bool ScopeEndsWith(std::string_view scope, std::string_view tail);

@@ -74,8 +74,8 @@ void RoutingInvariant(const Trace& trace, Builder& b) {
 // distinct experts with non-negative weights, and under DeepSeek's group-limited routing
 // every choice lies in one of the token's kept groups.
 void ChoiceInvariants(const Trace& trace, const Captures* captures, Builder& b) {
-  const Array* idx = Captured(captures, "top_k_indices");
-  const Array* weights = Captured(captures, "top_k_weights");
+  const Array* idx = Captured(captures, Capture::kTopKIndices);
+  const Array* weights = Captured(captures, Capture::kTopKWeights);
   if (!idx || idx->rank() != 3) return;
   const int64_t k = idx->shape[2], tokens = idx->shape[0] * idx->shape[1];
   int64_t repeated = 0;
@@ -98,8 +98,8 @@ void ChoiceInvariants(const Trace& trace, const Captures* captures, Builder& b) 
               "factors)",
               lowest >= 0.0f, fmt::format("min {:.4g}", lowest));
   }
-  const Array* mask = Captured(captures, "group_mask");
-  const Array* logits = Captured(captures, "gate_logits");
+  const Array* mask = Captured(captures, Capture::kGroupMask);
+  const Array* logits = Captured(captures, Capture::kGateLogits);
   if (!mask || !logits || mask->rank() != 3) return;
   const int64_t groups = mask->shape[2], experts = logits->shape[2];
   if (groups == 0 || experts % groups != 0) return;
@@ -135,7 +135,7 @@ struct WeightSums {
   double lo = 1e30, hi = -1e30, worst = 0;
 };
 std::optional<WeightSums> SumWeights(const Captures* captures, double want) {
-  const Array* w = Captured(captures, "top_k_weights");
+  const Array* w = Captured(captures, Capture::kTopKWeights);
   if (!w || w->rank() != 3) return std::nullopt;
   WeightSums out;
   out.k = w->shape[2];
@@ -183,11 +183,11 @@ void RoutingVariantInvariants(const Trace& trace, const Captures* captures, Buil
     const std::string reason =
         "deepseek_routing runs top_k on the biased logits, then take_along_axis on "
         "pre_bias_logits: the bias steers the load, not the weighting";
-    const Array* biased = Captured(captures, "gate_logits");
-    const Array* pre = Captured(captures, "pre_bias_logits");
-    const Array* idx = Captured(captures, "top_k_indices");
-    const Array* w = Captured(captures, "top_k_weights");
-    const Array* groups = Captured(captures, "group_mask");
+    const Array* biased = Captured(captures, Capture::kGateLogits);
+    const Array* pre = Captured(captures, Capture::kPreBiasLogits);
+    const Array* idx = Captured(captures, Capture::kTopKIndices);
+    const Array* w = Captured(captures, Capture::kTopKWeights);
+    const Array* groups = Captured(captures, Capture::kGroupMask);
     if (!biased || !pre || !idx || !w || biased->rank() != 3 || idx->shape != w->shape ||
         pre->shape != biased->shape) {
       b.Unchecked(InvariantKind::kBiasedSelection, "moe.py:616-620", statement, reason,
@@ -273,8 +273,8 @@ void RoutingVariantInvariants(const Trace& trace, const Captures* captures, Buil
     const std::string reason =
         "the routing score already scaled the inputs (sigmoid of the top logit); unpermute "
         "replaces the weights with ones_like";
-    const Array* sparse = Captured(captures, "weight_sum weights per device");
-    const Array* dense = Captured(captures, "weights");
+    const Array* sparse = Captured(captures, Capture::kWeightSumWeightsPerDevice);
+    const Array* dense = Captured(captures, Capture::kWeights);
     const Array* w = sparse ? sparse : dense;
     if (!w) {
       b.Unchecked(InvariantKind::kUnitCombineWeights, "moe.py:708-710, 1946-1947", statement,

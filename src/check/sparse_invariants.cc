@@ -112,10 +112,11 @@ bool HasWrittenCollective(const Trace& trace, CollectiveKind kind) {
 }
 
 void SparseSortInvariants(const Trace& trace, const Captures* captures, Builder& b) {
-  const bool ring = Captured(captures, "ring sorted_experts per device") != nullptr;
-  const std::string prefix = ring ? "ring " : "";
-  const Array* sorted = Captured(captures, prefix + "sorted_experts per device");
-  const Array* order = Captured(captures, prefix + "sorted_selected_experts per device");
+  const bool ring = Captured(captures, Capture::kRingSortedExpertsPerDevice) != nullptr;
+  const Array* sorted = Captured(
+      captures, ring ? Capture::kRingSortedExpertsPerDevice : Capture::kSortedExpertsPerDevice);
+  const Array* order = Captured(captures, ring ? Capture::kRingSortedSelectedExpertsPerDevice
+                                               : Capture::kSortedSelectedExpertsPerDevice);
   if (!sorted || !order || sorted->rank() != 2 || order->shape != sorted->shape) {
     // A symbolic sparse trace still says which checks its path has.
     if (!trace.numeric && FindTensor(trace, "sorted_selected_experts"))
@@ -126,7 +127,7 @@ void SparseSortInvariants(const Trace& trace, const Captures* captures, Builder&
                   "no per-device values (symbolic trace)");
     return;
   }
-  const Array* choices = ring ? nullptr : Captured(captures, "top_k_indices per device");
+  const Array* choices = ring ? nullptr : Captured(captures, Capture::kTopKIndicesPerDevice);
   const int64_t devices = sorted->shape[0], rows = sorted->shape[1];
   int64_t unsorted = 0, mismatched = 0, not_inverted = 0;
   for (int64_t d = 0; d < devices; ++d) {
@@ -246,7 +247,7 @@ void DecodeInvariants(const Trace& trace, const Captures* captures, Builder& b) 
             "send_sizes[d, p] is the same for every peer p",
             "SEND_SIZE repeats the rows of the sender's own experts to every peer: a broadcast",
             broadcast, fmt::format("rows sent [device, peer] = {}", FactValuesText(*back)));
-  const Array* outputs = Captured(captures, "output per device");
+  const Array* outputs = Captured(captures, Capture::kOutputPerDevice);
   if (!outputs || outputs->shape.empty()) return;
   const int64_t devices = outputs->shape[0];
   int64_t differ = 0;
@@ -358,8 +359,8 @@ void TensorTransposeInvariants(const Trace& trace, Builder& b) {
 // Ring of experts: rolled ids, the row mask, each expert-parallel group's coverage.
 
 void RingInvariants(const Trace& trace, const Captures* captures, Builder& b) {
-  const Array* sorted = Captured(captures, "ring sorted_experts per device");
-  const Array* sizes = Captured(captures, "ring group_sizes per device");
+  const Array* sorted = Captured(captures, Capture::kRingSortedExpertsPerDevice);
+  const Array* sizes = Captured(captures, Capture::kRingGroupSizesPerDevice);
   if (!sorted || !sizes || sorted->rank() != 2 || sizes->rank() != 2) {
     if (!trace.numeric && FindTensor(trace, "roll_to_expert_id"))
       b.Unchecked(InvariantKind::kRingMaskKeepsLocalExperts, "moe.py:1189-1191, 1329-1330",
@@ -371,7 +372,7 @@ void RingInvariants(const Trace& trace, const Captures* captures, Builder& b) {
   }
   const int64_t devices = sorted->shape[0], rows = sorted->shape[1], local = sizes->shape[1];
   // Per-row max |value| of the masked gmm output, when the run kept it.
-  const Array* magnitudes = Captured(captures, "ring intermediate_output row max|x| per device");
+  const Array* magnitudes = Captured(captures, Capture::kRingIntermediateOutputRowMaxPerDevice);
   if (magnitudes && magnitudes->shape != sorted->shape) magnitudes = nullptr;
   std::vector<std::string> per_device;
   int64_t bad = 0, unzeroed = 0;
@@ -402,8 +403,8 @@ void RingInvariants(const Trace& trace, const Captures* captures, Builder& b) {
                         magnitudes
                             ? fmt::format("{} masked rows of intermediate_output nonzero", unzeroed)
                             : std::string("row values not captured")));
-  const Array* sources = Captured(captures, "ring token sources per device");
-  const Array* roll = Captured(captures, "ring roll_to_expert_id per device");
+  const Array* sources = Captured(captures, Capture::kRingTokenSourcesPerDevice);
+  const Array* roll = Captured(captures, Capture::kRingRollToExpertIdPerDevice);
   const TensorRecord* indices = trace.At(trace.top_k_indices);
   const auto k = indices ? DimSize(*indices, 'K') : std::nullopt;
   if (!sources || !roll || !k || sources->shape[0] != devices || roll->size() != devices) return;

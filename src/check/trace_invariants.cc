@@ -118,7 +118,6 @@ std::string ToString(InvariantKind kind) {
 namespace {
 
 using invariant_internal::Builder;
-using invariant_internal::Captures;
 namespace inv = invariant_internal;
 
 // What one check group reads.

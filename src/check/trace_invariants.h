@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/captures.h"
 #include "ir/trace.h"
 #include "numeric/array.h"
 #include "spmd/spmd_result.h"
@@ -104,14 +105,14 @@ struct Invariant {
 // masked loop's dense dropless run, the ring's all-to-all run.
 struct ReferenceRun {
   std::string label;  // "dense_matmul dropless (sparse_matmul=false capacity_factor=-1)"
-  const std::map<std::string, Array>* captures = nullptr;
+  const Captures* captures = nullptr;
 };
 
 // `spmd` is the SPMD result of `trace` (RunResult::spmd). `captures` (RunResult::captures) may
 // be null; the value checks then say so. `reference`, when given, is the run the masked loop
 // (dense dropless) or the ring (all-to-all) must match.
 std::vector<Invariant> TraceInvariants(const Trace& trace, const SpmdResult& spmd,
-                                       const std::map<std::string, Array>* captures = nullptr,
+                                       const Captures* captures = nullptr,
                                        const ReferenceRun* reference = nullptr);
 
 // The invariants a page section traced from another config adds, labeled with `run` so they
@@ -119,7 +120,7 @@ std::vector<Invariant> TraceInvariants(const Trace& trace, const SpmdResult& spm
 // counts, distinct choices, each variant's weights: Llama 4, norm_topk_prob); always the
 // tensor_transpose psums of the wi gmms.
 std::vector<Invariant> SectionInvariants(const Trace& trace,
-                                         const std::map<std::string, Array>& captures,
+                                         const Captures& captures,
                                          const std::string& run, bool routing);
 
 }  // namespace shardtrace

@@ -19,48 +19,49 @@ bool Wants(const std::vector<std::string>& trees, const char* name) {
   return std::find(trees.begin(), trees.end(), name) != trees.end();
 }
 
-const Array& Captured(const Captures& captures, const std::string& name) {
-  const auto found = captures.find(name);
-  if (found == captures.end())
-    Fail("visualization: the page draws a tree of {}, but its run captured none", name);
-  return found->second;
+const Array& Captured(const Captures& captures, Capture id) {
+  const Array* found = captures.Find(id);
+  if (!found)
+    Fail("visualization: the page draws a tree of {}, but its run captured none",
+         CaptureName(id));
+  return *found;
 }
 
 MarkdownExample RoutingSection(const Captures& captures, bool as_weights) {
-  const Array& indices = Captured(captures, "top_k_indices");
-  const Array& weights = Captured(captures, "top_k_weights");
+  const Array& indices = Captured(captures, Capture::kTopKIndices);
+  const Array& weights = Captured(captures, Capture::kTopKWeights);
   if (as_weights)
     return {"Tree: top_k_indices, top_k_weights = the weights [B,S,E]",
             "Batch row 0 of this run as a tree Token → choice → expert, each weight read from "
             "the `weights` [B,S,E] that `reshape_and_update_weights` scatters the top-k "
             "weights into: each token's K weights at its chosen experts, 0 elsewhere, the "
             "factors the expert outputs are summed with.",
-            RoutingTree(indices, weights, 0, {.dense_weights = &Captured(captures, "weights")})};
+            RoutingTree(indices, weights, 0, {.dense_weights = &Captured(captures, Capture::kWeights)})};
   const std::string heading = "Tree: top_k_indices, top_k_weights";
   const std::string lead =
       "Batch row 0 of this run as a tree Token → choice → expert, the top-k indices and "
       "weights read together. ";
   // What reads these choices differs by path; the captures say which path ran.
-  if (const auto scores = captures.find("router_scores"); scores != captures.end())
+  if (const Array* scores = captures.Find(Capture::kRouterScores))
     return {heading,
             lead +
                 "Llama 4 keeps the raw top-1 logit as the \"weight\": each token's input is "
                 "multiplied by its router score `sigmoid(logit)` before the experts run "
                 "(moe.py:654-658 sparse, 1697-1699 dense), and the expert outputs are combined "
                 "with weight 1.",
-            RoutingTree(indices, weights, 0, {.router_scores = &scores->second})};
+            RoutingTree(indices, weights, 0, {.router_scores = scores})};
   std::string use;
-  if (captures.count("sorted_experts per device"))
+  if (captures.Has(Capture::kSortedExpertsPerDevice))
     use =
         "`permute` sorts the (token, choice) rows by these experts; `unpermute` sums the "
         "expert outputs with these weights.";
-  else if (captures.count("dispatch_mask subgroups"))
+  else if (captures.Has(Capture::kDispatchMaskSubgroups))
     use =
         "In inference the masks do not use these weights: `generate_masks_subgroup` takes "
         "the softmax over all experts (moe.py:1748-1749), so the combine_mask weights below "
         "are those probabilities, not these top-k weights; only the experts chosen here "
         "come from top-k.";
-  else if (captures.count("dispatch_mask"))
+  else if (captures.Has(Capture::kDispatchMask))
     use =
         "`reshape_and_update_weights` scatters them into `weights` [B,S,E], which "
         "`generate_masks` takes as its `softmax_probs` (moe.py:1725-1726): each choice gets "
@@ -70,7 +71,7 @@ MarkdownExample RoutingSection(const Captures& captures, bool as_weights) {
     use =
         "`reshape_and_update_weights` scatters them into `weights` [B,S,E] for the "
         "weighted sum of the expert outputs.";
-  if (captures.count("pre_bias_logits"))
+  if (captures.Has(Capture::kPreBiasLogits))
     use +=
         " With a routing bias (DeepSeek) the experts are chosen by the biased scores, but "
         "each weight is the unbiased score at its expert (moe.py:620), normalized when "
@@ -85,8 +86,8 @@ MarkdownExample GroupSection(const Captures& captures) {
           "routing group by the sum of its two best (biased) expert scores and keeps the "
           "best `topk_routing_group`; experts outside kept groups are masked to -inf before "
           "top-k, so every chosen expert lies in a kept group.",
-          GroupTree(Captured(captures, "group_scores"), Captured(captures, "group_mask"),
-                    Captured(captures, "top_k_indices"), Captured(captures, "gate_logits").shape[2],
+          GroupTree(Captured(captures, Capture::kGroupScores), Captured(captures, Capture::kGroupMask),
+                    Captured(captures, Capture::kTopKIndices), Captured(captures, Capture::kGateLogits).shape[2],
                     0)};
 }
 
@@ -98,10 +99,9 @@ std::vector<MarkdownExample> MaskSections(const Trace& trace, const Captures& ca
       facts += fmt::format(" `{} = {}`{}.", FactName(*f), FactValuesText(*f),
                            note.empty() ? "" : " (" + note + ")");
     }
-  const Array& indices = Captured(captures, "top_k_indices");
+  const Array& indices = Captured(captures, Capture::kTopKIndices);
   // Inference holds the masks per context subgroup, [B,N,S,E,C] (generate_masks_subgroup).
-  const bool grouped = captures.count("dispatch_mask subgroups") > 0;
-  const std::string suffix = grouped ? " subgroups" : "";
+  const bool grouped = captures.Has(Capture::kDispatchMaskSubgroups);
   if (grouped)
     return {{"Tree: dispatch_mask",
              "Batch row 0 of this run, as a tree subgroup → Expert → slot → tokens: "
@@ -111,25 +111,25 @@ std::vector<MarkdownExample> MaskSections(const Trace& trace, const Captures& ca
              "they are the leaves. A choice that finds its expert's slots in its subgroup full "
              "is dropped." +
                  facts,
-             MaskTree("dispatch_mask", Captured(captures, "dispatch_mask" + suffix), 0, &indices)},
+             MaskTree("dispatch_mask", Captured(captures, Capture::kDispatchMaskSubgroups), 0, &indices)},
             {"Tree: combine_mask",
              "The same slots with the weights the combine einsum `EBNCM,BNSEC->BNSM` "
              "(moe.py:1892) applies: in inference they are the softmax probabilities over all "
              "experts (moe.py:1748-1749), not the top-k weights of the routing tree, so a "
              "token's weights need not sum to 1.",
-             MaskTree("combine_mask", Captured(captures, "combine_mask" + suffix), 0, &indices)}};
+             MaskTree("combine_mask", Captured(captures, Capture::kCombineMaskSubgroups), 0, &indices)}};
   return {{"Tree: dispatch_mask",
            "Batch row 0 of this run, as a tree Expert → slot → tokens: the dispatch einsum "
            "`BSM,BSEC->EBCM` contracts the tokens `S`, so they are the leaves; a slot holds at "
            "most one token, and a choice that finds its expert's `C` slots full is dropped (it "
            "appears in no slot)." +
                facts,
-           MaskTree("dispatch_mask", Captured(captures, "dispatch_mask"), 0, &indices)},
+           MaskTree("dispatch_mask", Captured(captures, Capture::kDispatchMask), 0, &indices)},
           {"Tree: combine_mask",
            "The same slots with the routing weights the combine einsum `EBCM,BSEC->BSM` "
            "applies when it scatters expert outputs back to their tokens; a token whose choice "
            "was dropped gets fewer than K weighted outputs.",
-           MaskTree("combine_mask", Captured(captures, "combine_mask"), 0, &indices)}};
+           MaskTree("combine_mask", Captured(captures, Capture::kCombineMask), 0, &indices)}};
 }
 
 // sparse_matmul's sorted rows on every device (under the ring of experts, the rolled sort of
@@ -137,9 +137,9 @@ std::vector<MarkdownExample> MaskSections(const Trace& trace, const Captures& ca
 // ragged_all_to_all and local_permute's order: the per-device values the run captured.
 std::vector<MarkdownExample> SortedRowSections(const Captures& captures, bool sorted_inputs,
                                                bool ragged_buffer, const DeviceTreeView& view) {
-  const int64_t k = Captured(captures, "top_k_indices").shape[2];
+  const int64_t k = Captured(captures, Capture::kTopKIndices).shape[2];
   std::vector<MarkdownExample> out;
-  if (captures.count("ring sorted_experts per device")) {
+  if (captures.Has(Capture::kRingSortedExpertsPerDevice)) {
     out.push_back(
         {"Tree: sorted_inputs (ring of experts, per device)",
          "What `permute` did on each device under the ring of experts: it routed every token "
@@ -149,16 +149,16 @@ std::vector<MarkdownExample> SortedRowSections(const Captures& captures, bool so
          "those rows; the rows past their sum (other devices' experts) are set to 0 before and "
          "after the gmms, so each (token, choice) is computed on exactly one device of the group "
          "and `psum_scatter` adds the partial outputs.",
-         RingRowsTree(Captured(captures, "ring sorted_selected_experts per device"),
-                      Captured(captures, "ring sorted_experts per device"),
-                      Captured(captures, "ring roll_to_expert_id per device"),
-                      Captured(captures, "ring group_sizes per device"),
-                      Captured(captures, "ring token sources per device"),
-                      Captured(captures, "gate_logits").shape[2], k, view)});
+         RingRowsTree(Captured(captures, Capture::kRingSortedSelectedExpertsPerDevice),
+                      Captured(captures, Capture::kRingSortedExpertsPerDevice),
+                      Captured(captures, Capture::kRingRollToExpertIdPerDevice),
+                      Captured(captures, Capture::kRingGroupSizesPerDevice),
+                      Captured(captures, Capture::kRingTokenSourcesPerDevice),
+                      Captured(captures, Capture::kGateLogits).shape[2], k, view)});
     return out;
   }
-  const Array& selected = Captured(captures, "sorted_selected_experts per device");
-  const Array& experts = Captured(captures, "sorted_experts per device");
+  const Array& selected = Captured(captures, Capture::kSortedSelectedExpertsPerDevice);
+  const Array& experts = Captured(captures, Capture::kSortedExpertsPerDevice);
   out.push_back(
       {"Tree: sorted_inputs (per device)",
        "What `permute` did on each device of this run: its (token, choice) rows repeated K "
@@ -173,14 +173,14 @@ std::vector<MarkdownExample> SortedRowSections(const Captures& captures, bool so
          "`input_offsets`/`send_sizes` picked, placed at its `output_offsets`), split by "
          "expert, and the empty rest of the buffer. `local_permute` then sorts the filled rows "
          "by local expert.",
-         RaggedBufferTree(Captured(captures, "x row sources per device"), selected, experts, k,
+         RaggedBufferTree(Captured(captures, Capture::kXRowSourcesPerDevice), selected, experts, k,
                           view)});
-  if (!sorted_inputs || !captures.count("local_permute sorted_indices per device")) return out;
-  const Array& order = Captured(captures, "local_permute sorted_indices per device");
-  const Array& ids = Captured(captures, "local_permute sorted_experts_ids per device");
-  const Array& sizes = Captured(captures, "local_group_size per device");
-  const Array& shard = Captured(captures, "expert_shard_id per device");
-  if (captures.count("x row sources per device"))
+  if (!sorted_inputs || !captures.Has(Capture::kLocalPermuteSortedIndicesPerDevice)) return out;
+  const Array& order = Captured(captures, Capture::kLocalPermuteSortedIndicesPerDevice);
+  const Array& ids = Captured(captures, Capture::kLocalPermuteSortedExpertsIdsPerDevice);
+  const Array& sizes = Captured(captures, Capture::kLocalGroupSizePerDevice);
+  const Array& shard = Captured(captures, Capture::kExpertShardIdPerDevice);
+  if (captures.Has(Capture::kXRowSourcesPerDevice))
     out.push_back(
         {"Tree: sorted_inputs after local_permute (per device)",
          "How `local_permute` orders each device's receive buffer for its gmms: "
@@ -188,7 +188,7 @@ std::vector<MarkdownExample> SortedRowSections(const Captures& captures, bool so
          "all-gathered group sizes, and a stable argsort groups the received rows by local "
          "expert, each expert's rows in sender order; `local_group_size` gives the gmm groups. "
          "The empty buffer rows sort last, past every group.",
-         LocalPermuteTree(order, ids, sizes, shard, Captured(captures, "x row sources per device"),
+         LocalPermuteTree(order, ids, sizes, shard, Captured(captures, Capture::kXRowSourcesPerDevice),
                           selected, experts, k, view)});
   else
     out.push_back(
@@ -205,13 +205,13 @@ std::vector<MarkdownExample> SortedRowSections(const Captures& captures, bool so
 
 // Where the expert outputs land after the return ragged_all_to_all.
 MarkdownExample ReturnSection(const Captures& captures, const DeviceTreeView& view) {
-  const int64_t k = Captured(captures, "top_k_indices").shape[2];
-  const Array& sources = Captured(captures, "intermediate_output row sources per device");
-  const Array& selected = Captured(captures, "sorted_selected_experts per device");
-  const Array& experts = Captured(captures, "sorted_experts per device");
+  const int64_t k = Captured(captures, Capture::kTopKIndices).shape[2];
+  const Array& sources = Captured(captures, Capture::kIntermediateOutputRowSourcesPerDevice);
+  const Array& selected = Captured(captures, Capture::kSortedSelectedExpertsPerDevice);
+  const Array& experts = Captured(captures, Capture::kSortedExpertsPerDevice);
   const int64_t sender_rows =
-      Captured(captures, "local_permute sorted_indices per device").shape[1];
-  if (captures.count("x row sources per device"))
+      Captured(captures, Capture::kLocalPermuteSortedIndicesPerDevice).shape[1];
+  if (captures.Has(Capture::kXRowSourcesPerDevice))
     return {"Tree: intermediate_output (the return ragged_all_to_all, per device)",
             "Where the expert outputs go: each device unsorts its outputs back to its buffer "
             "order (`argsort(local_sorted_indices)`), and the second `ragged_all_to_all`, with "
@@ -241,22 +241,22 @@ const std::vector<std::string>& TreeNames() {
 
 std::vector<std::string> DrawableTrees(const Captures& captures) {
   // The capture each tree needs beyond the top-k choices every MoE run has.
-  const std::vector<std::pair<std::string, std::string>> needs = {
-      {"top_k_indices", "top_k_indices"},
-      {"top_k_weights", "top_k_weights"},
-      {"weights", "weights"},
-      {"group_scores", "group_scores"},
-      {"group_mask", "group_mask"},
-      {"dispatch_mask", "dispatch_mask"},
-      {"combine_mask", "combine_mask"},
-      {"sorted_inputs", "sorted_experts per device"},
-      {"sorted_inputs", "ring sorted_experts per device"},
-      {"x", "x row sources per device"},
-      {"intermediate_output", "intermediate_output row sources per device"}};
+  const std::vector<std::pair<std::string, Capture>> needs = {
+      {"top_k_indices", Capture::kTopKIndices},
+      {"top_k_weights", Capture::kTopKWeights},
+      {"weights", Capture::kWeights},
+      {"group_scores", Capture::kGroupScores},
+      {"group_mask", Capture::kGroupMask},
+      {"dispatch_mask", Capture::kDispatchMask},
+      {"combine_mask", Capture::kCombineMask},
+      {"sorted_inputs", Capture::kSortedExpertsPerDevice},
+      {"sorted_inputs", Capture::kRingSortedExpertsPerDevice},
+      {"x", Capture::kXRowSourcesPerDevice},
+      {"intermediate_output", Capture::kIntermediateOutputRowSourcesPerDevice}};
   std::vector<std::string> out;
-  if (!captures.count("top_k_indices") || !captures.count("top_k_weights")) return out;
+  if (!captures.Has(Capture::kTopKIndices) || !captures.Has(Capture::kTopKWeights)) return out;
   for (const auto& [tree, capture] : needs)
-    if (captures.count(capture) && std::find(out.begin(), out.end(), tree) == out.end())
+    if (captures.Has(capture) && std::find(out.begin(), out.end(), tree) == out.end())
       out.push_back(tree);
   return out;
 }
@@ -298,11 +298,12 @@ std::optional<MarkdownExample> ParamSection(const Captures& captures, const Devi
   static const char* const kParams[] = {"input_offsets", "send_sizes", "output_offsets",
                                         "recv_sizes"};
   std::string text;
-  for (const char* output : {"x", "intermediate_output"}) {
+  for (const Exchange exchange : {Exchange::kDispatch, Exchange::kReturn}) {
+    const std::string_view output = ExchangeOperand(exchange);
     std::vector<const Array*> arrays;
-    for (const char* param : kParams) {
-      const auto found = captures.find(fmt::format("{} {} per device", output, param));
-      if (found != captures.end() && found->second.rank() == 2) arrays.push_back(&found->second);
+    for (const Capture id : AllToAllParamCaptures(exchange)) {
+      const Array* found = captures.Find(id);
+      if (found && found->rank() == 2) arrays.push_back(found);
     }
     if (arrays.size() != 4) continue;
     const int64_t devices = arrays[0]->shape[0];

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "emit/sparse_row_tree.h"
+#include "ir/captures.h"
 #include "emit/spec_markdown.h"
 #include "numeric/array.h"
 #include "ir/trace.h"
@@ -19,7 +20,6 @@
 namespace shardtrace {
 
 // A numeric run's global arrays by golden-format name (BlockRun::captures).
-using Captures = std::map<std::string, Array>;
 
 // The tree names a page may ask for, in page order, each the tensor its tree explains:
 // "top_k_indices"/"top_k_weights" (Token → choice → expert), "weights" (the same read from

@@ -400,13 +400,13 @@ RenderedPage RenderPage(const VisualizationPage& v) {
   for (const PageRun& more : v.more_runs) {
     const RunResult other = SeededRun(more.args, more.devices, "moe", "");
     std::string text = AsciiFlow(other.trace, other.spmd, 100, more.only_scope);
-    const auto indices = other.captures.find("top_k_indices");
-    const auto weights = other.captures.find("top_k_weights");
-    const auto scores = other.captures.find("router_scores");
-    if (more.routing_tree && indices != other.captures.end() && weights != other.captures.end())
-      text += "\n" + RoutingTree(indices->second, weights->second, 0,
+    const Array* indices = other.captures.Find(Capture::kTopKIndices);
+    const Array* weights = other.captures.Find(Capture::kTopKWeights);
+    const Array* scores = other.captures.Find(Capture::kRouterScores);
+    if (more.routing_tree && indices && weights)
+      text += "\n" + RoutingTree(*indices, *weights, 0,
                                  {.router_scores =
-                                      scores == other.captures.end() ? nullptr : &scores->second});
+                                      scores});
     // A section's own properties, listed as that run's (Llama 4's weights are raw logits,
     // which the page trace's non-negative weights do not cover).
     for (Invariant& inv :

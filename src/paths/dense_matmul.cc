@@ -73,15 +73,15 @@ DenseRouting Route(const MoeContext& ctx, const Value& inputs, const Value& gate
   Tracer& t = ctx.t;
   const MoeSetup& s = ctx.setup;
   DenseRouting r{GetTopK(ctx, gate_logits, pre_bias), std::nullopt, inputs};
-  ctx.Capture("top_k_weights", r.top.weights.array());
-  ctx.Capture("top_k_indices", r.top.indices.array());
+  ctx.Capture(Capture::kTopKWeights, r.top.weights.array());
+  ctx.Capture(Capture::kTopKIndices, r.top.indices.array());
   t.trace().top_k_indices = r.top.indices.tensor;
   if (s.decoder_block == "llama4") {
     const auto cond = t.Condition("decoder_block == llama4");
     const Value f32 = tr::Cast(t, r.top.weights, DType::kFloat32, {"top_k_weights", "BSK"});
     const Value sig = tr::Activation(t, "sigmoid", f32, {"router_scores", "BSK"});
     const Value scores = tr::Cast(t, sig, s.dtype, {"router_scores", "BSK"});
-    ctx.Capture("router_scores", scores.array());
+    ctx.Capture(Capture::kRouterScores, scores.array());
     r.inputs = tr::Binary(t, OpKind::kMul, r.inputs, scores, {"inputs", "BSM"});
   } else {
     r.weights = ReshapeAndUpdateWeights(ctx, r.top.weights, r.top.indices);
@@ -143,7 +143,7 @@ DroppingLayout ConstrainedMasks(const MoeContext& ctx, DenseRouting& r, const Va
     const auto inf = t.Condition("model_call_mode == inference");
     const Value probs = RouterProbs(ctx, gate_logits);
     // What the combine mask's weights are taken from (the invariants compare them).
-    ctx.Capture("softmax_probs", probs.array());
+    ctx.Capture(Capture::kSoftmaxProbs, probs.array());
     t.Annotate(probs,
                "the combine weights: the softmax over all experts, not the top-k weights "
                "(moe.py:1748-1749)");
@@ -181,12 +181,12 @@ DroppingLayout ConstrainedMasks(const MoeContext& ctx, DenseRouting& r, const Va
   auto as_bsec = [&](const Array& mask) {
     return mask.rank() == 5 ? Reshape(mask, {b, seq, mask.shape[3], mask.shape[4]}) : mask;
   };
-  ctx.Capture("dispatch_mask", as_bsec(l.dispatch_mask.array()));
-  ctx.Capture("combine_mask", as_bsec(l.combine_mask.array()));
+  ctx.Capture(Capture::kDispatchMask, as_bsec(l.dispatch_mask.array()));
+  ctx.Capture(Capture::kCombineMask, as_bsec(l.combine_mask.array()));
   if (l.dispatch_mask.shape().size() == 5) {
     // The page's trees draw the subgroups as the inference path holds them.
-    ctx.Capture("dispatch_mask subgroups", l.dispatch_mask.array());
-    ctx.Capture("combine_mask subgroups", l.combine_mask.array());
+    ctx.Capture(Capture::kDispatchMaskSubgroups, l.dispatch_mask.array());
+    ctx.Capture(Capture::kCombineMaskSubgroups, l.combine_mask.array());
   }
   t.trace().dispatch_mask = l.dispatch_mask.tensor;
   t.trace().combine_mask = l.combine_mask.tensor;
@@ -346,7 +346,7 @@ Value WeightSum(const MoeContext& ctx, const DenseRouting& r, Value intermediate
   }
   Value w = *weights;
   // The [B,S,E] weights the sum uses (the routing tree of the dropless page reads them).
-  ctx.Capture("weights", w.array());
+  ctx.Capture(Capture::kWeights, w.array());
   if (ctx.settings().float32_weight_sum) {
     const auto c3 = t.Condition("float32_weight_sum");
     intermediate = tr::Cast(t, intermediate, DType::kFloat32, {"intermediate_layer", "BSEM"});

@@ -30,11 +30,11 @@ Value RollToExpertId(const MoeContext& ctx, const Value& expert_shard_id) {
 void CaptureRingRows(const MoeContext& ctx, const PermuteOutput& routing, const Value& roll,
                      const Value& local_group_sizes, int64_t local_batch, int64_t sequence_length) {
   if (!ctx.t.numeric()) return;
-  ctx.CapturePerDevice("ring sorted_selected_experts per device",
+  ctx.CapturePerDevice(Capture::kRingSortedSelectedExpertsPerDevice,
                        routing.sorted_selected_experts.shards);
-  ctx.CapturePerDevice("ring sorted_experts per device", routing.sorted_experts.shards);
-  ctx.CapturePerDevice("ring roll_to_expert_id per device", roll.shards);
-  ctx.CapturePerDevice("ring group_sizes per device", local_group_sizes.shards);
+  ctx.CapturePerDevice(Capture::kRingSortedExpertsPerDevice, routing.sorted_experts.shards);
+  ctx.CapturePerDevice(Capture::kRingRollToExpertIdPerDevice, roll.shards);
+  ctx.CapturePerDevice(Capture::kRingGroupSizesPerDevice, local_group_sizes.shards);
   const Mesh& mesh = ctx.t.mesh();
   const int64_t local_tokens = local_batch * sequence_length;
   std::vector<Array> sources;
@@ -49,10 +49,10 @@ void CaptureRingRows(const MoeContext& ctx, const PermuteOutput& routing, const 
     }
     sources.push_back(Array::FromData({tokens, 2}, DType::kInt32, std::move(pairs)));
   }
-  ctx.CapturePerDevice("ring token sources per device", sources);
+  ctx.CapturePerDevice(Capture::kRingTokenSourcesPerDevice, sources);
 }
 
-void CaptureRowMagnitudes(const MoeContext& ctx, const Value& rows, const std::string& name) {
+void CaptureRowMagnitudes(const MoeContext& ctx, const Value& rows, Capture id) {
   if (!ctx.t.numeric() || !rows.numeric()) return;
   std::vector<Array> magnitudes;
   for (const Array& shard : rows.shards) {
@@ -65,7 +65,7 @@ void CaptureRowMagnitudes(const MoeContext& ctx, const Value& rows, const std::s
             std::max(m[static_cast<size_t>(r)], std::abs(shard.values()[r * width + c]));
     magnitudes.push_back(Array::FromData({n}, DType::kFloat32, std::move(m)));
   }
-  ctx.CapturePerDevice(name, magnitudes);
+  ctx.CapturePerDevice(id, magnitudes);
 }
 
 void PlanForwardAllToAll(const MoeContext& ctx, const Value& group_sizes, int64_t rows,
@@ -129,22 +129,22 @@ Value ReturnFromExperts(const MoeContext& ctx, const Value& expert_output, const
                                      });
     const AllToAllParams p = GetAllToAllParams(ctx, transposed, ep.expert_shard_id, s.ep, true);
     std::vector<Array> sources;
-    CaptureAllToAllParams(ctx, "intermediate_output", p);
+    CaptureAllToAllParams(ctx, Exchange::kReturn, p);
     const Value out = t.RaggedAllToAll(local_output, output_shape, p.input_offsets, p.send_sizes,
                                        p.output_offsets, p.recv_sizes, s.expert_axes,
                                        {"intermediate_output", "RM"}, &sources);
-    ctx.CapturePerDevice("intermediate_output row sources per device", sources);
+    ctx.CapturePerDevice(Capture::kIntermediateOutputRowSourcesPerDevice, sources);
     return out;
   }
   const auto cond = t.Condition("batch replicated (global batch 1)");
   const AllToAllParams p =
       GetAllToAllParams(ctx, *ep.reshaped_group_sizes, ep.expert_shard_id, s.ep, false);
   std::vector<Array> sources;
-  CaptureAllToAllParams(ctx, "intermediate_output", p);
+  CaptureAllToAllParams(ctx, Exchange::kReturn, p);
   const Value out =
       t.RaggedAllToAll(expert_output, output_shape, p.input_offsets, p.send_sizes, p.output_offsets,
                        p.recv_sizes, s.expert_axes, {"intermediate_output", "RM"}, &sources);
-  ctx.CapturePerDevice("intermediate_output row sources per device", sources);
+  ctx.CapturePerDevice(Capture::kIntermediateOutputRowSourcesPerDevice, sources);
   return out;
 }
 

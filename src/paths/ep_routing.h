@@ -46,7 +46,7 @@ void CaptureRingRows(const MoeContext& ctx, const PermuteOutput& routing, const 
 
 // Numeric runs: each device's per-row max |value| of `rows` [R, ...] (as [devices, R]), so the
 // invariants can see which rows the ring's mask zeroed without keeping the rows themselves.
-void CaptureRowMagnitudes(const MoeContext& ctx, const Value& rows, const std::string& name);
+void CaptureRowMagnitudes(const MoeContext& ctx, const Value& rows, Capture id);
 
 // Expert parallelism > 1: group_sizes summed per expert shard; when the batch is sharded by
 // expert, the all-gathered [EP, EP] sizes, the forward all-to-all offsets and the receive

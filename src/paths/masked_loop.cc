@@ -17,11 +17,11 @@ PathOutput MaskedLoop(const MoeContext& ctx, const Value& inputs, const Value& g
   const MoeSetup& s = ctx.setup;
   const auto scope = t.Scope("masked_loop");
   const TopKOutput top = GetTopK(ctx, gate_logits, pre_bias_logits);
-  ctx.Capture("top_k_weights", top.weights.array());
-  ctx.Capture("top_k_indices", top.indices.array());
+  ctx.Capture(Capture::kTopKWeights, top.weights.array());
+  ctx.Capture(Capture::kTopKIndices, top.indices.array());
   t.trace().top_k_indices = top.indices.tensor;
   const Value gating = ReshapeAndUpdateWeights(ctx, top.weights, top.indices);  // [B,S,E]
-  ctx.Capture("weights", gating.array());  // as dense_matmul's dropless weights
+  ctx.Capture(Capture::kWeights, gating.array());  // as dense_matmul's dropless weights
   const DType acc = ctx.settings().float32_weight_sum ? DType::kFloat32 : s.dtype;
   Value final_output = tr::Zeros(t, inputs.shape(), acc, {"final_output", "BSM"});
   for (int64_t e = 0; e < s.num_experts; ++e) {

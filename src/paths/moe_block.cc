@@ -82,8 +82,8 @@ PathOutput RoutedMoE(const MoeContext& ctx, const Value& inputs_in, const MoePar
 
   const Value inputs = tr::Cast(t, inputs_in, s.dtype, {"inputs", "BSM"});
   const GateOutput gate = GateLogit(ctx, inputs, gate_kernel, gate_bias);
-  ctx.Capture("gate_logits", gate.gate_logits.array());
-  if (gate.pre_bias_logits) ctx.Capture("pre_bias_logits", gate.pre_bias_logits->array());
+  ctx.Capture(Capture::kGateLogits, gate.gate_logits.array());
+  if (gate.pre_bias_logits) ctx.Capture(Capture::kPreBiasLogits, gate.pre_bias_logits->array());
 
   ExpertKernels k;
   k.wo = tr::Cast(t, wo, s.dtype, {"wo_kernel", "EHM"});
@@ -142,9 +142,9 @@ Value SharedExpertGated(const MoeContext& ctx, const Value& inputs, const MoePar
       tr::Binary(t, OpKind::kMul, gate, shared_out, {"shared_expert_output", "BSM"});
   const Value output = tr::Binary(t, OpKind::kAdd, routed, scaled, {"output", "BSM"});
   // The parts of output == routed + sigmoid(gate) * shared.
-  ctx.Capture("routed_experts output", routed.array());
-  ctx.Capture("shared_expert output", shared_out.array());
-  ctx.Capture("shared_expert_gate output", gate_out.array());
+  ctx.Capture(Capture::kRoutedExpertsOutput, routed.array());
+  ctx.Capture(Capture::kSharedExpertOutput, shared_out.array());
+  ctx.Capture(Capture::kSharedExpertGateOutput, gate_out.array());
   return output;
 }
 
@@ -182,7 +182,7 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
     t.trace().path = "MlpBlock (dense layer, intermediate mlp_dim)";
     const Value inputs = t.Input({"inputs", "BSM"}, params.inputs);
     const Value out = MlpBlock(t, setup.settings, inputs, *params.dense, "MlpBlock");
-    ctx.Capture("output", out.array());
+    ctx.Capture(Capture::kOutput, out.array());
     t.trace().input = inputs.tensor;
     t.trace().output = out.tensor;
   } else if (block == Block::kShared) {
@@ -198,7 +198,7 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
     const Value inputs = t.Input({"inputs", "BSM"}, params.inputs);
     const Value out = MlpBlock(t, setup.settings, inputs, *params.shared,
                                shared ? "shared_experts" : "shared_expert");
-    ctx.Capture("output", out.array());
+    ctx.Capture(Capture::kOutput, out.array());
     t.trace().input = inputs.tensor;
     t.trace().output = out.tensor;
   } else {
@@ -245,19 +245,18 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
           MlpBlock(t, setup.settings, inputs, *params.shared, "shared_experts");
       output = tr::Binary(t, OpKind::kAdd, routed.output, shared_out, {"output", "BSM"});
       // The two addends, for the invariant output == routed + shared.
-      ctx.Capture("routed_experts output", routed.output.array());
-      ctx.Capture("shared_experts output", shared_out.array());
+      ctx.Capture(Capture::kRoutedExpertsOutput, routed.output.array());
+      ctx.Capture(Capture::kSharedExpertsOutput, shared_out.array());
     }
-    ctx.Capture("output", output.array());
+    ctx.Capture(Capture::kOutput, output.array());
     t.trace().input = inputs.tensor;
     t.trace().output = output.tensor;
-    const auto indices = run.captures.find("top_k_indices");
-    if (indices != run.captures.end()) {
+    if (const Array* indices = run.captures.Find(Capture::kTopKIndices)) {
       // Every path reports the routing load: (token, k) choices per expert, whole batch.
       const Array counts =
-          Bincount(Reshape(indices->second, {indices->second.size()}), setup.num_experts);
+          Bincount(Reshape(*indices, {indices->size()}), setup.num_experts);
       // The golden format's group_sizes is this whole-batch count, on every path.
-      run.captures.try_emplace("group_sizes", counts);
+      run.captures.PutIfAbsent(Capture::kGroupSizes, counts);
       t.AddFact({FactKind::kTokensPerExpert,
                  "",
                  "RoutedMoE",
@@ -265,8 +264,8 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
                  std::vector<double>(counts.values().begin(), counts.values().end()),
                  {}});
     }
-    if (routed.lb_loss) ctx.Capture("lb_loss", routed.lb_loss->array());
-    if (routed.bias_updates) ctx.Capture("bias_updates", routed.bias_updates->array());
+    if (routed.lb_loss) ctx.Capture(Capture::kLbLoss, routed.lb_loss->array());
+    if (routed.bias_updates) ctx.Capture(Capture::kBiasUpdates, routed.bias_updates->array());
   }
   run.trace = std::move(t).Finish();
   return run;

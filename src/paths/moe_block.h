@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/captures.h"
 #include "ir/trace.h"
 #include "paths/moe_params.h"
 #include "paths/moe_setup.h"
@@ -24,7 +25,7 @@ Block ParseBlock(const std::string& name);  // "moe" | "mlp" | "shared"
 
 struct BlockRun {
   Trace trace;
-  std::map<std::string, Array> captures;  // global numeric arrays by golden-format name
+  Captures captures;  // the numeric arrays golden checks and trees read
 };
 
 // True when the decoder wraps the routed experts in RoutedAndSharedMoE.

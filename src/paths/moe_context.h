@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/captures.h"
 #include "paths/moe_setup.h"
 #include "paths/tracer.h"
 
@@ -16,18 +17,18 @@ namespace shardtrace {
 struct MoeContext {
   const MoeSetup& setup;
   Tracer& t;
-  std::map<std::string, Array>& captures;
+  Captures& captures;
 
   DType dtype() const { return setup.dtype; }
   const MoeSettings& settings() const { return setup.settings; }
-  // Records `value` (global, numeric) under `name` for golden comparison.
-  void Capture(const std::string& name, const Array& value) const {
-    if (value.numeric()) captures.insert_or_assign(name, value);
+  // Records `value` (global, numeric) under `id` for golden comparison.
+  void Capture(shardtrace::Capture id, const Array& value) const {
+    if (value.numeric()) captures.Put(id, value);
   }
   // Records per-device blocks (inside shard_map, numeric) stacked as [devices, ...] under
-  // `name`: what each virtual device holds, which no global array shows (the sorted rows
+  // `id`: what each virtual device holds, which no global array shows (the sorted rows
   // and ragged buffers the pages draw as trees).
-  void CapturePerDevice(const std::string& name, const std::vector<Array>& shards) const {
+  void CapturePerDevice(shardtrace::Capture id, const std::vector<Array>& shards) const {
     if (shards.empty() || !shards.front().numeric()) return;
     Shape shape = shards.front().shape;
     std::vector<float> data;
@@ -36,7 +37,7 @@ struct MoeContext {
       data.insert(data.end(), a.values().begin(), a.values().end());
     }
     shape.insert(shape.begin(), static_cast<int64_t>(shards.size()));
-    captures.insert_or_assign(name, Array::FromData(shape, shards.front().dtype, std::move(data)));
+    captures.Put(id, Array::FromData(shape, shards.front().dtype, std::move(data)));
   }
 };
 

@@ -150,7 +150,7 @@ Value Unpermute(const MoeContext& ctx, const Value& intermediate,
     const auto cond = t.Condition("decoder_block == llama4");
     w = t.Apply({OpKind::kOnesLike, "", {}}, {&w}, {"reshaped_weights", "TK"},
                 [](const Args& a) { return FullLike(*a[0], 1.0f, a[0]->dtype); });
-    ctx.CapturePerDevice("weight_sum weights per device", w.shards);
+    ctx.CapturePerDevice(Capture::kWeightSumWeightsPerDevice, w.shards);
   }
   if (ctx.settings().float32_weight_sum) {
     const auto cond = t.Condition("float32_weight_sum");
@@ -222,11 +222,11 @@ LocalPermuteOutput LocalSortOrder(const MoeContext& ctx, int64_t rows, const std
   out.sorted_experts_ids =
       tr::Take(t, expert_indices, out.sorted_indices, 0, {"sorted_experts_ids", row_dim});
   // What each device's sort did, for the pages' trees of the local order.
-  ctx.CapturePerDevice("local_permute sorted_indices per device", out.sorted_indices.shards);
-  ctx.CapturePerDevice("local_permute sorted_experts_ids per device",
+  ctx.CapturePerDevice(Capture::kLocalPermuteSortedIndicesPerDevice, out.sorted_indices.shards);
+  ctx.CapturePerDevice(Capture::kLocalPermuteSortedExpertsIdsPerDevice,
                        out.sorted_experts_ids.shards);
-  ctx.CapturePerDevice("local_group_size per device", out.local_group_size.shards);
-  ctx.CapturePerDevice("expert_shard_id per device", shard_index.shards);
+  ctx.CapturePerDevice(Capture::kLocalGroupSizePerDevice, out.local_group_size.shards);
+  ctx.CapturePerDevice(Capture::kExpertShardIdPerDevice, shard_index.shards);
   return out;
 }
 
@@ -243,14 +243,11 @@ LocalPermuteOutput LocalPermute(const MoeContext& ctx, const Value& inputs,
   return out;
 }
 
-void CaptureAllToAllParams(const MoeContext& ctx, const std::string& output,
-                           const AllToAllParams& p) {
-  for (const auto& [name, v] :
-       {std::pair<const char*, const Value*>{"input_offsets", &p.input_offsets},
-        {"send_sizes", &p.send_sizes},
-        {"output_offsets", &p.output_offsets},
-        {"recv_sizes", &p.recv_sizes}})
-    ctx.CapturePerDevice(fmt::format("{} {} per device", output, name), v->shards);
+void CaptureAllToAllParams(const MoeContext& ctx, Exchange exchange, const AllToAllParams& p) {
+  const std::array<Capture, 4> ids = AllToAllParamCaptures(exchange);
+  const std::array<const Value*, 4> values = {&p.input_offsets, &p.send_sizes, &p.output_offsets,
+                                              &p.recv_sizes};
+  for (size_t i = 0; i < ids.size(); ++i) ctx.CapturePerDevice(ids[i], values[i]->shards);
 }
 
 AllToAllParams GetAllToAllParams(const MoeContext& ctx, const Value& all_shards_group_sizes,

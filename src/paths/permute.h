@@ -67,8 +67,7 @@ struct AllToAllParams {
 // Records each device's four parameter arrays of the ragged_all_to_all that produces
 // `output` ("x", "intermediate_output") as captures "<output> <param> per device" [D, peers]
 // (numeric runs), which the pages draw as a table.
-void CaptureAllToAllParams(const MoeContext& ctx, const std::string& output,
-                           const AllToAllParams& p);
+void CaptureAllToAllParams(const MoeContext& ctx, Exchange exchange, const AllToAllParams& p);
 AllToAllParams GetAllToAllParams(const MoeContext& ctx, const Value& all_shards_group_sizes,
                                  const Value& shard_id, int64_t num_expert_parallelism,
                                  bool is_batch_sharded);

@@ -59,8 +59,8 @@ Value ExpertGroupMask(const MoeContext& ctx, const Value& gate_logits) {
   // Outside shard_map (dense_matmul) these are global: the visualizations draw the groups
   // each token keeps from them.
   if (!group_mask.per_device) {
-    ctx.Capture("group_scores", group_scores.array());
-    ctx.Capture("group_mask", group_mask.array());
+    ctx.Capture(Capture::kGroupScores, group_scores.array());
+    ctx.Capture(Capture::kGroupMask, group_mask.array());
   }
   return t.Apply(
       {OpKind::kBroadcastTo, "", {}}, {&group_mask}, {"score_mask", "BSE"},

@@ -55,9 +55,9 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
   } else {
     perm = Permute(ctx, x, logits, pre, std::nullopt);
     // The sort each device did, for the page's tree of its sorted rows.
-    ctx.CapturePerDevice("sorted_selected_experts per device", perm.sorted_selected_experts.shards);
-    ctx.CapturePerDevice("sorted_experts per device", perm.sorted_experts.shards);
-    ctx.CapturePerDevice("top_k_indices per device", perm.top_k_indices.shards);
+    ctx.CapturePerDevice(Capture::kSortedSelectedExpertsPerDevice, perm.sorted_selected_experts.shards);
+    ctx.CapturePerDevice(Capture::kSortedExpertsPerDevice, perm.sorted_experts.shards);
+    ctx.CapturePerDevice(Capture::kTopKIndicesPerDevice, perm.top_k_indices.shards);
     x = perm.sorted_inputs;
     group_sizes = perm.group_size;
     selected_experts = perm.sorted_experts;
@@ -71,10 +71,10 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
         const Value output_shape =
             tr::Empty(t, {buffer, x.dim(1)}, x.dtype(), {"output_shape", "UM"});
         std::vector<Array> sources;
-        CaptureAllToAllParams(ctx, "x", p);
+        CaptureAllToAllParams(ctx, Exchange::kDispatch, p);
         x = t.RaggedAllToAll(x, output_shape, p.input_offsets, p.send_sizes, p.output_offsets,
                              p.recv_sizes, ep_axes, {"x", "UM"}, &sources);
-        ctx.CapturePerDevice("x row sources per device", sources);
+        ctx.CapturePerDevice(Capture::kXRowSourcesPerDevice, sources);
         const Value global_group_sizes =
             t.AllGather(group_sizes, ep_axes, 0, false, {"global_group_sizes", "PE"});
         const LocalPermuteOutput lp = LocalPermute(ctx, x, global_group_sizes, local_expert_size,
@@ -165,7 +165,7 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
     intermediate_output =
         MaskRowsPastGroups(ctx, intermediate_output, group_sizes, "intermediate_output");
     CaptureRowMagnitudes(ctx, intermediate_output,
-                         "ring intermediate_output row max|x| per device");
+                         Capture::kRingIntermediateOutputRowMaxPerDevice);
     output = Unpermute(ctx, intermediate_output, perm.sorted_selected_experts, perm.weights,
                        batch_size, sequence_length);
     output = tr::Reshape(t, output, {-1, sequence_length, s.emb / s.tp}, {"output", "BSM"});

@@ -45,10 +45,10 @@ RouteOutput Route(const MoeContext& ctx, const ShardMapOperands& op, EpRouting& 
   }
   out.routing = RouteTokens(ctx, logits, pre, roll);
   if (!roll) {  // (the ring's rolled ids are not expert ids)
-    ctx.CapturePerDevice("sorted_selected_experts per device",
+    ctx.CapturePerDevice(Capture::kSortedSelectedExpertsPerDevice,
                          out.routing.sorted_selected_experts.shards);
-    ctx.CapturePerDevice("sorted_experts per device", out.routing.sorted_experts.shards);
-    ctx.CapturePerDevice("top_k_indices per device", out.routing.top_k_indices.shards);
+    ctx.CapturePerDevice(Capture::kSortedExpertsPerDevice, out.routing.sorted_experts.shards);
+    ctx.CapturePerDevice(Capture::kTopKIndicesPerDevice, out.routing.top_k_indices.shards);
   }
   out.group_sizes = out.routing.group_size;
   out.selected_experts = out.routing.sorted_experts;
@@ -100,10 +100,10 @@ Value Dispatch(const MoeContext& ctx, const Value& x_in, const RouteOutput& rout
         tr::Empty(t, {meta.allocated_rows, x.dim(1)}, x.dtype(), {"output_shape", um});
     const AllToAllParams& p = *meta.forward;
     std::vector<Array> sources;  // the same for every embedding chunk
-    CaptureAllToAllParams(ctx, "x", p);
+    CaptureAllToAllParams(ctx, Exchange::kDispatch, p);
     x = t.RaggedAllToAll(x, buffer, p.input_offsets, p.send_sizes, p.output_offsets, p.recv_sizes,
                          s.expert_axes, {"x", um}, &sources);
-    ctx.CapturePerDevice("x row sources per device", sources);
+    ctx.CapturePerDevice(Capture::kXRowSourcesPerDevice, sources);
   }
   const std::string dims = t.trace().tensors[x.tensor].dims;
   return tr::Take(t, x, *meta.local_sorted_indices, 0, {"sorted_inputs", dims});
@@ -238,7 +238,7 @@ PathOutput SparsePipeline(const MoeContext& ctx, const Value& inputs, const Valu
     const int64_t batch_size = op.x.dim(0), seq = op.x.dim(1);
     if (s.ring_of_experts) {
       out = MaskRowsPastGroups(ctx, out, route.group_sizes, "intermediate_output");
-      CaptureRowMagnitudes(ctx, out, "ring intermediate_output row max|x| per device");
+      CaptureRowMagnitudes(ctx, out, Capture::kRingIntermediateOutputRowMaxPerDevice);
       output = Unpermute(ctx, out, route.routing.sorted_selected_experts, route.routing.weights,
                          batch_size, seq);
       output = tr::Reshape(t, output, {-1, seq, m / s.tp}, {"output", "BSM"});

@@ -236,17 +236,17 @@ PathOutput ExitSparseShardMap(const MoeContext& ctx, const RoutedShardings& shar
                               const PartitionSpec& routed_batch_spec) {
   Tracer& t = ctx.t;
   // Routing captured as global arrays for golden checks.
-  ctx.Capture("top_k_indices", t.Assemble(routing.top_k_indices, routed_batch_spec));
+  ctx.Capture(Capture::kTopKIndices, t.Assemble(routing.top_k_indices, routed_batch_spec));
   t.trace().top_k_indices = routing.top_k_indices.tensor;
   const Array weights = t.Assemble(routing.weights, routed_batch_spec);
-  ctx.Capture("top_k_weights", weights);
+  ctx.Capture(Capture::kTopKWeights, weights);
   // Llama 4's top-k "weights" are logits; permute scales each input by their sigmoid in
   // float32 (ScaleByRouterScores), which the routing tree shows beside them.
   if (ctx.setup.decoder_block == "llama4" && weights.numeric())
-    ctx.Capture("router_scores", Sigmoid(Cast(weights, DType::kFloat32)));
+    ctx.Capture(Capture::kRouterScores, Sigmoid(Cast(weights, DType::kFloat32)));
   // A replicated batch (decode) leaves every device the whole output: the invariants check
   // that the copies agree (small: the batch is one sequence).
-  if (!ctx.setup.batch_sharded_by_ep) ctx.CapturePerDevice("output per device", output.shards);
+  if (!ctx.setup.batch_sharded_by_ep) ctx.CapturePerDevice(Capture::kOutputPerDevice, output.shards);
   t.ExitShardMapBody();
   PathOutput result;
   result.output =

@@ -9,6 +9,7 @@
 
 #include "config/config.h"
 #include "config/run_inputs.h"
+#include "ir/captures.h"
 #include "ir/trace.h"
 #include "numeric/array.h"
 #include "paths/moe_setup.h"
@@ -33,7 +34,7 @@ struct RunResult {
   // propagated spec and per-device shape, the implied collectives, the memory estimate.
   SpmdResult spmd;
   // Global numeric arrays by golden-format name (empty for a symbolic run).
-  std::map<std::string, Array> captures;
+  Captures captures;
   TraceTotals totals;
 };
 
