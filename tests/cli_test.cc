@@ -129,6 +129,8 @@ TEST_CASE("The --version flag prints the version and exits 0", "[cli][e2e]") {
   INFO(Describe({"--version"}, r));
   CHECK(r.status == 0);
   CHECK_THAT(r.out, Catch::Contains(SHARDTRACE_VERSION));
+  for (const char* revision : {"313890777", "e591f30", "0.2.5"})
+    CHECK_THAT(r.out, Catch::Contains(revision));
 }
 
 TEST_CASE("The --help flag exits 0 and lists every subcommand", "[cli]") {

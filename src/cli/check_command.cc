@@ -5,14 +5,25 @@
 #include <nlohmann/json.hpp>
 
 #include "check/golden_check.h"
+#include "cli/cli.h"
+#include "cli/cli_options.h"
 #include "cli/commands.h"
-#include "io/input_file.h"
 #include "emit/text_table.h"
+#include "io/input_file.h"
 #include "util/error.h"
 #include "util/progress.h"
 
 namespace shardtrace {
 namespace {
+
+struct CheckCommandOptions {
+  CommonOptions common;  // args: golden case directories, then CONFIG.yml / key=value
+  double atol = 1e-5;
+  double rtol = 1e-4;
+  int threads = 0;                          // 0 = every core, 1 = serial
+  bool quiet = false;                       // no progress line on stderr
+  int64_t budget_bytes = int64_t{2} << 30;  // what a case's run may hold (--max-memory)
+};
 
 std::string StatusText(ArrayCheck::Status s) {
   switch (s) {
@@ -27,8 +38,6 @@ std::string StatusText(ArrayCheck::Status s) {
   }
   return "?";
 }
-
-}  // namespace
 
 bool RunCheckCommand(const CheckCommandOptions& options, std::ostream& out) {
   // Directories are cases; CONFIG files go before each case's config.yml (a base.yml), and
@@ -104,6 +113,45 @@ bool RunCheckCommand(const CheckCommandOptions& options, std::ostream& out) {
   }
   WriteOutput(options.common, text, out);
   return passed == static_cast<int>(reports.size());
+}
+
+}  // namespace
+
+Command AddCheckCommand(CLI::App& app) {
+  auto options = std::make_shared<CheckCommandOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "check", "check golden cases (config.yml + tensors.npz) against the reference");
+  AddCommon(cmd, options->common, {"text", "json"});
+  cmd->add_option("--atol", options->atol, "absolute tolerance for float arrays")
+      ->check(ToleranceValidator())
+      ->capture_default_str();
+  cmd->add_option("--rtol", options->rtol, "relative tolerance for float arrays")
+      ->check(ToleranceValidator())
+      ->capture_default_str();
+  cmd->add_option("--threads", options->threads,
+                  "threads simulating devices (0 = every core, 1 = serial)")
+      ->check(ThreadsValidator());
+  cmd->add_flag("--quiet", options->quiet, "no progress line on stderr");
+  AddMaxMemory(cmd, options->budget_bytes);
+  cmd->footer(
+      "Example: shardtrace check testdata/goldens/sparse_ep2_mixtral "
+      "testdata/goldens/ring_ep2_mixtral");
+  return {cmd, std::shared_ptr<CommonOptions>(options, &options->common),
+          [options] {
+            // Options that parse but would be ignored are refused, not dropped.
+            if (options->common.devices)
+              Fail(
+                  "--devices: check runs each golden case on the mesh its config.yml gives; "
+                  "expected no --devices, found --devices {}",
+                  *options->common.devices);
+            std::vector<std::string> dirs;  // the golden cases: the files they hold are read
+            for (const std::string& a : options->common.args)
+              if (a.find('=') == std::string::npos) dirs.push_back(a);
+            return dirs;
+          },
+          [options](std::ostream& out) {
+            return RunCheckCommand(*options, out) ? kExitOk : kExitMismatch;
+          }};
 }
 
 }  // namespace shardtrace

@@ -6,17 +6,22 @@
 
 #include "check/dump_comparison.h"
 #include "check/sharding_dump.h"
+#include "cli/cli.h"
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "emit/dump_comparison_report.h"
 
 namespace shardtrace {
 namespace {
 
+struct CompareDumpOptions {
+  std::string dump_dir;  // a MaxText sharding_info directory
+  CommonOptions common;  // args: CONFIG.yml / key=value over what the dump's name says
+};
+
 std::string KeyOf(const std::string& override_arg) {
   return override_arg.substr(0, override_arg.find('='));
 }
-
-}  // namespace
 
 bool RunCompareDumpCommand(const CompareDumpOptions& options, std::ostream& out) {
   const ShardingDump dump = ReadShardingDump(options.dump_dir);
@@ -48,6 +53,31 @@ bool RunCompareDumpCommand(const CompareDumpOptions& options, std::ostream& out)
                                      : DumpComparisonToText(comparison),
               out);
   return comparison.agrees();
+}
+
+}  // namespace
+
+Command AddCompareDumpCommand(CLI::App& app) {
+  auto options = std::make_shared<CompareDumpOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "compare-dump", "compare a MaxText sharding_info dump with shardtrace's trace of that run");
+  cmd->add_option("dump_dir", options->dump_dir,
+                  "MaxText sharding_info directory (named_shardings.json, logical_shardings.json, "
+                  "input_shardings.json)")
+      ->required();
+  AddCommon(cmd, options->common, {"text", "markdown", "json"});
+  cmd->footer(
+      "Model, overrides and device count come from the dump's directory name and mesh; "
+      "CONFIG.yml, key=value and --devices override them. Exit 0 all agree, 1 a difference.\n"
+      "Example: shardtrace compare-dump "
+      "maxtext/tests/utils/sharding_info/gpt-oss-20b/tpu7x-16/slice_1/"
+      "rule_default_ici_fsdp_parallelism=-1_ici_expert_parallelism=2 "
+      "maxtext/src/maxtext/configs/base.yml");
+  return {cmd, std::shared_ptr<CommonOptions>(options, &options->common),
+          [options] { return std::vector<std::string>{options->dump_dir}; },
+          [options](std::ostream& out) {
+            return RunCompareDumpCommand(*options, out) ? kExitOk : kExitMismatch;
+          }};
 }
 
 }  // namespace shardtrace

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/cli.h"
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "config/run_inputs.h"
 #include "paths/moe_setup.h"
@@ -71,8 +73,6 @@ std::vector<std::pair<std::string, int64_t>> Dims(const MoeSetup& s) {
           {"K", s.top_k}, {"H", s.hidden}, {"F", s.mlp_dim}, {"shared_H", s.shared_hidden}};
 }
 
-}  // namespace
-
 void RunConfigCommand(const CommonOptions& options, std::ostream& out) {
   const RunSetup in = Prepare(SymbolicRequest(options.args, options.devices));
   const MoeSetup& setup = in.setup;
@@ -130,6 +130,21 @@ void RunConfigCommand(const CommonOptions& options, std::ostream& out) {
     text += fmt::format("{:<10} {}\n", section.title, fmt::join(items, " "));
   }
   WriteOutput(options, text, out);
+}
+
+}  // namespace
+
+Command AddConfigCommand(CLI::App& app) {
+  auto options = std::make_shared<CommonOptions>();
+  CLI::App* cmd = app.add_subcommand("config", "the resolved MoE-relevant config and the mesh");
+  AddCommon(cmd, *options, {"text", "json"});
+  cmd->footer(
+      "Example: shardtrace config model_name=mixtral-8x7b ici_expert_parallelism=4 --devices 8");
+  return {cmd, options, [] { return std::vector<std::string>(); },
+          [options](std::ostream& out) {
+            RunConfigCommand(*options, out);
+            return kExitOk;
+          }};
 }
 
 }  // namespace shardtrace

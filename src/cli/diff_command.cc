@@ -4,11 +4,21 @@
 #include <fmt/ranges.h>
 
 #include "check/trace_diff.h"
+#include "cli/cli.h"
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "emit/trace_diff_report.h"
 #include "util/error.h"
 
 namespace shardtrace {
+namespace {
+
+struct DiffOptions {
+  CommonOptions common;        // args: up to two CONFIG files (A, B) and common key=value
+  std::vector<std::string> a;  // key=value for side A only
+  std::vector<std::string> b;  // key=value for side B only
+  std::string block = "moe";
+};
 
 bool RunDiffCommand(const DiffOptions& options, std::ostream& out) {
   std::vector<std::string> files, common;
@@ -40,6 +50,32 @@ bool RunDiffCommand(const DiffOptions& options, std::ostream& out) {
                                      : TraceDiffToText(diff),
               out);
   return diff.same();
+}
+
+}  // namespace
+
+Command AddDiffCommand(CLI::App& app) {
+  auto options = std::make_shared<DiffOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "diff", "how sharding, collectives and per-device bytes differ between two configs");
+  AddCommon(cmd, options->common, {"text", "markdown", "json"});
+  cmd->add_option("--a", options->a, "key=value for side A only (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_option("--b", options->b, "key=value for side B only (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  AddBlock(cmd, options->block);
+  cmd->footer(
+      "A.yml and B.yml are two configs (key=value applies to both), or one config (or none: "
+      "the embedded base.yml) with --a/--b overrides. Exit 0 same sharding, 1 different.\n"
+      "Example: shardtrace diff model_name=mixtral-8x7b --devices 8 --a "
+      "ici_expert_parallelism=1 --b ici_expert_parallelism=4");
+  return {cmd, std::shared_ptr<CommonOptions>(options, &options->common),
+          [] { return std::vector<std::string>(); },
+          [options](std::ostream& out) {
+            return RunDiffCommand(*options, out) ? kExitOk : kExitMismatch;
+          }};
 }
 
 }  // namespace shardtrace

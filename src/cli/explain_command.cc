@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli/cli.h"
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "run/run.h"
 #include "shard/sharding.h"
@@ -12,6 +14,13 @@
 
 namespace shardtrace {
 namespace {
+
+struct ExplainOptions {
+  CommonOptions common;
+  std::string axes;
+  std::string shape;
+  std::string dtype;
+};
 
 Shape ParseShape(const std::string& text, size_t rank) {
   Shape shape;
@@ -53,8 +62,6 @@ std::string DecisionText(const RuleDecision& d) {
   }
   return "";
 }
-
-}  // namespace
 
 void RunExplainCommand(const ExplainOptions& options, std::ostream& out) {
   const RunInputs in = LoadInputs(SymbolicRequest(options.common.args, options.common.devices));
@@ -133,6 +140,29 @@ void RunExplainCommand(const ExplainOptions& options, std::ostream& out) {
       text += fmt::format("  removed {} (size 1 or not in the mesh)\n", AxesList(d.removed));
   }
   WriteOutput(options.common, text, out);
+}
+
+}  // namespace
+
+Command AddExplainCommand(CLI::App& app) {
+  auto options = std::make_shared<ExplainOptions>();
+  CLI::App* cmd =
+      app.add_subcommand("explain", "resolve logical axes to a PartitionSpec, rule by rule");
+  AddCommon(cmd, options->common, {"text", "json"});
+  cmd->add_option("--axes", options->axes,
+                  "logical axes, e.g. exp,embed_moe,mlp_moe (None = unnamed)")
+      ->required();
+  cmd->add_option("--shape", options->shape, "global shape, e.g. 64,2048,1408");
+  cmd->add_option("--dtype", options->dtype, "dtype for bytes per device (default: config dtype)");
+  cmd->footer(
+      "Example: shardtrace explain --axes exp,embed_moe,mlp_moe --shape 64,2048,1408 "
+      "ici_expert_parallelism=2 --devices 8");
+  return {cmd, std::shared_ptr<CommonOptions>(options, &options->common),
+          [] { return std::vector<std::string>(); },
+          [options](std::ostream& out) {
+            RunExplainCommand(*options, out);
+            return kExitOk;
+          }};
 }
 
 }  // namespace shardtrace

@@ -8,13 +8,22 @@
 #include <filesystem>
 #include <optional>
 
+#include "cli/cli.h"
+#include "cli/cli_options.h"
 #include "cli/commands.h"
-#include "pages/visualization_pages.h"
 #include "io/atomic_file.h"
 #include "io/input_file.h"
+#include "pages/visualization_pages.h"
 #include "util/error.h"
 
 namespace shardtrace {
+namespace {
+
+struct GenerateOptions {
+  std::string out = "visualizations";  // directory of the *.md files
+  bool check = false;                  // compare with the files in `out`, write nothing
+};
+
 bool RunGenerateCommand(const GenerateOptions& options, std::ostream& out) {
   namespace fs = std::filesystem;
   const fs::path dir = options.out;
@@ -79,6 +88,26 @@ bool RunGenerateCommand(const GenerateOptions& options, std::ostream& out) {
                               : "shardtrace generate --out " + options.out;
   out << fmt::format("{} is stale: {}; run {}\n", shown, fmt::join(stale, ", "), fix);
   return false;
+}
+
+}  // namespace
+
+Command AddGenerateCommand(CLI::App& app) {
+  auto options = std::make_shared<GenerateOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "generate", "render visualizations/*.md from real traces of the embedded configs");
+  cmd->add_option("--out", options->out, "directory of the markdown files")->capture_default_str();
+  cmd->add_flag("--check", options->check,
+                "write nothing; exit 1 naming the files that differ from a fresh render");
+  cmd->footer("Example: shardtrace generate --check");
+  return {cmd, nullptr,
+          [options] {
+            if (!options->check) CheckOutputDirectory(options->out, "generate --out");
+            return std::vector<std::string>();
+          },
+          [options](std::ostream& out) {
+            return RunGenerateCommand(*options, out) ? kExitOk : kExitMismatch;
+          }};
 }
 
 }  // namespace shardtrace

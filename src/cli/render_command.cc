@@ -16,6 +16,8 @@
 
 #include "check/trace_diff.h"
 #include "check/trace_invariants.h"
+#include "cli/cli.h"
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "emit/ascii_flow.h"
 #include "emit/flow_overview.h"
@@ -36,6 +38,12 @@
 
 namespace shardtrace {
 namespace {
+
+struct RenderOptions {
+  CommonOptions common;  // args: CONFIG.yml / key=value; output: the page (.md)
+  std::string block = "moe";
+  std::vector<std::string> hbm;  // --hbm NAME=GIB: accelerators the summary fits the peak to
+};
 
 constexpr uint64_t kSeed = 1;
 // Trees on a page: the first 8 devices, within the page's 100 columns.
@@ -117,8 +125,6 @@ MarkdownExample TotalsExample(const Trace& trace, const SpmdResult& spmd) {
           "XLA's propagation (docs/xla-model.md).",
           text};
 }
-
-}  // namespace
 
 void RunRenderCommand(const RenderOptions& options, std::ostream& out) {
   const std::vector<std::string>& args = options.common.args;
@@ -231,6 +237,28 @@ void RunRenderCommand(const RenderOptions& options, std::ostream& out) {
              page.substr(end + 4);
   }
   WriteOutput(options.common, page, out);
+}
+
+}  // namespace
+
+Command AddRenderCommand(CLI::App& app) {
+  auto options = std::make_shared<RenderOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "render", "one visualization page (flow, trees, formal spec) for any config");
+  AddCommon(cmd, options->common, {});
+  cmd->add_option("--hbm", options->hbm,
+                  "NAME=GIB: also fit the peak per device to this accelerator's HBM "
+                  "(repeatable; e.g. MI300X=192)");
+  AddBlock(cmd, options->block);
+  cmd->footer(
+      "Example: shardtrace render maxtext/src/maxtext/configs/base.yml "
+      "model_name=deepseek3-671b ici_expert_parallelism=64 --devices 256 -o deepseek3.md");
+  return {cmd, std::shared_ptr<CommonOptions>(options, &options->common),
+          [] { return std::vector<std::string>(); },
+          [options](std::ostream& out) {
+            RunRenderCommand(*options, out);
+            return kExitOk;
+          }};
 }
 
 }  // namespace shardtrace

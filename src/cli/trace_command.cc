@@ -1,4 +1,6 @@
 // `shardtrace trace` and `shardtrace dump`.
+#include "cli/cli.h"
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "config/override_file.h"
 #include "emit/dot_graph.h"
@@ -14,6 +16,19 @@
 #include "util/progress.h"
 
 namespace shardtrace {
+namespace {
+
+struct TraceOptions {
+  CommonOptions common;
+  std::string block = "moe";  // moe | mlp | shared
+  bool numeric = false;
+  uint64_t seed = 0;
+  std::string golden;         // a golden case directory to take inputs and weights from
+  std::string path = "auto";  // auto (what RoutedMoE selects) | masked_loop
+  int threads = 0;            // numeric: 0 = every core, 1 = serial
+  bool quiet = false;         // no progress line on stderr
+  int64_t budget_bytes = int64_t{2} << 30;  // numeric: what the run may hold (--max-memory)
+};
 
 void RunTraceCommand(const TraceOptions& options, std::ostream& out) {
   const CommonOptions& common = options.common;
@@ -51,6 +66,61 @@ void RunDumpCommand(const CommonOptions& options, std::ostream& out) {
   WriteOutput(options,
               DumpToMaxtextJson(DumpModel(request), LoadInputs(request).config.revision().Title()),
               out);
+}
+
+}  // namespace
+
+Command AddTraceCommand(CLI::App& app) {
+  auto options = std::make_shared<TraceOptions>();
+  CLI::App* cmd =
+      app.add_subcommand("trace", "run a MoE/MLP block and record every tensor and collective");
+  AddCommon(cmd, options->common, {"table", "json", "dot", "svg", "mermaid"});
+  AddBlock(cmd, options->block);
+  cmd->add_option("--path", options->path,
+                  "auto: the path RoutedMoE selects from the config; masked_loop: the "
+                  "loop-over-experts reference")
+      ->check(CLI::IsMember({"auto", "masked_loop"}))
+      ->capture_default_str();
+  cmd->add_flag("--numeric", options->numeric, "run with real numbers on simulated devices");
+  cmd->add_option("--seed", options->seed,
+                  "seed of the deterministic weights and inputs (--numeric)")
+      ->check(SeedValidator());
+  cmd->add_option("--threads", options->threads,
+                  "numeric: threads simulating devices (0 = every core, 1 = serial)")
+      ->check(ThreadsValidator());
+  cmd->add_flag("--quiet", options->quiet, "no progress line on stderr");
+  AddMaxMemory(cmd, options->budget_bytes);
+  cmd->add_option("--golden", options->golden,
+                  "take inputs and weights from a golden case directory (implies --numeric)");
+  cmd->footer(
+      "Example: shardtrace trace model_name=deepseek3-671b --devices 256 "
+      "ici_expert_parallelism=64");
+  return {cmd, std::shared_ptr<CommonOptions>(options, &options->common),
+          [options, cmd] {
+            if (cmd->count("--golden") > 0 && options->golden.empty())
+              Fail("--golden: expected a golden case directory, found an empty name");
+            return options->golden.empty() ? std::vector<std::string>()
+                                           : std::vector<std::string>{options->golden};
+          },
+          [options](std::ostream& out) {
+            RunTraceCommand(*options, out);
+            return kExitOk;
+          }};
+}
+
+Command AddDumpCommand(CLI::App& app) {
+  auto options = std::make_shared<CommonOptions>();
+  CLI::App* cmd =
+      app.add_subcommand("dump", "MaxText's debug_sharding activation dump (input_shardings.json)");
+  AddCommon(cmd, *options, {"maxtext"});
+  cmd->footer(
+      "Example: shardtrace dump base.yml model_name=deepseek2-16b ici_expert_parallelism=4 "
+      "--devices 16");
+  return {cmd, options, [] { return std::vector<std::string>(); },
+          [options](std::ostream& out) {
+            RunDumpCommand(*options, out);
+            return kExitOk;
+          }};
 }
 
 }  // namespace shardtrace

@@ -42,8 +42,7 @@ constexpr std::pair<Capture, std::string_view> kNames[] = {
      "local_permute sorted_experts_ids per device"},
     {Capture::kLocalGroupSizePerDevice, "local_group_size per device"},
     {Capture::kExpertShardIdPerDevice, "expert_shard_id per device"},
-    {Capture::kIntermediateOutputRowSourcesPerDevice,
-     "intermediate_output row sources per device"},
+    {Capture::kIntermediateOutputRowSourcesPerDevice, "intermediate_output row sources per device"},
     {Capture::kXInputOffsetsPerDevice, "x input_offsets per device"},
     {Capture::kXSendSizesPerDevice, "x send_sizes per device"},
     {Capture::kXOutputOffsetsPerDevice, "x output_offsets per device"},
@@ -97,9 +96,9 @@ std::array<Capture, 4> AllToAllParamCaptures(Exchange e) {
 
 const std::vector<Capture>& GoldenCaptures() {
   static const std::vector<Capture> golden = {
-      Capture::kOutput,       Capture::kGateLogits,   Capture::kPreBiasLogits, Capture::kTopKWeights,
-      Capture::kTopKIndices,  Capture::kGroupSizes,   Capture::kDispatchMask,  Capture::kCombineMask,
-      Capture::kLbLoss,       Capture::kBiasUpdates};
+      Capture::kOutput,      Capture::kGateLogits, Capture::kPreBiasLogits, Capture::kTopKWeights,
+      Capture::kTopKIndices, Capture::kGroupSizes, Capture::kDispatchMask,  Capture::kCombineMask,
+      Capture::kLbLoss,      Capture::kBiasUpdates};
   return golden;
 }
 

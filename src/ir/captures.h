@@ -33,8 +33,8 @@ enum class Capture : uint8_t {
   kSoftmaxProbs,
   kGroupScores,
   kGroupMask,
-  kRouterScores,  // per-choice score where the path combines by sigmoid(logit) (Llama 4)
-  kWeights,       // dropless [B,S,E] combine weights
+  kRouterScores,           // per-choice score where the path combines by sigmoid(logit) (Llama 4)
+  kWeights,                // dropless [B,S,E] combine weights
   kDispatchMaskSubgroups,  // inference masks per context subgroup [B,N,S,E,C]
   kCombineMaskSubgroups,
   // The parts of a block with shared experts.
