@@ -4,6 +4,7 @@
 #include "config/maxtext_revision.h"
 
 #include <catch2/catch.hpp>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -132,6 +133,35 @@ TEST_CASE("shard-exp-on-fsdp with EP=2 runs as each revision runs it", "[revisio
         "shardtrace: error: sparse_matmul: w0 enters shard_map as [8,2048,1408] per device (8 of "
         "the 64 experts) but expert parallelism 2 over 'expert' needs 32 local experts; the "
         "logical rules shard 'exp' as P(('expert', 'fsdp'), None, None)\n");
+}
+
+TEST_CASE("padded_base_moe_mlp_dim pads wo as well in the release, wi_0/wi_1 only before",
+          "[revision]") {
+  const std::vector<std::string> dims = {"base_emb_dim=64",       "base_mlp_dim=128",
+                                         "base_moe_mlp_dim=128",  "num_experts=4",
+                                         "num_experts_per_tok=2", "padded_base_moe_mlp_dim=160"};
+  std::vector<std::string> args = {"trace", kRelease, "--format", "json"};
+  args.insert(args.end(), dims.begin(), dims.end());
+  const testing::CommandResult r = RunShardtrace(args);
+  REQUIRE(r.status == 0);
+  std::map<std::string, std::vector<int64_t>> shapes;
+
+  const nlohmann::json trace = nlohmann::json::parse(r.out);
+  for (const auto& t : trace.at("tensors"))
+    if (t.at("kind") == "weight")
+      shapes.try_emplace(t.at("name").get<std::string>(),
+                         t.at("shape").get<std::vector<int64_t>>());
+  CHECK(shapes.at("wi_0") == std::vector<int64_t>{4, 64, 160});
+  CHECK(shapes.at("wi_1") == std::vector<int64_t>{4, 64, 160});
+  CHECK(shapes.at("wo") == std::vector<int64_t>{4, 160, 64});
+  // The seed and main keep wo at [E, 128, M]: refused by the key (testdata/bad has the line).
+  for (const char* revision : {"seed", "main"}) {
+    std::vector<std::string> older = args;
+    older.insert(older.end(), {"--maxtext-revision", revision});
+    const testing::CommandResult refused = RunShardtrace(older);
+    CHECK(refused.status == 2);
+    CHECK_THAT(refused.err, Catch::Contains("padded_base_moe_mlp_dim=160 pads wi_0/wi_1"));
+  }
 }
 
 }  // namespace shardtrace

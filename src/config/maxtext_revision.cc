@@ -46,7 +46,8 @@ const std::vector<RevisionInfo>& Revisions() {
                      .kernels_constrained_in_fsdp_all_gather = true,
                      .router_embed_axis = "embed_router",
                      .dispatch_constrained_in_helper = true,
-                     .num_moe_emb_chunks_is_maxtext_key = true}},
+                     .num_moe_emb_chunks_is_maxtext_key = true,
+                     .wo_padded_like_wi = true}},
   };
   return kTable;
 }

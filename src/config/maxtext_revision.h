@@ -47,6 +47,9 @@ struct RevisionBehaviour {
   // along the embed dim, not modelled); in the seed it is free, and shardtrace's model of
   // PR 3981's pipeline uses it.
   bool num_moe_emb_chunks_is_maxtext_key = false;
+  // padded_base_moe_mlp_dim pads wo's hidden dim as well as wi_0/wi_1's (the release); the
+  // seed and main pad wi_0/wi_1 only, so a padding other than the MLP dim cannot contract.
+  bool wo_padded_like_wi = false;
 };
 
 // One row of the revision table.

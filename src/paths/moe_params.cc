@@ -125,7 +125,7 @@ MoeParams MakeParams(const MoeSetup& s, int num_mlp_activations, bool numeric, u
   p.gate_bias = Make(rng, {s.num_experts}, w, 0.1);
   p.wi_0 = Make(rng, {s.num_experts, s.emb, s.wi_hidden}, w, 1.0 / std::sqrt(s.emb));
   p.wi_1 = Make(rng, {s.num_experts, s.emb, s.wi_hidden}, w, 1.0 / std::sqrt(s.emb));
-  p.wo = Make(rng, {s.num_experts, s.hidden, s.emb}, w, 1.0 / std::sqrt(s.hidden));
+  p.wo = Make(rng, {s.num_experts, s.wo_hidden, s.emb}, w, 1.0 / std::sqrt(s.wo_hidden));
   p.wi_0_bias = Make(rng, {s.num_experts, s.hidden}, w, 0.1);
   p.wi_1_bias = Make(rng, {s.num_experts, s.hidden}, w, 0.1);
   p.wo_bias = Make(rng, {s.num_experts, s.emb}, w, 0.1);

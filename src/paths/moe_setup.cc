@@ -66,6 +66,22 @@ MoeSetup MakeMoeSetup(MoeSettings settings, const Mesh& mesh) {
       (s.decoder_block == "mixtral" || s.decoder_block == "gpt_oss") ? s.mlp_dim : moe_mlp_dim;
   s.wi_hidden = s.hidden;
   if (k.padded_base_moe_mlp_dim) s.wi_hidden = *k.padded_base_moe_mlp_dim;
+  s.wo_hidden = k.revision.behaviour.wo_padded_like_wi ? s.wi_hidden : s.hidden;
+  if (s.wi_hidden != s.hidden) {
+    // What MaxText itself cannot run is refused by the key, not by the matmul that fails.
+    if (s.wo_hidden != s.wi_hidden)
+      Fail(
+          "padded_base_moe_mlp_dim={} pads wi_0/wi_1 to [E, M, {}], but moe.py at {} keeps wo at "
+          "[E, {}, M], so the wo matmul cannot contract them (MaxText fails the same way); "
+          "expected padded_base_moe_mlp_dim unset or {} (MaxText 0.2.5 pads wo too)",
+          s.wi_hidden, s.wi_hidden, k.revision.name, s.hidden, s.hidden);
+    if (k.mlp_bias)
+      Fail(
+          "padded_base_moe_mlp_dim={} with mlp_bias=true: moe.py keeps the wi biases at [E, {}], "
+          "which cannot add to the padded [.., {}] rows (MaxText fails the same way); expected "
+          "padded_base_moe_mlp_dim unset or {}, or mlp_bias=false",
+          s.wi_hidden, s.hidden, s.wi_hidden, s.hidden);
+  }
   const int64_t shared = k.shared_experts;
   s.qwen3_next_block = s.decoder_block == "qwen3_next" || s.decoder_block == "qwen3_5";
   if (s.qwen3_next_block)

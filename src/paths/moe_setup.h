@@ -35,6 +35,7 @@ struct MoeSetup {
   int64_t top_k = 0;          // K
   int64_t hidden = 0;         // H: intermediate_dim the caller passes (mlp_dim for mixtral/gpt_oss)
   int64_t wi_hidden = 0;      // H of wi_0/wi_1 (padded_base_moe_mlp_dim when set)
+  int64_t wo_hidden = 0;      // H of wo: wi_hidden in the release, else hidden
   int64_t mlp_dim = 0;        // F: dense MLP intermediate
   int64_t shared_hidden = 0;  // shared MLP width (shared_experts x, see MakeMoeSetup); 0 = none
   int64_t dense_layers = 0;   // first_num_dense_layers (MlpBlock layers before MoE ones)
