@@ -421,7 +421,8 @@ void RingInvariants(const Trace& trace, const Captures* captures, Builder& b) {
   for (const auto& [tokens, by_roll] : groups) {
     double total = 0;
     for (const auto& [r, n] : by_roll) total += n;
-    const double want = static_cast<double>(tokens.size() / 2) * static_cast<double>(*k);
+    const auto gathered = static_cast<int64_t>(tokens.size() / 2);  // (device, row) pairs
+    const double want = static_cast<double>(gathered) * static_cast<double>(*k);
     short_groups += total != want;
     covered.push_back(fmt::format("{}/{}", FactValueText(total), FactValueText(want)));
   }

@@ -117,13 +117,14 @@ Masks GenerateMasks(const MoeContext& ctx, const Value& top_k_indices, const Val
     }
     std::vector<double> dropped(e);
     for (int64_t i = 0; i < e; ++i) dropped[i] = routed[i] - kept[i];
+    const int64_t choices = static_cast<int64_t>(m.size()) / e;  // per expert column
     ctx.t.AddFact(
         {FactKind::kTokensDroppedPerExpert,
          "",
          "",
          {e},
          dropped,
-         {{"choices", static_cast<double>(m.size() / e)}, {"capacity", static_cast<double>(c)}}});
+         {{"choices", static_cast<double>(choices)}, {"capacity", static_cast<double>(c)}}});
   }
   return {dispatch, combine, c};
 }

@@ -18,10 +18,10 @@
 #include <string_view>
 #include <vector>
 
+#include "ir/trace.h"
 #include "numeric/array.h"
 #include "shard/axis_rules.h"
 #include "shard/mesh.h"
-#include "ir/trace.h"
 
 namespace shardtrace {
 
@@ -58,6 +58,8 @@ struct Out {
 // An op as recorded: kind plus optional einsum equation and attributes.
 struct OpDesc {
   using Attrs = std::vector<std::pair<std::string, std::string>>;
+  // Implicit on purpose: most ops are recorded by their kind alone (t.Apply(OpKind::kAdd, ...)).
+  // NOLINTNEXTLINE(google-explicit-constructor)
   OpDesc(OpKind kind, std::string equation = "", Attrs attrs = {})
       : kind(kind), equation(std::move(equation)), attrs(std::move(attrs)) {}
   // An elementwise activation op named `function` ("silu").
