@@ -284,11 +284,11 @@ TEST_CASE("render: DeepSeek-V3 on 256 devices from a MaxText base.yml", "[compar
   CHECK(page.find("| `wi_0` (kernel_axes) | `P(('fsdp', 'expert'), None)` | `P('fsdp', None)` |") !=
         std::string::npos);
   CHECK(page.find("```mermaid\n%%{init: ") != std::string::npos);
-  // Unconstrained activations are never sized per device at their global size: the float32
-  // inputs [3072,2048,7168] (168.0 GiB globally) take the batch sharding the first
+  // Unconstrained activations are never sized per device at their global size: the bfloat16
+  // inputs [3072,2048,7168] (84.0 GiB globally) take the batch sharding the first
   // constraint asks for, 12 of 3072 sequences per device.
-  CHECK(page.find("  inputs            672.0 MiB\n") != std::string::npos);
-  CHECK(page.find("168.0 GiB") == std::string::npos);
+  CHECK(page.find("  inputs            336.0 MiB\n") != std::string::npos);
+  CHECK(page.find("inputs            84.0 GiB") == std::string::npos);
 }
 
 TEST_CASE("render: a small dense-dropping config runs its own numbers for the mask trees",

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include "paths/moe_block.h"
 #include "run/run.h"
@@ -344,6 +345,23 @@ TEST_CASE("Every MoE path on fsdp=2 x expert=2 gets the collectives XLA inserts"
   }
 }
 
+TEST_CASE("DeepSeek-V3 on fsdp=256 holds XLA's argument bytes per device", "[spmd]") {
+  // XLA's memory_analysis() of MaxText 0.2.5's own block (release base.yml, model file
+  // deepseek3-671b, per_device_batch_size=1, max_target_length=4096) on 256 fake CPU devices:
+  // 224.7 MiB of arguments, the float32 parameters plus the bfloat16 block input (56 MiB).
+  const testing::CommandResult r = testing::RunShardtrace(
+      {"trace", testing::SourcePath("testdata/maxtext-moe-models/configs/base.yml"),
+       "model_name=deepseek3-671b", "per_device_batch_size=1", "max_target_length=4096",
+       "ici_fsdp_parallelism=256", "--devices", "256", "--format", "json"});
+  REQUIRE(r.status == 0);
+  const nlohmann::json memory = nlohmann::json::parse(r.out).at("memory");
+  const double mib = 1 << 20;
+  CHECK(memory.at("input_bytes").get<int64_t>() == int64_t{4096} * 7168 * 2);
+  const double arguments =
+      (memory.at("parameter_bytes").get<double>() + memory.at("input_bytes").get<double>()) / mib;
+  CHECK(arguments == Approx(224.7).epsilon(0.001));
+}
+
 TEST_CASE("DeepSeek-V3 on EP32 x FSDP8 has a per-device peak a reader can check by hand",
           "[spmd]") {
   const RunResult run =
@@ -356,8 +374,9 @@ TEST_CASE("DeepSeek-V3 on EP32 x FSDP8 has a per-device peak a reader can check 
   // expert's three [7168,2048] kernels over all 256 devices.
   CHECK(m.parameter_bytes ==
         3 * 56 * kMiB + 7168 * 256 * 4 / 8 + 256 * 4 + 3 * 7168 * 2048 * 4 / 256);
-  // Inputs: [3072,2048,7168] float32 over ('fsdp', 'expert'): 12 sequences per device.
-  CHECK(m.input_bytes == int64_t{12} * 2048 * 7168 * 4);
+  // Inputs: [3072,2048,7168] in dtype bfloat16 (what the decoder layer hands the block) over
+  // ('fsdp', 'expert'): 12 sequences per device.
+  CHECK(m.input_bytes == int64_t{12} * 2048 * 7168 * 2);
   // The ragged buffer: 12*2048 tokens x 8 choices = 196608 rows per device, times the
   // worst case min(EP=32, E/K=256/8=32) = 6291456 rows of 7168 bfloat16 = 84 GiB. At the
   // unsort, gmm_wo's output and its sorted copy (both that size) are live together.

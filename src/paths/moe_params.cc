@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "numeric/elementwise.h"
 #include "paths/capacity_masks.h"
 #include "paths/moe_setup.h"
 #include "util/error.h"
@@ -120,7 +121,9 @@ MoeParams MakeParams(const MoeSetup& s, int num_mlp_activations, bool numeric, u
   Rng* rng = numeric ? &generator : nullptr;
   const DType w = s.weight_dtype;
   MoeParams p;
-  p.inputs = Make(rng, {s.batch, s.seq, s.emb}, DType::kFloat32, 1.0);
+  // The block receives its input in `dtype` (the decoder layer's pre-MoE norm emits it), so
+  // the argument XLA holds per device is that size.
+  p.inputs = Make(rng, {s.batch, s.seq, s.emb}, s.dtype, 1.0);
   p.gate_kernel = Make(rng, {s.emb, s.num_experts}, w, 1.0 / std::sqrt(s.emb));
   p.gate_bias = Make(rng, {s.num_experts}, w, 0.1);
   p.wi_0 = Make(rng, {s.num_experts, s.emb, s.wi_hidden}, w, 1.0 / std::sqrt(s.emb));
@@ -161,8 +164,12 @@ MoeParams ParamsFromArrays(const MoeSetup& s, int num_mlp_activations,
     if (it->second.shape != slot.shape)
       Fail("{}: array '{}' has shape {} but the config implies {}", source, name,
            ShapeToString(it->second.shape), ShapeToString(slot.shape));
-    slot = Array::FromBuffer(slot.shape, name == "inputs" ? DType::kFloat32 : slot.dtype,
-                             it->second.buffer());
+    // A case stores its inputs as float32; the block receives them in `dtype`, rounded as
+    // the exporter rounded them before the call (a no-op for its bf16-exact values).
+    slot = name == "inputs" ? shardtrace::Cast(Array::FromBuffer(slot.shape, DType::kFloat32,
+                                                                 it->second.buffer()),
+                                               slot.dtype)
+                            : Array::FromBuffer(slot.shape, slot.dtype, it->second.buffer());
   };
   // Parameters a golden case leaves out take MaxText's initial value: biases start at zero,
   // per_expert_scale at one.
