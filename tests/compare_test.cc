@@ -111,7 +111,7 @@ TEST_CASE("diff: EP 1 vs 4 changes the path, names the key, adds the all-to-alls
   CompareWithGolden("expected/diff_ep1_vs_ep4.txt", r.out);
   CHECK(r.out.find("-> B sparse_matmul/ragged_all_to_all (EP=4, TP=1, megablox); selected by "
                    "ici_expert_parallelism") != std::string::npos);
-  CHECK(r.out.find("  added   RoutedMoE/sparse_matmul/wrapper/ragged_all_to_all:x#0") !=
+  CHECK(r.out.find("  added    RoutedMoE/sparse_matmul/wrapper/ragged_all_to_all:x#0") !=
         std::string::npos);
   CHECK(r.out.find("  communication sent per layer") != std::string::npos);
 }
@@ -141,7 +141,7 @@ TEST_CASE("diff: TP on/off as JSON: a psum_scatter is added and the expert kerne
   CHECK(r.status == 1);
   CompareWithGolden("expected/diff_tp_on_off.json", r.out);
   const auto json = nlohmann::json::parse(r.out);
-  CHECK(json["schema"] == 2);
+  CHECK(json["schema"] == 3);
   CHECK(json["same"] == false);
   // A side says which spec a statement wrote and which XLA's propagation gives, never a bare
   // null for a propagated sharding: the block input arrives as the decoder layer shards it.
@@ -160,7 +160,43 @@ TEST_CASE("diff: TP on/off as JSON: a psum_scatter is added and the expert kerne
     psum_scatter |= c["change"] == "added" && c["b"]["kind"] == "psum_scatter" &&
                     c["b"]["axes"] == nlohmann::json::array({"tensor"});
   CHECK(psum_scatter);
-  CHECK(json["totals_delta"]["collective_sent_bytes_per_device"] == 960LL * 1024 * 1024);
+  CHECK(json["totals_delta"]["written_collective_sent_bytes_per_device"] == 960LL * 1024 * 1024);
+}
+
+// Each side of a diff counts the communication `trace` reports for that config: written and
+// XLA-inserted apart, and their sum (issue 21: side A used to show 0 B beside 3.9 GiB of kernel
+// all-gathers XLA inserts for FSDP).
+TEST_CASE("diff: each side's communication equals trace's totals for it", "[compare][diff]") {
+  const std::vector<std::string> common = {"model_name=mixtral-8x7b", "--devices", "4"};
+  const std::vector<std::vector<std::string>> sides = {
+      {"ici_fsdp_parallelism=4"}, {"ici_fsdp_parallelism=2", "ici_expert_parallelism=2"}};
+  std::vector<std::string> diff_args = {"diff", "--format", "json"};
+  diff_args.insert(diff_args.end(), common.begin(), common.end());
+  for (const std::string& o : sides[0]) diff_args.insert(diff_args.end(), {"--a", o});
+  for (const std::string& o : sides[1]) diff_args.insert(diff_args.end(), {"--b", o});
+  const auto r = RunShardtrace(diff_args);
+  REQUIRE(r.status == 1);
+  const nlohmann::json diff = nlohmann::json::parse(r.out);
+  for (size_t i = 0; i < sides.size(); ++i) {
+    std::vector<std::string> trace_args = {"trace", "--format", "json"};
+    trace_args.insert(trace_args.end(), common.begin(), common.end());
+    trace_args.insert(trace_args.end(), sides[i].begin(), sides[i].end());
+    const auto t = RunShardtrace(trace_args);
+    REQUIRE(t.status == 0);
+    const nlohmann::json totals = nlohmann::json::parse(t.out).at("totals");
+    const nlohmann::json& side = diff.at(i == 0 ? "a" : "b").at("totals");
+    const int64_t written = totals.at("collective_bytes_sent_per_device");
+    const int64_t implied = totals.at("implied_collective_bytes_sent_per_device");
+    INFO("side " << (i == 0 ? "A" : "B"));
+    CHECK(implied > 0);
+    CHECK(side.at("written_collective_sent_bytes_per_device") == written);
+    CHECK(side.at("implied_collective_sent_bytes_per_device") == implied);
+    CHECK(side.at("collective_sent_bytes_per_device") == written + implied);
+  }
+  // Side A: 3 kernels [8,4096,14336] float32 all-gathered over fsdp=4 (each device sends its
+  // 448 MiB block to 3 peers: 1.3 GiB a kernel), and the [4096,8] gate kernel likewise (96 KiB).
+  CHECK(diff["a"]["totals"]["implied_collective_sent_bytes_per_device"] ==
+        3 * (8LL * 4096 * 14336 * 4 / 4 * 3) + 4096 * 8 * 4 / 4 * 3);
 }
 
 TEST_CASE("diff: custom_mesh_and_rule cp-as-ep vs ep-as-cp", "[compare][diff]") {

@@ -47,9 +47,26 @@ int64_t MaxOf(const std::vector<int64_t>& v) {
   return v.empty() ? 0 : *std::max_element(v.begin(), v.end());
 }
 
-std::vector<std::pair<std::string, CollectiveSide>> Collectives(const Trace& trace) {
+// Every collective that moves bytes, in program order: the ones moe.py writes, and after each
+// op the ones XLA inserts for it.
+std::vector<std::pair<std::string, CollectiveSide>> Collectives(const Trace& trace,
+                                                                const SpmdResult& spmd) {
   std::vector<std::pair<std::string, CollectiveSide>> out;
   for (const OpRecord& op : trace.ops) {
+    std::map<std::string, int> seen;  // an op may need the same kind on one tensor twice
+    for (const ImpliedCollective& c : spmd.implied_at(op.id)) {
+      if (c.bytes_per_device == 0) continue;  // a local slice moves nothing
+      CollectiveSide s;
+      s.kind = c.kind;
+      s.written = false;
+      s.axes = c.axes;
+      s.participants = c.participants;
+      s.input = s.output = trace.tensors[static_cast<size_t>(c.tensor)].name;
+      s.sent_per_device = s.received_per_device = c.bytes_per_device;
+      std::string key = fmt::format("{} \u21c4 xla {}:{}", op.stable_id, HloName(c.kind), s.input);
+      if (const int n = seen[key]++; n > 0) key += fmt::format(" ({})", n + 1);
+      out.push_back({key, s});
+    }
     if (!op.collective) continue;
     CollectiveSide s;
     s.kind = op.collective->kind;
@@ -72,7 +89,8 @@ SideTotals TotalsOf(const Trace& trace, const SpmdResult& spmd,
   SideTotals s;
   s.weight_bytes = t.weight_bytes_per_device;
   s.peak_activation_bytes = spmd.memory.peak_temporary_bytes;
-  s.collective_sent_bytes = t.collective_bytes_sent_per_device;
+  s.written_sent_bytes = t.collective_bytes_sent_per_device;
+  s.implied_sent_bytes = t.implied_bytes_sent_per_device;
   for (size_t i = 0; i < trace.tensors.size(); ++i)
     if (trace.tensors[i].kind == TensorKind::kAct &&
         !KnownBytesPerDevice(trace.tensors[i], spmd.tensor(static_cast<int>(i))))
@@ -242,7 +260,7 @@ TraceDiff DiffConfigs(const DiffRequest& request) {
   std::stable_sort(d.tensors.begin(), d.tensors.end(),
                    [](const TensorDiff& x, const TensorDiff& y) { return x.impact > y.impact; });
 
-  const auto coll_a = Collectives(a.trace), coll_b = Collectives(b.trace);
+  const auto coll_a = Collectives(a.trace, a.spmd), coll_b = Collectives(b.trace, b.spmd);
   for (const auto& [key, sb] : coll_b) {
     CollectiveDiff c;
     c.key = key;

@@ -37,8 +37,8 @@ struct TensorSide {
   std::optional<PartitionSpec> propagated_spec;  // what XLA's propagation gives it, if unwritten
   Placement placement = Placement::kUnresolved;  // which of the two holds, per the SPMD model
   std::string constraint;                        // "kernel_axes", ... or "" (none)
-  std::optional<Shape> local_shape;         // nullopt: unconstrained (XLA chooses)
-  std::optional<int64_t> bytes_per_device;  // nullopt: unconstrained (XLA chooses)
+  std::optional<Shape> local_shape;              // nullopt: unconstrained (XLA chooses)
+  std::optional<int64_t> bytes_per_device;       // nullopt: unconstrained (XLA chooses)
 };
 
 struct TensorDiff {
@@ -46,21 +46,24 @@ struct TensorDiff {
   std::optional<TensorSide> a, b;
   // dtype, shape, logical axes, spec (the written one), constraint, local shape
   std::vector<std::string> changed;
-  int64_t delta_bytes = 0;           // b - a per device (0 when either is unknown)
-  int64_t impact = 0;                // bytes per device this row moves (for sorting)
+  int64_t delta_bytes = 0;  // b - a per device (0 when either is unknown)
+  int64_t impact = 0;       // bytes per device this row moves (for sorting)
 };
 
 struct CollectiveSide {
   CollectiveKind kind = CollectiveKind::kAllGather;
+  bool written = true;  // called in moe.py; false: inserted by XLA (SpmdResult::implied)
   std::vector<std::string> axes;
   int64_t participants = 1;
-  std::string input, output;        // tensor names
+  std::string input, output;        // tensor names (an XLA-inserted one moves `input`)
   int64_t sent_per_device = 0;      // max over devices
   int64_t received_per_device = 0;  // max over devices
 };
 
 struct CollectiveDiff {
-  std::string key;  // "<scope>/<kind>:<output>#<occurrence>"
+  // "<scope>/<kind>:<output>#<occurrence>" for a written collective; an XLA-inserted one is
+  // keyed by the op it serves: "<that op's key> ⇄ xla <hlo name>:<tensor>".
+  std::string key;
   std::optional<CollectiveSide> a, b;
   std::vector<std::string> changed;  // axes, participants, bytes
   int64_t delta_sent = 0;
@@ -73,9 +76,13 @@ struct KeyChange {
 };
 
 struct SideTotals {
-  int64_t weight_bytes = 0;                // kernel_axes weights, per device
-  int64_t peak_activation_bytes = 0;       // peak temporaries (SpmdResult::memory)
-  int64_t collective_sent_bytes = 0;       // per layer (this block once), max over devices
+  int64_t weight_bytes = 0;           // kernel_axes weights, per device
+  int64_t peak_activation_bytes = 0;  // peak temporaries (SpmdResult::memory)
+  // Bytes each device sends per layer (this block once): the collectives moe.py writes (each
+  // at its busiest device) and those XLA inserts (SpmdResult::implied), apart and summed.
+  int64_t written_sent_bytes = 0;
+  int64_t implied_sent_bytes = 0;
+  int64_t sent_bytes() const { return written_sent_bytes + implied_sent_bytes; }
   std::vector<std::string> unconstrained;  // keys of activations XLA places (not totalled)
 };
 

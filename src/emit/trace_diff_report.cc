@@ -115,7 +115,7 @@ std::string SummaryLine(const TraceDiff& d) {
   text += fmt::format("; per device: weights {}, peak activations {}, communication {}",
                       Signed(d.b.totals.weight_bytes - d.a.totals.weight_bytes),
                       Signed(d.b.totals.peak_activation_bytes - d.a.totals.peak_activation_bytes),
-                      Signed(d.b.totals.collective_sent_bytes - d.a.totals.collective_sent_bytes));
+                      Signed(d.b.totals.sent_bytes() - d.a.totals.sent_bytes()));
   return text;
 }
 
@@ -124,11 +124,15 @@ struct TotalsRow {
   int64_t a, b;
 };
 std::vector<TotalsRow> Totals(const TraceDiff& d) {
-  return {{"weights", d.a.totals.weight_bytes, d.b.totals.weight_bytes},
-          {"peak temporaries (XLA model)", d.a.totals.peak_activation_bytes,
-           d.b.totals.peak_activation_bytes},
-          {"communication sent per layer", d.a.totals.collective_sent_bytes,
-           d.b.totals.collective_sent_bytes}};
+  return {
+      {"weights", d.a.totals.weight_bytes, d.b.totals.weight_bytes},
+      {"peak temporaries (XLA model)", d.a.totals.peak_activation_bytes,
+       d.b.totals.peak_activation_bytes},
+      {"communication sent per layer, written in moe.py", d.a.totals.written_sent_bytes,
+       d.b.totals.written_sent_bytes},
+      {"communication sent per layer, inserted by XLA (\u21c4 xla)", d.a.totals.implied_sent_bytes,
+       d.b.totals.implied_sent_bytes},
+      {"communication sent per layer, total", d.a.totals.sent_bytes(), d.b.totals.sent_bytes()}};
 }
 
 std::string PathText(const TraceDiff& d) {
@@ -281,7 +285,9 @@ std::string TraceDiffToJson(const TraceDiff& d) {
     j["path_reasons"] = s.path_reasons;
     j["totals"] = {{"weight_bytes_per_device", s.totals.weight_bytes},
                    {"peak_activation_bytes_per_device", s.totals.peak_activation_bytes},
-                   {"collective_sent_bytes_per_device", s.totals.collective_sent_bytes},
+                   {"written_collective_sent_bytes_per_device", s.totals.written_sent_bytes},
+                   {"implied_collective_sent_bytes_per_device", s.totals.implied_sent_bytes},
+                   {"collective_sent_bytes_per_device", s.totals.sent_bytes()},
                    {"unconstrained_activations", s.totals.unconstrained}};
     return j;
   };
@@ -309,6 +315,7 @@ std::string TraceDiffToJson(const TraceDiff& d) {
     if (!s) return Json(nullptr);
     Json j;
     j["kind"] = ToString(s->kind);
+    j["written"] = s->written;  // false: inserted by XLA's SPMD partitioner
     j["axes"] = s->axes;
     j["participants"] = s->participants;
     j["input"] = s->input;
@@ -323,7 +330,9 @@ std::string TraceDiffToJson(const TraceDiff& d) {
     return list;
   };
   Json root;
-  root["schema"] = 2;  // 2: a tensor side's `spec` split into written_spec and propagated_spec
+  // 2: a tensor side's `spec` split into written_spec and propagated_spec; 3: collectives XLA
+  // inserts listed beside the written ones (`written`), totals apart and summed.
+  root["schema"] = 3;
   root["same"] = d.same();
   root["block"] = d.block;
   root["a"] = side_info(d.a);
@@ -362,8 +371,11 @@ std::string TraceDiffToJson(const TraceDiff& d) {
       {"weight_bytes_per_device", d.b.totals.weight_bytes - d.a.totals.weight_bytes},
       {"peak_activation_bytes_per_device",
        d.b.totals.peak_activation_bytes - d.a.totals.peak_activation_bytes},
-      {"collective_sent_bytes_per_device",
-       d.b.totals.collective_sent_bytes - d.a.totals.collective_sent_bytes}};
+      {"written_collective_sent_bytes_per_device",
+       d.b.totals.written_sent_bytes - d.a.totals.written_sent_bytes},
+      {"implied_collective_sent_bytes_per_device",
+       d.b.totals.implied_sent_bytes - d.a.totals.implied_sent_bytes},
+      {"collective_sent_bytes_per_device", d.b.totals.sent_bytes() - d.a.totals.sent_bytes()}};
   return root.dump(2) + "\n";
 }
 

@@ -91,6 +91,9 @@ MarkdownExample TotalsExample(const Trace& trace, const SpmdResult& spmd) {
                  HumanBytes(totals.collective_bytes_sent_per_device)});
   placed.AddRow({"communication sent per layer (inserted by XLA, \u21c4 xla)",
                  HumanBytes(totals.implied_bytes_sent_per_device)});
+  placed.AddRow(
+      {"communication sent per layer (total)",
+       HumanBytes(totals.collective_bytes_sent_per_device + totals.implied_bytes_sent_per_device)});
   std::string text = placed.Render();
   const std::vector<std::string> memory = MemoryLines(trace, spmd);
   if (!memory.empty()) {
