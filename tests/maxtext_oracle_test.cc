@@ -5,6 +5,8 @@
 // allowed only where testdata/maxtext/README.md lists them, and a listed one must still differ
 // exactly as listed. SHARDTRACE_MAXTEXT_DIR points the tests at a freshly exported directory
 // (make maxtext-verify).
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdlib>
@@ -19,7 +21,7 @@
 #include "check/dump_comparison.h"
 #include "check/golden_check.h"
 #include "check/sharding_dump.h"
-#include "config/override_file.h"
+#include "io/npz.h"
 #include "paths/moe_block.h"
 #include "paths/moe_params.h"
 #include "paths/moe_setup.h"
@@ -37,8 +39,6 @@ fs::path OracleDir() {
   const char* env = std::getenv("SHARDTRACE_MAXTEXT_DIR");
   return env && *env ? fs::path(env) : fs::path(SourcePath("testdata/maxtext"));
 }
-
-std::string BaseYml() { return (OracleDir() / "configs" / "base.yml").string(); }
 
 std::vector<fs::path> CaseDirs() {
   std::vector<fs::path> dirs;
@@ -97,10 +97,20 @@ void ForCase(const fs::path& dir, const Fn& fn) {
   }
 }
 
-const ArrayCheck* Find(const GoldenReport& r, const std::string& array) {
-  for (const ArrayCheck& c : r.checks)
-    if (c.name == array) return &c;
-  return nullptr;
+// `shardtrace check CASE --format json` (in process, as a user runs it, with nothing else:
+// the case names its base), parsed: array name -> status ("pass", "FAIL", ...).
+std::map<std::string, std::string> CheckCase(const fs::path& dir,
+                                             std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"check", dir.string(), "--format", "json", "--quiet"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const testing::CommandResult r = testing::RunShardtrace(args);
+  INFO(r.err);
+  REQUIRE((r.status == 0 || r.status == 1));
+  std::map<std::string, std::string> statuses;
+  const nlohmann::json report = nlohmann::json::parse(r.out);  // alive for the loop below
+  for (const auto& a : report.at(0).at("arrays"))
+    statuses[a.at("array").get<std::string>()] = a.at("status").get<std::string>();
+  return statuses;
 }
 
 TEST_CASE("Every MaxText oracle case is reproduced by check, or differs exactly as listed",
@@ -114,14 +124,13 @@ TEST_CASE("Every MaxText oracle case is reproduced by check, or differs exactly 
     ForCase(dir, [&] {
       const std::string name = dir.filename().string();
       INFO("case " << name);
-      const GoldenReport report = CheckGoldenCase(dir.string(), {BaseYml()}, CheckOptions{});
-      CHECK(Find(report, "output") != nullptr);
-      for (const ArrayCheck& c : report.checks) {
-        if (c.status == ArrayCheck::Status::kPass || c.status == ArrayCheck::Status::kSkipped)
-          continue;
-        INFO("array " << c.name << ": " << c.detail);
-        const auto k = std::find_if(known.begin(), known.end(), [&](const Known& k) {
-          return k.case_name == name && k.array == c.name;
+      const std::map<std::string, std::string> report = CheckCase(dir);
+      CHECK(report.count("output") == 1);
+      for (const auto& [array, status] : report) {
+        if (status == "pass" || status == "skipped") continue;
+        INFO("array " << array << ": " << status);
+        const auto k = std::find_if(known.begin(), known.end(), [&, &a = array](const Known& k) {
+          return k.case_name == name && k.array == a;
         });
         CHECK(k != known.end());  // an unlisted disagreement
       }
@@ -129,18 +138,14 @@ TEST_CASE("Every MaxText oracle case is reproduced by check, or differs exactly 
         if (k.case_name != name) continue;
         seen_known.insert(k.case_name + "/" + k.array);
         INFO("listed disagreement " << k.array);
-        const ArrayCheck* c = Find(report, k.array);
-        REQUIRE(c != nullptr);
-        CHECK(c->status == ArrayCheck::Status::kFail);  // still differs at the default tolerance
+        REQUIRE(report.count(k.array) == 1);
+        CHECK(report.at(k.array) == "FAIL");  // still differs at the default tolerance
         if (k.agrees_at) {
-          CheckOptions loose;
-          loose.atol = k.agrees_at->first;
-          loose.rtol = k.agrees_at->second;
-          const GoldenReport again = CheckGoldenCase(dir.string(), {BaseYml()}, loose);
-          const ArrayCheck* c2 = Find(again, k.array);
-          REQUIRE(c2 != nullptr);
-          INFO(c2->detail);
-          CHECK(c2->status == ArrayCheck::Status::kPass);  // ... and only by as much as listed
+          const std::map<std::string, std::string> again =
+              CheckCase(dir, {"--atol", fmt::format("{}", k.agrees_at->first), "--rtol",
+                              fmt::format("{}", k.agrees_at->second)});
+          REQUIRE(again.count(k.array) == 1);
+          CHECK(again.at(k.array) == "pass");  // ... and only by as much as listed
         }
       }
     });
@@ -155,50 +160,64 @@ TEST_CASE("Every MaxText oracle case is reproduced by check, or differs exactly 
 
 TEST_CASE("Every MaxText oracle sharding dump agrees with shardtrace's trace of the case",
           "[maxtext]") {
+  // `shardtrace compare-dump CASE/sharding` alone, as a user runs it: the case's config.yml
+  // names the run; what a lone block's dump lacks is decided (and said) by compare-dump.
   int compared = 0;
   for (const fs::path& dir : CaseDirs()) {
-    const std::string name = dir.filename().string();
-    INFO("case " << name);
+    INFO("case " << dir.filename().string());
     ForCase(dir, [&] {
-      const ShardingDump dump = ReadShardingDump((dir / "sharding").string());
-      std::vector<std::string> args = {BaseYml()};
-      for (const std::string& o : OverridesFromYamlFile((dir / "config.yml").string()))
-        args.push_back(o);
-      const DumpComparison cmp = CompareWithDump(dump, SymbolicRequest(args, std::nullopt));
-      const std::string block =
-          nlohmann::json::parse(ReadFile(dir / "compiled.json"))["block"].get<std::string>();
-      CHECK(cmp.mesh_agrees());
-      for (const TensorComparison& t : cmp.tensors) {
-        INFO(t.dump_name << " | " << t.trace_name << ": " << ToString(t.status) << "  dump "
-                         << t.dump_logical << " " << t.dump_spec << " " << t.dump_shape
-                         << "  trace " << t.trace_logical << " " << t.trace_spec << " "
-                         << t.trace_shape);
-        if (t.status == TensorComparison::Status::kOnlyInTrace &&
-            t.kind == TensorComparison::Kind::kActivation && t.trace_name.rfind("moe/", 0) != 0 &&
-            t.trace_name.rfind("linears/", 0) != 0) {
-          // The comparison leaves the dump's entries outside moe/ and linears/ out (in a whole
-          // model they are attention's); a lone block's "Unknown" temporaries are held here
-          // against the dump's entry of the same description, type, logical axes and spec.
-          const std::string description = t.trace_name.substr(0, t.trace_name.find(" #"));
-          const bool found = std::any_of(
-              dump.activations.begin(), dump.activations.end(), [&](const DumpActivation& a) {
-                return a.description == description && a.type == t.trace_shape &&
-                       a.logical == t.trace_logical && a.spec == t.trace_spec;
-              });
-          CHECK(found);
-          continue;
-        }
-        if (t.status == TensorComparison::Status::kOnlyInTrace &&
-            t.kind == TensorComparison::Kind::kParam && block != "mlp" &&
-            t.trace_name.rfind("mlp ", 0) == 0)
-          continue;  // the model's dense layers (first_num_dense_layers): not the exported block
-        CHECK(t.status == TensorComparison::Status::kAgree);
-      }
-      CHECK(cmp.tensors.size() > 0);
+      const testing::CommandResult r =
+          testing::RunShardtrace({"compare-dump", (dir / "sharding").string(), "--format", "json"});
+      INFO(r.err);
+      REQUIRE((r.status == 0 || r.status == 1));
+      const nlohmann::json json = nlohmann::json::parse(r.out);
+      for (const auto& t : json.at("tensors"))
+        if (t.at("status") != "agree") FAIL_CHECK(t.dump());
+      CHECK(r.status == 0);
+      CHECK(json.at("counts").at("agree").get<int>() > 0);
       ++compared;
     });
   }
   CHECK(compared >= 25);
+}
+
+TEST_CASE("A case's config.yml traces the dims MaxText ran", "[maxtext]") {
+  // `trace CASE/config.yml`: the case's keys are command-line overrides over its base and
+  // model file (as MaxText ran them), so every parameter and the input have the shapes of the
+  // arrays MaxText exported.
+  int traced = 0;
+  for (const fs::path& dir : CaseDirs()) {
+    if (!fs::exists(dir / "tensors.npz")) continue;
+    INFO("case " << dir.filename().string());
+    ForCase(dir, [&] {
+      const std::map<std::string, Array> arrays = ReadNpz((dir / "tensors.npz").string());
+      // The exported block: "mlp" for a dense MlpBlock case, else RoutedMoE's (shared too).
+      const std::string block =
+          nlohmann::json::parse(ReadFile(dir / "compiled.json"))["block"] == "mlp" ? "mlp" : "moe";
+      const testing::CommandResult r = testing::RunShardtrace(
+          {"trace", (dir / "config.yml").string(), "--block", block, "--format", "json"});
+      INFO(r.err);
+      REQUIRE(r.status == 0);
+      std::map<std::string, Shape> traced_shapes;
+      const nlohmann::json trace = nlohmann::json::parse(r.out);
+      for (const auto& t : trace.at("tensors"))
+        traced_shapes.try_emplace(t.at("name").get<std::string>(), t.at("shape").get<Shape>());
+      int same = 0;
+      // (array in tensors.npz, tensor in the trace): a dense case's kernels are mlp_*.
+      const std::string prefix = block == "mlp" ? "mlp_" : "";
+      for (const std::string name : {"wi_0", "wi_1", "wo"}) {
+        INFO(prefix + name);
+        REQUIRE(arrays.count(prefix + name) == 1);
+        REQUIRE(traced_shapes.count(name) == 1);
+        CHECK(traced_shapes.at(name) == arrays.at(prefix + name).shape);
+        ++same;
+      }
+      CHECK(traced_shapes.at("inputs") == arrays.at("inputs").shape);
+      CHECK(same == 3);
+      ++traced;
+    });
+  }
+  CHECK(traced >= 25);
 }
 
 // The HLO op a collective shardtrace writes (a shard_map body's jax.lax call) compiles to.
@@ -230,9 +249,8 @@ TEST_CASE("The collectives shardtrace writes are those of MaxText's compiled HLO
     if (!compiled.contains("collectives")) continue;  // XLA:CPU could not compile it
     INFO("case " << dir.filename().string());
     ForCase(dir, [&] {
-      std::vector<std::string> args = {BaseYml()};
-      for (const std::string& o : OverridesFromYamlFile((dir / "config.yml").string()))
-        args.push_back(o);
+      // The case's config.yml names its base and holds the run's overrides.
+      const std::vector<std::string> args = {(dir / "config.yml").string()};
       const Block block = compiled["block"] == "mlp" ? Block::kMlp : Block::kMoe;
       const RunResult run = Run(SymbolicRequest(args, std::nullopt, block));
       const Trace& trace = run.trace;

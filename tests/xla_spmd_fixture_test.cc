@@ -16,7 +16,6 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "config/override_file.h"
 #include "paths/moe_block.h"
 #include "paths/moe_params.h"
 #include "paths/moe_setup.h"
@@ -46,9 +45,8 @@ std::vector<CompiledCase> CompiledCases() {
   for (const fs::path& dir : dirs) {
     nlohmann::json compiled = nlohmann::json::parse(testing::ReadFile(dir / "compiled.json"));
     if (!compiled.contains("memory_analysis")) continue;
-    std::vector<std::string> args = {(root / "configs" / "base.yml").string()};
-    for (const std::string& o : OverridesFromYamlFile((dir / "config.yml").string()))
-      args.push_back(o);
+    // The case's config.yml names its base and holds the run's overrides.
+    const std::vector<std::string> args = {(dir / "config.yml").string()};
     // "shared" cases run RoutedAndSharedMoE: shardtrace's moe block for those models.
     const Block block = compiled["block"] == "mlp" ? Block::kMlp : Block::kMoe;
     RunResult run = Run(SymbolicRequest(args, std::nullopt, block));

@@ -193,8 +193,18 @@ DumpComparison CompareWithDump(const ShardingDump& dump, const RunRequest& reque
     Finish(c);
     out.tensors.push_back(std::move(c));
   }
+  std::set<Block> blocks_in_dump;
+  for (const size_t i : matched) blocks_in_dump.insert(weights[i].first.first);
   for (size_t i = 0; i < weights.size(); ++i) {
     if (matched.count(i)) continue;
+    if (!blocks_in_dump.count(weights[i].first.first)) {
+      const std::string name = BlockName(weights[i].first.first);
+      if (std::find(out.blocks_not_in_dump.begin(), out.blocks_not_in_dump.end(), name) ==
+          out.blocks_not_in_dump.end())
+        out.blocks_not_in_dump.push_back(name);
+      ++out.trace_params_not_compared;
+      continue;
+    }
     const TensorRecord& t = *weights[i].second;
     TensorComparison c;
     c.trace_name = fmt::format("{} {}/{}", BlockName(weights[i].first.first), t.scope, t.name);
@@ -205,12 +215,24 @@ DumpComparison CompareWithDump(const ShardingDump& dump, const RunRequest& reque
     out.tensors.push_back(std::move(c));
   }
 
-  // Activations: moe/ and linears/ entries, aligned by name and occurrence.
+  // Activations: moe/ and linears/ entries, aligned by name and occurrence. A lone block's
+  // dump holds nothing else but the "Unknown" index temporaries, which are the block's own and
+  // compared too; in a whole model's dump they mix with attention's and are left out.
+  auto in_blocks = [](const std::string& d) {
+    return d.rfind("moe/", 0) == 0 || d.rfind("linears/", 0) == 0;
+  };
+  const bool lone_block =
+      std::all_of(dump.activations.begin(), dump.activations.end(), [&](const DumpActivation& a) {
+        return in_blocks(a.description) || a.description == kUnknownActivation;
+      });
+  auto compared = [&](const std::string& d) {
+    return in_blocks(d) || (lone_block && d == kUnknownActivation);
+  };
   std::vector<DumpEntry> ours = DumpModel(request);
   std::vector<bool> used(ours.size(), false);
   std::map<std::string, int> seen_dump;
   for (const DumpActivation& a : dump.activations) {
-    if (a.description.rfind("moe/", 0) != 0 && a.description.rfind("linears/", 0) != 0) {
+    if (!compared(a.description)) {
       ++out.activations_not_compared;
       continue;
     }
@@ -239,6 +261,10 @@ DumpComparison CompareWithDump(const ShardingDump& dump, const RunRequest& reque
   for (size_t i = 0; i < ours.size(); ++i) {
     const int occurrence = seen_ours[ours[i].description]++;
     if (used[i]) continue;
+    if (!compared(ours[i].description)) {
+      ++out.trace_activations_not_compared;
+      continue;
+    }
     TensorComparison c;
     c.kind = TensorComparison::Kind::kActivation;
     c.trace_name = occurrence == 0 ? ours[i].description

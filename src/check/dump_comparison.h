@@ -45,6 +45,14 @@ struct DumpComparison {
   std::vector<TensorComparison> tensors;
   int params_not_compared = 0;  // attention, norms, embeddings: not traced
   int activations_not_compared = 0;
+  // What a lone block's dump (MaxText's oracle exports one block) legitimately lacks, left out
+  // and said so rather than counted as a difference: the traced blocks of the model the dump
+  // holds no parameter of (a MoE case's dense layers), with their kernels' count ...
+  std::vector<std::string> blocks_not_in_dump;
+  int trace_params_not_compared = 0;
+  // ... and, when the dump is a whole model's (entries outside moe/, linears/ and Unknown), the
+  // trace's "Unknown" temporaries: the dump's are left out too (attention has its own).
+  int trace_activations_not_compared = 0;
 
   bool mesh_agrees() const { return dump_mesh == trace_mesh; }
   bool agrees() const;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "config/case_config.h"
 #include "config/override_file.h"
 #include "io/npz.h"
 #include "paths/moe_block.h"
@@ -66,7 +67,14 @@ GoldenReport CheckGoldenCase(const std::string& case_dir, const std::vector<std:
                              const CheckOptions& options) {
   // The case's mesh is its *_parallelism keys: no --devices.
   RunRequest request = SymbolicRequest(base_args, std::nullopt);
-  request.case_overrides = OverridesFromYamlFile(case_dir + "/config.yml");
+  // A case file that says its keys are command-line overrides (config/case_config.h) is
+  // given as one: it names its base unless the user gave one. Any other case's keys are
+  // overrides of the user's base (or the embedded one).
+  const std::string case_file = case_dir + "/config.yml";
+  if (IsCaseConfig(case_file))
+    request.args.push_back(case_file);
+  else
+    request.case_overrides = OverridesFromYamlFile(case_file);
   request.args.insert(request.args.end(), options.extra_args.begin(), options.extra_args.end());
   const std::optional<RunInputs> loaded = [&]() -> std::optional<RunInputs> {
     try {

@@ -7,6 +7,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "config/case_config.h"
 #include "io/input_file.h"
 #include "util/checked.h"
 #include "util/error.h"
@@ -55,8 +56,9 @@ Json ReadJson(const std::filesystem::path& path) {
 // What a JSON value is, for a message: a number as written, anything else by its type (a
 // string or list may be megabytes, or nested thousands deep).
 std::string Describe(const Json& value) {
-  return value.is_number() || value.is_boolean() || value.is_null() ? value.dump()
-                                                                     : std::string(value.type_name());
+  return value.is_number() || value.is_boolean() || value.is_null()
+             ? value.dump()
+             : std::string(value.type_name());
 }
 
 // A non-negative JSON integer: nlohmann would wrap 2^64-1 to -1 in get<int64_t>().
@@ -123,14 +125,15 @@ std::vector<MeshAxis> ReadMesh(const Json& mesh, const std::string& file, const 
 }
 
 bool SameMesh(const std::vector<MeshAxis>& a, const std::vector<MeshAxis>& b) {
-  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const MeshAxis& x, const MeshAxis& y) {
-    return x.name == y.name && x.size == y.size;
-  });
+  return std::equal(
+      a.begin(), a.end(), b.begin(), b.end(),
+      [](const MeshAxis& x, const MeshAxis& y) { return x.name == y.name && x.size == y.size; });
 }
 
 std::string MeshText(const std::vector<MeshAxis>& axes) {
   std::string out;
-  for (const MeshAxis& a : axes) out += fmt::format("{}{}={}", out.empty() ? "" : ", ", a.name, a.size);
+  for (const MeshAxis& a : axes)
+    out += fmt::format("{}{}={}", out.empty() ? "" : ", ", a.name, a.size);
   return out;
 }
 
@@ -268,6 +271,8 @@ InferredRun InferRun(const ShardingDump& dump) {
   fs::path path = fs::path(dump.dir);
   if (path.filename().empty()) path = path.parent_path();
   const std::string name = path.filename().string();
+  if (const fs::path beside = path.parent_path() / "config.yml"; IsCaseConfig(beside.string()))
+    run.case_config = beside.string();
   if (name.rfind("rule_", 0) == 0) {
     // MaxText's own layout: <model>/<topology>/slice_<n>/rule_<rule>_<key>=<value>_...
     const std::string rest = name.substr(5);

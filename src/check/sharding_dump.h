@@ -55,6 +55,9 @@ struct InferredRun {
   std::string rule;                    // "default" or a custom_mesh_and_rule name
   std::vector<std::string> overrides;  // "key=value", from the name
   std::optional<int64_t> devices;      // product of the dump's mesh
+  // A case directory's dump (<case>/sharding): the case's config.yml when it says its keys
+  // are command-line overrides (config/case_config.h), the run MaxText dumped.
+  std::optional<std::string> case_config;
 };
 InferredRun InferRun(const ShardingDump& dump);
 

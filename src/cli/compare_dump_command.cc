@@ -34,6 +34,8 @@ bool RunCompareDumpCommand(const CompareDumpOptions& options, std::ostream& out)
   if (!inferred.rule.empty() && inferred.rule != "default")
     from_dump.push_back("custom_mesh_and_rule=" + inferred.rule);
   from_dump.insert(from_dump.end(), inferred.overrides.begin(), inferred.overrides.end());
+  // A case directory's dump runs the case's own config unless the user gives one.
+  if (files.empty() && inferred.case_config) files.push_back(*inferred.case_config);
   args = files;
   for (const std::string& o : from_dump) {
     const bool overridden = std::any_of(user_overrides.begin(), user_overrides.end(),

@@ -2,6 +2,7 @@
 #include "cli/cli.h"
 #include "cli/cli_options.h"
 #include "cli/commands.h"
+#include "config/case_config.h"
 #include "config/override_file.h"
 #include "emit/dot_graph.h"
 #include "emit/maxtext_dump.h"
@@ -45,7 +46,11 @@ void RunTraceCommand(const TraceOptions& options, std::ostream& out) {
   // A golden case directory carries its own config.yml and the weights and inputs to run on.
   std::map<std::string, Array> arrays;
   if (!options.golden.empty()) {
-    request.case_overrides = OverridesFromYamlFile(options.golden + "/config.yml");
+    const std::string case_file = options.golden + "/config.yml";
+    if (IsCaseConfig(case_file))
+      request.args.insert(request.args.begin(), case_file);
+    else
+      request.case_overrides = OverridesFromYamlFile(case_file);
     request.arrays_source = options.golden + "/tensors.npz";
     arrays = ReadNpz(request.arrays_source, &progress);
     request.arrays = &arrays;

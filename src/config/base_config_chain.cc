@@ -24,8 +24,8 @@ bool IsFile(const std::filesystem::path& path) {
   return std::filesystem::is_regular_file(path, error);
 }
 
-// Where pyconfig's _load_config finds `named` for `including`: beside it, else in the
-// configs folder (the parent of <configs>/models/ for a model file).
+}  // namespace
+
 std::filesystem::path LocateInclude(const std::filesystem::path& including,
                                     const std::string& named) {
   const std::filesystem::path path(named);
@@ -40,6 +40,8 @@ std::filesystem::path LocateInclude(const std::filesystem::path& including,
   Fail("base_config '{}' (in {}): found neither at {} nor at {}", named, including.string(),
        beside.string(), configs.string());
 }
+
+namespace {
 
 // A name for the cycle check that two spellings of one file share.
 std::string Identity(const std::filesystem::path& path) {

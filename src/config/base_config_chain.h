@@ -26,6 +26,11 @@ struct ChainFile {
 // last. Parse warnings (repeated keys, ...) are appended to `warnings`. Throws Error naming
 // the including file for a base_config that is not a string, a file found in neither place,
 // or a cycle ("a.yml -> b.yml -> a.yml").
+// Where pyconfig's _load_config finds `base_config: named` for `including`: beside it, else
+// in the configs folder (the parent of <configs>/models/ for a model file); Error otherwise.
+std::filesystem::path LocateInclude(const std::filesystem::path& including,
+                                    const std::string& named);
+
 std::vector<ChainFile> ResolveBaseConfigChain(const std::filesystem::path& top,
                                               std::vector<std::string>* warnings);
 

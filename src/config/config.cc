@@ -79,6 +79,8 @@ class Resolver {
     }
     const Layer overrides = ParseOverrides();
     LoadModel(overrides);
+    for (const std::string& c : source_.case_files)
+      loaded_files_.push_back(c + " (command-line overrides)");
     ApplyLayer(overrides);
     LoadCustomMeshAndRule();
     values_.insert_or_assign(std::string(kRulesKey), rules_);
@@ -112,6 +114,7 @@ class Resolver {
       PrintWarnings(warnings);
     }
     LoadRoot(chain.front().file, chain.front().entries);
+    if (chain.size() > 1) files_ = files_.WithFallback(chain.front().file.name);
     for (size_t k = 1; k < chain.size(); ++k) {
       loaded_files_.push_back(chain[k].file.display);
       Layer layer{chain[k].file.name, chain[k].entries};
@@ -306,8 +309,8 @@ class Resolver {
   }
 
   const ConfigSource& source_;
-  const ConfigFiles files_;
-  ValueMap defaults_;                    // every known key -> its default (type source)
+  ConfigFiles files_;  // gains the base_config chain's folder as a fallback in LoadBase
+  ValueMap defaults_;  // every known key -> its default (type source)
   std::vector<std::string> known_keys_;  // defaults_' keys, for suggestions
   ValueMap values_;
   ConfigValue rules_ = EmptyList();

@@ -44,6 +44,8 @@ struct ConfigValue {
 struct ConfigSource {
   std::vector<std::string> files;      // user CONFIG paths; empty = embedded base.yml
   std::vector<std::string> overrides;  // "key=value" strings, in command-line order
+  // Case files (config/case_config.h) whose keys lead `overrides`: listed in loaded_files().
+  std::vector<std::string> case_files = {};
 };
 
 class Config {

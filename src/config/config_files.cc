@@ -47,6 +47,7 @@ std::optional<FileText> ConfigFiles::Find(std::string_view relative, bool config
   }
   std::vector<std::filesystem::path> places = {base_path_.parent_path() / relative};
   if (configs_fallback) places.push_back(base_path_.parent_path().parent_path() / relative);
+  if (!fallback_path_.empty()) places.push_back(fallback_path_.parent_path() / relative);
   for (const std::filesystem::path& path : places) {
     std::error_code error;
     if (std::filesystem::is_regular_file(path, error)) return ReadConfigFile(path);
@@ -56,10 +57,12 @@ std::optional<FileText> ConfigFiles::Find(std::string_view relative, bool config
 
 std::string ConfigFiles::Where(std::string_view relative, bool configs_fallback) const {
   if (embedded_) return fmt::format("embedded {}", relative);
-  const std::string beside = (base_path_.parent_path() / relative).string();
-  if (!configs_fallback) return beside;
-  return fmt::format("{} or {}", beside,
-                     (base_path_.parent_path().parent_path() / relative).string());
+  std::string places = (base_path_.parent_path() / relative).string();
+  if (configs_fallback)
+    places += fmt::format(" or {}", (base_path_.parent_path().parent_path() / relative).string());
+  if (!fallback_path_.empty())
+    places += fmt::format(" or {}", (fallback_path_.parent_path() / relative).string());
+  return places;
 }
 
 }  // namespace shardtrace::config_internal

@@ -34,6 +34,13 @@ class ConfigFiles {
   std::optional<FileText> Find(std::string_view relative, bool configs_fallback = false) const;
   // Where Find looked, for "not found" messages.
   std::string Where(std::string_view relative, bool configs_fallback = false) const;
+  // A last place to look, as pyconfig falls back to its installed configs folder: the folder
+  // of the base.yml a base_config chain ends in, when the started file lives elsewhere.
+  ConfigFiles WithFallback(std::filesystem::path base_path) const {
+    ConfigFiles f = *this;
+    f.fallback_path_ = std::move(base_path);
+    return f;
+  }
 
  private:
   ConfigFiles(bool embedded, std::filesystem::path base_path)
@@ -41,6 +48,7 @@ class ConfigFiles {
 
   bool embedded_;
   std::filesystem::path base_path_;
+  std::filesystem::path fallback_path_;  // empty: none
 };
 
 }  // namespace shardtrace::config_internal

@@ -2,20 +2,31 @@
 
 #include <algorithm>
 
+#include "config/case_config.h"
 #include "config/mesh_config.h"
 
 namespace shardtrace {
 
 ConfigSource SplitArgs(const std::vector<std::string>& args) {
   ConfigSource source;
+  std::vector<std::string> case_overrides;  // a case file's keys, before the user's overrides
+  std::optional<std::string> case_base;
   for (const std::string& arg : args) {
-    if (arg.rfind(kRevisionArg, 0) == 0)
-      continue;
-    else if (arg.find('=') != std::string::npos)
+    if (arg.rfind(kRevisionArg, 0) == 0) continue;
+    if (arg.find('=') != std::string::npos) {
       source.overrides.push_back(arg);
-    else
+    } else if (IsCaseConfig(arg)) {
+      CaseConfig c = ReadCaseConfig(arg);
+      case_overrides.insert(case_overrides.end(), c.overrides.begin(), c.overrides.end());
+      if (!case_base && c.base) case_base = c.base;
+      source.case_files.push_back(arg);
+    } else {
       source.files.push_back(arg);
+    }
   }
+  // A CONFIG the user gives is the base; else the first case file's base_config.
+  if (source.files.empty() && case_base) source.files.push_back(*case_base);
+  source.overrides.insert(source.overrides.begin(), case_overrides.begin(), case_overrides.end());
   return source;
 }
 

@@ -14,12 +14,21 @@ using Kind = TensorComparison::Kind;
 using Status = TensorComparison::Status;
 
 std::string Summary(const DumpComparison& c) {
-  return fmt::format(
+  std::string text = fmt::format(
       "{}: {} agree, {} differ, {} only in dump, {} only in trace; mesh {}; not compared "
       "(outside the MoE/MLP blocks): {} params, {} activation entries",
       c.agrees() ? "AGREE" : "DIFFER", c.Count(Status::kAgree), c.Count(Status::kDiffer),
       c.Count(Status::kOnlyInDump), c.Count(Status::kOnlyInTrace),
       c.mesh_agrees() ? "agrees" : "differs", c.params_not_compared, c.activations_not_compared);
+  if (!c.blocks_not_in_dump.empty())
+    text += fmt::format("; not in the dump: {} kernels of the {} block{} (the dump holds none)",
+                        c.trace_params_not_compared, fmt::join(c.blocks_not_in_dump, ", "),
+                        c.blocks_not_in_dump.size() == 1 ? "" : "s");
+  if (c.trace_activations_not_compared > 0)
+    text += fmt::format(
+        "; {} traced Unknown entries not compared (a whole model's dump mixes its own in)",
+        c.trace_activations_not_compared);
+  return text;
 }
 
 std::string Inferred(const DumpComparison& c) {
@@ -171,7 +180,10 @@ std::string DumpComparisonToJson(const DumpComparison& c) {
                     {"only_in_dump", c.Count(Status::kOnlyInDump)},
                     {"only_in_trace", c.Count(Status::kOnlyInTrace)},
                     {"params_not_compared", c.params_not_compared},
-                    {"activations_not_compared", c.activations_not_compared}};
+                    {"activations_not_compared", c.activations_not_compared},
+                    {"blocks_not_in_dump", c.blocks_not_in_dump},
+                    {"trace_params_not_compared", c.trace_params_not_compared},
+                    {"trace_activations_not_compared", c.trace_activations_not_compared}};
   return root.dump(2) + "\n";
 }
 

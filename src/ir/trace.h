@@ -126,6 +126,9 @@ struct OpRecord {
   std::string stable_id;
 };
 
+// The description MaxText's dump gives a constrained value no local variable names.
+inline constexpr std::string_view kUnknownActivation = "Unknown";
+
 // One entry of MaxText's debug_sharding activation dump (input_shardings.json).
 struct DumpEntry {
   std::string description;  // "moe/gate_logits"

@@ -185,7 +185,7 @@ void Tracer::Dump(const std::string& name, const Array& value, const std::string
                   const PartitionSpec& spec) {
   // MaxText names an entry "<file stem>/<variable>", or just "Unknown" when no local
   // variable of the calling frame holds the array.
-  DumpEntry entry{name.empty() ? std::string("Unknown") : fmt::format("{}/{}", dump_file_, name),
+  DumpEntry entry{name.empty() ? std::string(kUnknownActivation) : fmt::format("{}/{}", dump_file_, name),
                   fmt::format("{}{}", ToString(value.dtype), ShapeToString(value.shape)), logical,
                   spec};
   // MaxText logs each distinct (description, type, spec) once.

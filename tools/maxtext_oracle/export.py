@@ -301,6 +301,10 @@ def run_case(case, base_yml, out_dir, seed):
              compiled_info, mesh, time.time() - t0)
 
 
+# The line src/config/case_config.h's kCaseMarker names.
+CASE_MARKER = "# shardtrace: the keys below are command-line overrides"
+
+
 def write_case(case, config, base_yml, out_dir, arrays, unmapped, named_json, logical_json, input_json,
                compiled_info, mesh, seconds):
   d = os.path.join(out_dir, case["name"])
@@ -312,6 +316,11 @@ def write_case(case, config, base_yml, out_dir, arrays, unmapped, named_json, lo
            f"# mesh: {dict((k, v) for k, v in mesh.shape.items() if v > 1) or 'single device'}"]
   if unmapped:
     lines.append(f"# parameters without a golden-format name (not exported): {', '.join(unmapped)}")
+  # MaxText ran `base.yml key=value ...`: the case names that base (pyconfig's base_config,
+  # relative to this file) and marks its keys as command-line overrides, so shardtrace runs
+  # them over the model file as MaxText did (src/config/case_config.h).
+  lines.append(CASE_MARKER)
+  lines.append('base_config: "../../configs/base.yml"')
   for k, v in case_matrix.pyconfig_overrides(case):
     lines.append(f"{k}: {json.dumps(v)}")
   with open(os.path.join(d, "config.yml"), "w", encoding="utf-8") as f:
