@@ -316,9 +316,12 @@ TEST_CASE("render: DeepSeek-V3 on 256 devices from a MaxText base.yml", "[compar
   CHECK(page.find("  device  to 0  to 1  to 2  to 3  to 4  to 5  to 6  to 7  to 8-63  total\n") !=
         std::string::npos);
   CHECK(page.find("Device 8 (") == std::string::npos);
-  // The kernel specs with expert parallelism off: one column per variant.
-  CHECK(page.find("| `wi_0` (kernel_axes) | `P(('fsdp', 'expert'), None)` | `P('fsdp', None)` |") !=
-        std::string::npos);
+  // The kernel specs with expert parallelism off: one column per variant, a row per weight
+  // and scope (the routed experts' [E,M,H] wi_0 and the shared MlpBlock's [M,F] wi_0 apart).
+  CHECK(page.find("| `wi_0` (kernel_axes) | `P('expert', 'fsdp', None)` | `P('fsdp', None, None)` "
+                  "| `P('fsdp', None, None)` | `P(None, 'fsdp', None)` |") != std::string::npos);
+  CHECK(page.find("| `shared wi_0` (kernel_axes) | `P(('fsdp', 'expert'), None)` | "
+                  "`P('fsdp', None)` |") != std::string::npos);
   CHECK(page.find("```mermaid\n%%{init: ") != std::string::npos);
   // Unconstrained activations are never sized per device at their global size: the bfloat16
   // inputs [3072,2048,7168] (84.0 GiB globally) take the batch sharding the first

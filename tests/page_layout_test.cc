@@ -91,6 +91,11 @@ TEST_CASE("render: DeepSeek-V3 EP32 x FSDP8 reads like the committed pages", "[v
   const std::string page = ReadFile(dir / "page.md");
   testing::CompareWithGolden("expected/render_deepseek3-671b_ep32_fsdp8.md", page);
   CheckLayout(page);
+  // A variant that turns expert parallelism off gives fsdp the devices (issue 21: with fsdp
+  // pinned to 8 every variant column used to be "Not traced" for 256 devices).
+  CHECK(page.find("| `wi_0` (kernel_axes) | `P('expert', 'fsdp', None)` |") != std::string::npos);
+  CHECK(page.find("EP off (`ici_expert_parallelism=1`) |") != std::string::npos);
+  CHECK(page.find("there are 256 devices per slice") == std::string::npos);
   // The summary opens the page and the flow follows; everything else is folded.
   CHECK(page.find("## Summary") < page.find("## Tensor flow"));
   CHECK(page.find("## Tensor flow") < page.find("<details>"));

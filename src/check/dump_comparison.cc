@@ -137,20 +137,10 @@ DumpComparison CompareWithDump(const ShardingDump& dump, const RunRequest& reque
   }
   // The moe trace of RoutedAndSharedMoE (Qwen3NextSparseMoeBlock) holds the shared experts
   // too: they count once, as the shared block's weights.
-  auto in_shared_mlp = [](const std::string& scope) {
-    for (const std::string_view name : {"shared_experts", "shared_expert"}) {
-      for (size_t at = scope.find(name); at != std::string::npos; at = scope.find(name, at + 1)) {
-        const size_t end = at + name.size();
-        if ((at == 0 || scope[at - 1] == '/') && (end == scope.size() || scope[end] == '/'))
-          return true;
-      }
-    }
-    return false;
-  };
   for (size_t b = 0; b < blocks.size(); ++b)
     for (const TensorRecord& t : traces[b].tensors) {
       if (t.kind != TensorKind::kWeight || t.constraint != Constraint::kKernelAxes) continue;
-      const bool shared = in_shared_mlp(t.scope);
+      const bool shared = InSharedExperts(t.scope);
       const std::pair<Block, std::string> key{shared ? Block::kShared : blocks[b], t.name};
       if (std::none_of(weights.begin(), weights.end(),
                        [&](const auto& w) { return w.first == key; }))

@@ -42,4 +42,18 @@ const Fact* Trace::FindFact(FactKind kind, std::string_view subject) const {
   return nullptr;
 }
 
+bool ScopeHasComponent(std::string_view scope, std::string_view component) {
+  for (size_t at = scope.find(component); at != std::string_view::npos;
+       at = scope.find(component, at + 1)) {
+    const size_t end = at + component.size();
+    if ((at == 0 || scope[at - 1] == '/') && (end == scope.size() || scope[end] == '/'))
+      return true;
+  }
+  return false;
+}
+
+bool InSharedExperts(std::string_view scope) {
+  return ScopeHasComponent(scope, "shared_experts") || ScopeHasComponent(scope, "shared_expert");
+}
+
 }  // namespace shardtrace

@@ -185,4 +185,11 @@ struct Trace {
   const Fact* FindFact(FactKind kind, std::string_view subject = {}) const;
 };
 
+// True when `scope` ("RoutedAndSharedMoE/shared_experts/wi_0") has `component` as one of its
+// '/'-separated parts.
+bool ScopeHasComponent(std::string_view scope, std::string_view component);
+// True when `scope` lies in a block's shared-expert MlpBlock (RoutedAndSharedMoE's
+// `shared_experts`, Qwen3NextSparseMoeBlock's `shared_expert`).
+bool InSharedExperts(std::string_view scope);
+
 }  // namespace shardtrace
