@@ -1077,6 +1077,14 @@ TEST_CASE("pages label folded and borrowed dims and write einsums in their own l
              Catch::Contains("│ x_chunk: act [B=1,S=4,Mc=8] bf16  ← take(x, chunk_indices)"));
   CHECK_THAT(pipeline,
              Catch::Contains("gmm(\"UMc,EMcH->UH\", sorted_inputs, w0_chunk, local_group_size)"));
+  // One fact per chunk's dispatch: each line says which chunk it is (issue 21: printed twice).
+  CHECK_THAT(pipeline, Catch::Contains("- x: rows sent [device, peer] in `chunk_0/dispatch` = "));
+  CHECK_THAT(pipeline, Catch::Contains("- x: rows sent [device, peer] in `chunk_1/dispatch` = "));
+  // moe.py's lines where the pages cite them: the cut of slot 0 is 1620, and 1811 constrains
+  // the inputs only in inference.
+  CHECK_THAT(page("moe_dense_dropping.md"), Catch::Contains("return (moe.py:1620)"));
+  CHECK_THAT(page("moe_dense_dropless.md"),
+             Catch::Contains("moe.py:1811 (dropping, inference only) / 1911 (dropless)"));
   const std::string dropping = page("moe_dense_dropping.md");
   CHECK_THAT(dropping, Catch::Contains("│ combine_mask: act [B=4,S=4,E=4,C+1=3] bf16    "));
   CHECK_THAT(dropping,

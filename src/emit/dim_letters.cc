@@ -32,7 +32,7 @@ constexpr std::array<Letter, 24> kLetters = {{
     {'E', "", "experts"},
     {'K', "", "top-k choices per token"},
     {'C', "", "expert capacity"},
-    {'D', "C+1", "capacity slots and slot 0 = dropped, cut before the masks return (moe.py:1613)"},
+    {'D', "C+1", "capacity slots and slot 0 = dropped, cut before the masks return (moe.py:1620)"},
     {'H', "", "expert hidden"},
     {'G', "", "routing groups"},
     {'g', "", "experts per routing group"},

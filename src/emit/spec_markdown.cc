@@ -454,9 +454,20 @@ data Invariants(const std::vector<Invariant>& invariants) {
 
 data Facts(const Trace& trace) {
   data rows = List();
+  std::map<std::string, int> uses;  // a fact recorded once per loop iteration repeats its name
+  for (const Fact& f : trace.facts) ++uses[FactName(f)];
   for (const Fact& f : trace.facts) {
     data row;
-    row.set("name", FactName(f));
+    // Repeated names say where each was recorded: the last two parts of the scope
+    // ("chunk_0/dispatch").
+    std::string where;
+    if (uses[FactName(f)] > 1) {
+      const size_t last = f.scope.rfind('/');
+      const size_t cut =
+          last == std::string::npos || last == 0 ? std::string::npos : f.scope.rfind('/', last - 1);
+      where = fmt::format(" in `{}`", cut == std::string::npos ? f.scope : f.scope.substr(cut + 1));
+    }
+    row.set("name", FactName(f) + where);
     row.set("values", FactValuesText(f));
     const std::string note = FactNote(f);
     row.set("note", note.empty() ? "" : " (" + note + ")");

@@ -243,7 +243,7 @@ struct StatementLine {
 constexpr std::array<StatementLine, 30> kStatementLines = {{
     {"dense_matmul", "gate_logits", "", "1689"},
     {"dense_matmul", "pre_bias_logits", "", "1692"},
-    {"dense_matmul", "inputs", "", "1811 (dropping) / 1911 (dropless)"},
+    {"dense_matmul", "inputs", "", "1811 (dropping, inference only) / 1911 (dropless)"},
     {"dense_matmul", "dispatch_mask", "", "1812"},
     {"dense_matmul", "combine_mask", "", "1813"},
     {"dispatch", "dispatch", "", "1820 (cp > 1) / 1830"},
