@@ -1080,6 +1080,10 @@ TEST_CASE("pages label folded and borrowed dims and write einsums in their own l
   // One fact per chunk's dispatch: each line says which chunk it is (issue 21: printed twice).
   CHECK_THAT(pipeline, Catch::Contains("- x: rows sent [device, peer] in `chunk_0/dispatch` = "));
   CHECK_THAT(pipeline, Catch::Contains("- x: rows sent [device, peer] in `chunk_1/dispatch` = "));
+  // PR 3981's pipeline is shardtrace's model of a proposal: its collectives are not moe.py's.
+  CHECK_THAT(pipeline, Catch::Contains("| all_gather | written in PR 3981 (as modelled) | fsdp |"));
+  CHECK_THAT(pipeline, !Catch::Contains("| written in moe.py |"));
+  CHECK_THAT(pipeline, !Catch::Contains("shardtrace's own"));
   // moe.py's lines where the pages cite them: the cut of slot 0 is 1620, and 1811 constrains
   // the inputs only in inference.
   CHECK_THAT(page("moe_dense_dropping.md"), Catch::Contains("return (moe.py:1620)"));

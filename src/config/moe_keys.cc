@@ -71,7 +71,8 @@ std::vector<MoeKeyEntry> MakeTable() {
       {"moe_quantize_combine_bwd_method", "''", N, "quantizes the combine's backward only", "fp8"},
       {"num_moe_emb_chunks", "0", R,
        "the release's token all-gather overlapped with the gmm in chunks of the embed dim (ring "
-       "of experts); shardtrace's own PR 3981 model is pr3981_emb_chunks",
+       "of experts); under the seed revision, whose base.yml lacks the key, shardtrace uses the "
+       "name for its model of PR 3981's pipeline (a proposal, not MaxText's key)",
        "2", "use_ring_of_experts=true"},
       {"moe_dispatch_no_expert_sharding", "False", R,
        "dense_matmul: takes 'expert' off the dispatch's batch dim", "True", "sparse_matmul=false"},

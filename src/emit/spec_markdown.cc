@@ -399,7 +399,9 @@ data LocalReshards(const Trace& trace, const SpmdResult& spmd) {
   return rows;
 }
 
-data Collectives(const Trace& trace, const SpmdResult& spmd) {
+// `written_in` names the code whose collectives the trace records ("moe.py", or PR 3981's
+// pipeline as shardtrace models it).
+data Collectives(const Trace& trace, const SpmdResult& spmd, const std::string& written_in) {
   data rows = List();
   for (const OpRecord& op : trace.ops) {
     for (const ImpliedCollective& c : spmd.implied_at(op.id)) {
@@ -421,7 +423,7 @@ data Collectives(const Trace& trace, const SpmdResult& spmd) {
     data row;
     row.set("op", ToString(c.kind));
     row.set("origin",
-            c.origin == CollectiveOrigin::kWritten ? "written in moe.py" : "implied by XLA");
+            c.origin == CollectiveOrigin::kWritten ? "written in " + written_in : "implied by XLA");
     row.set("axes", Cell(fmt::format("{}", fmt::join(c.axes, ", "))));
     row.set("participants", std::to_string(c.participants));
     row.set("input", op.inputs.empty() ? "" : Cell(trace.tensors[op.inputs.front()].name));
@@ -628,7 +630,7 @@ std::string RenderVisualization(const VisualizationDoc& doc, const Trace& trace,
   view.set("has_einsums", has_einsums);
   view.set("einsums", Einsums(trace));
   view.set("has_collectives", has_collectives);
-  view.set("collectives", Collectives(trace, spmd));
+  view.set("collectives", Collectives(trace, spmd, doc.collectives_written_in));
   view.set("has_local_reshards", has_local_reshards);
   view.set("local_reshards", LocalReshards(trace, spmd));
   view.set("invariants", Invariants(doc.invariants));

@@ -54,6 +54,9 @@ struct VisualizationDoc {
   std::vector<std::string> config_files;  // Config::loaded_files(): base.yml first
   std::vector<VariantColumn> variants;    // empty: no variant table
   bool moe_line_refs = true;              // the trace is moe.py 313890777: cite its lines
+  // The code whose collectives the trace records, for "written in ...": moe.py, or the
+  // proposal or port a page models.
+  std::string collectives_written_in = "moe.py";
   // Where the symbols are explained: visualizations/README.md's legend, linked from the pages
   // beside it; named in words on a page `render` writes anywhere.
   std::string legend = "[legend](README.md#legend)";

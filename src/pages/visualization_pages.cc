@@ -260,13 +260,15 @@ std::vector<VisualizationPage> VisualizationPages() {
            "(`for x_chunk in chunks(x)`, each chunk dispatched and its gmm_up partial added "
            "into `intermediate`). The PR itself only extracts route and gmm_up and lists the "
            "chunking loop as a next step, so two things here are shardtrace's model, not "
-           "MaxText's: the config key `num_moe_emb_chunks` (shardtrace's own; in neither "
-           "base.yml 313890777 nor the PR) and the shard_map in_spec "
+           "MaxText's: the chunk count, read from `num_moe_emb_chunks` (in neither base.yml "
+           "313890777 nor the PR; MaxText main and 0.2.5 later define a key of that name that "
+           "means another thing, a token all-gather chunked along the embed dim, which "
+           "shardtrace refuses under those revisions) and the shard_map in_spec "
            "`P('expert', 'fsdp', None)` for wi_0/wi_1, chosen so each chunk's wi all-gather "
            "over fsdp is visible (moe.py 313890777 gathers the kernels whole, "
            "`P('expert', None, None)`).",
-       .selected_by = "`num_moe_emb_chunks>1` (a shardtrace key modelling PR 3981's end "
-                      "state), `sparse_matmul=true`, EP>1",
+       .selected_by = "`num_moe_emb_chunks>1` (under the seed revision: shardtrace's name for "
+                      "the chunk count of its PR 3981 model), `sparse_matmul=true`, EP>1",
        .learn = "the chunked pipeline as modelled: per-chunk all-gathers and partial gmms",
        .args = With(dims, {"num_experts=4", "num_moe_emb_chunks=2", "ici_expert_parallelism=2"}),
        .devices = 4,
@@ -301,8 +303,7 @@ std::string PageSourceText(PageSource source) {
              "revision; moe.py calls it for the shared experts)";
     case PageSource::kPr3981:
       return "the end state of MaxText PR 3981's description (its chunking loop is a next "
-             "step there), modelled on moe.py 313890777; `num_moe_emb_chunks` is shardtrace's "
-             "key";
+             "step there) on moe.py 313890777: a proposal; chunks from `num_moe_emb_chunks`";
     case PageSource::kJaxPort:
       return "the masked-loop sparse MoE of the PyTorch-to-JAX sparse-MoE port, with "
              "moe.py 313890777's routing";
@@ -388,6 +389,10 @@ RenderedPage RenderPage(const VisualizationPage& v) {
   doc.command = CommandLine(v);
   doc.source = PageSourceText(v.source);
   doc.moe_line_refs = v.source == PageSource::kSeedMoe;
+  doc.collectives_written_in = v.source == PageSource::kPr3981        ? "PR 3981 (as modelled)"
+                               : v.source == PageSource::kJaxPort     ? "the JAX port"
+                               : v.source == PageSource::kSeedLinears ? "linears.py"
+                                                                      : "moe.py";
   doc.config_files = in.config.loaded_files();
   doc.overview = FlowOverview(run.trace, run.spmd);
   doc.flow = AsciiFlow(run.trace, run.spmd);
@@ -404,9 +409,7 @@ RenderedPage RenderPage(const VisualizationPage& v) {
     const Array* weights = other.captures.Find(Capture::kTopKWeights);
     const Array* scores = other.captures.Find(Capture::kRouterScores);
     if (more.routing_tree && indices && weights)
-      text += "\n" + RoutingTree(*indices, *weights, 0,
-                                 {.router_scores =
-                                      scores});
+      text += "\n" + RoutingTree(*indices, *weights, 0, {.router_scores = scores});
     // A section's own properties, listed as that run's (Llama 4's weights are raw logits,
     // which the page trace's non-negative weights do not cover).
     for (Invariant& inv :
