@@ -38,6 +38,8 @@ std::vector<std::string> ChangedFields(const TensorSide& a, const TensorSide& b)
   if (a.shape != b.shape) changed.push_back("shape");
   if (a.logical_axes != b.logical_axes) changed.push_back("logical axes");
   if (a.written_spec != b.written_spec) changed.push_back("spec");
+  // A tensor no statement places can change only in what XLA's propagation gives it.
+  if (a.propagated_spec != b.propagated_spec) changed.push_back("propagated spec");
   if (a.constraint != b.constraint) changed.push_back("constraint");
   if (a.local_shape != b.local_shape) changed.push_back("local shape");
   return changed;

@@ -44,7 +44,7 @@ struct TensorSide {
 struct TensorDiff {
   std::string key;  // alignment key, "RoutedMoE/sparse_matmul/wrapper/x#0"
   std::optional<TensorSide> a, b;
-  // dtype, shape, logical axes, spec (the written one), constraint, local shape
+  // dtype, shape, logical axes, spec (the written one), propagated spec, constraint, local shape
   std::vector<std::string> changed;
   int64_t delta_bytes = 0;  // b - a per device (0 when either is unknown)
   int64_t impact = 0;       // bytes per device this row moves (for sorting)

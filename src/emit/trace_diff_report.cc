@@ -84,6 +84,9 @@ std::string WhatChanged(const TensorDiff& t) {
     if (f == "spec")
       parts.push_back(
           fmt::format("spec {} -> {}", Spec(t.a->written_spec), Spec(t.b->written_spec)));
+    if (f == "propagated spec")
+      parts.push_back(fmt::format("propagated {} -> {}", Spec(t.a->propagated_spec),
+                                  Spec(t.b->propagated_spec)));
     if (f == "constraint")
       parts.push_back(fmt::format("set by {} -> {}",
                                   t.a->constraint.empty() ? "none" : t.a->constraint,
