@@ -1,14 +1,14 @@
 // `shardtrace check CASE...`: golden cases against the reference implementation.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 
 #include "check/golden_check.h"
 #include "cli/cli.h"
 #include "cli/cli_options.h"
 #include "cli/commands.h"
-#include "emit/text_table.h"
+#include "emit/golden_report.h"
 #include "io/input_file.h"
 #include "util/error.h"
 #include "util/progress.h"
@@ -24,20 +24,6 @@ struct CheckCommandOptions {
   bool quiet = false;                       // no progress line on stderr
   int64_t budget_bytes = int64_t{2} << 30;  // what a case's run may hold (--max-memory)
 };
-
-std::string StatusText(ArrayCheck::Status s) {
-  switch (s) {
-    case ArrayCheck::Status::kPass:
-      return "pass";
-    case ArrayCheck::Status::kFail:
-      return "FAIL";
-    case ArrayCheck::Status::kSkipped:
-      return "skipped";
-    case ArrayCheck::Status::kUnknown:
-      return "UNKNOWN";
-  }
-  return "?";
-}
 
 bool RunCheckCommand(const CheckCommandOptions& options, std::ostream& out) {
   // Directories are cases; CONFIG files go before each case's config.yml (a base.yml), and
@@ -81,38 +67,12 @@ bool RunCheckCommand(const CheckCommandOptions& options, std::ostream& out) {
   std::vector<GoldenReport> reports;
   for (const std::string& c : cases)
     reports.push_back(CheckGoldenCase(c, base_args, check_options));
-  int passed = 0;
-  for (const GoldenReport& r : reports) passed += r.passed();
-  std::string text;
-  if (options.common.format == "json") {
-    nlohmann::ordered_json j = nlohmann::ordered_json::array();
-    for (const GoldenReport& r : reports) {
-      nlohmann::ordered_json checks = nlohmann::ordered_json::array();
-      for (const ArrayCheck& c : r.checks)
-        checks.push_back({{"array", c.name},
-                          {"status", StatusText(c.status)},
-                          {"detail", c.detail},
-                          {"max_abs_error", c.max_abs_error}});
-      j.push_back({{"case", r.case_dir},
-                   {"path", r.path},
-                   {"maxtext_revision", r.maxtext_revision},
-                   {"passed", r.passed()},
-                   {"arrays", checks}});
-    }
-    text = j.dump(2) + "\n";
-  } else {
-    for (const GoldenReport& r : reports) {
-      text += fmt::format("{}  {}\n  path: {}\n  moe.py: {}\n", r.passed() ? "PASS" : "FAIL",
-                          r.case_dir, r.path, r.maxtext_revision);
-      TextTable table({"array", "status", "detail"});
-      for (const ArrayCheck& c : r.checks) table.AddRow({c.name, StatusText(c.status), c.detail});
-      text += table.Render("  ") + "\n";
-    }
-    text +=
-        fmt::format("{} passed, {} failed\n", passed, static_cast<int>(reports.size()) - passed);
-  }
-  WriteOutput(options.common, text, out);
-  return passed == static_cast<int>(reports.size());
+  WriteOutput(
+      options.common,
+      options.common.format == "json" ? GoldenReportsToJson(reports) : GoldenReportsToText(reports),
+      out);
+  return std::all_of(reports.begin(), reports.end(),
+                     [](const GoldenReport& r) { return r.passed(); });
 }
 
 }  // namespace
