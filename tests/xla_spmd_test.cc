@@ -293,19 +293,26 @@ TEST_CASE("Every MoE path on fsdp=2 x expert=2 gets the collectives XLA inserts"
   // gate's output are gathered over expert.
   const std::string input = "all-gather inputs expert 256";
   const std::string gate_out = "all-gather output expert 128";
+  // The [B,S,E] weights' scatter is not partitioned along the batch (GSPMD): its index
+  // tuples and its updates, the top-k weights, are gathered whole over fsdp; each device
+  // sends its int32[2,8,2,3] block (384 B) and its f32[2,8,2] block (128 B), as in every
+  // sharded dense fixture's HLO ('concatenate' and 'div').
+  const std::string scatter_indices = "all-gather top_k_indices fsdp 384";
+  const std::string scatter_weights = "all-gather top_k_weights fsdp 128";
   const std::vector<Case> cases = {
       // The dense dropless combine contracts E sharded on expert: partial sums, all-reduced
       // ([B=2,S=8,M=16] float32 per device = 1024 B, 2(n-1)/n of it).
       {"dense dropless",
        {"sparse_matmul=false"},
-       {gate, gate_out, input, "all-gather wi_0 fsdp 4096", "all-gather wi_1 fsdp 4096",
+       {gate, gate_out, scatter_indices, scatter_weights, input, "all-gather wi_0 fsdp 4096",
+        "all-gather wi_1 fsdp 4096",
         "all-gather wo fsdp 4096", "all-reduce output expert 1024"}},
       // Token dropping: the mask constraints slice, the kernels are gathered by the
       // constraint in maybe_all_gather_kernel_weight_in_expert_parallelism, the combine
       // contracts E (and C) sharded on expert.
       {"dense dropping",
        {"sparse_matmul=false", "capacity_factor=1.5"},
-       {gate, gate_out, "slice expert_token_count expert 0",
+       {gate, gate_out, scatter_indices, scatter_weights, "slice expert_token_count expert 0",
         "all-gather within_capacity expert 128", "all-gather softmax_probs fsdp 256", input,
         "slice dispatch expert 0", "all-gather wi_0 fsdp 4096", "all-gather wi_1 fsdp 4096",
         "all-gather wo fsdp 4096", "all-reduce output expert 512"}},

@@ -30,7 +30,11 @@ enum class Rule {
   kReshape,
   kReduce,    // sum/mean over `axis`
   kLastAxis,  // softmax, top_k, cumsum, argsort: the op axis must be whole on a device
-  kLeading,   // index ops (one_hot, take_along_axis, scatter_set, slice): leading dims kept
+  kLeading,   // index ops (one_hot, take_along_axis, slice): leading dims kept
+  // x.at[(arange(B), arange(S), top_k_indices)].set(weights): GSPMD does not partition this
+  // scatter along the batch, so its updates and index tuples are gathered whole and the
+  // result is replicated (every sharded dense fixture's HLO: 'div' and 'concatenate').
+  kScatter,
   kInShardMap,
 };
 
@@ -70,6 +74,8 @@ Rule ClassifyKind(const OpRecord& op, const Trace& trace) {
     case OpKind::kSum:
     case OpKind::kMean:
       return Rule::kReduce;
+    case OpKind::kScatterSet:
+      return Rule::kScatter;
     case OpKind::kSoftmax:
     case OpKind::kTopK:
     case OpKind::kCumsum:
@@ -78,7 +84,6 @@ Rule ClassifyKind(const OpRecord& op, const Trace& trace) {
     case OpKind::kOneHot:
     case OpKind::kTakeAlongAxis:
     case OpKind::kTake:
-    case OpKind::kScatterSet:
     case OpKind::kSlice:
     case OpKind::kDynamicSliceInDim:
     case OpKind::kIndex:
@@ -288,6 +293,8 @@ class Analysis {
         for (const int o : op.outputs) outs.push_back(LeadingSpec(op, T(o).shape));
         return outs;
       }
+      case Rule::kScatter:
+        return std::vector<PartitionSpec>{PartitionSpec(Entries(out.shape.size()))};
       default:
         return std::nullopt;
     }
@@ -356,6 +363,8 @@ class Analysis {
         e[axis].clear();
         return PartitionSpec(e);
       }
+      case Rule::kScatter:  // unpartitioned: every operand whole
+        return PartitionSpec(Entries(t.shape.size()));
       case Rule::kLastAxis:
       case Rule::kLeading: {
         Entries e(t.shape.size());
@@ -432,6 +441,33 @@ class Analysis {
       c.reason = reason;
       result_.implied[op.id].push_back(std::move(c));
     }
+  }
+
+  // The scatter's (b, s, k) index tuples: the indices `id` with the two iotas beside them,
+  // s32[..., 3], gathered whole as XLA's 'concatenate'.
+  void GatherIndexTuples(const OpRecord& op, int id, const PartitionSpec& to) {
+    const TensorRecord& t = T(id);
+    Shape tuples = t.shape;
+    tuples.push_back(3);
+    Entries from = State(id).spec.entries();
+    from.emplace_back();
+    Entries whole = to.entries();
+    whole.emplace_back();
+    for (ImpliedCollective c : PlanReshard(tuples, DType::kInt32, ShardState{PartitionSpec(from), {}},
+                                           PartitionSpec(whole), mesh_)) {
+      if (c.kind == CollectiveKind::kSlice) continue;
+      c.tensor = id;
+      c.reason = "scatter index tuples (b, s, k) as int32[..., 3] (GSPMD gathers them whole)";
+      result_.implied[op.id].push_back(std::move(c));
+    }
+  }
+
+  // The tensor `id` was cast from (same shape), or `id` itself.
+  int CastSource(int id) const {
+    if (producer_[id] < 0) return id;
+    const OpRecord& p = trace_.ops[producer_[id]];
+    if (p.kind != OpKind::kAstype || p.inputs.size() != 1) return id;
+    return T(p.inputs[0]).shape == T(id).shape ? p.inputs[0] : id;
   }
 
   // The weight `id` was cast from (same shape), or `id` itself.
@@ -512,6 +548,23 @@ class Analysis {
           partial_[o] = axes;
           Reshard(op, o, State(o).spec, "sum over a sharded dim", false);
           partial_[o].clear();
+          break;
+        }
+        case Rule::kScatter: {
+          // A result nothing reads (inference's dropping masks take the softmax probabilities
+          // instead) is dead code XLA removes, with its gathers.
+          if (consumers_[op.outputs[0]].empty()) break;
+          // inputs: the zeros it writes into, the indices, the updates.
+          for (size_t k = 1; k < op.inputs.size(); ++k) {
+            const int in = op.inputs[k];
+            if (!Known(in)) continue;
+            const PartitionSpec whole(Entries(T(in).shape.size()));
+            if (k == 1)
+              GatherIndexTuples(op, in, whole);
+            else  // gathered before the cast to the zeros' dtype, as XLA's 'div' is
+              Reshard(op, CastSource(in), whole, "scatter updates (GSPMD gathers them whole)",
+                      false);
+          }
           break;
         }
         case Rule::kLastAxis: {
