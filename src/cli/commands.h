@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "cli/cli.h"
+
 namespace CLI {
 class App;
 }
@@ -40,6 +42,19 @@ struct Command {
   // Does the work; returns the exit status (kExitOk, or kExitMismatch when a check failed).
   std::function<int(std::ostream& out)> run;
 };
+
+// The row of a command that reads no directory besides its arguments and exits 0 once `work`
+// has written its output (config, explain, dump, render); `common` is the options' own.
+template <typename Options>
+Command PlainCommand(CLI::App* cmd, std::shared_ptr<Options> options,
+                     std::shared_ptr<CommonOptions> common,
+                     void (*work)(const Options&, std::ostream&)) {
+  return {cmd, std::move(common), [] { return std::vector<std::string>(); },
+          [options, work](std::ostream& out) {
+            work(*options, out);
+            return kExitOk;
+          }};
+}
 
 Command AddConfigCommand(CLI::App& app);
 Command AddExplainCommand(CLI::App& app);

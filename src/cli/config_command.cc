@@ -25,11 +25,7 @@ Command AddConfigCommand(CLI::App& app) {
   AddCommon(cmd, *options, {"text", "json"});
   cmd->footer(
       "Example: shardtrace config model_name=mixtral-8x7b ici_expert_parallelism=4 --devices 8");
-  return {cmd, options, [] { return std::vector<std::string>(); },
-          [options](std::ostream& out) {
-            RunConfigCommand(*options, out);
-            return kExitOk;
-          }};
+  return PlainCommand(cmd, options, options, &RunConfigCommand);
 }
 
 }  // namespace shardtrace

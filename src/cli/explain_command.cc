@@ -74,12 +74,8 @@ Command AddExplainCommand(CLI::App& app) {
   cmd->footer(
       "Example: shardtrace explain --axes exp,embed_moe,mlp_moe --shape 64,2048,1408 "
       "ici_expert_parallelism=2 --devices 8");
-  return {cmd, std::shared_ptr<CommonOptions>(options, &options->common),
-          [] { return std::vector<std::string>(); },
-          [options](std::ostream& out) {
-            RunExplainCommand(*options, out);
-            return kExitOk;
-          }};
+  return PlainCommand(cmd, options, std::shared_ptr<CommonOptions>(options, &options->common),
+                      &RunExplainCommand);
 }
 
 }  // namespace shardtrace

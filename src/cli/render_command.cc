@@ -36,12 +36,8 @@ Command AddRenderCommand(CLI::App& app) {
   cmd->footer(
       "Example: shardtrace render maxtext/src/maxtext/configs/base.yml "
       "model_name=deepseek3-671b ici_expert_parallelism=64 --devices 256 -o deepseek3.md");
-  return {cmd, std::shared_ptr<CommonOptions>(options, &options->common),
-          [] { return std::vector<std::string>(); },
-          [options](std::ostream& out) {
-            RunRenderCommand(*options, out);
-            return kExitOk;
-          }};
+  return PlainCommand(cmd, options, std::shared_ptr<CommonOptions>(options, &options->common),
+                      &RunRenderCommand);
 }
 
 }  // namespace shardtrace

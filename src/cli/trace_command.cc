@@ -121,11 +121,7 @@ Command AddDumpCommand(CLI::App& app) {
   cmd->footer(
       "Example: shardtrace dump base.yml model_name=deepseek2-16b ici_expert_parallelism=4 "
       "--devices 16");
-  return {cmd, options, [] { return std::vector<std::string>(); },
-          [options](std::ostream& out) {
-            RunDumpCommand(*options, out);
-            return kExitOk;
-          }};
+  return PlainCommand(cmd, options, options, &RunDumpCommand);
 }
 
 }  // namespace shardtrace
