@@ -1059,11 +1059,11 @@ TEST_CASE("pages label folded and borrowed dims and write einsums in their own l
       routing,
       Catch::Contains("│ top2_in_group_idx: act [B=2,S=4,G=4,g2=2] i32  ← top_k(scores_grouped)"));
   CHECK_THAT(routing,
-             Catch::Contains("│ group_mask: act [B=2,S=4,Gk=2,G=4] f32  ← one_hot(group_idx)"));
+             Catch::Contains("│ group_mask: act [B=2,S=4,Gk=3,G=4] f32  ← one_hot(group_idx)"));
   CHECK_THAT(routing, Catch::Contains("| `K` | top-k choices per token | 8 |"));
   CHECK_THAT(routing,
              Catch::Contains("| `Gk` | routing groups each token keeps (topk_routing_group, "
-                             "moe.py:585) | 2 |"));
+                             "moe.py:585) | 3 |"));
   // decode's global_group_sizes[None, :] (moe.py:1237): a size-1 batch-shard dim, not P peers
   // (the op continues on the next line of the flow's 100 columns)
   CHECK_THAT(page("moe_sparse_ep_decode.md"),

@@ -218,7 +218,8 @@ std::vector<VisualizationPage> VisualizationPages() {
        .summary =
            "How `get_topk` turns gate logits into each token's experts and weights, on three "
            "real configs. Main trace: DeepSeek-V3 routing (`deepseek3-tiny` with 4 routing "
-           "groups, top 2 groups, on the dense path so the group masks are global): sigmoid scores "
+           "groups of 4 experts, top 3 groups, so top-8 picks within the 12 kept experts; on "
+           "the dense path so the group masks are global): sigmoid scores "
            "plus the routing bias choose the experts "
            "within the best groups, and the unbiased scores, normalized and scaled by "
            "`routed_scaling_factor`, weight them. Below it, Llama 4 (top-1, sigmoid of the "
@@ -228,7 +229,7 @@ std::vector<VisualizationPage> VisualizationPages() {
                       "`topk_routing_group`, `decoder_block`, `norm_topk_prob`",
        .learn = "each routing variant's ops and the real experts/weights they choose",
        .args = {"model_name=deepseek3-tiny", "max_target_length=4", "per_device_batch_size=1",
-                "n_routing_groups=4", "topk_routing_group=2", "sparse_matmul=false"},
+                "n_routing_groups=4", "topk_routing_group=3", "sparse_matmul=false"},
        .devices = 2,
        .trees = {"top_k_indices", "top_k_weights", "group_scores", "group_mask"},
        .more_runs =
