@@ -2,8 +2,9 @@
 which pyconfig overrides over the release's base.yml, and what each case proves.
 
 Every case keeps dims tiny (M=16, H=32, E=8, K=2, S=8) so the fixtures stay small and all of
-them export in a few minutes. megablox/tokamax are Pallas TPU kernels: every sparse case runs
-with megablox=false, i.e. jax.lax.ragged_dot, the CPU-capable grouped matmul MaxText offers.
+them export in a few minutes. megablox/tokamax are Pallas TPU kernels: every sparse case but
+sparse_ep2_ring runs with megablox=false, i.e. jax.lax.ragged_dot, the CPU-capable grouped
+matmul MaxText offers (the release runs megablox in Pallas interpret mode on a CPU mesh).
 """
 
 import importlib.metadata
@@ -101,10 +102,18 @@ CASES = [
          mesh={"expert": 2}),
     case("sparse_ep2_decode", 2, "sparse_matmul EP=2 with global batch 1 (decode: batch replicated)",
          mesh={"expert": 2}, per_device_batch_size=0.5),
+    # megablox: the ring hands the grouped matmul all E group sizes and the offset of its local
+    # experts, which jax.lax.ragged_dot (megablox=false) has no argument for; the release runs
+    # the megablox Pallas kernel in interpret mode when the mesh is not a TPU.
+    case("sparse_ep2_ring", 2,
+         "sparse_matmul EP=2, ring of experts: tokens all-gathered, psum_scatter back (megablox, Pallas interpret)",
+         mesh={"expert": 2}, use_ring_of_experts=True, megablox=True),
     # --- four devices.
     case("sparse_fsdp2_tp2", 4, "sparse_matmul, fsdp=2 x tensor=2", mesh={"fsdp": 2, "tensor": 2}),
     case("sparse_ep4", 4, "sparse_matmul EP=4, batch sharded: ragged_all_to_all", mesh={"expert": 4}),
     case("sparse_ep2_tp2", 4, "sparse_matmul EP=2 x TP=2", mesh={"expert": 2, "tensor": 2}),
+    case("sparse_ep2_fsdp2", 4, "sparse_matmul EP=2 x fsdp=2: ragged_all_to_all, weights gathered over fsdp",
+         mesh={"fsdp": 2, "expert": 2}),
     case("sparse_ep4_decode", 4, "sparse_matmul EP=4 with global batch 1 (decode)", mesh={"expert": 4},
          per_device_batch_size=0.25),
     case("dense_drop_inference_ep2", 4, "dense_matmul dropping in inference, fsdp=2 x expert=2",
@@ -134,14 +143,15 @@ CASES += [bf16(c) for c in CASES if c["name"] in ("sparse_ep1", "dense_dropless"
 
 # Declared but not exportable on CPU with this release; listed in testdata/maxtext/README.md.
 NOT_EXPORTABLE = [
-    ("ring of experts (use_ring_of_experts=true), EP=2/4/8",
-     "with megablox=false moe.py's ring path hands jax.lax.ragged_dot the group sizes of all "
-     "experts (8) against the local experts' kernel (E/EP): 'expected rhs group dimension size "
-     "to be 8, got 4'; megablox (Pallas) needs a TPU"),
     ("tensor_transpose in the sparse path",
      "the release has no tensor_transpose mesh axis (removed after the seed, MaxText faaa424d0)"),
-    ("megablox / tokamax grouped matmul",
-     "Pallas TPU kernels: every sparse case runs megablox=false (jax.lax.ragged_dot)"),
+    ("ring of experts with megablox=false",
+     "moe.py's ring path hands jax.lax.ragged_dot the group sizes of all experts (8) against the "
+     "local experts' kernel (E/EP): 'expected rhs group dimension size to be 8, got 4'; "
+     "sparse_ep2_ring runs it with megablox (Pallas interpret mode on CPU)"),
+    ("megablox / tokamax grouped matmul elsewhere",
+     "Pallas TPU kernels (megablox interpreted on CPU): every sparse case but sparse_ep2_ring runs "
+     "megablox=false (jax.lax.ragged_dot)"),
 ]
 
 

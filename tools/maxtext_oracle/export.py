@@ -8,6 +8,10 @@ because XLA fixes the number of CPU devices at start-up):
      parameter by its own logical annotation and MaxText's rules, and runs the forward pass;
   4. writes the case: config.yml + tensors.npz (project golden format), sharding/ (MaxText's
      sharding_info files), compiled.json (collectives of the compiled HLO, memory_analysis()).
+     A program XLA:CPU cannot compile (ragged-all-to-all, the sparse path with expert
+     parallelism) has the collectives of the optimized HLO XLA dumps before code generation,
+     no memory_analysis, and numbers from a run with jax.lax.ragged_all_to_all replaced by
+     ragged_a2a.py's emulation.
 
 Nothing of MaxText is re-implemented here. Intermediate values are recorded by wrappers that
 call MaxText's own methods and keep what they return (GateLogit.__call__, RoutedMoE.get_topk,
@@ -17,9 +21,11 @@ debug_sharding dump (maxtext.utils.sharding._ACTIVATION_SHARDINGS_DUMP).
 
 import argparse
 import functools
+import glob
 import json
 import os
 import sys
+import tempfile
 import time
 
 # Must precede the first jax import: the fake device count is fixed when XLA starts.
@@ -46,6 +52,7 @@ from maxtext.utils import sharding as mt_sharding  # pylint: disable=wrong-impor
 
 import cases as case_matrix  # pylint: disable=wrong-import-position
 import hlo_collectives  # pylint: disable=wrong-import-position
+import ragged_a2a  # pylint: disable=wrong-import-position
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -262,19 +269,30 @@ def run_case(case, base_yml, out_dir, seed):
     lowered = jax.jit(forward).lower(state, inputs)
   named_json, logical_json, input_json = sharding_files(logical, named, mesh)
   compiled_info = {"lowered_collectives": hlo_collectives.collectives_from_stablehlo(lowered.as_text())}
+  emulate_ragged = False
   try:
     compiled = lowered.compile()
   except jax.errors.JaxRuntimeError as e:
-    # XLA:CPU cannot compile some collectives (ragged-all-to-all): the case keeps its sharding
-    # dump and the explicit collectives of the lowered module, and has no numbers.
     compiled_info["compile_error"] = str(e).splitlines()[0]
-    write_case(case, config, base_yml, out_dir, None, [], named_json, logical_json, input_json,
-               compiled_info, mesh, time.time() - t0)
-    return
-  mem = compiled.memory_analysis()
-  compiled_info["memory_analysis"] = {
-      k: int(getattr(mem, k)) for k in dir(mem) if k.endswith("_in_bytes") and not k.startswith("_")}
-  compiled_info["collectives"] = hlo_collectives.collectives_from_hlo(compiled.as_text())
+    if "ragged-all-to-all" not in compiled_info["compile_error"]:
+      raise
+    # XLA:CPU runs every HLO pass (SPMD partitioning included) and only then fails to emit
+    # code for ragged-all-to-all. The optimized module XLA dumps at that point is the real
+    # program's, so its collectives are recorded; the numbers come from the same block with
+    # ragged_all_to_all emulated (ragged_a2a.py), which is never what the HLO shows.
+    optimized = optimized_hlo_before_codegen(lowered)
+    compiled_info["hlo_source"] = ("XLA's optimized HLO of the real program, dumped (xla_dump_to) before "
+                                   "XLA:CPU code generation failed with compile_error")
+    compiled_info["collectives"] = hlo_collectives.collectives_from_hlo(
+        optimized, {k: int(v) for k, v in mesh.shape.items()})
+    compiled_info["numbers"] = ("jax.lax.ragged_all_to_all replaced by tools/maxtext_oracle/ragged_a2a.py "
+                                "(all_gather + local gather) for tensors.npz only")
+    emulate_ragged = True
+  else:
+    mem = compiled.memory_analysis()
+    compiled_info["memory_analysis"] = {
+        k: int(getattr(mem, k)) for k in dir(mem) if k.endswith("_in_bytes") and not k.startswith("_")}
+    compiled_info["collectives"] = hlo_collectives.collectives_from_hlo(compiled.as_text())
 
   # (a): numbers, with MaxText's own routing functions applied to what its gate returned.
   def capture(state, x):
@@ -292,13 +310,39 @@ def run_case(case, base_yml, out_dir, seed):
       rec["top_k_weights"], rec["top_k_indices"] = w, idx
     return result, rec
 
-  with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
-    outputs, recorded = jax.jit(capture)(state, inputs)
+  real_ragged_all_to_all = jax.lax.ragged_all_to_all
+  if emulate_ragged:
+    # moe.py looks jax.lax.ragged_all_to_all up at each call, so the swap reaches it.
+    jax.lax.ragged_all_to_all = ragged_a2a.ragged_all_to_all
+  try:
+    with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
+      outputs, recorded = jax.jit(capture)(state, inputs)
+  finally:
+    jax.lax.ragged_all_to_all = real_ragged_all_to_all
   params_flat = {"/".join(str(p) for p in path): (var.get_value() if hasattr(var, "get_value") else var.value)
                  for path, var in nnx.to_flat_state(nnx.state(block, PARAMS))}
   arrays, unmapped = golden_arrays(case, params_flat, inputs, outputs, recorded)
   write_case(case, config, base_yml, out_dir, arrays, unmapped, named_json, logical_json, input_json,
              compiled_info, mesh, time.time() - t0)
+
+
+def optimized_hlo_before_codegen(lowered):
+  """The text of XLA's optimized module for `lowered`, which XLA:CPU cannot turn into code.
+
+  XLA dumps the module after its HLO passes (`*.cpu_after_optimizations.txt`, the module
+  compiled.as_text() returns for a program that compiles) before code generation, so the
+  dump exists although compile() raises.
+  """
+  with tempfile.TemporaryDirectory() as dump:
+    try:
+      lowered.compile(compiler_options={"xla_dump_to": dump, "xla_dump_hlo_as_text": True})
+    except jax.errors.JaxRuntimeError:
+      pass
+    found = glob.glob(os.path.join(dump, "*.cpu_after_optimizations.txt"))
+    if len(found) != 1:
+      raise RuntimeError(f"expected one optimized module dumped, found {sorted(os.listdir(dump))}")
+    with open(found[0], encoding="utf-8") as f:
+      return f.read()
 
 
 # The line src/config/case_config.h's kCaseMarker names.
@@ -341,7 +385,9 @@ def write_case(case, config, base_yml, out_dir, arrays, unmapped, named_json, lo
   with open(os.path.join(d, "compiled.json"), "w", encoding="utf-8") as f:
     json.dump(compiled, f, indent=1)
     f.write("\n")
-  status = compiled_info.get("compile_error") or f"{len(compiled_info['collectives'])} collectives, {len(arrays)} arrays"
+  status = f"{len(compiled_info['collectives'])} collectives, {len(arrays)} arrays"
+  if "numbers" in compiled_info:
+    status += " (collectives from the optimized HLO XLA:CPU could not compile; ragged_all_to_all emulated)"
   print(f"{case['name']}: {status}, {seconds:.1f} s", flush=True)
 
 

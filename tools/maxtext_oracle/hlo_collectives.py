@@ -76,8 +76,28 @@ def _replica_groups(attrs):
   return None
 
 
-def collectives_from_hlo(hlo_text):
-  """One dict per collective instruction of the compiled module, in text order."""
+def _axes_of_groups(groups, mesh_shape):
+  """The mesh axes an explicit replica grouping spans: those along which a group's partition
+  ids (positions in the mesh's device order, row-major over mesh_shape) differ."""
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  names, sizes = list(mesh_shape), list(mesh_shape.values())
+  axes = set()
+  for g in groups:
+    coords = np.array(np.unravel_index(np.array(g), sizes)).T  # [len(g), len(names)]
+    axes.update(names[a] for a in range(len(names)) if len(set(coords[:, a])) > 1)
+  spanned = int(np.prod([mesh_shape[a] for a in axes])) if axes else 1
+  if any(len(g) != spanned for g in groups):
+    return None  # not a product of whole mesh axes
+  return [a for a in names if a in axes]
+
+
+def collectives_from_hlo(hlo_text, mesh_shape=None):
+  """One dict per collective instruction of the compiled module, in text order.
+
+  XLA prints most groups in mesh form (`mesh['expert'=2] {'expert'}`), which names the axes;
+  some (ragged-all-to-all) it prints as explicit device lists. Given mesh_shape (axis name ->
+  size, in the mesh's order) the axes of such a list are filled in from the partition ids.
+  """
   records = []
   for line in hlo_text.splitlines():
     m = _INSTR.match(line)
@@ -98,6 +118,10 @@ def collectives_from_hlo(hlo_text):
     groups = _replica_groups(attrs)
     mesh_groups = _mesh_groups(attrs)
     group_size = len(groups[0]) if groups else None
+    if groups and not mesh_groups and mesh_shape and attrs.find("source_target_pairs") < 0:
+      axes = _axes_of_groups(groups, mesh_shape)
+      if axes is not None:
+        mesh_groups = ({a: mesh_shape[a] for a in axes}, axes)
     if mesh_groups:
       group_size = 1
       for a in mesh_groups[1]:
