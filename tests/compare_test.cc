@@ -197,10 +197,11 @@ TEST_CASE("diff: each side's communication equals trace's totals for it", "[comp
     CHECK(side.at("implied_collective_sent_bytes_per_device") == implied);
     CHECK(side.at("collective_sent_bytes_per_device") == written + implied);
   }
-  // Side A: 3 kernels [8,4096,14336] float32 all-gathered over fsdp=4 (each device sends its
-  // 448 MiB block to 3 peers: 1.3 GiB a kernel), and the [4096,8] gate kernel likewise (96 KiB).
+  // Side A: 3 kernels [8,4096,14336] float32, cast to bfloat16 where they lie and the copies
+  // all-gathered over fsdp=4 (each device sends its 224 MiB block to 3 peers: 672 MiB a
+  // kernel), and the [4096,8] gate kernel likewise (48 KiB).
   CHECK(diff["a"]["totals"]["implied_collective_sent_bytes_per_device"] ==
-        3 * (8LL * 4096 * 14336 * 4 / 4 * 3) + 4096 * 8 * 4 / 4 * 3);
+        3 * (8LL * 4096 * 14336 * 2 / 4 * 3) + 4096 * 8 * 2 / 4 * 3);
 }
 
 TEST_CASE("diff: custom_mesh_and_rule cp-as-ep vs ep-as-cp", "[compare][diff]") {

@@ -57,15 +57,15 @@ std::vector<CompiledCase> CompiledCases() {
 }
 
 // A collective as both sides can state it: HLO op, devices per group, result bytes per
-// device ("all-gather g2 16384B"). Local slices are free and not HLO collectives.
+// device ("all-gather g2 16384B"), as XLA:CPU compiles them (16-bit floats widened to
+// float32: the model's XlaCpuCollectiveDType). Local slices are free and not HLO collectives.
 std::multiset<std::string> ModelCollectives(const Trace& trace, const SpmdResult& spmd) {
   std::multiset<std::string> out;
   for (const OpRecord& op : trace.ops)
     for (const ImpliedCollective& c : spmd.implied_at(op.id)) {
       if (c.kind == CollectiveKind::kSlice) continue;
-      const TensorRecord& t = trace.tensors[c.tensor];
       out.insert(fmt::format("{} g{} {}B", HloName(c.kind), c.participants,
-                             TensorBytes(c.local_after, t.dtype)));
+                             TensorBytes(c.local_after, XlaCpuCollectiveDType(c.dtype))));
     }
   return out;
 }

@@ -168,11 +168,14 @@ TEST_CASE("A kernel cast and constrained to a spec without fsdp is all-gathered 
   CHECK(c.bytes_per_device == 2 * 2 * 16 * 2);
   const std::vector<ImpliedCollective>& implied = r.implied_at(2);
   REQUIRE(implied.size() == 1);
-  // XLA gathers the float32 parameter and converts the gathered copy (what the compiled HLO
-  // of the bf16 MaxText cases shows): each device holds [2,2,16] f32 = 256 B and receives 3
-  // more blocks: 768 B, attributed to the parameter.
+  // The convert runs on the sharded parameter and the bfloat16 copy is gathered (TPU): each
+  // device holds [2,2,16] bf16 = 128 B and receives 3 more blocks: 384 B, listed under the
+  // parameter's name. XLA:CPU widens it to float32 first (the bf16 MaxText cases' HLO
+  // gathers f32): 768 B there.
   CHECK(Describe(implied[0]) ==
-        "all-gather fsdp n=4 768B P('expert', 'fsdp', None)->P('expert', None, None)");
+        "all-gather fsdp n=4 384B P('expert', 'fsdp', None)->P('expert', None, None)");
+  CHECK(implied[0].dtype == DType::kBfloat16);
+  CHECK(implied[0].xla_cpu_bytes_per_device == 768);
   CHECK(implied[0].tensor == w);
   CHECK(implied[0].groups == 2);
   CHECK(r.tensor(gathered).placement == Placement::kExplicit);
@@ -274,10 +277,10 @@ std::vector<std::string> ImpliedList(const RunResult& run) {
 }  // namespace
 
 TEST_CASE("Every MoE path on fsdp=2 x expert=2 gets the collectives XLA inserts", "[spmd]") {
-  // M=16, H=32, E=8, K=2, S=8, B=4 (1 per device). XLA gathers the float32 parameters and
-  // casts the gathered copies to bfloat16 (as the compiled HLO of the MaxText cases shows):
-  // a wi kernel [8,16,32] is [4,8,32] f32 per device (4096 B) and gathers 1 more block over
-  // fsdp; the gate kernel [16,8] is [4,8] (128 B) over fsdp x expert and gathers 3 more.
+  // M=16, H=32, E=8, K=2, S=8, B=4 (1 per device). The float32 parameters are cast to
+  // bfloat16 where they lie and the copies gathered (TPU; XLA:CPU widens them to f32 first):
+  // a wi kernel [8,16,32] is [4,8,32] bf16 per device (2048 B) and gathers 1 more block over
+  // fsdp; the gate kernel [16,8] is [4,8] (64 B) over fsdp x expert and gathers 3 more.
   const std::vector<std::string> small = {
       "base_emb_dim=16",         "base_mlp_dim=32",       "base_moe_mlp_dim=32",
       "num_experts=8",           "num_experts_per_tok=2", "max_target_length=8",
@@ -287,7 +290,7 @@ TEST_CASE("Every MoE path on fsdp=2 x expert=2 gets the collectives XLA inserts"
     std::vector<std::string> extra;
     std::vector<std::string> expected;
   };
-  const std::string gate = "all-gather gate.kernel fsdp,expert 384";
+  const std::string gate = "all-gather gate.kernel fsdp,expert 192";
   // The block input arrives as the decoder layer hands it over, batch on fsdp x expert
   // ([1,8,16] f32 per device): the dense paths keep the batch on fsdp only, so it and the
   // gate's output are gathered over expert.
@@ -295,18 +298,18 @@ TEST_CASE("Every MoE path on fsdp=2 x expert=2 gets the collectives XLA inserts"
   const std::string gate_out = "all-gather output expert 128";
   // The [B,S,E] weights' scatter is not partitioned along the batch (GSPMD): its index
   // tuples and its updates, the top-k weights, are gathered whole over fsdp; each device
-  // sends its int32[2,8,2,3] block (384 B) and its f32[2,8,2] block (128 B), as in every
-  // sharded dense fixture's HLO ('concatenate' and 'div').
+  // sends its int32[2,8,2,3] block (384 B) and its bf16[2,8,2] block (64 B), as in every
+  // sharded dense fixture's HLO ('concatenate' and 'div', the latter widened to f32).
   const std::string scatter_indices = "all-gather top_k_indices fsdp 384";
-  const std::string scatter_weights = "all-gather top_k_weights fsdp 128";
+  const std::string scatter_weights = "all-gather top_k_weights fsdp 64";
   const std::vector<Case> cases = {
       // The dense dropless combine contracts E sharded on expert: partial sums, all-reduced
       // ([B=2,S=8,M=16] float32 per device = 1024 B, 2(n-1)/n of it).
       {"dense dropless",
        {"sparse_matmul=false"},
-       {gate, gate_out, scatter_indices, scatter_weights, input, "all-gather wi_0 fsdp 4096",
-        "all-gather wi_1 fsdp 4096",
-        "all-gather wo fsdp 4096", "all-reduce output expert 1024"}},
+       {gate, gate_out, scatter_indices, scatter_weights, input, "all-gather wi_0 fsdp 2048",
+        "all-gather wi_1 fsdp 2048",
+        "all-gather wo fsdp 2048", "all-reduce output expert 1024"}},
       // Token dropping: the mask constraints slice, the kernels are gathered by the
       // constraint in maybe_all_gather_kernel_weight_in_expert_parallelism, the combine
       // contracts E (and C) sharded on expert.
@@ -314,27 +317,27 @@ TEST_CASE("Every MoE path on fsdp=2 x expert=2 gets the collectives XLA inserts"
        {"sparse_matmul=false", "capacity_factor=1.5"},
        {gate, gate_out, scatter_indices, scatter_weights, "slice expert_token_count expert 0",
         "all-gather within_capacity expert 128", "all-gather softmax_probs fsdp 256", input,
-        "slice dispatch expert 0", "all-gather wi_0 fsdp 4096", "all-gather wi_1 fsdp 4096",
-        "all-gather wo fsdp 4096", "all-reduce output expert 512"}},
+        "slice dispatch expert 0", "all-gather wi_0 fsdp 2048", "all-gather wi_1 fsdp 2048",
+        "all-gather wo fsdp 2048", "all-reduce output expert 512"}},
       // sparse_matmul: kernel_axes P('expert', 'fsdp', None) vs in_spec P('expert', None, None).
       {"ragged all-to-all",
        {},
-       {gate, "all-gather wi_0 fsdp 4096", "all-gather wi_1 fsdp 4096", "all-gather wo fsdp 4096"}},
+       {gate, "all-gather wi_0 fsdp 2048", "all-gather wi_1 fsdp 2048", "all-gather wo fsdp 2048"}},
       {"ring of experts",
        {"use_ring_of_experts=true"},
-       {gate, "all-gather wi_0 fsdp 4096", "all-gather wi_1 fsdp 4096", "all-gather wo fsdp 4096"}},
+       {gate, "all-gather wi_0 fsdp 2048", "all-gather wi_1 fsdp 2048", "all-gather wo fsdp 2048"}},
       // The chunked pipeline keeps wi sharded along the embedding into shard_map (it gathers
       // the chunks itself); only wo is gathered by XLA.
-      {"chunked pipeline", {"num_moe_emb_chunks=2"}, {gate, "all-gather wo fsdp 4096"}},
+      {"chunked pipeline", {"num_moe_emb_chunks=2"}, {gate, "all-gather wo fsdp 2048"}},
       // EP 1 with tensor parallelism: the kernels keep 'tensor' and lose 'fsdp'. The input
       // arrives with M on tensor: the gate contracts it against a sliced kernel and
       // all-reduces the partial sums, shard_map's in_specs gather it (as in the compiled
       // HLO of the MaxText case sparse_tp2).
       {"no EP, TP 2",
        {"ici_expert_parallelism=1", "ici_tensor_parallelism=2"},
-       {"all-gather gate.kernel fsdp 256", "all-gather inputs tensor 256",
-        "all-reduce output tensor 256", "all-gather wi_0 fsdp 4096", "all-gather wi_1 fsdp 4096",
-        "all-gather wo fsdp 4096"}},
+       {"all-gather gate.kernel fsdp 128", "all-gather inputs tensor 256",
+        "all-reduce output tensor 256", "all-gather wi_0 fsdp 2048", "all-gather wi_1 fsdp 2048",
+        "all-gather wo fsdp 2048"}},
   };
   for (const Case& c : cases) {
     INFO(c.name);

@@ -110,6 +110,8 @@ std::string TraceToJson(const Trace& trace, const SpmdResult& spmd) {
                            {"participants", c.participants},
                            {"groups", c.groups},
                            {"bytes_per_device", c.bytes_per_device},
+                           {"dtype", ToString(c.dtype)},
+                           {"xla_cpu_bytes_per_device", c.xla_cpu_bytes_per_device},
                            {"from", c.from.ToString()},
                            {"to", c.to.ToString()},
                            {"local_before", c.local_before},
@@ -145,6 +147,8 @@ std::string TraceToJson(const Trace& trace, const SpmdResult& spmd) {
       {"weight_bytes_per_device", totals.weight_bytes_per_device},
       {"collective_bytes_sent_per_device", totals.collective_bytes_sent_per_device},
       {"implied_collective_bytes_sent_per_device", totals.implied_bytes_sent_per_device},
+      {"implied_collective_bytes_sent_per_device_on_xla_cpu",
+       totals.implied_bytes_sent_per_device_on_xla_cpu},
       {"collectives", by_collective}};
   const MemoryEstimate& m = spmd.memory;
   Json by_dtype = Json::object();

@@ -110,6 +110,11 @@ std::string TraceToTable(const Trace& trace, const SpmdResult& spmd) {
   out += fmt::format("\ncollectives sent per device: {} written in moe.py, {} inserted by XLA\n",
                      HumanBytes(totals.collective_bytes_sent_per_device),
                      HumanBytes(totals.implied_bytes_sent_per_device));
+  if (totals.implied_bytes_sent_per_device_on_xla_cpu != totals.implied_bytes_sent_per_device)
+    out += fmt::format(
+        "  (as TPU sends them; XLA:CPU on fake devices sends {} of the inserted ones: it widens "
+        "16-bit floats to float32 before a collective)\n",
+        HumanBytes(totals.implied_bytes_sent_per_device_on_xla_cpu));
   const std::vector<std::string> memory = MemoryLines(trace, spmd);
   if (!memory.empty()) {
     out += "\nmemory per device (forward pass; docs/xla-model.md)\n";

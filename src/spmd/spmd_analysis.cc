@@ -230,6 +230,25 @@ class Analysis {
   const TensorRecord& T(int id) const { return trace_.tensors[id]; }
   bool Known(int id) const { return spec_[id].has_value(); }
 
+  // The spec every reader of `id` constrains it to, if all readers are one such constraint
+  // spec: GSPMD propagates it back into the op that writes `id`.
+  std::optional<PartitionSpec> ConstrainedBy(int id) const {
+    std::optional<PartitionSpec> spec;
+    for (const int c : consumers_[id]) {
+      if (rules_[c] != Rule::kConstraint) return std::nullopt;
+      const PartitionSpec s = WithRank(*T(trace_.ops[c].outputs[0]).partition_spec, T(id).shape.size());
+      if (spec && *spec != s) return std::nullopt;
+      spec = s;
+    }
+    return spec;
+  }
+
+  EinsumPlan Plan(const OpRecord& op) const {
+    const int a = op.inputs[0], b = op.inputs[1], o = op.outputs[0];
+    return PlanEinsum(ParseEinsum(op.equation), {T(a).shape, T(b).shape}, {T(a).dtype, T(b).dtype},
+                      {State(a).spec, State(b).spec}, T(o).dtype, mesh_, ConstrainedBy(o));
+  }
+
   // Output specs from operand specs, or nullopt while an operand is unplaced.
   std::optional<std::vector<PartitionSpec>> ForwardSpecs(const OpRecord& op, Rule rule,
                                                          bool partial) const {
@@ -255,12 +274,7 @@ class Analysis {
         return std::vector<PartitionSpec>(op.outputs.size(), *spec_[lead]);
       }
       case Rule::kEinsum: {
-        const ParsedEinsum eq = ParseEinsum(op.equation);
-        const EinsumPlan plan =
-            PlanEinsum(eq, {T(op.inputs[0]).shape, T(op.inputs[1]).shape},
-                       {T(op.inputs[0]).dtype, T(op.inputs[1]).dtype},
-                       {State(op.inputs[0]).spec, State(op.inputs[1]).spec}, out.dtype, mesh_);
-        return std::vector<PartitionSpec>{plan.output};
+        return std::vector<PartitionSpec>{Plan(op).output};
       }
       case Rule::kReshape:
         return std::vector<PartitionSpec>{ReshapeSpec(T(op.inputs[0]).shape, out.shape,
@@ -427,20 +441,29 @@ class Analysis {
             partial_.empty() ? std::vector<std::string>{} : partial_[id]};
   }
 
-  // Records the collectives taking tensor `id` to `to` at `op`.
+  // Records the collectives taking tensor `id` to `to` at `op`, named after `named` (a
+  // weight or value `id` is a cast copy of; default `id`).
   void Reshard(const OpRecord& op, int id, const PartitionSpec& to, const std::string& reason,
-               bool keep_slices) {
-    // A weight cast to the compute dtype moves before the cast: XLA all-gathers the float32
-    // parameter and converts the gathered copy (the compiled HLO of every bf16 fixture case
-    // gathers f32 kernels), so the bytes are the weight's own dtype.
-    const int moved = CastWeightSource(id);
-    const TensorRecord& t = T(moved);
+               bool keep_slices, int named = -1) {
+    // What moves is `id` as the op reads it: a weight cast to the compute dtype is gathered
+    // after the cast (the convert is elementwise on the sharded parameter), in bfloat16 on
+    // TPU; XLA:CPU widens it to float32 first (XlaCpuCollectiveDType). The collective is
+    // listed under the weight's own name.
+    if (named < 0) named = CastWeightSource(id);
+    const TensorRecord& t = T(id);
     for (ImpliedCollective c : PlanReshard(t.shape, t.dtype, State(id), to, mesh_)) {
       if (c.kind == CollectiveKind::kSlice && !keep_slices) continue;
-      c.tensor = moved;
+      c.tensor = named;
       c.reason = reason;
+      SetDType(c, t.dtype);
       result_.implied[op.id].push_back(std::move(c));
     }
+  }
+
+  static void SetDType(ImpliedCollective& c, DType dtype) {
+    c.dtype = dtype;
+    c.xla_cpu_bytes_per_device =
+        c.bytes_per_device * ByteSize(XlaCpuCollectiveDType(dtype)) / ByteSize(dtype);
   }
 
   // The scatter's (b, s, k) index tuples: the indices `id` with the two iotas beside them,
@@ -457,6 +480,7 @@ class Analysis {
                                            PartitionSpec(whole), mesh_)) {
       if (c.kind == CollectiveKind::kSlice) continue;
       c.tensor = id;
+      SetDType(c, DType::kInt32);
       c.reason = "scatter index tuples (b, s, k) as int32[..., 3] (GSPMD gathers them whole)";
       result_.implied[op.id].push_back(std::move(c));
     }
@@ -494,8 +518,7 @@ class Analysis {
         case Rule::kEinsum: {
           const ParsedEinsum eq = ParseEinsum(op.equation);
           const int a = op.inputs[0], b = op.inputs[1], o = op.outputs[0];
-          const EinsumPlan plan = PlanEinsum(eq, {T(a).shape, T(b).shape}, {T(a).dtype, T(b).dtype},
-                                             {State(a).spec, State(b).spec}, T(o).dtype, mesh_);
+          const EinsumPlan plan = Plan(op);
           Reshard(op, a, plan.operands[0], "einsum operand", false);
           Reshard(op, b, plan.operands[1], "einsum operand", false);
           std::vector<std::string> partial;
@@ -561,9 +584,9 @@ class Analysis {
             const PartitionSpec whole(Entries(T(in).shape.size()));
             if (k == 1)
               GatherIndexTuples(op, in, whole);
-            else  // gathered before the cast to the zeros' dtype, as XLA's 'div' is
-              Reshard(op, CastSource(in), whole, "scatter updates (GSPMD gathers them whole)",
-                      false);
+            else
+              Reshard(op, in, whole, "scatter updates (GSPMD gathers them whole)", false,
+                      CastSource(in));
           }
           break;
         }

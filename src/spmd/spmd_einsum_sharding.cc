@@ -31,7 +31,8 @@ Entry Effective(const Entry& e, const Mesh& mesh) {
 
 EinsumPlan PlanEinsum(const ParsedEinsum& eq, const std::vector<Shape>& shapes,
                       const std::vector<DType>& dtypes, const std::vector<PartitionSpec>& specs,
-                      DType out_dtype, const Mesh& mesh) {
+                      DType out_dtype, const Mesh& mesh,
+                      const std::optional<PartitionSpec>& constrained_output) {
   SHARDTRACE_CHECK(eq.operands.size() == 2 && shapes.size() == 2 && specs.size() == 2);
   std::vector<std::vector<Entry>> target(2);
   for (int i = 0; i < 2; ++i) {
@@ -124,12 +125,22 @@ EinsumPlan PlanEinsum(const ParsedEinsum& eq, const std::vector<Shape>& shapes,
     for (const auto& [axis, cs] : letters) {
       if (cs.size() < 2) continue;
       clash = true;
-      // Among the operand dims carrying the axis on clashing letters, drop it where the
-      // operand is smaller.
+      // The letter a constraint on the output shards on this axis keeps it (XLA gathers the
+      // other operand, e.g. FSDP's wo rather than the batch-sharded activation).
+      char kept = 0;
+      if (constrained_output) {
+        const PartitionSpec want = WithRank(*constrained_output, eq.output.size());
+        for (const char c : cs) {
+          const Entry& e = want.entries()[eq.output.find(c)];
+          if (std::find(e.begin(), e.end(), axis) != e.end()) kept = c;
+        }
+      }
+      // Among the operand dims carrying the axis on the other clashing letters, drop it
+      // where the operand is smaller.
       int best_i = -1, best_d = -1;
       int64_t best_bytes = 0;
       for (const char c : cs)
-        for (int i = 0; i < 2; ++i) {
+        for (int i = 0; i < 2 && c != kept; ++i) {
           const int d = dim(i, c);
           if (d < 0) continue;
           Entry& e = target[i][d];

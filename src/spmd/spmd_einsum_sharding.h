@@ -7,9 +7,12 @@
 //   axes; sharded in one only, the cheaper of gathering that operand or slicing the other
 //   (then partial sums, reduced at ~2x the output) wins — the FSDP weight all-gather when
 //   the activation already uses the axis elsewhere;
-// - a mesh axis may shard one output dim only: on a clash the smaller operand is gathered.
+// - a mesh axis may shard one output dim only: on a clash the axis stays on the letter a
+//   sharding constraint right after the einsum puts it on (GSPMD propagates that
+//   constraint back into the einsum's output), else on the larger operand's letter.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,8 +30,11 @@ struct EinsumPlan {
 };
 
 // REQUIRES two operands whose ranks match the equation; specs of matching rank.
+// `constrained_output` is the spec of a sharding constraint every reader of the output
+// applies, if there is one.
 EinsumPlan PlanEinsum(const ParsedEinsum& equation, const std::vector<Shape>& shapes,
                       const std::vector<DType>& dtypes, const std::vector<PartitionSpec>& specs,
-                      DType out_dtype, const Mesh& mesh);
+                      DType out_dtype, const Mesh& mesh,
+                      const std::optional<PartitionSpec>& constrained_output = std::nullopt);
 
 }  // namespace shardtrace

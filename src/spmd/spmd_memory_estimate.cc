@@ -89,10 +89,9 @@ MemoryEstimate EstimateMemory(const Trace& trace, const SpmdResult& spmd,
     if (op.kind != OpKind::kShardingConstraint && op.kind != OpKind::kShardMapIn)
       for (const ImpliedCollective& c : spmd.implied_at(op.id))
         if (c.kind == CollectiveKind::kAllGather || c.kind == CollectiveKind::kAllToAll) {
-          const TensorRecord& t = trace.tensors[c.tensor];
           int64_t elems = 1;
           for (const int64_t d : c.local_after) elems *= d;
-          transient[op.id] += elems * ByteSize(t.dtype);
+          transient[op.id] += elems * ByteSize(c.dtype);  // the copy in the dtype moved
         }
   int64_t live = 0;
   for (int i = 0; i < num_ops; ++i) {

@@ -27,6 +27,7 @@ TraceTotals ComputeTotals(const Trace& trace, const SpmdResult& spmd) {
   for (const OpRecord& op : trace.ops) {
     for (const ImpliedCollective& c : spmd.implied_at(op.id)) {
       totals.implied_bytes_sent_per_device += c.bytes_per_device;
+      totals.implied_bytes_sent_per_device_on_xla_cpu += c.xla_cpu_bytes_per_device;
       if (c.kind != CollectiveKind::kSlice)
         Add(totals.collectives, c.kind, /*written=*/false, c.axes, c.bytes_per_device);
     }

@@ -28,6 +28,8 @@ struct TraceTotals {
   int64_t weight_bytes_per_device = 0;
   int64_t collective_bytes_sent_per_device = 0;  // written: max over devices, summed
   int64_t implied_bytes_sent_per_device = 0;     // inserted by XLA (SpmdResult::implied)
+  // The same on XLA:CPU's fake devices, which widen 16-bit floats to float32 first.
+  int64_t implied_bytes_sent_per_device_on_xla_cpu = 0;
   // Every collective that moves bytes (a local slice moves none), in order of first use;
   // their bytes add up to the two sums above.
   std::vector<CollectiveTotal> collectives;

@@ -18,4 +18,8 @@ std::string ToString(Placement placement) {
   return "";
 }
 
+DType XlaCpuCollectiveDType(DType dtype) {
+  return dtype == DType::kBfloat16 || dtype == DType::kFloat16 ? DType::kFloat32 : dtype;
+}
+
 }  // namespace shardtrace

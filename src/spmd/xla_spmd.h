@@ -41,10 +41,18 @@ struct ImpliedCollective {
   // all-gather (n-1) input blocks, reduce-scatter and all-to-all (n-1)/n of the input,
   // all-reduce 2(n-1)/n; a local slice moves nothing.
   int64_t bytes_per_device = 0;
+  DType dtype = DType::kFloat32;  // the data moved, as TPU moves it
+  // The same collective as XLA:CPU compiles it on fake devices: its float normalization
+  // widens 16-bit floats to float32 before a collective (a CPU artifact, twice the bytes).
+  int64_t xla_cpu_bytes_per_device = 0;
   Shape local_before, local_after;  // the tensor's per-device shape around the collective
   PartitionSpec from, to;           // its sharding before and after (partial sums not shown)
   std::string reason;  // "sharding constraint", "einsum operand", "partial sums over 'E'", ...
 };
+
+// XLA:CPU runs collectives on 16-bit floats in float32 (float normalization); TPU moves
+// them as they are. The dtype a collective of `dtype` data runs in on XLA:CPU.
+DType XlaCpuCollectiveDType(DType dtype);
 
 // One buffer in the memory breakdown.
 struct MemoryHolder {
