@@ -31,7 +31,8 @@ const std::vector<RevisionInfo>& Revisions() {
        .fingerprint = {"num_moe_token_chunks", "moe_dispatch_no_expert_sharding", "enable_nnx"},
        .behaviour = {.sparse_kernel_specs = SparseKernelSpecs::kExpWithoutFsdp,
                      .dispatch_constrained_in_helper = true,
-                     .num_moe_emb_chunks_is_maxtext_key = true}},
+                     .num_moe_emb_chunks_is_maxtext_key = true,
+                     .batch_split_kernels_expert_first = true}},
       {.id = RevisionId::kRelease,
        .name = "0.2.5",
        .aliases = "release",
@@ -47,7 +48,8 @@ const std::vector<RevisionInfo>& Revisions() {
                      .router_embed_axis = "embed_router",
                      .dispatch_constrained_in_helper = true,
                      .num_moe_emb_chunks_is_maxtext_key = true,
-                     .wo_padded_like_wi = true}},
+                     .wo_padded_like_wi = true,
+                     .batch_split_kernels_expert_first = true}},
   };
   return kTable;
 }

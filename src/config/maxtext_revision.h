@@ -50,6 +50,11 @@ struct RevisionBehaviour {
   // padded_base_moe_mlp_dim pads wo's hidden dim as well as wi_0/wi_1's (the release); the
   // seed and main pad wi_0/wi_1 only, so a padding other than the MLP dim cannot contract.
   bool wo_padded_like_wi = false;
+  // get_batchsplit_init_kernel_axes (use_batch_split_schedule): the seed stores wi
+  // ('embed_moe', None, 'expert_only') and wo ('embed_moe', 'expert_only', None); main and the
+  // release put the experts first, wi ('expert_only', 'embed_moe', None) and wo ('expert_only',
+  // None, 'embed_moe').
+  bool batch_split_kernels_expert_first = false;
 };
 
 // One row of the revision table.

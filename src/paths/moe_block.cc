@@ -55,6 +55,10 @@ PathOutput RoutedMoE(const MoeContext& ctx, const Value& inputs_in, const MoePar
     wo_axes = {"embed_moe", "mlp_moe", std::nullopt};
   } else if (settings.use_2d_fsdp_sharding) {
     wi_axes = wo_axes = {"embed_moe", "mlp_moe", std::nullopt};
+  } else if (settings.use_batch_split_schedule &&
+             settings.revision.behaviour.batch_split_kernels_expert_first) {
+    wi_axes = {"expert_only", "embed_moe", std::nullopt};
+    wo_axes = {"expert_only", std::nullopt, "embed_moe"};
   } else if (settings.use_batch_split_schedule) {
     wi_axes = {"embed_moe", std::nullopt, "expert_only"};
     wo_axes = {"embed_moe", "expert_only", std::nullopt};
@@ -253,8 +257,7 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
     t.trace().output = output.tensor;
     if (const Array* indices = run.captures.Find(Capture::kTopKIndices)) {
       // Every path reports the routing load: (token, k) choices per expert, whole batch.
-      const Array counts =
-          Bincount(Reshape(*indices, {indices->size()}), setup.num_experts);
+      const Array counts = Bincount(Reshape(*indices, {indices->size()}), setup.num_experts);
       // The golden format's group_sizes is this whole-batch count, on every path.
       run.captures.PutIfAbsent(Capture::kGroupSizes, counts);
       t.AddFact({FactKind::kTokensPerExpert,
