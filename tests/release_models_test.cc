@@ -111,6 +111,26 @@ TEST_CASE("A model file's base_config is inert when model_name loads it, as in p
   CHECK_THAT(err, !Catch::Contains("base_config") && Catch::Contains("weight_dtype"));
 }
 
+TEST_CASE("Release model files MaxText's config validation refuses are refused by name",
+          "[release]") {
+  // deepseek-custom as its header runs it has attention=flash with tokamax splash and a
+  // tokenizer; with dot_product attention and no tokenizer, its engram layers are what MaxText
+  // refuses ("Engram requires both 'hf_access_token' and 'tokenizer_path'").
+  CHECK(
+      UserError({"trace", ReleaseBase(), "model_name=deepseek-custom", "attention=dot_product"}) ==
+      "shardtrace: error: engram_layers [1, 4] needs both hf_access_token and tokenizer_path "
+      "(MaxText loads the Hugging Face tokenizer for its engram layers; its config validation "
+      "refuses it otherwise)\n");
+  CHECK_THAT(UserError({"trace", ReleaseBase(), "model_name=deepseek4-tiny", "attention=flash"}),
+             Catch::Contains("decoder_block 'deepseek4' needs attention=dot_product (or "
+                             "attention=flash with use_tokamax_splash=true), got attention "
+                             "'flash'"));
+  // flash with tokamax splash passes the attention check; the bias update is refused next.
+  CHECK_THAT(UserError({"trace", ReleaseBase(), "model_name=deepseek4-tiny", "attention=flash",
+                        "use_tokamax_splash=true"}),
+             Catch::Contains("routed_bias_update_rate"));
+}
+
 TEST_CASE("qwen3_next and qwen3_5 trace Qwen3NextSparseMoeBlock with its shared expert and gate",
           "[release]") {
   const nlohmann::json trace =

@@ -88,6 +88,8 @@ class Resolver {
     config_internal::CheckDtypeKeys(values_);
     config_internal::ApplyDerivedValues(values_);
     CheckFloatKeys(values_);
+    // MaxText's own validation refuses these files before anything MoE-specific is checked.
+    config_internal::CheckAttentionConstraints(values_);
     CheckMoeConstraints(values_);
   }
 

@@ -216,4 +216,56 @@ void CheckMoeConstraints(const ValueMap& values) {
   }
 }
 
+namespace {
+
+// The value of `key`, or nullptr where the loaded base.yml does not define it (an older
+// revision's): a check on a key that revision lacks does not apply.
+const ConfigValue* Find(const ValueMap& values, std::string_view key) {
+  const auto it = values.find(key);
+  return it == values.end() || it->second.type == ConfigValue::Type::kNull ? nullptr : &it->second;
+}
+
+}  // namespace
+
+void CheckAttentionConstraints(const ValueMap& values) {
+  const ConfigValue* attention = Find(values, "attention");
+  if (attention == nullptr) return;
+  const std::string att = ValueAsString("attention", *attention);
+  const ConfigValue* splash = Find(values, "use_tokamax_splash");
+  const bool dot_or_splash = att == "dot_product" || (att == "flash" && splash != nullptr &&
+                                                      ValueAsBool("use_tokamax_splash", *splash));
+  const std::string decoder_block = ValueAsString("decoder_block", LookUp(values, "decoder_block"));
+  // MaxText's config validation (types.py) refuses these before any layer is built, in this
+  // order; the release's deepseek4-*, deepseek3.2-671b and deepseek-custom files need the
+  // attention key set to be built at all.
+  if (decoder_block == "deepseek4" && !dot_or_splash)
+    Fail(
+        "decoder_block 'deepseek4' needs attention=dot_product (or attention=flash with "
+        "use_tokamax_splash=true), got attention '{}': MaxText's config validation refuses it",
+        att);
+  const ConfigValue* indexer = Find(values, "use_indexer");
+  if (indexer != nullptr && ValueAsBool("use_indexer", *indexer) && !dot_or_splash) {
+    const ConfigValue* type = Find(values, "attention_type");
+    Fail(
+        "use_indexer=true (the sparse indexer of attention_type '{}') needs "
+        "attention=dot_product (or attention=flash with use_tokamax_splash=true), got attention "
+        "'{}': MaxText's config validation refuses it",
+        type ? ValueAsString("attention_type", *type) : "", att);
+  }
+  const ConfigValue* engram = Find(values, "engram_layers");
+  if (engram != nullptr && engram->type == ConfigValue::Type::kList && !engram->list.empty()) {
+    const ConfigValue* token = Find(values, "hf_access_token");
+    const ConfigValue* tokenizer = Find(values, "tokenizer_path");
+    const auto empty = [](const ConfigValue* v, std::string_view key) {
+      return v == nullptr || ValueAsString(key, *v).empty();
+    };
+    if (empty(token, "hf_access_token") || empty(tokenizer, "tokenizer_path"))
+      Fail(
+          "engram_layers {} needs both hf_access_token and tokenizer_path (MaxText loads the "
+          "Hugging Face tokenizer for its engram layers; its config validation refuses it "
+          "otherwise)",
+          engram->ToString());
+  }
+}
+
 }  // namespace shardtrace::config_internal

@@ -1,7 +1,9 @@
 // The MoE constraints pyconfig enforces that need no mesh: top-k within the expert
 // count, device-limited routing groups that divide the experts, a positive moe_mlp_dim
 // for an MoE model, base_mlp_dim == base_moe_mlp_dim for a fully-MoE model (except
-// gemma4), routed-bias updates only for deepseek, dropless-only dense GPT-OSS. Run after
+// gemma4), routed-bias updates only for deepseek, dropless-only dense GPT-OSS; and the
+// attention and tokenizer keys the release's config validation requires of some MoE model
+// files (DeepSeek-V4, the sparse indexer, engram layers). Run after
 // the derived values are in place; each failure is one Error naming the keys.
 #pragma once
 
@@ -26,6 +28,12 @@ void CheckIntKeys(const ValueMap& values);
 void CheckDtypeKeys(const ValueMap& values);
 
 void CheckMoeConstraints(const ValueMap& values);
+
+// The attention and tokenizer constraints MaxText's config validation puts on the release's
+// MoE model files: decoder_block deepseek4 and use_indexer need attention=dot_product (or
+// flash with use_tokamax_splash), and engram_layers need hf_access_token and tokenizer_path.
+// Keys the loaded base.yml lacks (an older revision) are not checked.
+void CheckAttentionConstraints(const ValueMap& values);
 
 // The float keys shardtrace turns into sizes or float32 factors (per_device_batch_size,
 // capacity_factor, ragged_buffer_factor, ...) are finite and within what it can honour.
