@@ -269,6 +269,8 @@ std::string HloOp(CollectiveKind kind) {
       return "ragged_all_to_all";
     case CollectiveKind::kAllToAll:
       return "all_to_all";
+    case CollectiveKind::kCollectivePermute:
+      return "collective_permute";
     case CollectiveKind::kSlice:  // XLA-implied only: a local slice, no HLO collective
       return "";
   }

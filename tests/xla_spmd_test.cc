@@ -329,13 +329,15 @@ TEST_CASE("Every MoE path on fsdp=2 x expert=2 gets the collectives XLA inserts"
       // The chunked pipeline keeps wi sharded along the embedding into shard_map (it gathers
       // the chunks itself); only wo is gathered by XLA.
       {"chunked pipeline", {"num_moe_emb_chunks=2"}, {gate, "all-gather wo fsdp 2048"}},
-      // EP 1 with tensor parallelism: the kernels keep 'tensor' and lose 'fsdp'. The input
+      // EP 1 with tensor parallelism: the kernels keep 'tensor' and lose 'fsdp'; the gate
+      // kernel's M moves from fsdp to tensor (both of size 2) by a collective-permute of its
+      // [8,8] bf16 block (128 B), as sparse_fsdp2_tp2's HLO does. The input
       // arrives with M on tensor: the gate contracts it against a sliced kernel and
       // all-reduces the partial sums, shard_map's in_specs gather it (as in the compiled
       // HLO of the MaxText case sparse_tp2).
       {"no EP, TP 2",
        {"ici_expert_parallelism=1", "ici_tensor_parallelism=2"},
-       {"all-gather gate.kernel fsdp 128", "all-gather inputs tensor 256",
+       {"collective-permute gate.kernel fsdp,tensor 128", "all-gather inputs tensor 256",
         "all-reduce output tensor 256", "all-gather wi_0 fsdp 2048", "all-gather wi_1 fsdp 2048",
         "all-gather wo fsdp 2048"}},
   };

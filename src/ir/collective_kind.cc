@@ -16,6 +16,7 @@ OpKind ToOpKind(CollectiveKind kind) {
       return OpKind::kRaggedAllToAll;
     case CollectiveKind::kAllToAll:
     case CollectiveKind::kSlice:
+    case CollectiveKind::kCollectivePermute:
       break;
   }
   throw std::logic_error("a collective only XLA inserts has no op kind");
@@ -24,6 +25,7 @@ OpKind ToOpKind(CollectiveKind kind) {
 std::string ToString(CollectiveKind kind) {
   if (kind == CollectiveKind::kAllToAll) return "all_to_all";
   if (kind == CollectiveKind::kSlice) return "slice";
+  if (kind == CollectiveKind::kCollectivePermute) return "ppermute";
   return ToString(ToOpKind(kind));
 }
 
@@ -41,6 +43,8 @@ std::string HloName(CollectiveKind kind) {
       return "all-to-all";
     case CollectiveKind::kSlice:
       return "slice";
+    case CollectiveKind::kCollectivePermute:
+      return "collective-permute";
   }
   return "";
 }

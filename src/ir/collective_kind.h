@@ -18,12 +18,15 @@ enum class CollectiveKind {
   // Only XLA inserts these (spmd/spmd_reshard.h):
   kAllToAll,  // a mesh axis moves between dims
   kSlice,     // a mesh axis enters a dim each device holds whole: a local slice, free
+  // A dim's mesh axis swapped for another of the same size: each device's new block is
+  // another device's old one, sent whole (HLO collective-permute).
+  kCollectivePermute,
 };
 // "all_gather", "psum", "psum_scatter", "ragged_all_to_all": the jax.lax names;
-// "all_to_all", "slice".
+// "all_to_all", "slice", "ppermute".
 std::string ToString(CollectiveKind kind);
 // XLA's HLO name: "all-gather", "all-reduce" (psum), "reduce-scatter" (psum_scatter),
-// "ragged-all-to-all", "all-to-all", "slice".
+// "ragged-all-to-all", "all-to-all", "slice", "collective-permute".
 std::string HloName(CollectiveKind kind);
 // The op kind a written collective is recorded as. REQUIRES a kind code can write.
 OpKind ToOpKind(CollectiveKind kind);

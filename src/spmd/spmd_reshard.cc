@@ -71,7 +71,9 @@ std::vector<ImpliedCollective> PlanReshard(const Shape& shape, DType dtype, cons
   std::vector<ImpliedCollective> out;
   // Appends one collective and applies it to `cur`.
   auto emit = [&](CollectiveKind kind, const std::vector<std::string>& axes, const Entries& next) {
-    const int64_t n = mesh.Size(axes);
+    // A permute's blocks travel in cycles over the old axis's size (2: pairs of devices).
+    const int64_t n =
+        kind == CollectiveKind::kCollectivePermute ? mesh.Size(axes.front()) : mesh.Size(axes);
     const Shape before = LocalShapeOf(shape, PartitionSpec(cur), mesh);
     const int64_t bytes = TensorBytes(before, dtype);
     ImpliedCollective c;
@@ -94,6 +96,9 @@ std::vector<ImpliedCollective> PlanReshard(const Shape& shape, DType dtype, cons
         break;
       case CollectiveKind::kSlice:
         c.bytes_per_device = 0;
+        break;
+      case CollectiveKind::kCollectivePermute:
+        c.bytes_per_device = bytes;
         break;
     }
     c.from = PartitionSpec(cur);
@@ -122,6 +127,23 @@ std::vector<ImpliedCollective> PlanReshard(const Shape& shape, DType dtype, cons
     emit(CollectiveKind::kPsumScatter, axes, next);
   }
   if (!reduce.empty()) emit(CollectiveKind::kPsum, reduce, cur);
+
+  // 2p. A dim held on one mesh axis that the target holds on another axis of the same size,
+  //     neither used elsewhere: device (.., i on the old axis, j on the new, ..) needs block
+  //     j, which the devices with i = j hold, so XLA sends each block whole to its new owner
+  //     (a collective-permute: the gate kernel P('fsdp', None) meeting an input whose M is on
+  //     'tensor' in the fsdp=2 x tensor=2 cases' HLO), not gather and slice.
+  for (size_t d = 0; d < to.size(); ++d) {
+    if (cur[d].size() != 1 || to[d].size() != 1 || cur[d] == to[d]) continue;
+    const std::string& old_axis = cur[d][0];
+    const std::string& new_axis = to[d][0];
+    if (mesh.Size(old_axis) != mesh.Size(new_axis) || DimOf(to, old_axis) >= 0 ||
+        DimOf(cur, new_axis) >= 0)
+      continue;
+    Entries next = cur;
+    next[d] = to[d];
+    emit(CollectiveKind::kCollectivePermute, {old_axis, new_axis}, next);
+  }
 
   // 2a. A dim whose new axis would land major to axes the target drops anyway: XLA gathers
   //     those first and then slices the new axis for free (the compiled HLO of fsdp x
