@@ -90,11 +90,11 @@ maxtext-fixtures: maxtext-venv build
 	@tools/maxtext_oracle/export_all.sh testdata/maxtext $(ORACLE_VENV)
 	@python3 tools/maxtext_oracle/readme_tables.py testdata/maxtext $(BUILD)/shardtrace testdata/maxtext/README.md
 
-# Re-sweeps every MoE model file of the release (testdata/maxtext-moe-models/sweep/, about 40 s);
+# Re-sweeps every MoE model file of the release (testdata/maxtext-moe-models/sweep/, about 80 s);
 # then `make golden` rewrites docs/release-models.md from it.
 maxtext-sweep: maxtext-venv
-	@XLA_FLAGS=--xla_force_host_platform_device_count=8 nice -n 10 $(ORACLE_VENV)/bin/python \
-	  tools/maxtext_oracle/sweep_models.py --out testdata/maxtext-moe-models/sweep
+	@for n in 8 16; do nice -n 10 $(ORACLE_VENV)/bin/python tools/maxtext_oracle/sweep_models.py \
+	  --devices $$n --out testdata/maxtext-moe-models/sweep || exit 1; done
 
 # The differential check: export into a temporary directory and hold shardtrace against it.
 maxtext-verify: maxtext-venv build

@@ -1,7 +1,7 @@
 // Every MoE model file of MaxText 0.2.5 against MaxText itself (issue 27): for each case of
 // testdata/maxtext-moe-models/sweep/ (MaxText's own MoE block, built by pyconfig and the model's
-// decoder layer on 8 fake CPU devices, by tools/maxtext_oracle/sweep_models.py), the command a
-// user runs, `shardtrace trace base.yml model_name=M ... --format json`, must give the same
+// decoder layer on 8 and 16 fake CPU devices, by tools/maxtext_oracle/sweep_models.py), the command
+// a user runs, `shardtrace trace base.yml model_name=M ... --format json`, must give the same
 // parameter leaves (dtype, global and local shape, PartitionSpec) and exactly the per-device
 // parameter bytes where MaxText builds the block, and a one-line exit 2 where MaxText fails.
 // The only exceptions are the cases sweep_differences.json lists, and each must still differ
@@ -158,7 +158,11 @@ struct CaseRow {
 
 const std::vector<std::pair<std::string, std::string>>& Meshes() {
   static const std::vector<std::pair<std::string, std::string>> kMeshes = {
-      {"fsdp8", "fsdp=8"}, {"fsdp2_ep4", "fsdp=2 x expert=4"}, {"fsdp4_tp2", "fsdp=4 x tensor=2"}};
+      {"fsdp8", "fsdp=8"},
+      {"fsdp2_ep4", "fsdp=2 x expert=4"},
+      {"fsdp4_tp2", "fsdp=4 x tensor=2"},
+      {"fsdp16", "fsdp=16"},
+      {"fsdp2_ep8", "fsdp=2 x expert=8"}};
   return kMeshes;
 }
 
@@ -190,7 +194,8 @@ TEST_CASE(
       std::vector<std::string> args = {"trace",
                                        SourcePath("testdata/maxtext-moe-models/configs/base.yml")};
       for (const json& o : c.at("overrides")) args.push_back(o);
-      args.insert(args.end(), {"--devices", "8", "--format", "json", "--quiet"});
+      args.insert(args.end(), {"--devices", std::to_string(c.at("devices").get<int>()), "--format",
+                               "json", "--quiet"});
       const CommandResult r = RunShardtrace(args);
       INFO("stderr: " << r.err);
       const bool maxtext_builds = !c.contains("error");
@@ -276,7 +281,7 @@ TEST_CASE(
       "    shardtrace trace base.yml model_name=M max_target_length=4096 per_device_batch_size=1 "
       "<mesh keys> --format json\n\n"
       "checked against MaxText's own MoE block, which pyconfig and the model's decoder layer "
-      "build on 8 fake CPU devices (`tools/maxtext_oracle/sweep_models.py`, results in "
+      "build on 8 and 16 fake CPU devices (`tools/maxtext_oracle/sweep_models.py`, results in "
       "`testdata/maxtext-moe-models/sweep/`). **exact** means the same parameter leaves with the "
       "same dtypes, global and local shapes and PartitionSpecs, and the same per-device "
       "parameter bytes (the number shown, which is also XLA's `argument_size_in_bytes` for "
@@ -284,7 +289,7 @@ TEST_CASE(
       "date.\n\n"
       "Measured: {} cases exact, {} refused by both, {} known differences (in {} entries).\n\n"
       "Files that MaxText's config validation refuses as given (deepseek4-*, deepseek3.2-671b, "
-      "deepseek-custom) are run on their three meshes with `attention=dot_product`. "
+      "deepseek-custom) are run on their meshes with `attention=dot_product`. "
       "deepseek-custom also gets `tokenizer_path` and `hf_access_token`. Each of these files "
       "also has an `fsdp8_as_given` case for the refusal itself.\n\n"
       "| model file | MaxText block |{} shardtrace |\n|---|---|{}---|\n{}\n"

@@ -1,9 +1,9 @@
 """Sweeps every MoE model file of the release against MaxText itself (issue 27).
 
 For each model file of testdata/maxtext-moe-models/configs/models/ and each mesh of MESHES
-(one process: XLA fixes the fake CPU device count at start-up, and every mesh here has 8):
+(one process per device count, 8 or 16: XLA fixes the fake CPU device count at start-up):
   1. loads the config as MaxText's CLI does: pyconfig.initialize([_, base.yml, model_name=M, ...]);
-  2. builds MaxText's mesh (maxtext_utils.get_mesh_from_config) on 8 CPU devices;
+  2. builds MaxText's mesh (maxtext_utils.get_mesh_from_config) on those CPU devices;
   3. builds the model's own MoE decoder layer abstractly (nnx.eval_shape: shapes, dtypes and the
      NamedSharding MaxText gives each variable, no arrays), the class the model's decoder uses
      for a MoE layer, and takes its MoE block (Qwen3NextSparseMoeBlock / RoutedAndSharedMoE /
@@ -17,10 +17,9 @@ Writes one JSON file per model into --out. Nothing of MaxText is re-implemented:
 and its constructor are MaxText's; this file only chooses which layer of the model to build
 (a MoE one) and reads what MaxText built.
 
-Run (about a minute per model file):
-  XLA_FLAGS=--xla_force_host_platform_device_count=8 nice -n 10 \
-    /work/wt/oracle-venv/bin/python tools/maxtext_oracle/sweep_models.py \
-    --out testdata/maxtext-moe-models/sweep
+Run (about 40 s per device count for all 35 files; `make maxtext-sweep` runs both):
+  nice -n 10 /work/wt/oracle-venv/bin/python tools/maxtext_oracle/sweep_models.py \
+    --devices 8 --out testdata/maxtext-moe-models/sweep     # then --devices 16
 """
 
 import argparse
@@ -35,7 +34,12 @@ import sys
 import time
 import types
 
+# One process per device count (XLA fixes the fake CPU device count at start-up): --devices N,
+# read before the first jax import.
 DEVICES = 8
+for _i, _a in enumerate(sys.argv[:-1]):
+  if _a == "--devices":
+    DEVICES = int(sys.argv[_i + 1])
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                            f" --xla_force_host_platform_device_count={DEVICES}").strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -73,13 +77,21 @@ CONFIGS = os.path.join(ROOT, "testdata", "maxtext-moe-models", "configs")
 COMMON = ["max_target_length=4096", "per_device_batch_size=1", "enable_checkpointing=false",
           "skip_jax_distributed_system=true"]
 
-# Three meshes of 8 devices: pure FSDP, FSDP x expert, FSDP x tensor (every release MoE model
-# has a number of experts divisible by 4).
-MESHES = {
-    "fsdp8": ["ici_fsdp_parallelism=8"],
-    "fsdp2_ep4": ["ici_fsdp_parallelism=2", "ici_expert_parallelism=4"],
-    "fsdp4_tp2": ["ici_fsdp_parallelism=4", "ici_tensor_parallelism=2"],
+# The meshes of each device count. 8: pure FSDP, FSDP x expert, FSDP x tensor (every release
+# MoE model has a number of experts divisible by 4). 16: pure FSDP and FSDP x 8-way expert,
+# where the smallest files stop dividing.
+MESHES_BY_DEVICES = {
+    8: {
+        "fsdp8": ["ici_fsdp_parallelism=8"],
+        "fsdp2_ep4": ["ici_fsdp_parallelism=2", "ici_expert_parallelism=4"],
+        "fsdp4_tp2": ["ici_fsdp_parallelism=4", "ici_tensor_parallelism=2"],
+    },
+    16: {
+        "fsdp16": ["ici_fsdp_parallelism=16"],
+        "fsdp2_ep8": ["ici_fsdp_parallelism=2", "ici_expert_parallelism=8"],
+    },
 }
+MESHES = MESHES_BY_DEVICES[DEVICES]
 
 # The decoder-layer class each decoder block's MoE layers are built from (nnx_decoders.py's
 # get_decoder_layers with scan_layers=false; for deepseek the second class, its MoE layer).
@@ -256,7 +268,7 @@ def cases_of(model):
   """(case name, overrides) of the model file: the three meshes, and the file as given."""
   keys = MODEL_KEYS.get(model, [])
   out = [(name, [f"model_name={model}"] + COMMON + keys + mesh) for name, mesh in MESHES.items()]
-  if keys:
+  if keys and DEVICES == 8:
     out.append(("fsdp8_as_given", [f"model_name={model}"] + COMMON + MESHES["fsdp8"]))
   return out
 
@@ -295,6 +307,8 @@ def main():
   parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--out", required=True)
   parser.add_argument("--only", default=None, help="comma-separated model names")
+  parser.add_argument("--devices", type=int, default=8, choices=sorted(MESHES_BY_DEVICES),
+                      help="fake CPU devices; the model's file keeps the other counts' cases")
   args = parser.parse_args()
   assert len(jax.devices()) == DEVICES, jax.devices()
   base_yml = os.path.join(CONFIGS, "base.yml")
@@ -304,7 +318,12 @@ def main():
   os.makedirs(args.out, exist_ok=True)
   for model in models:
     timed = [run_case(name, overrides, base_yml) for name, overrides in cases_of(model)]
-    cases = [c for c, _ in timed]
+    path = os.path.join(args.out, f"{model}.json")
+    kept = []
+    if os.path.exists(path):
+      with open(path, encoding="utf-8") as f:
+        kept = [c for c in json.load(f)["cases"] if c["devices"] != DEVICES]
+    cases = sorted(kept + [c for c, _ in timed], key=lambda c: c["devices"])
     record = {
         "model": model,
         "maxtext": importlib.metadata.version("maxtext"),
@@ -312,7 +331,7 @@ def main():
         "flax": importlib.metadata.version("flax"),
         "cases": cases,
     }
-    with open(os.path.join(args.out, f"{model}.json"), "w", encoding="utf-8") as f:
+    with open(path, "w", encoding="utf-8") as f:
       json.dump(record, f, indent=1)
       f.write("\n")
     for c, seconds in timed:
