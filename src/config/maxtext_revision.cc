@@ -32,7 +32,8 @@ const std::vector<RevisionInfo>& Revisions() {
        .behaviour = {.sparse_kernel_specs = SparseKernelSpecs::kExpWithoutFsdp,
                      .dispatch_constrained_in_helper = true,
                      .num_moe_emb_chunks_is_maxtext_key = true,
-                     .batch_split_kernels_expert_first = true}},
+                     .batch_split_kernels_expert_first = true,
+                     .ragged_buffer_truncates_group_sizes = true}},
       {.id = RevisionId::kRelease,
        .name = "0.2.5",
        .aliases = "release",
@@ -49,7 +50,8 @@ const std::vector<RevisionInfo>& Revisions() {
                      .dispatch_constrained_in_helper = true,
                      .num_moe_emb_chunks_is_maxtext_key = true,
                      .wo_padded_like_wi = true,
-                     .batch_split_kernels_expert_first = true}},
+                     .batch_split_kernels_expert_first = true,
+                     .ragged_buffer_truncates_group_sizes = true}},
   };
   return kTable;
 }

@@ -55,6 +55,12 @@ struct RevisionBehaviour {
   // release put the experts first, wi ('expert_only', 'embed_moe', None) and wo ('expert_only',
   // None, 'embed_moe').
   bool batch_split_kernels_expert_first = false;
+  // With ragged_buffer_factor > 0, local_permute truncates the local group sizes to the
+  // ragged buffer (_maybe_truncate_local_group_size: a prefix sum over the received slices
+  // clamped at the buffer rows), as get_all_to_all_params truncates the traffic matrix (main,
+  // the release). The seed sums them whole, so its grouped matmul counts rows that never
+  // arrived and the groups after a dropped one slide onto the next expert's rows.
+  bool ragged_buffer_truncates_group_sizes = false;
 };
 
 // One row of the revision table.

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "paths/routing.h"
 #include "paths/traced_ops.h"
 #include "util/checked.h"
@@ -193,7 +195,35 @@ LocalPermuteOutput LocalSortOrder(const MoeContext& ctx, int64_t rows, const std
   const std::string slots = shards == 1 ? "E" : "L";
   const Value local_sizes = tr::Reshape(t, local_sizes_2d, {shards * l}, {"local_sizes", slots});
   LocalPermuteOutput out;
-  out.local_group_size = tr::Sum(t, local_sizes_2d, 0, false, {"local_group_size", "E"});
+  if (ctx.settings().ragged_buffer_factor > 0.0 &&
+      ctx.settings().revision.behaviour.ragged_buffer_truncates_group_sizes) {
+    // _maybe_truncate_local_group_size: the slices arrive in (peer, local expert) order and the
+    // buffer keeps the first `buffer` rows, so each slot counts only its rows below that.
+    // MaxText clamps at inputs.shape[0], the buffer's rows (what a numeric run's record shows;
+    // its array holds only the rows that arrived, fewer when no device overflows).
+    const auto cond = t.Condition("ragged_buffer_factor > 0");
+    const int64_t buffer = t.RecordedRows(row_dim, rows);
+    out.local_group_size = t.Apply(
+        {OpKind::kSum,
+         "",
+         {{"expr", "sum(diff(minimum(cumsum(concat([0], all_shard_local_sizes.reshape(-1))), "
+                   "buffer)).reshape(P, L), 0)"},
+          {"buffer", std::to_string(buffer)}}},
+        {&local_sizes_2d}, {"local_group_size", "E"}, [&](const Args& a) {
+          if (!a[0]->numeric()) return Sum(*a[0], 0, false);
+          const std::vector<float>& sizes = a[0]->values();
+          std::vector<float> kept(static_cast<size_t>(l), 0.0f);
+          int64_t before = 0;  // rows of the slots before this one, within the buffer
+          for (size_t i = 0; i < sizes.size(); ++i) {
+            const int64_t end = std::min(before + static_cast<int64_t>(sizes[i]), buffer);
+            kept[i % static_cast<size_t>(l)] += static_cast<float>(end - before);
+            before = end;
+          }
+          return Array::FromData({l}, a[0]->dtype, std::move(kept));
+        });
+  } else {
+    out.local_group_size = tr::Sum(t, local_sizes_2d, 0, false, {"local_group_size", "E"});
+  }
   Value expert_indices;
   if (is_offset) {
     const auto cond = t.Condition("is_offset (batch replicated across expert shards)");

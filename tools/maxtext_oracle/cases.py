@@ -102,6 +102,9 @@ CASES = [
          mesh={"expert": 2}),
     case("sparse_ep2_decode", 2, "sparse_matmul EP=2 with global batch 1 (decode: batch replicated)",
          mesh={"expert": 2}, per_device_batch_size=0.5),
+    case("sparse_ep2_rbf1", 2,
+         "sparse_matmul EP=2, ragged_buffer_factor=1: the receive buffer (balanced size) drops overflow rows",
+         mesh={"expert": 2}, ragged_buffer_factor=1.0),
     # megablox: the ring hands the grouped matmul all E group sizes and the offset of its local
     # experts, which jax.lax.ragged_dot (megablox=false) has no argument for; the release runs
     # the megablox Pallas kernel in interpret mode when the mesh is not a TPU.
@@ -114,6 +117,9 @@ CASES = [
     case("sparse_ep2_tp2", 4, "sparse_matmul EP=2 x TP=2", mesh={"expert": 2, "tensor": 2}),
     case("sparse_ep2_fsdp2", 4, "sparse_matmul EP=2 x fsdp=2: ragged_all_to_all, weights gathered over fsdp",
          mesh={"fsdp": 2, "expert": 2}),
+    case("sparse_ep4_rbf1", 4,
+         "sparse_matmul EP=4, ragged_buffer_factor=1: the receive buffer (balanced size) drops overflow rows",
+         mesh={"expert": 4}, ragged_buffer_factor=1.0),
     case("sparse_ep4_decode", 4, "sparse_matmul EP=4 with global batch 1 (decode)", mesh={"expert": 4},
          per_device_batch_size=0.25),
     case("dense_drop_inference_ep2", 4, "dense_matmul dropping in inference, fsdp=2 x expert=2",
