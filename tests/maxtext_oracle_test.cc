@@ -151,7 +151,7 @@ TEST_CASE("Every MaxText oracle case is reproduced by check, or differs exactly 
       }
     });
   }
-  CHECK(numeric >= 41);
+  CHECK(numeric >= 42);
   for (const Known& k : known) {
     INFO("listed case " << k.case_name << " array " << k.array);
     if (fs::exists(OracleDir() / "cases" / k.case_name / "tensors.npz"))
@@ -178,6 +178,9 @@ TEST_CASE("The sparse path with expert parallelism > 1 is checked against MaxTex
       {"sparse_ep2_rbf1", "sparse_matmul/ragged_all_to_all (EP=2,", 2},
       {"sparse_ep4_rbf1", "sparse_matmul/ragged_all_to_all (EP=4,", 2},
       {"sparse_ep2_ring", "sparse_matmul/ring_of_experts (EP=2,", 0},
+      // The ring gathers a replicated batch (decode) as 2 copies; check compares the first
+      // (it stopped with "top_k_weights has shape [1,8,2] but the config implies [2,8,2]").
+      {"sparse_ep2_ring_decode", "sparse_matmul/ring_of_experts (EP=2,", 0},
   };
   for (const auto& [name, path, ragged] : cases) {
     INFO("case " << name);

@@ -40,12 +40,17 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
   PermuteOutput perm;
   Value group_sizes, selected_experts;
   PartitionSpec routed_batch_spec = sh.gate_logits;
+  int64_t routed_batch_rows = 0;  // ExitSparseShardMap: all rows are the batch
   if (s.ring_of_experts) {
     const auto cond = t.Condition("use_ring_of_experts");
     x = t.AllGather(x, ep_axes, 0, true, {"x", "BSM"});
     logits = t.AllGather(logits, ep_axes, 0, true, {"logits", "BSE"});
     if (pre) pre = t.AllGather(*pre, ep_axes, 0, true, {"pre_bias_logits", "BSE"});
     routed_batch_spec = WithoutAxes(sh.gate_logits, ep_axes);
+    // A batch the expert axes do not shard (decode: one sequence) is gathered as EP identical
+    // copies; the block's routing is the first.
+    if (sh.gate_logits.rank() > 0 && routed_batch_spec[0] == sh.gate_logits[0])
+      routed_batch_rows = batch_size;
     const Value roll = RollToExpertId(ctx, expert_shard_id);
     perm = Permute(ctx, x, logits, pre, roll);
     group_sizes = tr::Slice(t, perm.group_size, 0, 0, local_expert_size, {"group_sizes", "E"});
@@ -179,7 +184,7 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
     output = Unpermute(ctx, intermediate_output, perm.sorted_selected_experts, perm.weights,
                        batch_size, sequence_length);
   }
-  return ExitSparseShardMap(ctx, sh, output, perm, routed_batch_spec);
+  return ExitSparseShardMap(ctx, sh, output, perm, routed_batch_spec, routed_batch_rows);
 }
 
 }  // namespace shardtrace

@@ -233,12 +233,18 @@ ShardMapOperands EnterSparseShardMap(const MoeContext& ctx, const Value& inputs_
 
 PathOutput ExitSparseShardMap(const MoeContext& ctx, const RoutedShardings& shardings,
                               const Value& output, const PermuteOutput& routing,
-                              const PartitionSpec& routed_batch_spec) {
+                              const PartitionSpec& routed_batch_spec, int64_t routed_batch_rows) {
   Tracer& t = ctx.t;
-  // Routing captured as global arrays for golden checks.
-  ctx.Capture(Capture::kTopKIndices, t.Assemble(routing.top_k_indices, routed_batch_spec));
+  // Routing captured as global arrays for golden checks, from the batch rows alone.
+  const auto batch_rows = [&](const Value& v) {
+    if (routed_batch_rows <= 0 || !v.per_device || v.dim(0) == routed_batch_rows) return v;
+    Value rows{-1, {}, true};
+    for (const Array& shard : v.shards) rows.shards.push_back(Slice(shard, 0, 0, routed_batch_rows));
+    return rows;
+  };
+  ctx.Capture(Capture::kTopKIndices, t.Assemble(batch_rows(routing.top_k_indices), routed_batch_spec));
   t.trace().top_k_indices = routing.top_k_indices.tensor;
-  const Array weights = t.Assemble(routing.weights, routed_batch_spec);
+  const Array weights = t.Assemble(batch_rows(routing.weights), routed_batch_spec);
   ctx.Capture(Capture::kTopKWeights, weights);
   // Llama 4's top-k "weights" are logits; permute scales each input by their sigmoid in
   // float32 (ScaleByRouterScores), which the routing tree shows beside them.

@@ -49,9 +49,13 @@ ShardMapOperands EnterSparseShardMap(
 // Leaves the body: captures routing for golden checks (top_k_* assembled with
 // `routed_batch_spec`), then out_specs: output by (batch, norm_length, embed), lb_loss and
 // bias_updates as P() (device 0's per-shard value, as MaxText declares them replicated).
+// `routed_batch_rows` > 0: only the first that many rows of each device's routing are its
+// batch, the rest copies of them (the ring's gather of a batch not sharded over the expert
+// axes), and `routed_batch_spec` places those rows.
 PathOutput ExitSparseShardMap(const MoeContext& ctx, const RoutedShardings& shardings,
                               const Value& output, const PermuteOutput& routing,
-                              const PartitionSpec& routed_batch_spec);
+                              const PartitionSpec& routed_batch_spec,
+                              int64_t routed_batch_rows = 0);
 
 // `spec` without the mesh axes `axes` (the ring's all-gathered batch).
 PartitionSpec WithoutAxes(const PartitionSpec& spec, const std::vector<std::string>& axes);

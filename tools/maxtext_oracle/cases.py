@@ -3,7 +3,7 @@ which pyconfig overrides over the release's base.yml, and what each case proves.
 
 Every case keeps dims tiny (M=16, H=32, E=8, K=2, S=8) so the fixtures stay small and all of
 them export in a few minutes. megablox/tokamax are Pallas TPU kernels: every sparse case but
-sparse_ep2_ring runs with megablox=false, i.e. jax.lax.ragged_dot, the CPU-capable grouped
+the ring ones runs with megablox=false, i.e. jax.lax.ragged_dot, the CPU-capable grouped
 matmul MaxText offers (the release runs megablox in Pallas interpret mode on a CPU mesh).
 """
 
@@ -111,6 +111,9 @@ CASES = [
     case("sparse_ep2_ring", 2,
          "sparse_matmul EP=2, ring of experts: tokens all-gathered, psum_scatter back (megablox, Pallas interpret)",
          mesh={"expert": 2}, use_ring_of_experts=True, megablox=True),
+    case("sparse_ep2_ring_decode", 2,
+         "sparse_matmul EP=2, ring of experts with global batch 1: the gather holds 2 copies of the sequence",
+         mesh={"expert": 2}, use_ring_of_experts=True, megablox=True, per_device_batch_size=0.5),
     # --- four devices.
     case("sparse_fsdp2_tp2", 4, "sparse_matmul, fsdp=2 x tensor=2", mesh={"fsdp": 2, "tensor": 2}),
     case("sparse_ep4", 4, "sparse_matmul EP=4, batch sharded: ragged_all_to_all", mesh={"expert": 4}),
@@ -154,9 +157,9 @@ NOT_EXPORTABLE = [
     ("ring of experts with megablox=false",
      "moe.py's ring path hands jax.lax.ragged_dot the group sizes of all experts (8) against the "
      "local experts' kernel (E/EP): 'expected rhs group dimension size to be 8, got 4'; "
-     "sparse_ep2_ring runs it with megablox (Pallas interpret mode on CPU)"),
+     "the sparse_ep2_ring cases run it with megablox (Pallas interpret mode on CPU)"),
     ("megablox / tokamax grouped matmul elsewhere",
-     "Pallas TPU kernels (megablox interpreted on CPU): every sparse case but sparse_ep2_ring runs "
+     "Pallas TPU kernels (megablox interpreted on CPU): every sparse case but the ring ones runs "
      "megablox=false (jax.lax.ragged_dot)"),
 ]
 
