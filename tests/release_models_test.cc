@@ -131,6 +131,36 @@ TEST_CASE("Release model files MaxText's config validation refuses are refused b
              Catch::Contains("routed_bias_update_rate"));
 }
 
+TEST_CASE("A ragged buffer on the ring of experts without the ragged sort is refused as MaxText does",
+          "[release]") {
+  // types.py's validate_ragged_buffer_factor (main and the release); the seed has no such check
+  // and no use_ragged_sort in its base.yml.
+  const std::vector<std::string> ring = {"trace",
+                                         ReleaseBase(),
+                                         "base_emb_dim=16",
+                                         "base_mlp_dim=32",
+                                         "base_moe_mlp_dim=32",
+                                         "num_experts=8",
+                                         "num_experts_per_tok=2",
+                                         "sparse_matmul=true",
+                                         "megablox=true",
+                                         "use_ring_of_experts=true",
+                                         "ici_expert_parallelism=2",
+                                         "--devices",
+                                         "2"};
+  std::vector<std::string> args = ring;
+  args.push_back("ragged_buffer_factor=1");
+  CHECK(UserError(args) ==
+        "shardtrace: error: ragged_buffer_factor=1.0 with use_ring_of_experts=true needs "
+        "use_ragged_sort=true (the ring's buffer is the Pallas ragged sort's); MaxText's config "
+        "validation refuses it\n");
+  args = ring;
+  args.push_back("eval_ragged_buffer_factor=2");
+  CHECK_THAT(UserError(args), Catch::Contains("eval_ragged_buffer_factor=2.0 with"));
+  args.push_back("use_ring_of_experts=false");  // the ragged all-to-all takes a buffer factor
+  CHECK(RunShardtrace(args).status == 0);
+}
+
 TEST_CASE("qwen3_next and qwen3_5 trace Qwen3NextSparseMoeBlock with its shared expert and gate",
           "[release]") {
   const nlohmann::json trace =

@@ -91,6 +91,7 @@ class Resolver {
     // MaxText's own validation refuses these files before anything MoE-specific is checked.
     config_internal::CheckAttentionConstraints(values_);
     CheckMoeConstraints(values_);
+    config_internal::CheckRaggedBufferConstraints(values_, base_keys_.contains("use_ragged_sort"));
   }
 
   ValueMap& values() { return values_; }

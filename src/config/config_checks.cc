@@ -227,6 +227,24 @@ const ConfigValue* Find(const ValueMap& values, std::string_view key) {
 
 }  // namespace
 
+void CheckRaggedBufferConstraints(const ValueMap& values, bool base_has_ragged_sort) {
+  // main and the release validate ragged_buffer_factor (types.py); the seed, whose base.yml
+  // has no use_ragged_sort (shardtrace's fallback defaults do), does not.
+  const ConfigValue* ragged_sort = Find(values, "use_ragged_sort");
+  if (!base_has_ragged_sort || ragged_sort == nullptr ||
+      ValueAsBool("use_ragged_sort", *ragged_sort))
+    return;
+  if (!ValueAsBool("use_ring_of_experts", LookUp(values, "use_ring_of_experts"))) return;
+  for (const std::string_view key : {"ragged_buffer_factor", "eval_ragged_buffer_factor"}) {
+    const ConfigValue* factor = Find(values, key);
+    if (factor != nullptr && ValueAsFloat(key, *factor) > 0.0)
+      Fail(
+          "{}={} with use_ring_of_experts=true needs use_ragged_sort=true (the ring's buffer "
+          "is the Pallas ragged sort's); MaxText's config validation refuses it",
+          key, factor->ToString());
+  }
+}
+
 void CheckAttentionConstraints(const ValueMap& values) {
   const ConfigValue* attention = Find(values, "attention");
   if (attention == nullptr) return;

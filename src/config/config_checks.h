@@ -35,6 +35,11 @@ void CheckMoeConstraints(const ValueMap& values);
 // Keys the loaded base.yml lacks (an older revision) are not checked.
 void CheckAttentionConstraints(const ValueMap& values);
 
+// MaxText's validate_ragged_buffer_factor (main, the release): ragged_buffer_factor or
+// eval_ragged_buffer_factor > 0 with use_ring_of_experts needs use_ragged_sort. Not checked
+// where the loaded base.yml itself has no use_ragged_sort (the seed).
+void CheckRaggedBufferConstraints(const ValueMap& values, bool base_has_ragged_sort);
+
 // The float keys shardtrace turns into sizes or float32 factors (per_device_batch_size,
 // capacity_factor, ragged_buffer_factor, ...) are finite and within what it can honour.
 void CheckFloatKeys(const ValueMap& values);
