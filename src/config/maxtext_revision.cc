@@ -33,7 +33,8 @@ const std::vector<RevisionInfo>& Revisions() {
                      .dispatch_constrained_in_helper = true,
                      .num_moe_emb_chunks_is_maxtext_key = true,
                      .batch_split_kernels_expert_first = true,
-                     .ragged_buffer_truncates_group_sizes = true}},
+                     .ragged_buffer_truncates_group_sizes = true,
+                     .deepseek_routing_models = {"deepseek3", "deepseek4"}}},
       {.id = RevisionId::kRelease,
        .name = "0.2.5",
        .aliases = "release",
@@ -51,7 +52,8 @@ const std::vector<RevisionInfo>& Revisions() {
                      .num_moe_emb_chunks_is_maxtext_key = true,
                      .wo_padded_like_wi = true,
                      .batch_split_kernels_expert_first = true,
-                     .ragged_buffer_truncates_group_sizes = true}},
+                     .ragged_buffer_truncates_group_sizes = true,
+                     .deepseek_routing_models = {"deepseek3", "deepseek4", "kimi-k2"}}},
   };
   return kTable;
 }

@@ -61,6 +61,10 @@ struct RevisionBehaviour {
   // the release). The seed sums them whole, so its grouped matmul counts rows that never
   // arrived and the groups after a dropped one slide onto the next expert's rows.
   bool ragged_buffer_truncates_group_sizes = false;
+  // The model_name prefixes whose router runs deepseek_routing (experts by the biased scores,
+  // weights from the unbiased ones) and keeps pre_bias_logits: "deepseek3" in the seed;
+  // main adds "deepseek4"; the release adds "kimi-k2" as well.
+  std::vector<std::string_view> deepseek_routing_models = {"deepseek3"};
 };
 
 // One row of the revision table.

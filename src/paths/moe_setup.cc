@@ -104,7 +104,9 @@ MoeSetup MakeMoeSetup(MoeSettings settings, const Mesh& mesh) {
   s.cp_autoregressive = mesh.Size("context_autoregressive");
   s.ring_of_experts = k.use_ring_of_experts;
   s.batch_sharded_by_ep = s.batch > 1;
-  s.deepseek3_routing = s.model_name.rfind("deepseek3", 0) == 0;
+  for (const std::string_view prefix : k.revision.behaviour.deepseek_routing_models)
+    if (s.model_name.starts_with(prefix)) s.deepseek_routing_prefix = std::string(prefix);
+  s.deepseek3_routing = !s.deepseek_routing_prefix.empty();
   s.inference = k.model_call_mode == "inference";
   s.capacity_factor = k.capacity_factor;
   s.emb_chunks = k.num_moe_emb_chunks;
@@ -216,9 +218,10 @@ MoeSetup MakeMoeSetup(MoeSettings settings, const Mesh& mesh) {
   if (c.use_random_routing) {
     s.routing_reasons.push_back("use_random_routing: experts drawn at random (533-540)");
   } else if (s.deepseek3_routing) {
-    s.routing_reasons.push_back(
-        "model_name starts with deepseek3: deepseek_routing (541-542, 599-621): experts by "
-        "the biased scores, weights from the unbiased ones");
+    s.routing_reasons.push_back(fmt::format(
+        "model_name starts with {}: deepseek_routing (541-542, 599-621): experts by the biased "
+        "scores, weights from the unbiased ones",
+        s.deepseek_routing_prefix));
     if (c.n_routing_groups != -1)
       s.routing_reasons.push_back(fmt::format(
           "n_routing_groups {} != -1: expert_group_mask keeps the best topk_routing_group {} "

@@ -59,7 +59,10 @@ struct MoeSetup {
   int64_t cp_autoregressive = 1;
   bool ring_of_experts = false;
   bool batch_sharded_by_ep = true;  // global batch > 1
-  bool deepseek3_routing = false;   // model_name starts with "deepseek3"
+  // model_name starts with one of the revision's deepseek_routing_models ("deepseek3", ...):
+  // deepseek_routing_prefix names which.
+  bool deepseek3_routing = false;
+  std::string deepseek_routing_prefix;
   bool inference = false;           // model_call_mode == "inference"
   std::string decoder_block;
   std::string model_name;

@@ -102,11 +102,11 @@ TopKOutput GetTopK(const MoeContext& ctx, const Value& gate_logits,
   }
   std::optional<Value> weights, indices;
   if (s.deepseek3_routing) {
-    const auto cond = t.Condition("model_name startswith deepseek3");
+    const auto cond = t.Condition("model_name startswith " + s.deepseek_routing_prefix);
     const auto route = t.Scope("deepseek_routing");
     if (!pre_bias_logits)
       Fail(
-          "model_name {}: deepseek3 routing needs pre_bias_logits, which GateLogit only keeps when "
+          "model_name {}: deepseek routing needs pre_bias_logits, which GateLogit only keeps when "
           "routed_score_func is set",
           s.model_name);
     Value candidates = gate_logits;

@@ -82,6 +82,10 @@ CASES = [
          "deepseek3-tiny routing through dense_matmul (dropless), with loss-free bias updates",
          block="shared", **model("deepseek3-tiny"), n_routing_groups=4, topk_routing_group=2,
          num_experts=16, num_experts_per_tok=4, sparse_matmul=False, routed_bias_update_rate=0.01),
+    case("shared_kimi_k2", 1,
+         "RoutedAndSharedMoE of kimi-k2-1t: the release's deepseek_routing (experts by the biased "
+         "sigmoid scores, weights from the unbiased ones), no routing groups",
+         block="shared", **model("kimi-k2-1t"), num_experts=16, num_experts_per_tok=4),
     case("shared_llama4", 1, "RoutedAndSharedMoE of llama4-17b-16e (sigmoid top-1 on the inputs)",
          block="shared", **model("llama4-17b-16e"), num_experts_per_tok=1),
     case("shared_gemma4", 1, "RoutedAndSharedMoE of gemma4-26b (softmax top-k, norm_topk_prob)",
