@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <iostream>
 #include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -61,12 +62,21 @@ std::vector<CompiledCase> CompiledCases() {
 // float32: the model's XlaCpuCollectiveDType). Local slices are free and not HLO collectives.
 std::multiset<std::string> ModelCollectives(const Trace& trace, const SpmdResult& spmd) {
   std::multiset<std::string> out;
+  std::map<int, std::pair<int64_t, int64_t>> combined;  // group -> (participants, bytes)
   for (const OpRecord& op : trace.ops)
     for (const ImpliedCollective& c : spmd.implied_at(op.id)) {
       if (c.kind == CollectiveKind::kSlice) continue;
-      out.insert(fmt::format("{} g{} {}B", HloName(c.kind), c.participants,
-                             TensorBytes(c.local_after, XlaCpuCollectiveDType(c.dtype))));
+      const int64_t bytes = TensorBytes(c.local_after, XlaCpuCollectiveDType(c.dtype));
+      if (c.combined_group >= 0) {
+        combined[c.combined_group].first = c.participants;
+        combined[c.combined_group].second += bytes;
+        continue;
+      }
+      out.insert(fmt::format("{} g{} {}B", HloName(c.kind), c.participants, bytes));
     }
+  // All-reduces the model says XLA's combiner sends as one are one HLO all-reduce.
+  for (const auto& [group, pb] : combined)
+    out.insert(fmt::format("all-reduce g{} {}B", pb.first, pb.second));
   return out;
 }
 

@@ -116,7 +116,8 @@ std::string TraceToJson(const Trace& trace, const SpmdResult& spmd) {
                            {"to", c.to.ToString()},
                            {"local_before", c.local_before},
                            {"local_after", c.local_after},
-                           {"reason", c.reason}});
+                           {"reason", c.reason},
+                           {"combined_group", c.combined_group}});
       o["implied_collectives"] = implied;
     }
     ops.push_back(o);

@@ -4,10 +4,13 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <map>
 #include <optional>
+#include <tuple>
 
 #include "numeric/einsum.h"
 #include "shard/sharding.h"
+#include "spmd/all_reduce_combiner.h"
 #include "spmd/spmd_einsum_sharding.h"
 #include "spmd/spmd_memory_estimate.h"
 #include "spmd/spmd_reshard.h"
@@ -221,6 +224,7 @@ class Analysis {
       if (!Forward(/*partial=*/true) && !changed) break;
     }
     Implied();
+    CombineAllReduces(trace_, result_.implied);
     Record();
     result_.memory = EstimateMemory(trace_, result_, Fused());
     return std::move(result_);
@@ -451,13 +455,29 @@ class Analysis {
     // listed under the weight's own name.
     if (named < 0) named = CastWeightSource(id);
     const TensorRecord& t = T(id);
-    for (ImpliedCollective c : PlanReshard(t.shape, t.dtype, State(id), to, mesh_)) {
+    // The same tensor moved the same way twice (the shared expert's wi_0 and wi_1 reading one
+    // input) is one collective: XLA's CSE keeps the first and both ops read its result.
+    const ShardState from = State(id);
+    const std::tuple<int, std::string, std::string> key = {
+        id, from.spec.ToString(), WithRank(to, t.shape.size()).ToString()};
+    if (from.partial.empty()) {
+      const auto seen = resharded_.find(key);
+      if (seen != resharded_.end()) {
+        for (const size_t k : seen->second.second)
+          result_.implied[seen->second.first][k].last_reader_op = op.id;
+        return;
+      }
+    }
+    std::vector<size_t> added;
+    for (ImpliedCollective c : PlanReshard(t.shape, t.dtype, from, to, mesh_)) {
       if (c.kind == CollectiveKind::kSlice && !keep_slices) continue;
       c.tensor = named;
       c.reason = reason;
       SetDType(c, t.dtype);
+      added.push_back(result_.implied[op.id].size());
       result_.implied[op.id].push_back(std::move(c));
     }
+    if (from.partial.empty()) resharded_[key] = {op.id, added};
   }
 
   static void SetDType(ImpliedCollective& c, DType dtype) {
@@ -663,6 +683,9 @@ class Analysis {
   std::vector<Rule> rules_;
   std::vector<Rule> kind_rules_;
   std::vector<std::vector<std::string>> partial_;
+  // (tensor, from, to) -> the op that moved it and its collectives' indices there.
+  std::map<std::tuple<int, std::string, std::string>, std::pair<int, std::vector<size_t>>>
+      resharded_;
 };
 
 }  // namespace

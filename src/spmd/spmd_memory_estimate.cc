@@ -91,7 +91,9 @@ MemoryEstimate EstimateMemory(const Trace& trace, const SpmdResult& spmd,
         if (c.kind == CollectiveKind::kAllGather || c.kind == CollectiveKind::kAllToAll) {
           int64_t elems = 1;
           for (const int64_t d : c.local_after) elems *= d;
-          transient[op.id] += elems * ByteSize(c.dtype);  // the copy in the dtype moved
+          // The copy, in the dtype moved, lives until the last op that reads it (CSE).
+          const int last = std::max(op.id, c.last_reader_op);
+          for (int i = op.id; i <= last; ++i) transient[i] += elems * ByteSize(c.dtype);
         }
   int64_t live = 0;
   for (int i = 0; i < num_ops; ++i) {

@@ -48,6 +48,12 @@ struct ImpliedCollective {
   Shape local_before, local_after;  // the tensor's per-device shape around the collective
   PartitionSpec from, to;           // its sharding before and after (partial sums not shown)
   std::string reason;  // "sharding constraint", "einsum operand", "partial sums over 'E'", ...
+  // All-reduces XLA's combiner sends as one op share this number (spmd/all_reduce_combiner.h);
+  // -1 for a collective sent on its own.
+  int combined_group = -1;
+  // The last op that reads the moved copy when later ops need the same tensor moved the
+  // same way (XLA's CSE keeps this one collective for all of them); -1: only this op.
+  int last_reader_op = -1;
 };
 
 // XLA:CPU runs collectives on 16-bit floats in float32 (float normalization); TPU moves
