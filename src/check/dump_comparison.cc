@@ -218,7 +218,14 @@ DumpComparison CompareWithDump(const ShardingDump& dump, const RunRequest& reque
   auto compared = [&](const std::string& d) {
     return in_blocks(d) || (lone_block && d == kUnknownActivation);
   };
-  std::vector<DumpEntry> ours = DumpModel(request);
+  // A block whose kernels the dump lacks (a lone MoE block exported without the model's dense
+  // layers) has none of its activations in it either.
+  std::vector<Block> dumped_blocks;
+  for (const Block block : blocks)
+    if (std::find(out.blocks_not_in_dump.begin(), out.blocks_not_in_dump.end(), BlockName(block)) ==
+        out.blocks_not_in_dump.end())
+      dumped_blocks.push_back(block);
+  std::vector<DumpEntry> ours = DumpBlocks(request, dumped_blocks);
   std::vector<bool> used(ours.size(), false);
   std::map<std::string, int> seen_dump;
   for (const DumpActivation& a : dump.activations) {

@@ -5,8 +5,12 @@
 namespace shardtrace {
 
 std::vector<DumpEntry> DumpModel(const RunRequest& request) {
+  return DumpBlocks(request, ModelBlocks(Prepare(request).setup));
+}
+
+std::vector<DumpEntry> DumpBlocks(const RunRequest& request, const std::vector<Block>& blocks) {
   std::vector<DumpEntry> entries;
-  for (const Block block : ModelBlocks(Prepare(request).setup)) {
+  for (const Block block : blocks) {
     RunRequest block_request = request;
     block_request.block = block;
     for (DumpEntry& e : Run(block_request).trace.dump) {

@@ -13,4 +13,8 @@ namespace shardtrace {
 
 std::vector<DumpEntry> DumpModel(const RunRequest& request);
 
+// The same for the given blocks only (of ModelBlocks, in its order): what a dump of those
+// blocks alone holds, e.g. a lone MoE block exported without the model's dense layers.
+std::vector<DumpEntry> DumpBlocks(const RunRequest& request, const std::vector<Block>& blocks);
+
 }  // namespace shardtrace
