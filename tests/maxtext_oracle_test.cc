@@ -151,7 +151,7 @@ TEST_CASE("Every MaxText oracle case is reproduced by check, or differs exactly 
       }
     });
   }
-  CHECK(numeric >= 42);
+  CHECK(numeric >= 43);
   for (const Known& k : known) {
     INFO("listed case " << k.case_name << " array " << k.array);
     if (fs::exists(OracleDir() / "cases" / k.case_name / "tensors.npz"))
@@ -177,6 +177,8 @@ TEST_CASE("The sparse path with expert parallelism > 1 is checked against MaxTex
       // sizes to what arrived (shardtrace summed them whole, as the seed does, until these).
       {"sparse_ep2_rbf1", "sparse_matmul/ragged_all_to_all (EP=2,", 2},
       {"sparse_ep4_rbf1", "sparse_matmul/ragged_all_to_all (EP=4,", 2},
+      // The release psums the bias update's expert counts over the batch axes (expert here).
+      {"shared_deepseek3_ep2", "sparse_matmul/ragged_all_to_all (EP=2,", 2},
       {"sparse_ep2_ring", "sparse_matmul/ring_of_experts (EP=2,", 0},
       // The ring gathers a replicated batch (decode) as 2 copies; check compares the first
       // (it stopped with "top_k_weights has shape [1,8,2] but the config implies [2,8,2]").

@@ -131,8 +131,9 @@ TEST_CASE("Release model files MaxText's config validation refuses are refused b
              Catch::Contains("routed_bias_update_rate"));
 }
 
-TEST_CASE("A ragged buffer on the ring of experts without the ragged sort is refused as MaxText does",
-          "[release]") {
+TEST_CASE(
+    "A ragged buffer on the ring of experts without the ragged sort is refused as MaxText does",
+    "[release]") {
   // types.py's validate_ragged_buffer_factor (main and the release); the seed has no such check
   // and no use_ragged_sort in its base.yml.
   const std::vector<std::string> ring = {"trace",

@@ -53,7 +53,8 @@ const std::vector<RevisionInfo>& Revisions() {
                      .wo_padded_like_wi = true,
                      .batch_split_kernels_expert_first = true,
                      .ragged_buffer_truncates_group_sizes = true,
-                     .deepseek_routing_models = {"deepseek3", "deepseek4", "kimi-k2"}}},
+                     .deepseek_routing_models = {"deepseek3", "deepseek4", "kimi-k2"},
+                     .bias_counts_summed_over_batch_axes = true}},
   };
   return kTable;
 }

@@ -65,6 +65,11 @@ struct RevisionBehaviour {
   // weights from the unbiased ones) and keeps pre_bias_logits: "deepseek3" in the seed;
   // main adds "deepseek4"; the release adds "kimi-k2" as well.
   std::vector<std::string_view> deepseek_routing_models = {"deepseek3"};
+  // The sparse path's loss-free bias update counts the experts over the whole batch: permute
+  // psums the one-hot counts over the batch axes of the gate logits' spec (the expert axis
+  // excluded on the ring, whose logits are gathered over it) before rate * sign(mean - count)
+  // (the release). The seed and main count each device's own tokens.
+  bool bias_counts_summed_over_batch_axes = false;
 };
 
 // One row of the revision table.

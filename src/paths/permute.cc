@@ -24,7 +24,8 @@ std::string LastLetter(Tracer& t, const Value& v) {
 
 // get_topk plus the optional load-balance loss and bias updates (permute's first lines).
 PermuteOutput TopKAndLosses(const MoeContext& ctx, const Value& gate_logits,
-                            const std::optional<Value>& pre_bias_logits) {
+                            const std::optional<Value>& pre_bias_logits,
+                            const std::vector<std::string>& bias_count_axes = {}) {
   Tracer& t = ctx.t;
   const TopKOutput top = GetTopK(ctx, gate_logits, pre_bias_logits);
   PermuteOutput out;
@@ -37,7 +38,7 @@ PermuteOutput TopKAndLosses(const MoeContext& ctx, const Value& gate_logits,
   }
   if (ctx.settings().UpdatesLoadBalanceBias()) {
     const auto cond = t.Condition("routed_bias && routed_bias_update_rate > 0");
-    out.bias_updates = LoadBalanceUpdates(ctx, top.indices);
+    out.bias_updates = LoadBalanceUpdates(ctx, top.indices, bias_count_axes);
   }
   return out;
 }
@@ -124,10 +125,11 @@ Value SortRows(const MoeContext& ctx, const Value& inputs, const PermuteOutput& 
 // before get_topk, and the rows are repeated and sorted before bincount counts them.
 PermuteOutput Permute(const MoeContext& ctx, const Value& inputs, const Value& gate_logits,
                       const std::optional<Value>& pre_bias_logits,
-                      const std::optional<Value>& roll_to_expert_id) {
+                      const std::optional<Value>& roll_to_expert_id,
+                      const std::vector<std::string>& bias_count_axes) {
   const auto scope = ctx.t.Scope("permute");
   const Value inputs_2d_plain = Inputs2d(ctx, inputs, gate_logits);
-  PermuteOutput out = TopKAndLosses(ctx, gate_logits, pre_bias_logits);
+  PermuteOutput out = TopKAndLosses(ctx, gate_logits, pre_bias_logits, bias_count_axes);
   const Value inputs_2d = ScaleByRouterScores(ctx, inputs_2d_plain, out.weights);
   const Value flat = FlattenAndSort(ctx, out, roll_to_expert_id);
   out.sorted_inputs = ReplicateAndSort(ctx, inputs_2d, out.sorted_selected_experts);

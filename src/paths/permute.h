@@ -32,10 +32,12 @@ PermuteOutput RouteTokens(const MoeContext& ctx, const Value& gate_logits,
 Value SortRows(const MoeContext& ctx, const Value& inputs, const PermuteOutput& routing);
 
 // `roll_to_expert_id`: ring of experts rotates ids by -(E/EP)*shard so local experts come
-// first; it is a per-device value (nullopt: no roll).
+// first; it is a per-device value (nullopt: no roll). `bias_count_axes`: the mesh axes the
+// bias update's expert counts are psummed over (none: each device's own).
 PermuteOutput Permute(const MoeContext& ctx, const Value& inputs, const Value& gate_logits,
                       const std::optional<Value>& pre_bias_logits,
-                      const std::optional<Value>& roll_to_expert_id);
+                      const std::optional<Value>& roll_to_expert_id,
+                      const std::vector<std::string>& bias_count_axes = {});
 
 Value Unpermute(const MoeContext& ctx, const Value& intermediate,
                 const Value& sorted_selected_experts, const Value& weights, int64_t batch_size,

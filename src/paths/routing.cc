@@ -197,15 +197,24 @@ Value LoadBalanceLoss(const MoeContext& ctx, const Value& top_k_indices,
                  });
 }
 
-Value LoadBalanceUpdates(const MoeContext& ctx, const Value& top_k_indices) {
+Value LoadBalanceUpdates(const MoeContext& ctx, const Value& top_k_indices,
+                         const std::vector<std::string>& count_axes) {
   Tracer& t = ctx.t;
   const auto scope = t.Scope("calculate_load_balance_updates");
   const int64_t e = ctx.setup.num_experts;
   const float rate = static_cast<float>(ctx.settings().routed_bias_update_rate);
   const Value flat =
       tr::Reshape(t, top_k_indices, {top_k_indices.array().size()}, {"flat_indices", "R"});
-  const Value counts = tr::Bincount(t, flat, e, {"expert_counts", "E"});
-  const double average = static_cast<double>(flat.array().size()) / static_cast<double>(e);
+  Value counts = tr::Bincount(t, flat, e, {"expert_counts", "E"});
+  // The mean load is the counted rows over the experts: this device's, or after the psum
+  // every device's of the group (load_balance_updates_from_counts sums the counts).
+  int64_t rows = flat.array().size();
+  if (!count_axes.empty()) {
+    const auto cond = t.Condition("expert counts psummed over the batch axes");
+    counts = t.Psum(counts, count_axes, {"expert_counts", "E"});
+    rows *= t.mesh().Size(count_axes);
+  }
+  const double average = static_cast<double>(rows) / static_cast<double>(e);
   return t.Apply({OpKind::kSign, "", {{"rate", std::to_string(rate)}}}, {&counts},
                  {"bias_updates", "E"}, [&](const std::vector<const Array*>& a) {
                    const Array direction =

@@ -30,8 +30,10 @@ Value LoadBalanceLoss(const MoeContext& ctx, const Value& top_k_indices,
                       const Value& softmax_probs);
 // softmax(gate_logits in f32).astype(dtype), the probabilities the loss uses.
 Value RouterProbs(const MoeContext& ctx, const Value& gate_logits);
-// calculate_load_balance_updates: sign(mean load - count) * rate per expert.
-Value LoadBalanceUpdates(const MoeContext& ctx, const Value& top_k_indices);
+// calculate_load_balance_updates: sign(mean load - count) * rate per expert, the counts
+// psummed over `count_axes` first where moe.py passes it mesh axes (the release's sparse path).
+Value LoadBalanceUpdates(const MoeContext& ctx, const Value& top_k_indices,
+                         const std::vector<std::string>& count_axes = {});
 // act(layer_w0) * layer_w1 cast to the compute dtype. Takes its inputs by value so a caller
 // that moves them in lets each buffer go after its last reader: the peak then holds two of
 // the [rows, H] activations besides the product, not four.

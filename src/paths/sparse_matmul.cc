@@ -2,18 +2,57 @@
 
 #include <fmt/format.h>
 
-#include "shard/mesh.h"
+#include <algorithm>
+#include <array>
+#include <string>
+#include <string_view>
+#include <vector>
+
 #include "paths/ep_routing.h"
 #include "paths/permute.h"
 #include "paths/routing.h"
 #include "paths/sparse_shard_map.h"
 #include "paths/traced_ops.h"
+#include "shard/mesh.h"
 #include "util/error.h"
 
 namespace shardtrace {
 
 namespace tr = traced;
 using Args = std::vector<const Array*>;
+
+namespace {
+
+// The mesh axes the release's permute psums the bias update's expert counts over: those of
+// the gate logits' batch and sequence dims among moe.py's batch axes (_batch_axis_names),
+// without the expert axes on the ring, whose logits are already gathered over them. None
+// where the revision counts per device, or no bias update runs.
+std::vector<std::string> BiasCountAxes(const MoeContext& ctx, const PartitionSpec& gate_logits,
+                                       bool ring) {
+  static constexpr std::array<std::string_view, 8> kBatchAxes = {"data",
+                                                                 "fsdp",
+                                                                 "fsdp_transpose",
+                                                                 "expert",
+                                                                 "context",
+                                                                 "context_usp_ulysses",
+                                                                 "context_autoregressive",
+                                                                 "tensor_sequence"};
+  std::vector<std::string> axes;
+  if (!ctx.settings().revision.behaviour.bias_counts_summed_over_batch_axes ||
+      !ctx.settings().UpdatesLoadBalanceBias())
+    return axes;
+  const std::vector<std::string>& ep = ctx.setup.expert_axes;
+  for (size_t d = 0; d < std::min<size_t>(2, gate_logits.rank()); ++d)
+    for (const std::string& a : gate_logits[d]) {
+      const bool batch = std::find(kBatchAxes.begin(), kBatchAxes.end(), a) != kBatchAxes.end();
+      const bool on_ring = ring && std::find(ep.begin(), ep.end(), a) != ep.end();
+      if (batch && !on_ring && std::find(axes.begin(), axes.end(), a) == axes.end())
+        axes.push_back(a);
+    }
+  return axes;
+}
+
+}  // namespace
 
 PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Value& gate_logits_in,
                         const std::optional<Value>& pre_bias_in, const ExpertKernels& k_in) {
@@ -52,13 +91,13 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
     if (sh.gate_logits.rank() > 0 && routed_batch_spec[0] == sh.gate_logits[0])
       routed_batch_rows = batch_size;
     const Value roll = RollToExpertId(ctx, expert_shard_id);
-    perm = Permute(ctx, x, logits, pre, roll);
+    perm = Permute(ctx, x, logits, pre, roll, BiasCountAxes(ctx, sh.gate_logits, true));
     group_sizes = tr::Slice(t, perm.group_size, 0, 0, local_expert_size, {"group_sizes", "E"});
     CaptureRingRows(ctx, perm, roll, group_sizes, batch_size, sequence_length);
     x = MaskRowsPastGroups(ctx, perm.sorted_inputs, group_sizes, "x");
     selected_experts = perm.sorted_experts;
   } else {
-    perm = Permute(ctx, x, logits, pre, std::nullopt);
+    perm = Permute(ctx, x, logits, pre, std::nullopt, BiasCountAxes(ctx, sh.gate_logits, false));
     // The sort each device did, for the page's tree of its sorted rows.
     ctx.CapturePerDevice(Capture::kSortedSelectedExpertsPerDevice, perm.sorted_selected_experts.shards);
     ctx.CapturePerDevice(Capture::kSortedExpertsPerDevice, perm.sorted_experts.shards);

@@ -239,10 +239,12 @@ PathOutput ExitSparseShardMap(const MoeContext& ctx, const RoutedShardings& shar
   const auto batch_rows = [&](const Value& v) {
     if (routed_batch_rows <= 0 || !v.per_device || v.dim(0) == routed_batch_rows) return v;
     Value rows{-1, {}, true};
-    for (const Array& shard : v.shards) rows.shards.push_back(Slice(shard, 0, 0, routed_batch_rows));
+    for (const Array& shard : v.shards)
+      rows.shards.push_back(Slice(shard, 0, 0, routed_batch_rows));
     return rows;
   };
-  ctx.Capture(Capture::kTopKIndices, t.Assemble(batch_rows(routing.top_k_indices), routed_batch_spec));
+  ctx.Capture(Capture::kTopKIndices,
+              t.Assemble(batch_rows(routing.top_k_indices), routed_batch_spec));
   t.trace().top_k_indices = routing.top_k_indices.tensor;
   const Array weights = t.Assemble(batch_rows(routing.weights), routed_batch_spec);
   ctx.Capture(Capture::kTopKWeights, weights);
@@ -252,7 +254,8 @@ PathOutput ExitSparseShardMap(const MoeContext& ctx, const RoutedShardings& shar
     ctx.Capture(Capture::kRouterScores, Sigmoid(Cast(weights, DType::kFloat32)));
   // A replicated batch (decode) leaves every device the whole output: the invariants check
   // that the copies agree (small: the batch is one sequence).
-  if (!ctx.setup.batch_sharded_by_ep) ctx.CapturePerDevice(Capture::kOutputPerDevice, output.shards);
+  if (!ctx.setup.batch_sharded_by_ep)
+    ctx.CapturePerDevice(Capture::kOutputPerDevice, output.shards);
   t.ExitShardMapBody();
   PathOutput result;
   result.output =
