@@ -309,7 +309,7 @@ TEST_CASE("render: DeepSeek-V3 on 256 devices from a MaxText base.yml", "[compar
   }
   // The trees come from a reduced numeric run of the same path, and the page says so.
   CHECK(page.find("from a reduced numeric run of the same path on the same mesh: B=256 S=4 "
-                  "M=16 E=256 K=8 H=32 instead of B=3072 S=2048 M=7168 E=256 K=8 H=2048") !=
+                  "M=256 E=256 K=8 H=32 instead of B=3072 S=2048 M=7168 E=256 K=8 H=2048") !=
         std::string::npos);
   CHECK(page.find("T0 (sum of weights") != std::string::npos);
   // generate's sparse trees and send matrices, drawn for the first 8 of 256 devices.

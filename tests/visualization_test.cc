@@ -458,8 +458,10 @@ TEST_CASE("a config variant the config cannot take is named with its reason", "[
       {.args = args, .devices = 4, .keys = {"shard_exp_on_fsdp"}, .extra = {}}, run.trace);
   REQUIRE(cols.size() == 3);
   CHECK(cols[0].label == "as traced");
-  CHECK(cols[1].not_traced.empty());
-  CHECK(cols[1].specs.size() == cols[0].specs.size());
+  // shard_exp_on_fsdp puts the 3 experts on fsdp=4: a parameter JAX refuses.
+  CHECK_THAT(cols[1].not_traced, Catch::Contains("not divisible by") &&
+                                     Catch::Contains("MaxText cannot build this block"));
+  CHECK(cols[1].specs.empty());
   CHECK(cols[2].label == "EP on (`ici_expert_parallelism=2`)");
   CHECK(cols[2].not_traced == "num_experts 3 is not divisible by the expert-parallel size 2");
   CHECK(cols[2].specs.empty());

@@ -41,13 +41,12 @@ std::string KeyOf(const std::string& arg) { return arg.substr(0, arg.find('='));
 // only shrink, so a decode config (a global batch of 1, one token) stays on its path.
 std::vector<std::string> ReducedArgs(const std::vector<std::string>& args, const Config& config,
                                      const MoeSetup& setup, int64_t devices) {
-  // Kernels whose embed dim does not divide by their mesh axes are padded, as XLA pads
-  // them; only the numbers of the routing (which expert each token picks) are shown.
-  // The embedding splits into num_moe_emb_chunks chunks on each of its shards: a multiple
-  // of chunks x devices keeps every such split whole (the devices bound the shards).
+  // A kernel's embed dim must divide by its mesh axes (JAX refuses a parameter that does
+  // not, and so does trace), and the embedding splits into num_moe_emb_chunks chunks on
+  // each of its shards: a multiple of chunks x devices, at least 16, keeps both whole (the
+  // devices bound the shards).
   const int64_t chunks = std::max<int64_t>(setup.emb_chunks, 1);
-  const int64_t emb =
-      chunks > 1 ? (16 + chunks * devices - 1) / (chunks * devices) * chunks * devices : 16;
+  const int64_t emb = (16 + chunks * devices - 1) / (chunks * devices) * chunks * devices;
   std::vector<std::string> reduced = {
       "override_model_config=true",
       fmt::format("base_emb_dim={}", emb),

@@ -115,7 +115,15 @@ Value Tracer::Weight(const Out& out, Array value, const LogicalAxes& kernel_axes
   t.logical_axes = kernel_axes;
   t.constraint = Constraint::kKernelAxes;
   t.partition_spec = res.spec;
-  t.warnings = ShardTensor(t.name, t.shape, t.dtype, res.spec, mesh_).warnings;
+  // A parameter is a jit argument: JAX refuses a sharding that does not divide its dims
+  // (MaxText cannot build such a block), where an activation would be padded.
+  try {
+    ShardTensor(t.name, t.shape, t.dtype, res.spec, mesh_, Divisibility::kRequire);
+  } catch (const Error& e) {
+    Fail("{} (kernel_axes {}); MaxText cannot build this block: JAX refuses a parameter whose "
+         "sharding does not divide it",
+         e.what(), LogicalAxesToString(kernel_axes));
+  }
   RecordOp({OpKind::kParam, "", {}}, {}, {v.tensor});
   return v;
 }
