@@ -48,12 +48,13 @@ import jax  # pylint: disable=wrong-import-position
 import numpy as np  # pylint: disable=wrong-import-position
 from flax import nnx  # pylint: disable=wrong-import-position
 from flax import linen as nn  # pylint: disable=wrong-import-position
-from flax.nnx.spmd import get_var_pspec  # pylint: disable=wrong-import-position
+
 from jax.sharding import NamedSharding  # pylint: disable=wrong-import-position
 
 from maxtext.configs import pyconfig  # pylint: disable=wrong-import-position
 from maxtext.layers import moe, quantizations  # pylint: disable=wrong-import-position
 from maxtext.utils import maxtext_utils  # pylint: disable=wrong-import-position
+from maxtext.utils import sharding as maxtext_sharding  # pylint: disable=wrong-import-position
 
 # maxtext.models.deepseek imports the engram layer, whose module imports tokenizer libraries
 # (tiktoken, sentencepiece) and sympy at load time. The oracle venv lacks them and nothing here
@@ -176,10 +177,14 @@ def moe_block(layer):
 
 
 def named_sharding(var, mesh):
-  """The NamedSharding nnx gives a variable under MaxText's rules (what nnx.eval_shape and
-  MaxText's abstract state do per variable: flax's get_var_pspec, then NamedSharding, which
-  refuses a mesh axis the mesh lacks or one used twice)."""
-  return NamedSharding(mesh, get_var_pspec(var))
+  """The NamedSharding MaxText gives a variable of its train state: what
+  get_abstract_state_nnx computes per variable (maxtext.utils.sharding.
+  get_nnx_var_named_sharding_with_scan_axis: linen's logical_to_mesh_axes under the current
+  rules, where a logical name no rule maps is replicated, then the size-1 axes removed).
+  flax's own get_var_pspec maps names differently (a name no rule maps passes through as a
+  mesh axis name), but MaxText does not use it for its state and turns flax's eager
+  variable sharding off (layers/nnx_wrappers.py: flax_always_shard_variable=False)."""
+  return maxtext_sharding.get_nnx_var_named_sharding_with_scan_axis(var, mesh).get_value()
 
 
 def _spec_json(spec):
