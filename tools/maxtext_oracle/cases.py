@@ -164,7 +164,7 @@ CASES = [
          capacity_factor=1.0),
 ]
 CASES += [bf16(c) for c in CASES if c["name"] in ("sparse_ep1", "dense_dropless", "dense_drop_train_fsdp2",
-                                                   "mlp_dense")]
+                                                   "mlp_dense", "sparse_ep2")]
 
 # Declared but not exportable on CPU with this release; listed in testdata/maxtext/README.md.
 NOT_EXPORTABLE = [
