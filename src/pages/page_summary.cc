@@ -79,9 +79,16 @@ std::string BudgetTable(const Trace& trace, const SpmdResult& spmd, const TraceT
   out += fmt::format("| communication per layer, written in {} | {} | {} |\n", CodeOf(trace),
                      HumanBytes(totals.collective_bytes_sent_per_device),
                      Plural(written, "collective"));
-  out +=
-      fmt::format("| communication per layer, inserted by XLA | {} | {} |\n",
-                  HumanBytes(totals.implied_bytes_sent_per_device), Plural(implied, "collective"));
+  // What is modelled says so: XLA never compiled this config (docs/xla-model.md says where
+  // the model was checked against XLA's HLO); 16-bit floats count as TPU moves them.
+  std::string modelled = "modelled, not compiled for this config";
+  if (totals.implied_bytes_sent_per_device_on_xla_cpu != totals.implied_bytes_sent_per_device)
+    modelled += fmt::format("; XLA:CPU widens 16-bit floats: {}",
+                            HumanBytes(totals.implied_bytes_sent_per_device_on_xla_cpu));
+  out += fmt::format("| communication per layer, inserted by XLA | {} | {}{} |\n",
+                     HumanBytes(totals.implied_bytes_sent_per_device),
+                     Plural(implied, "collective"),
+                     implied > 0 ? " (" + modelled + ")" : "");
   return out;
 }
 
