@@ -149,7 +149,10 @@ TEST_CASE("activations by MaxText name", "[numeric][ops]") {
   CHECK(at("selu", -1.0f) ==
         Approx(1.0507009873554805f * 1.6732632423543772f * (std::exp(-1.0f) - 1)));
   CHECK(at("celu", -1.0f) == Approx(std::exp(-1.0f) - 1.0f));
-  CHECK(ActivationNames().size() == 16);
+  // DeepSeek-V4's router score, sqrt(softplus(x)): sqrt(log 2) at 0.
+  CHECK(at("sqrtsoftplus", 0.0f) == Approx(std::sqrt(std::log(2.0f))));
+  CHECK(at("sqrtsoftplus", 100.0f) == 10.0f);
+  CHECK(ActivationNames().size() == 17);
 }
 
 TEST_CASE("activation keeps bfloat16 and rejects unknown names", "[numeric][ops]") {

@@ -208,10 +208,11 @@ void CheckMoeConstraints(const ValueMap& values) {
   const bool routed_bias = ValueAsBool("routed_bias", LookUp(values, "routed_bias"));
   const double update_rate =
       ValueAsFloat("routed_bias_update_rate", LookUp(values, "routed_bias_update_rate"));
-  if (routed_bias && update_rate > 0.0 && decoder_block != "deepseek") {
+  if (routed_bias && update_rate > 0.0 && decoder_block != "deepseek" &&
+      decoder_block != "deepseek4") {
     Fail(
-        "routed_bias_update_rate > 0 with routed_bias=true needs decoder_block 'deepseek', got "
-        "'{}'",
+        "routed_bias_update_rate > 0 with routed_bias=true needs decoder_block 'deepseek' or "
+        "'deepseek4', got '{}'",
         decoder_block);
   }
 }

@@ -151,7 +151,9 @@ std::vector<MoeKeyEntry> MakeTable() {
       {"mlp_bias", "False", M, "expert biases", "True"},
       {"n_routing_groups", "-1", M, "DeepSeek-V3 group routing", "2",
        "model_name=deepseek3-tiny override_model_config=true topk_routing_group=1"},
-      {"first_num_hash_layers", "0", R, "DeepSeek-V4 hash routing of the first layers", "1"},
+      {"first_num_hash_layers", "0", M,
+       "DeepSeek-V4's first layers route by token-id hash; the trace is a later layer's (noted)",
+       "1"},
       {"topk_routing_group", "-1", M, "DeepSeek-V3 group routing", "2",
        "model_name=deepseek3-tiny override_model_config=true n_routing_groups=4 "
        "topk_routing_group=1"},

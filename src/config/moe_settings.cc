@@ -32,6 +32,7 @@ MoeSettings ResolveMoeSettings(const Config& c) {
   s.num_experts_per_tok = c.Int("num_experts_per_tok");
   s.shared_experts = c.Int("shared_experts");
   s.first_num_dense_layers = c.Int("first_num_dense_layers");
+  s.first_num_hash_layers = c.Int("first_num_hash_layers");
   s.interleave_moe_layer_step = c.Int("interleave_moe_layer_step");
 
   s.dtype = ParseDType(c.Str("dtype"), "dtype");

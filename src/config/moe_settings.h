@@ -45,6 +45,7 @@ struct MoeSettings {
   int64_t num_experts_per_tok = 0;
   int64_t shared_experts = 0;
   int64_t first_num_dense_layers = 0;
+  int64_t first_num_hash_layers = 0;  // DeepSeek-V4: the first layers route by token-id hash
   int64_t interleave_moe_layer_step = 0;
 
   // Types and the expert MLP.

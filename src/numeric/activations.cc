@@ -43,6 +43,8 @@ float Selu(float x) {
   return scale * (x > 0.0f ? x : alpha * std::expm1(x));
 }
 float Celu(float x) { return x > 0.0f ? x : std::expm1(x); }  // alpha = 1
+// DeepSeek-V4's router score (linears._convert_to_activation_function): sqrt(softplus(x)).
+float SqrtSoftplus(float x) { return std::sqrt(Softplus(x)); }
 
 struct NamedActivation {
   std::string_view name;
@@ -50,7 +52,7 @@ struct NamedActivation {
 };
 
 // Name -> function; also the order ActivationNames() and error messages list them in.
-constexpr std::array<NamedActivation, 16> kActivations = {{
+constexpr std::array<NamedActivation, 17> kActivations = {{
     {"linear", Identity},
     {"silu", Silu},
     {"swish", Silu},
@@ -67,6 +69,7 @@ constexpr std::array<NamedActivation, 16> kActivations = {{
     {"soft_sign", SoftSign},
     {"selu", Selu},
     {"celu", Celu},
+    {"sqrtsoftplus", SqrtSoftplus},
 }};
 
 DType FloatingOr32(DType dtype) { return IsFloating(dtype) ? dtype : DType::kFloat32; }

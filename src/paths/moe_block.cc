@@ -25,8 +25,8 @@ Block ParseBlock(const std::string& name) {
 }
 
 bool UsesSharedExperts(const MoeSetup& s) {
-  return (s.decoder_block == "deepseek" || s.decoder_block == "llama4" ||
-          s.decoder_block == "gemma4") &&
+  return (s.decoder_block == "deepseek" || s.decoder_block == "deepseek4" ||
+          s.decoder_block == "llama4" || s.decoder_block == "gemma4") &&
          s.shared_hidden > 0;
 }
 
@@ -46,6 +46,7 @@ PathOutput RoutedMoE(const MoeContext& ctx, const Value& inputs_in, const MoePar
   // release gives the router its own logical axis, ('embed_router', None).
   const std::string shared_gate_axis(settings.revision.behaviour.router_embed_axis);
   const LogicalAxes gate_axes = shared_wrapper || s.decoder_block == "deepseek" ||
+                                        s.decoder_block == "deepseek4" ||
                                         s.decoder_block == "llama4" || s.decoder_block == "gemma4"
                                     ? LogicalAxes{shared_gate_axis, std::nullopt}
                                     : LogicalAxes{"embed", std::nullopt};

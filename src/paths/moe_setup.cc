@@ -235,9 +235,9 @@ MoeSetup MakeMoeSetup(MoeSettings settings, const Mesh& mesh) {
     s.routing_reasons.push_back("top_k over the gate logits (548)");
   }
   if (!c.use_random_routing) {
-    if (s.decoder_block == "deepseek")
-      s.routing_reasons.push_back(
-          "decoder_block deepseek: deepseek_scale_weights (549-550, 558-564)");
+    if (s.decoder_block == "deepseek" || s.decoder_block == "deepseek4")
+      s.routing_reasons.push_back(fmt::format(
+          "decoder_block {}: deepseek_scale_weights (549-550, 558-564)", s.decoder_block));
     else if (s.decoder_block == "llama4")
       s.routing_reasons.push_back(
           "decoder_block llama4: the top-k logits stay raw; sigmoid router scores scale the "
@@ -248,6 +248,21 @@ MoeSetup MakeMoeSetup(MoeSettings settings, const Mesh& mesh) {
   }
   if (c.norm_topk_prob)
     s.routing_reasons.push_back("norm_topk_prob: weights divided by their sum (554-555)");
+  // A note of the trace (path_reasons are printed with it): which layers this block is.
+  if (c.first_num_hash_layers > 0)
+    s.path_reasons.push_back(
+        s.decoder_block == "deepseek4"
+            ? fmt::format(
+                  "first_num_hash_layers {}: layers 0 to {} (DeepSeek4DecoderLayer "
+                  "is_hash_routing) "
+                  "take their top-k experts from tid2eid [vocab_size, K] by token id, weights "
+                  "from the unbiased scores, with no gate bias, load-balance loss or bias "
+                  "update; not traced: this is a later layer's gate routing",
+                  c.first_num_hash_layers, c.first_num_hash_layers - 1)
+            : fmt::format(
+                  "first_num_hash_layers {}: read only by DeepSeek-V4 layers (decoder_block "
+                  "deepseek4); no effect on decoder_block {}",
+                  c.first_num_hash_layers, s.decoder_block));
   return s;
 }
 

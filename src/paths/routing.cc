@@ -139,11 +139,12 @@ TopKOutput GetTopK(const MoeContext& ctx, const Value& gate_logits,
     weights = vals;
     indices = idx;
   }
-  if (s.decoder_block == "deepseek") {
-    const auto cond = t.Condition("decoder_block == deepseek");
+  if (s.decoder_block == "deepseek" || s.decoder_block == "deepseek4") {
+    const auto cond = t.Condition("decoder_block == " + s.decoder_block);
     const auto sc = t.Scope("deepseek_scale_weights");
-    if (ctx.settings().routed_score_func == "sigmoid") {
-      const auto cond = t.Condition("routed_score_func == sigmoid");
+    const std::string& score = ctx.settings().routed_score_func;
+    if (score == "sigmoid" || score == "sqrtsoftplus") {
+      const auto cond = t.Condition("routed_score_func == " + score);
       const Value sum = tr::Sum(t, *weights, -1, true, {"weights_sum", "BS1"});
       weights = tr::Binary(t, OpKind::kDiv, *weights, sum, {"top_k_weights", "BSK"});
     }

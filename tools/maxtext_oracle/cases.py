@@ -94,6 +94,10 @@ CASES = [
          num_experts=8, num_experts_per_tok=1),
     case("qwen3_5_shared", 1, "Qwen3NextSparseMoeBlock of qwen3.5-35b-a3b", block="qwen3_next",
          **model("qwen3.5-35b-a3b")),
+    case("shared_deepseek4", 1,
+         "RoutedAndSharedMoE of deepseek4-tiny past its hash layers: sqrtsoftplus scores, biased "
+         "top-k, weights from the unbiased scores, clamped SwiGLU, bias updates",
+         block="shared", **model("deepseek4-tiny"), attention="dot_product"),
     case("shared_llama4", 1, "RoutedAndSharedMoE of llama4-17b-16e (sigmoid top-1 on the inputs)",
          block="shared", **model("llama4-17b-16e"), num_experts_per_tok=1),
     case("shared_gemma4", 1, "RoutedAndSharedMoE of gemma4-26b (softmax top-k, norm_topk_prob)",
