@@ -124,8 +124,10 @@ data DataStructures(const Trace& trace, const SpmdResult& spmd) {
   std::vector<Row> merged;
   for (const TensorRecord& t : trace.tensors) {
     const std::string meaning = TensorMeaning(t);
-    const std::string key =
-        fmt::format("{}|{}|{}|{}", t.name, ToString(t.kind), DimsShape(t), meaning);
+    // The block's input is its own row: it arrives placed by the decoder layer, and a later
+    // value moe.py casts or constrains under the same name is not it.
+    const std::string key = fmt::format("{}|{}|{}|{}{}", t.name, ToString(t.kind), DimsShape(t),
+                                        meaning, t.id == trace.input ? "|block input" : "");
     const bool constrained = t.constraint != Constraint::kNone;
     Row* row = nullptr;
     for (Row& r : merged) {
@@ -166,10 +168,16 @@ data DataStructures(const Trace& trace, const SpmdResult& spmd) {
     row.set("kind", ToString(t.kind));
     row.set("dtype", fmt::format("{}", fmt::join(dtypes, "→")));
     row.set("shape", Cell(DimsShape(t)));
+    const bool arrives = s.placement == Placement::kArgument && s.propagated_spec;
     row.set("logical", Code(t.logical_axes ? LogicalAxesToString(*t.logical_axes) : ""));
-    row.set("spec", Code(t.partition_spec ? t.partition_spec->ToString() : ""));
-    row.set("local", Cell(local));
-    row.set("constraint", t.constraint != Constraint::kNone ? ToString(t.constraint)
+    row.set("spec", Code(t.partition_spec ? t.partition_spec->ToString()
+                         : arrives        ? s.propagated_spec->ToString()
+                                          : ""));
+    row.set("local", Cell(arrives ? fmt::format("{} ({})", ShapeToString(s.local_shape),
+                                                HumanBytes(s.bytes_per_device))
+                                  : local));
+    row.set("constraint", arrives ? "the decoder layer (block input, a jit argument)"
+                          : t.constraint != Constraint::kNone ? ToString(t.constraint)
                           : t.in_shard_map                  ? "per device (shard_map body)"
                           : t.kind == TensorKind::kWeight   ? "-"
                           : constant_scalar[t.id]           ? "- (a constant)"
