@@ -301,10 +301,10 @@ TEST_CASE(
       "| model file | case | MaxText | shardtrace |\n|---|---|---|---|\n{}\n"
       "## Outside the MoE block\n\n"
       "For these files, the sweep found a variable of MaxText's decoder layer, outside the MoE "
-      "block, whose sharding JAX refuses: flax's `get_var_pspec` under the config's rules names "
-      "a mesh axis the mesh lacks, or one axis twice. The first such variable is shown. Whether "
-      "a full MaxText run fails there was not checked. shardtrace models the MoE block only and "
-      "does not report these.\n\n"
+      "block, whose sharding JAX refuses on some mesh: the NamedSharding MaxText's own "
+      "`get_nnx_var_named_sharding_with_scan_axis` gives it does not divide it, or names an "
+      "axis twice. The first such variable is shown. Whether a full MaxText run fails there was "
+      "not checked. shardtrace models the MoE block only and does not report these.\n\n"
       "| model file | variable: error |\n|---|---|\n{}",
       exact, both_refuse, listed_cases, diffs.size(), mesh_head, mesh_rule, table, known, refusals,
       outside);
