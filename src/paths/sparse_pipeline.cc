@@ -234,7 +234,8 @@ PathOutput SparsePipeline(const MoeContext& ctx, const Value& inputs, const Valu
   }
   Value output;
   {
-    const auto sc = t.Scope("unpermute");
+    // PR 3981's last step, unpermute(output, routing): moe.py's own unpermute opens that
+    // scope itself, so the step adds none (no "unpermute/unpermute").
     const int64_t batch_size = op.x.dim(0), seq = op.x.dim(1);
     if (s.ring_of_experts) {
       out = MaskRowsPastGroups(ctx, out, route.group_sizes, "intermediate_output");
