@@ -102,7 +102,8 @@ TEST_CASE("Every output names the revision the run followed", "[revision]") {
       std::string::npos);
   const testing::CommandResult page = with({"render"});
   REQUIRE(page.status == 0);
-  CHECK(page.out.find("| source | `maxtext/layers/moe.py` at " + title + " |") !=
+  CHECK(page.out.find("| source | `maxtext/layers/moe.py` at " + title +
+                      "; its `moe.py:NNN` references cite the seed's file (313890777) |") !=
         std::string::npos);
   // The flag names the revision for every run a command derives: both sides of a diff.
   const testing::CommandResult forced =

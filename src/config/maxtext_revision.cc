@@ -70,7 +70,11 @@ std::string MaxTextRevision::Title() const {
 }
 
 std::string MaxTextRevision::MoePySource() const {
-  return fmt::format("`{}` at {}", info().moe_py, Title());
+  const std::string source = fmt::format("`{}` at {}", info().moe_py, Title());
+  if (id == RevisionId::kSeed) return source;
+  // The line table per revision is not built yet: say whose lines the references are.
+  return fmt::format("{}; its `moe.py:NNN` references cite the seed's file ({})", source,
+                     Revisions().front().name);
 }
 
 namespace {

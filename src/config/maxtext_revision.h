@@ -97,7 +97,8 @@ struct MaxTextRevision {
   const RevisionInfo& info() const;
   // "MaxText 0.2.5 (the PyPI release)": how outputs name it.
   std::string Title() const;
-  // "`maxtext/layers/moe.py` at MaxText 0.2.5 (the PyPI release)": a page's source line.
+  // "`maxtext/layers/moe.py` at MaxText 0.2.5 (the PyPI release)": a page's source line;
+  // other than the seed's, it says that `moe.py:NNN` references cite the seed's file.
   std::string MoePySource() const;
 };
 
