@@ -136,6 +136,42 @@ TEST_CASE("shard-exp-on-fsdp with EP=2 runs as each revision runs it", "[revisio
         "logical rules shard 'exp' as P(('expert', 'fsdp'), None, None)\n");
 }
 
+TEST_CASE("The release refuses the key shard_exp_on_fsdp with EP=2 where its ragged_dot fails",
+          "[revision]") {
+  // MaxText 0.2.5 on 4 CPU devices (fsdp=2 x expert=2): shard_exp_on_fsdp=true on the sparse
+  // path fails ("expected rhs group dimension size to be 4, got 8"); the custom rule file
+  // shard-exp-on-fsdp runs (case sparse_rule_shard_exp_on_fsdp_ep2), and so does the dense
+  // path (dense_shard_exp_on_fsdp_ep2): `check` of both cases passes in the [maxtext] tests.
+  const std::vector<std::string> small = {"trace",
+                                          SourcePath("testdata/maxtext/configs/base.yml"),
+                                          "base_emb_dim=16",
+                                          "base_mlp_dim=32",
+                                          "base_moe_mlp_dim=32",
+                                          "num_experts=8",
+                                          "num_experts_per_tok=2",
+                                          "max_target_length=8",
+                                          "per_device_batch_size=2",
+                                          "decoder_block=mixtral",
+                                          "ici_expert_parallelism=2",
+                                          "ici_fsdp_parallelism=2",
+                                          "--devices",
+                                          "4",
+                                          "--quiet"};
+  std::vector<std::string> key = small;
+  key.push_back("shard_exp_on_fsdp=true");
+  const testing::CommandResult refused = RunShardtrace(key);
+  CHECK(refused.status == 2);
+  CHECK_THAT(refused.err, Catch::StartsWith("shardtrace: error: sparse_matmul: w0 enters "
+                                            "shard_map as [8,16,32] per device") &&
+                              Catch::Contains("needs 4 local experts"));
+  std::vector<std::string> rule = small;
+  rule.push_back("custom_mesh_and_rule=shard-exp-on-fsdp");
+  CHECK(RunShardtrace(rule).status == 0);
+  std::vector<std::string> dense = key;
+  dense.push_back("sparse_matmul=false");
+  CHECK(RunShardtrace(dense).status == 0);
+}
+
 TEST_CASE("padded_base_moe_mlp_dim pads wo as well in the release, wi_0/wi_1 only before",
           "[revision]") {
   const std::vector<std::string> dims = {"base_emb_dim=64",       "base_mlp_dim=128",

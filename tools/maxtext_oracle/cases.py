@@ -149,6 +149,12 @@ CASES = [
          mesh={"fsdp": 2, "expert": 2}, sparse_matmul=False, capacity_factor=1.0, model_call_mode="inference"),
     case("sparse_shard_exp_on_fsdp", 4, "sparse_matmul with shard_exp_on_fsdp (fsdp=4)", mesh={"fsdp": 4},
          shard_exp_on_fsdp=True),
+    case("sparse_rule_shard_exp_on_fsdp_ep2", 4,
+         "custom_mesh_and_rule shard-exp-on-fsdp with EP=2 x fsdp=2 (runs in the release; the key "
+         "shard_exp_on_fsdp=true with EP=2 fails in ragged_dot, and shardtrace refuses it)",
+         custom_mesh_and_rule="shard-exp-on-fsdp", mesh={"fsdp": 2, "expert": 2}),
+    case("dense_shard_exp_on_fsdp_ep2", 4, "dense_matmul with shard_exp_on_fsdp=true, EP=2 x fsdp=2",
+         mesh={"fsdp": 2, "expert": 2}, shard_exp_on_fsdp=True, sparse_matmul=False),
     case("sparse_2d_fsdp", 4, "sparse_matmul with use_2d_fsdp_sharding (fsdp=2 x fsdp_transpose=2)",
          mesh={"fsdp": 2, "fsdp_transpose": 2}, use_2d_fsdp_sharding=True),
     case("dense_drop_train_fsdp2_ep2", 4, "dense_matmul dropping, fsdp=2 x expert=2",
