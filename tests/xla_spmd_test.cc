@@ -308,8 +308,7 @@ TEST_CASE("Every MoE path on fsdp=2 x expert=2 gets the collectives XLA inserts"
       {"dense dropless",
        {"sparse_matmul=false"},
        {gate, gate_out, scatter_indices, scatter_weights, input, "all-gather wi_0 fsdp 2048",
-        "all-gather wi_1 fsdp 2048",
-        "all-gather wo fsdp 2048", "all-reduce output expert 1024"}},
+        "all-gather wi_1 fsdp 2048", "all-gather wo fsdp 2048", "all-reduce output expert 1024"}},
       // Token dropping: the mask constraints slice, the kernels are gathered by the
       // constraint in maybe_all_gather_kernel_weight_in_expert_parallelism, the combine
       // contracts E (and C) sharded on expert.
@@ -438,4 +437,37 @@ TEST_CASE("A block input takes the sharding its first constraint asks for, not a
   CHECK(gathers == 7);  // gate kernel, w0/w1/wo over fsdp, shared wi_0/wi_1/wo
 }
 
+}  // namespace shardtrace
+
+namespace shardtrace {
+namespace {
+
+TEST_CASE("The masked loop's w[e] of an expert-sharded kernel is gathered over expert once",
+          "[spmd]") {
+  // E=4 experts on expert=2 (fsdp=2): wi_0, wi_1 and wo as bfloat16 [2,8,32] blocks per device
+  // (1 KiB); every device needs every expert's slice, so each kernel's expert dim is gathered
+  // (1 more block: 1 KiB sent), once for all four x[e] (CSE), and no later iteration repeats it.
+  const testing::CommandResult r = testing::RunShardtrace(
+      {"trace", "base_emb_dim=16", "base_mlp_dim=32", "base_moe_mlp_dim=32", "num_experts=4",
+       "num_experts_per_tok=2", "max_target_length=4", "per_device_batch_size=1",
+       "ici_expert_parallelism=2", "--devices", "4", "--path", "masked_loop", "--format", "json"});
+  REQUIRE(r.status == 0);
+  const nlohmann::json trace = nlohmann::json::parse(r.out);
+  std::vector<std::string> found;
+  for (const nlohmann::json& op : trace.at("ops"))
+    if (op.contains("implied_collectives"))
+      for (const nlohmann::json& c : op.at("implied_collectives"))
+        if (c.at("reason") == "x[e] along a sharded dim")
+          found.push_back(fmt::format("{} {} {} {}->{}", c.at("kind").get<std::string>(),
+                                      c.at("axes").dump(), c.at("bytes_per_device").get<int64_t>(),
+                                      c.at("from").get<std::string>(),
+                                      c.at("to").get<std::string>()));
+  CHECK(found ==
+        std::vector<std::string>{
+            "all_gather [\"expert\"] 1024 P('expert', 'fsdp', None)->P(None, 'fsdp', None)",
+            "all_gather [\"expert\"] 1024 P('expert', 'fsdp', None)->P(None, 'fsdp', None)",
+            "all_gather [\"expert\"] 1024 P('expert', None, 'fsdp')->P(None, None, 'fsdp')"});
+}
+
+}  // namespace
 }  // namespace shardtrace

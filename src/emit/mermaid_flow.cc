@@ -437,8 +437,7 @@ class MermaidRenderer {
     if (!p || !q) return !p && !q;
     if (p->kind != q->kind || p->equation != q->equation || p->function != q->function ||
         p->inputs.size() != q->inputs.size() || p->outputs.size() != q->outputs.size() ||
-        p->collective.has_value() != q->collective.has_value() ||
-        spmd_.implied_at(p->id).size() != spmd_.implied_at(q->id).size())
+        p->collective.has_value() != q->collective.has_value())
       return false;
     if (p->collective &&
         (p->collective->kind != q->collective->kind || p->collective->axes != q->collective->axes))
@@ -448,9 +447,19 @@ class MermaidRenderer {
       const TensorRecord& v = trace_.tensors[q->inputs[i]];
       if (u.name != v.name || u.shape != v.shape || u.dtype != v.dtype) return false;
     }
-    for (size_t k = 0; k < spmd_.implied_at(p->id).size(); ++k) {
-      const ImpliedCollective& c = spmd_.implied_at(p->id)[k];
-      const ImpliedCollective& d = spmd_.implied_at(q->id)[k];
+    // A collective whose result later iterations read too (XLA's CSE: a kernel gathered
+    // once for every x[e]) belongs to the loop, not to one iteration.
+    const auto own = [&](const OpRecord& op) {
+      std::vector<const ImpliedCollective*> out;
+      for (const ImpliedCollective& c : spmd_.implied_at(op.id))
+        if (c.last_reader_op < 0) out.push_back(&c);
+      return out;
+    };
+    const std::vector<const ImpliedCollective*> pc = own(*p), qc = own(*q);
+    if (pc.size() != qc.size()) return false;
+    for (size_t k = 0; k < pc.size(); ++k) {
+      const ImpliedCollective& c = *pc[k];
+      const ImpliedCollective& d = *qc[k];
       if (c.kind != d.kind || c.axes != d.axes || c.bytes_per_device != d.bytes_per_device ||
           trace_.tensors[c.tensor].name != trace_.tensors[d.tensor].name)
         return false;

@@ -307,6 +307,11 @@ class Analysis {
         return outs;
       }
       case Rule::kLeading: {
+        // x[e] (one slice of the leading dim): the other dims keep their sharding.
+        if (IsLeadingIndex(op)) {
+          const Entries in = State(op.inputs[0]).spec.entries();
+          return std::vector<PartitionSpec>{PartitionSpec(Entries(in.begin() + 1, in.end()))};
+        }
         std::vector<PartitionSpec> outs;
         for (const int o : op.outputs) outs.push_back(LeadingSpec(op, T(o).shape));
         return outs;
@@ -316,6 +321,14 @@ class Analysis {
       default:
         return std::nullopt;
     }
+  }
+
+  // x[e]: one static index into the leading dim, the other dims whole.
+  bool IsLeadingIndex(const OpRecord& op) const {
+    if (op.kind != OpKind::kIndex || op.inputs.size() != 1 || op.outputs.size() != 1) return false;
+    const Shape& in = T(op.inputs[0]).shape;
+    const Shape& out = T(op.outputs[0]).shape;
+    return in.size() == out.size() + 1 && std::equal(out.begin(), out.end(), in.begin() + 1);
   }
 
   // Leading dims (all but the last) from the first operand that has them at that size.
@@ -531,6 +544,17 @@ class Analysis {
       switch (rule) {
         case Rule::kConstraint:
           Reshard(op, op.inputs[0], *T(op.outputs[0]).partition_spec, "sharding constraint", true);
+          break;
+        case Rule::kLeading:
+          // x[e] along a sharded dim (the masked loop's w0[e] of P('expert', 'fsdp', None)):
+          // the slice lives on the devices owning e, and every device needs it, so GSPMD
+          // gathers that dim first; each kernel is gathered once for all its slices (CSE).
+          if (IsLeadingIndex(op) && Known(op.inputs[0]) &&
+              !State(op.inputs[0]).spec.entries().front().empty()) {
+            Entries whole = State(op.inputs[0]).spec.entries();
+            whole.front().clear();
+            Reshard(op, op.inputs[0], PartitionSpec(whole), "x[e] along a sharded dim", false);
+          }
           break;
         case Rule::kShardMapIn:
           Reshard(op, op.inputs[0], *T(op.outputs[0]).partition_spec, "shard_map in_specs", true);
