@@ -178,10 +178,10 @@ data DataStructures(const Trace& trace, const SpmdResult& spmd) {
                                   : local));
     row.set("constraint", arrives ? "the decoder layer (block input, a jit argument)"
                           : t.constraint != Constraint::kNone ? ToString(t.constraint)
-                          : t.in_shard_map                  ? "per device (shard_map body)"
-                          : t.kind == TensorKind::kWeight   ? "-"
-                          : constant_scalar[t.id]           ? "- (a constant)"
-                                                            : "propagated by XLA");
+                          : t.in_shard_map                    ? "per device (shard_map body)"
+                          : t.kind == TensorKind::kWeight     ? "-"
+                          : constant_scalar[t.id]             ? "- (a constant)"
+                                                              : "propagated by XLA");
     row.set("meaning", Cell(r.note.empty()      ? r.meaning
                             : r.meaning.empty() ? r.note
                                                 : r.meaning + "; " + r.note));

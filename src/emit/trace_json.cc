@@ -144,13 +144,12 @@ std::string TraceToJson(const Trace& trace, const SpmdResult& spmd) {
                              {"axes", c.axes},
                              {"count", c.count},
                              {"bytes_sent_per_device", c.bytes_sent_per_device}});
-  j["totals"] = {
-      {"weight_bytes_per_device", totals.weight_bytes_per_device},
-      {"collective_bytes_sent_per_device", totals.collective_bytes_sent_per_device},
-      {"implied_collective_bytes_sent_per_device", totals.implied_bytes_sent_per_device},
-      {"implied_collective_bytes_sent_per_device_on_xla_cpu",
-       totals.implied_bytes_sent_per_device_on_xla_cpu},
-      {"collectives", by_collective}};
+  j["totals"] = {{"weight_bytes_per_device", totals.weight_bytes_per_device},
+                 {"collective_bytes_sent_per_device", totals.collective_bytes_sent_per_device},
+                 {"implied_collective_bytes_sent_per_device", totals.implied_bytes_sent_per_device},
+                 {"implied_collective_bytes_sent_per_device_on_xla_cpu",
+                  totals.implied_bytes_sent_per_device_on_xla_cpu},
+                 {"collectives", by_collective}};
   const MemoryEstimate& m = spmd.memory;
   Json by_dtype = Json::object();
   for (const auto& [dtype, bytes] : m.parameter_bytes_by_dtype) by_dtype[ToString(dtype)] = bytes;

@@ -87,8 +87,7 @@ std::string BudgetTable(const Trace& trace, const SpmdResult& spmd, const TraceT
                             HumanBytes(totals.implied_bytes_sent_per_device_on_xla_cpu));
   out += fmt::format("| communication per layer, inserted by XLA | {} | {}{} |\n",
                      HumanBytes(totals.implied_bytes_sent_per_device),
-                     Plural(implied, "collective"),
-                     implied > 0 ? " (" + modelled + ")" : "");
+                     Plural(implied, "collective"), implied > 0 ? " (" + modelled + ")" : "");
   return out;
 }
 

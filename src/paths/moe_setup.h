@@ -51,11 +51,11 @@ struct MoeSetup {
   // Why get_topk routes the way it does (score function, bias, DeepSeek groups, softmax or
   // not, normalization), each with its moe.py line.
   std::vector<std::string> routing_reasons;
-  std::string gmm_kernel;                 // "megablox", "tokamax ragged_dot", "jax.lax.ragged_dot"
-  int64_t ep = 1;                         // expert-parallel size (product over expert_axes)
-  std::vector<std::string> expert_axes;   // ("expert",) or ("context","expert") under cp-as-ep
-  int64_t tp = 1;                         // tensor-parallel size ("tensor")
-  int64_t tp_transpose = 1;               // "tensor_transpose" size (seed-era axis)
+  std::string gmm_kernel;                // "megablox", "tokamax ragged_dot", "jax.lax.ragged_dot"
+  int64_t ep = 1;                        // expert-parallel size (product over expert_axes)
+  std::vector<std::string> expert_axes;  // ("expert",) or ("context","expert") under cp-as-ep
+  int64_t tp = 1;                        // tensor-parallel size ("tensor")
+  int64_t tp_transpose = 1;              // "tensor_transpose" size (seed-era axis)
   int64_t cp_autoregressive = 1;
   bool ring_of_experts = false;
   bool batch_sharded_by_ep = true;  // global batch > 1
@@ -63,7 +63,7 @@ struct MoeSetup {
   // deepseek_routing_prefix names which.
   bool deepseek3_routing = false;
   std::string deepseek_routing_prefix;
-  bool inference = false;           // model_call_mode == "inference"
+  bool inference = false;  // model_call_mode == "inference"
   std::string decoder_block;
   std::string model_name;
   // decoder_block qwen3_next / qwen3_5: the layer's MoE is qwen3.py's Qwen3NextSparseMoeBlock

@@ -205,24 +205,25 @@ LocalPermuteOutput LocalSortOrder(const MoeContext& ctx, int64_t rows, const std
     // its array holds only the rows that arrived, fewer when no device overflows).
     const auto cond = t.Condition("ragged_buffer_factor > 0");
     const int64_t buffer = t.RecordedRows(row_dim, rows);
-    out.local_group_size = t.Apply(
-        {OpKind::kSum,
-         "",
-         {{"expr", "sum(diff(minimum(cumsum(concat([0], all_shard_local_sizes.reshape(-1))), "
+    out.local_group_size =
+        t.Apply({OpKind::kSum,
+                 "",
+                 {{"expr",
+                   "sum(diff(minimum(cumsum(concat([0], all_shard_local_sizes.reshape(-1))), "
                    "buffer)).reshape(P, L), 0)"},
-          {"buffer", std::to_string(buffer)}}},
-        {&local_sizes_2d}, {"local_group_size", "E"}, [&](const Args& a) {
-          if (!a[0]->numeric()) return Sum(*a[0], 0, false);
-          const std::vector<float>& sizes = a[0]->values();
-          std::vector<float> kept(static_cast<size_t>(l), 0.0f);
-          int64_t before = 0;  // rows of the slots before this one, within the buffer
-          for (size_t i = 0; i < sizes.size(); ++i) {
-            const int64_t end = std::min(before + static_cast<int64_t>(sizes[i]), buffer);
-            kept[i % static_cast<size_t>(l)] += static_cast<float>(end - before);
-            before = end;
-          }
-          return Array::FromData({l}, a[0]->dtype, std::move(kept));
-        });
+                  {"buffer", std::to_string(buffer)}}},
+                {&local_sizes_2d}, {"local_group_size", "E"}, [&](const Args& a) {
+                  if (!a[0]->numeric()) return Sum(*a[0], 0, false);
+                  const std::vector<float>& sizes = a[0]->values();
+                  std::vector<float> kept(static_cast<size_t>(l), 0.0f);
+                  int64_t before = 0;  // rows of the slots before this one, within the buffer
+                  for (size_t i = 0; i < sizes.size(); ++i) {
+                    const int64_t end = std::min(before + static_cast<int64_t>(sizes[i]), buffer);
+                    kept[i % static_cast<size_t>(l)] += static_cast<float>(end - before);
+                    before = end;
+                  }
+                  return Array::FromData({l}, a[0]->dtype, std::move(kept));
+                });
   } else {
     out.local_group_size = tr::Sum(t, local_sizes_2d, 0, false, {"local_group_size", "E"});
   }

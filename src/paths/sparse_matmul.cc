@@ -99,7 +99,8 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
   } else {
     perm = Permute(ctx, x, logits, pre, std::nullopt, BiasCountAxes(ctx, sh.gate_logits, false));
     // The sort each device did, for the page's tree of its sorted rows.
-    ctx.CapturePerDevice(Capture::kSortedSelectedExpertsPerDevice, perm.sorted_selected_experts.shards);
+    ctx.CapturePerDevice(Capture::kSortedSelectedExpertsPerDevice,
+                         perm.sorted_selected_experts.shards);
     ctx.CapturePerDevice(Capture::kSortedExpertsPerDevice, perm.sorted_experts.shards);
     ctx.CapturePerDevice(Capture::kTopKIndicesPerDevice, perm.top_k_indices.shards);
     x = perm.sorted_inputs;
@@ -208,8 +209,7 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
     const auto cond = t.Condition("use_ring_of_experts");
     intermediate_output =
         MaskRowsPastGroups(ctx, intermediate_output, group_sizes, "intermediate_output");
-    CaptureRowMagnitudes(ctx, intermediate_output,
-                         Capture::kRingIntermediateOutputRowMaxPerDevice);
+    CaptureRowMagnitudes(ctx, intermediate_output, Capture::kRingIntermediateOutputRowMaxPerDevice);
     output = Unpermute(ctx, intermediate_output, perm.sorted_selected_experts, perm.weights,
                        batch_size, sequence_length);
     output = tr::Reshape(t, output, {-1, sequence_length, s.emb / s.tp}, {"output", "BSM"});

@@ -2,12 +2,12 @@
 
 #include <fmt/format.h>
 
-#include "shard/mesh.h"
 #include "paths/ep_routing.h"
 #include "paths/permute.h"
 #include "paths/routing.h"
 #include "paths/sparse_shard_map.h"
 #include "paths/traced_ops.h"
+#include "shard/mesh.h"
 #include "util/error.h"
 
 namespace shardtrace {

@@ -120,9 +120,10 @@ Value Tracer::Weight(const Out& out, Array value, const LogicalAxes& kernel_axes
   try {
     ShardTensor(t.name, t.shape, t.dtype, res.spec, mesh_, Divisibility::kRequire);
   } catch (const Error& e) {
-    Fail("{} (kernel_axes {}); MaxText cannot build this block: JAX refuses a parameter whose "
-         "sharding does not divide it",
-         e.what(), LogicalAxesToString(kernel_axes));
+    Fail(
+        "{} (kernel_axes {}); MaxText cannot build this block: JAX refuses a parameter whose "
+        "sharding does not divide it",
+        e.what(), LogicalAxesToString(kernel_axes));
   }
   RecordOp({OpKind::kParam, "", {}}, {}, {v.tensor});
   return v;
@@ -193,9 +194,9 @@ void Tracer::Dump(const std::string& name, const Array& value, const std::string
                   const PartitionSpec& spec) {
   // MaxText names an entry "<file stem>/<variable>", or just "Unknown" when no local
   // variable of the calling frame holds the array.
-  DumpEntry entry{name.empty() ? std::string(kUnknownActivation) : fmt::format("{}/{}", dump_file_, name),
-                  fmt::format("{}{}", ToString(value.dtype), ShapeToString(value.shape)), logical,
-                  spec};
+  DumpEntry entry{
+      name.empty() ? std::string(kUnknownActivation) : fmt::format("{}/{}", dump_file_, name),
+      fmt::format("{}{}", ToString(value.dtype), ShapeToString(value.shape)), logical, spec};
   // MaxText logs each distinct (description, type, spec) once.
   for (const DumpEntry& e : trace_.dump)
     if (e.description == entry.description && e.type == entry.type && e.spec == entry.spec) return;

@@ -1,7 +1,8 @@
 #include "spmd/all_reduce_combiner.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
-#include <string>
 
 namespace shardtrace {
 namespace {
@@ -60,10 +61,9 @@ void CombineAllReduces(const Trace& trace, std::vector<std::vector<ImpliedCollec
     if (g.size() < 2) continue;
     for (const Member& m : g) {
       m.collective->combined_group = next;
-      m.collective->reason += g.size() == 2
-                                  ? " (sent with 1 other in one all-reduce: XLA's combiner)"
-                                  : " (sent with " + std::to_string(g.size() - 1) +
-                                        " others in one all-reduce: XLA's combiner)";
+      m.collective->reason +=
+          fmt::format(" (sent with {} other{} in one all-reduce: XLA's combiner)", g.size() - 1,
+                      g.size() == 2 ? "" : "s");
     }
     ++next;
   }

@@ -240,7 +240,8 @@ class Analysis {
     std::optional<PartitionSpec> spec;
     for (const int c : consumers_[id]) {
       if (rules_[c] != Rule::kConstraint) return std::nullopt;
-      const PartitionSpec s = WithRank(*T(trace_.ops[c].outputs[0]).partition_spec, T(id).shape.size());
+      const PartitionSpec s =
+          WithRank(*T(trace_.ops[c].outputs[0]).partition_spec, T(id).shape.size());
       if (spec && *spec != s) return std::nullopt;
       spec = s;
     }
@@ -471,8 +472,8 @@ class Analysis {
     // The same tensor moved the same way twice (the shared expert's wi_0 and wi_1 reading one
     // input) is one collective: XLA's CSE keeps the first and both ops read its result.
     const ShardState from = State(id);
-    const std::tuple<int, std::string, std::string> key = {
-        id, from.spec.ToString(), WithRank(to, t.shape.size()).ToString()};
+    const std::tuple<int, std::string, std::string> key = {id, from.spec.ToString(),
+                                                           WithRank(to, t.shape.size()).ToString()};
     if (from.partial.empty()) {
       const auto seen = resharded_.find(key);
       if (seen != resharded_.end()) {
@@ -509,8 +510,9 @@ class Analysis {
     from.emplace_back();
     Entries whole = to.entries();
     whole.emplace_back();
-    for (ImpliedCollective c : PlanReshard(tuples, DType::kInt32, ShardState{PartitionSpec(from), {}},
-                                           PartitionSpec(whole), mesh_)) {
+    for (ImpliedCollective c :
+         PlanReshard(tuples, DType::kInt32, ShardState{PartitionSpec(from), {}},
+                     PartitionSpec(whole), mesh_)) {
       if (c.kind == CollectiveKind::kSlice) continue;
       c.tensor = id;
       SetDType(c, DType::kInt32);
