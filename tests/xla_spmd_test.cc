@@ -302,20 +302,25 @@ TEST_CASE("Every MoE path on fsdp=2 x expert=2 gets the collectives XLA inserts"
   // sharded dense fixture's HLO ('concatenate' and 'div', the latter widened to f32).
   const std::string scatter_indices = "all-gather top_k_indices fsdp 384";
   const std::string scatter_weights = "all-gather top_k_weights fsdp 64";
+  // top_k is XLA's TopK custom call, split only along a sharded sort dim: the batch-sharded
+  // [4,8,8] bf16 logits are gathered whole over fsdp (each device sends its 256 B block), as
+  // every sharded dense fixture's HLO shows before its TopK.
+  const std::string topk_logits = "all-gather gate_logits fsdp 256";
   const std::vector<Case> cases = {
       // The dense dropless combine contracts E sharded on expert: partial sums, all-reduced
       // ([B=2,S=8,M=16] float32 per device = 1024 B, 2(n-1)/n of it).
       {"dense dropless",
        {"sparse_matmul=false"},
-       {gate, gate_out, scatter_indices, scatter_weights, input, "all-gather wi_0 fsdp 2048",
+       {gate, gate_out, topk_logits, scatter_indices, scatter_weights, input,
+        "all-gather wi_0 fsdp 2048",
         "all-gather wi_1 fsdp 2048", "all-gather wo fsdp 2048", "all-reduce output expert 1024"}},
       // Token dropping: the mask constraints slice, the kernels are gathered by the
       // constraint in maybe_all_gather_kernel_weight_in_expert_parallelism, the combine
       // contracts E (and C) sharded on expert.
       {"dense dropping",
        {"sparse_matmul=false", "capacity_factor=1.5"},
-       {gate, gate_out, scatter_indices, scatter_weights, "slice expert_token_count expert 0",
-        "all-gather within_capacity expert 128", "all-gather softmax_probs fsdp 256", input,
+       {gate, gate_out, topk_logits, scatter_indices, scatter_weights,
+        "slice expert_token_count expert 0", "all-gather within_capacity expert 128", input,
         "slice dispatch expert 0", "all-gather wi_0 fsdp 2048", "all-gather wi_1 fsdp 2048",
         "all-gather wo fsdp 2048", "all-reduce output expert 512"}},
       // sparse_matmul: kernel_axes P('expert', 'fsdp', None) vs in_spec P('expert', None, None).

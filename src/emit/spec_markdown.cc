@@ -407,6 +407,17 @@ data LocalReshards(const Trace& trace, const SpmdResult& spmd) {
   return rows;
 }
 
+// A collective row's scope: its last three segments after "…/" when deeper, so a row of
+// DeepSeek's group routing (RoutedAndSharedMoE/RoutedMoE/dense_matmul/get_topk/...) stays on
+// one screen line; the ops table beside it keeps the whole path.
+std::string CollectiveScope(const std::string& scope) {
+  const std::string text = ScopeText(scope);
+  size_t cut = text.size();
+  for (int kept = 0; kept < 3 && cut != std::string::npos && cut > 0; ++kept)
+    cut = text.rfind('/', cut - 1);
+  return cut == std::string::npos || cut == 0 ? text : "…" + text.substr(cut);
+}
+
 // `written_in` names the code whose collectives the trace records ("moe.py", or PR 3981's
 // pipeline as shardtrace models it).
 data Collectives(const Trace& trace, const SpmdResult& spmd, const std::string& written_in) {
@@ -421,7 +432,7 @@ data Collectives(const Trace& trace, const SpmdResult& spmd, const std::string& 
       row.set("participants", std::to_string(c.participants));
       row.set("input", Cell(trace.tensors[c.tensor].name));
       row.set("output", Cell(Names(trace, op.outputs)));
-      row.set("scope", Cell(ScopeText(op.scope)));
+      row.set("scope", Cell(CollectiveScope(op.scope)));
       row.set("sent", HumanBytes(c.bytes_per_device));
       row.set("received", HumanBytes(c.bytes_per_device));
       rows.push_back(row);
@@ -436,7 +447,7 @@ data Collectives(const Trace& trace, const SpmdResult& spmd, const std::string& 
     row.set("participants", std::to_string(c.participants));
     row.set("input", op.inputs.empty() ? "" : Cell(trace.tensors[op.inputs.front()].name));
     row.set("output", Cell(Names(trace, op.outputs)));
-    row.set("scope", Cell(ScopeText(op.scope)));
+    row.set("scope", Cell(CollectiveScope(op.scope)));
     row.set("sent", ByteRange(c.bytes_sent));
     row.set("received", ByteRange(c.bytes_received));
     rows.push_back(row);

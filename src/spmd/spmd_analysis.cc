@@ -134,7 +134,15 @@ bool HasAxis(const Entries& entries, const std::string& axis) {
 PartitionSpec AlignToOperand(const PartitionSpec& out_spec, const Shape& out_shape,
                              const Shape& operand) {
   Entries e(operand.size());
-  const size_t offset = out_shape.size() - operand.size();
+  // NumPy broadcasting aligns trailing dims; an operand the code expanded as x[..., None]
+  // (the dropping masks' softmax_probs) is recorded without its new dim and aligns leading.
+  size_t offset = out_shape.size() - operand.size();
+  bool trailing = true, leading = true;
+  for (size_t i = 0; i < operand.size(); ++i) {
+    trailing &= operand[i] == 1 || operand[i] == out_shape[i + offset];
+    leading &= operand[i] == out_shape[i];
+  }
+  if (!trailing && leading) offset = 0;
   for (size_t i = 0; i < operand.size(); ++i)
     if (operand[i] == out_shape[i + offset] && operand[i] > 1) e[i] = out_spec[i + offset];
   return PartitionSpec(e);
@@ -318,6 +326,10 @@ class Analysis {
         return outs;
       }
       case Rule::kScatter:
+        // Its updates and index tuples are gathered whole, so each device can write any block:
+        // the result takes the sharding its reader asks for (the combine einsum's E in
+        // dropless, the batch of the dropping masks), replicated only if none does.
+        if (!partial || !consumers_[op.outputs.front()].empty()) return std::nullopt;
         return std::vector<PartitionSpec>{PartitionSpec(Entries(out.shape.size()))};
       default:
         return std::nullopt;
@@ -640,6 +652,17 @@ class Analysis {
           const int in = op.inputs[0];
           Entries e = State(in).spec.entries();
           const int axis = OpAxis(op, T(in).shape);
+          // jax.lax.top_k is XLA's TopK custom call, which the SPMD partitioner splits only
+          // along a sharded sort dim; otherwise (logits sharded on the batch) it runs on the
+          // whole operand and each device slices its rows of the result (no communication).
+          if (op.kind == OpKind::kTopK && axis < static_cast<int>(e.size()) && e[axis].empty()) {
+            bool sharded = false;
+            for (const Entry& d : e) sharded |= mesh_.Size(d) > 1;
+            if (sharded)
+              Reshard(op, in, PartitionSpec(Entries(e.size())),
+                      "top_k runs on the whole operand (XLA's TopK custom call)", false);
+            break;
+          }
           if (axis < static_cast<int>(e.size()) && !e[axis].empty()) {
             e[axis].clear();
             Reshard(op, in, PartitionSpec(e), op.Name() + " needs the whole axis", false);
