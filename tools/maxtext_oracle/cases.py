@@ -202,3 +202,40 @@ def maxtext_version():
 def release_base_yml():
   import maxtext  # pylint: disable=import-outside-toplevel
   return os.path.join(os.path.dirname(maxtext.__file__), "configs", "base.yml")
+
+
+def step(forward_name, what, suffix="", remat_policy=None):
+  """A training-step case (export_step.py) of the forward case `forward_name`: the same block,
+  config, mesh and seed, differentiated; with remat_policy, wrapped as MaxText wraps an unscanned
+  decoder layer (scan_layers=false, which is also what makes MaxText's prevent_cse true)."""
+  c = next(c for c in CASES if c["name"] == forward_name)
+  d = dict(c, name=f"step_{forward_name}{suffix}", what=what, forward=forward_name, remat=remat_policy is not None)
+  if remat_policy is not None:
+    d["overrides"] = dict(c["overrides"], remat_policy=remat_policy, scan_layers=False)
+  return d
+
+
+# The training-step cases (testdata/maxtext/cases/step_*): the backward of every path but decode.
+STEP_CASES = [
+    step("mlp_dense", "the dense MlpBlock's step"),
+    step("dense_dropless", "dense_matmul dropless step"),
+    step("sparse_ep1", "sparse_matmul (ragged_dot) step without expert parallelism"),
+    step("dense_drop_train_fsdp2", "dense_matmul token dropping step, fsdp=2"),
+    step("sparse_fsdp2", "sparse_matmul step, fsdp=2 only: weight gradients reduce-scattered"),
+    step("sparse_tp2", "sparse_matmul step with tensor parallelism 2"),
+    step("sparse_ep2", "sparse_matmul EP=2 step: ragged_all_to_all and its transpose"),
+    step("dense_dropless_ep2", "dense_matmul dropless step with expert=2"),
+    step("sparse_ep2_ring", "ring-of-experts step, EP=2 (megablox, Pallas interpret)"),
+    step("shared_deepseek3", "RoutedAndSharedMoE (deepseek3-tiny routing) step: shared experts"),
+    step("sparse_ep1_bf16", "sparse_matmul step in bfloat16 activations"),
+    step("sparse_ep2_fsdp2", "sparse_matmul EP=2 x fsdp=2 step"),
+    step("sparse_ep4", "sparse_matmul EP=4 step"),
+    step("dense_dropless", "dense_matmul dropless step wrapped in jax.checkpoint, remat_policy=full",
+         suffix="_remat_full", remat_policy="full"),
+    step("dense_dropless", "dense_matmul dropless step wrapped in jax.checkpoint, remat_policy=minimal",
+         suffix="_remat_minimal", remat_policy="minimal"),
+    step("sparse_fsdp2", "sparse_matmul fsdp=2 step wrapped in jax.checkpoint, remat_policy=full",
+         suffix="_remat_full", remat_policy="full"),
+    step("sparse_fsdp2", "sparse_matmul fsdp=2 step wrapped in jax.checkpoint, remat_policy=minimal",
+         suffix="_remat_minimal", remat_policy="minimal"),
+]

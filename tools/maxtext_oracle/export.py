@@ -183,10 +183,13 @@ def sharding_files(logical, named, mesh):
   return named_json, logical_json, input_json
 
 
-def golden_arrays(case, params_flat, inputs, outputs, recorded):
-  """Map MaxText's parameter paths and recorded values onto the golden-format names."""
-  f32 = lambda a: np.asarray(jnp.asarray(a, jnp.float32)) if jnp.issubdtype(jnp.asarray(a).dtype, jnp.floating) else np.asarray(a)
-  out = {"inputs": f32(inputs)}
+def as_f32(a):
+  """A float array as float32 NumPy (bfloat16 is exact in float32); other dtypes unchanged."""
+  return np.asarray(jnp.asarray(a, jnp.float32)) if jnp.issubdtype(jnp.asarray(a).dtype, jnp.floating) else np.asarray(a)
+
+
+def param_golden_names(case):
+  """MaxText's parameter path (nnx state, '/'-joined) -> the golden-format array name."""
   if case["block"] == "mlp":
     names = {"wi_0/kernel": "mlp_wi_0", "wi_1/kernel": "mlp_wi_1", "wo/kernel": "mlp_wo", "wi/kernel": "mlp_wi"}
   else:
@@ -198,6 +201,14 @@ def golden_arrays(case, params_flat, inputs, outputs, recorded):
              "shared_experts/wo/kernel": "shared_wo",
              "shared_expert/wi_0/kernel": "shared_wi_0", "shared_expert/wi_1/kernel": "shared_wi_1",
              "shared_expert/wo/kernel": "shared_wo", "shared_expert_gate/kernel": "shared_expert_gate"}
+  return names
+
+
+def golden_arrays(case, params_flat, inputs, outputs, recorded):
+  """Map MaxText's parameter paths and recorded values onto the golden-format names."""
+  f32 = as_f32
+  out = {"inputs": f32(inputs)}
+  names = param_golden_names(case)
   unmapped = []
   for path, value in params_flat.items():
     if path in names:
@@ -222,15 +233,21 @@ def golden_arrays(case, params_flat, inputs, outputs, recorded):
   return out, unmapped
 
 
-def run_case(case, base_yml, out_dir, seed):
-  t0 = time.time()
-  config = load_config(case, base_yml)
-  mesh = maxtext_utils.get_mesh_from_config(config)
-  rules = config.logical_axis_rules
+class Setup:
+  """One case's MaxText objects: config, mesh, rules, the block with its parameters placed, the input."""
+
+
+def setup_case(case, base_yml, seed):
+  """Loads the case's config, builds MaxText's mesh and block, places parameters and input as MaxText does."""
+  su = Setup()
+  su.config = config = load_config(case, base_yml)
+  su.mesh = mesh = maxtext_utils.get_mesh_from_config(config)
+  su.rules = rules = config.logical_axis_rules
   with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
-    block = build_block(case, config, mesh, seed)
+    su.block = block = build_block(case, config, mesh, seed)
   graphdef, state = nnx.split(block)
-  logical, named = param_shardings(nnx.state(block, PARAMS), mesh, rules, BLOCK_CLASS[case["block"]])
+  su.logical, su.named = logical, named = param_shardings(nnx.state(block, PARAMS), mesh, rules,
+                                                           BLOCK_CLASS[case["block"]])
 
   b, s, m = config.global_batch_size_to_train_on, config.max_target_length, config.emb_dim
   if case.get("decode"):
@@ -239,8 +256,8 @@ def run_case(case, base_yml, out_dir, seed):
   act_axes = ("activation_batch", "activation_norm_length", "activation_embed")
   # A decode batch smaller than the batch axes stays replicated on them (MaxText's own helper).
   in_spec = mt_sharding.adjust_pspec_for_indivisible_shapes(nn.logical_to_mesh_axes(act_axes, rules), (b, s, m), mesh)
-  in_sharding = NamedSharding(mesh, in_spec)
-  inputs = jax.device_put(inputs, in_sharding)
+  su.in_sharding = NamedSharding(mesh, in_spec)
+  su.inputs = jax.device_put(inputs, su.in_sharding)
 
   # Parameters placed as MaxText places them: each one's own logical annotation through the rules
   # (the NamedSharding recorded in named_shardings.json). flax's tree-wide
@@ -252,16 +269,68 @@ def run_case(case, base_yml, out_dir, seed):
     sharding = by_name.get(key, NamedSharding(mesh, PartitionSpec()))
     return jax.device_put(value, sharding)
   flat = nnx.to_flat_state(state)
-  state = nnx.from_flat_state([(path, var.replace(place(path, var.get_value()))) for path, var in flat])
+  su.graphdef = graphdef
+  su.state = nnx.from_flat_state([(path, var.replace(place(path, var.get_value()))) for path, var in flat])
+  return su
 
-  def call(model, x):
-    # Qwen3NextSparseMoeBlock takes `deterministic` and returns (output, lb_loss).
-    result = model(x, deterministic=True) if case["block"] == "qwen3_next" else model(x)
-    result = result if isinstance(result, tuple) else (result,)
-    return tuple(result) + (None,) * (3 - len(result))
+
+def call_block(case, model, x):
+  """The block's call as (output, lb_loss, bias_updates), None where it returns none."""
+  # Qwen3NextSparseMoeBlock takes `deterministic` and returns (output, lb_loss).
+  result = model(x, deterministic=True) if case["block"] == "qwen3_next" else model(x)
+  result = result if isinstance(result, tuple) else (result,)
+  return tuple(result) + (None,) * (3 - len(result))
+
+
+def forward_numbers(case, su, emulate_ragged):
+  """(outputs, recorded): the block's outputs and the intermediates MaxText's own methods returned."""
+  graphdef = su.graphdef
+
+  def capture(state, x):
+    RECORDER.values = {}
+    RECORDER.active = True
+    try:
+      model = nnx.merge(graphdef, state)
+      result = call_block(case, model, x)
+      rec = dict(RECORDER.values)
+    finally:
+      RECORDER.active = False
+    if case["block"] != "mlp" and "gate_logits" in rec:
+      routed = getattr(model, ROUTED_ATTR[case["block"]]) if case["block"] in ROUTED_ATTR else model
+      w, idx = routed.get_topk(rec["gate_logits"], rec.get("pre_bias_logits"), routed.rngs)
+      rec["top_k_weights"], rec["top_k_indices"] = w, idx
+    return result, rec
+
+  with emulated_ragged_all_to_all(emulate_ragged), jax.set_mesh(su.mesh), nn.logical_axis_rules(su.rules):
+    return jax.jit(capture)(su.state, su.inputs)
+
+
+class emulated_ragged_all_to_all:  # pylint: disable=invalid-name
+  """With `on`, jax.lax.ragged_all_to_all is ragged_a2a.py's emulation inside the block."""
+
+  def __init__(self, on):
+    self.on = on
+    self.real = jax.lax.ragged_all_to_all
+
+  def __enter__(self):
+    if self.on:
+      # moe.py looks jax.lax.ragged_all_to_all up at each call, so the swap reaches it.
+      jax.lax.ragged_all_to_all = ragged_a2a.ragged_all_to_all
+    return self
+
+  def __exit__(self, *exc):
+    jax.lax.ragged_all_to_all = self.real
+    return False
+
+
+def run_case(case, base_yml, out_dir, seed):
+  t0 = time.time()
+  su = setup_case(case, base_yml, seed)
+  config, mesh, rules, block, graphdef, state = su.config, su.mesh, su.rules, su.block, su.graphdef, su.state
+  logical, named, inputs = su.logical, su.named, su.inputs
 
   def forward(state, x):
-    return call(nnx.merge(graphdef, state), x)
+    return call_block(case, nnx.merge(graphdef, state), x)
 
   # (c) + (b): the plain forward, traced once with debug_sharding on, compiled, inspected.
   mt_sharding.clear_input_shardings_dump()
@@ -295,30 +364,7 @@ def run_case(case, base_yml, out_dir, seed):
     compiled_info["collectives"] = hlo_collectives.collectives_from_hlo(compiled.as_text())
 
   # (a): numbers, with MaxText's own routing functions applied to what its gate returned.
-  def capture(state, x):
-    RECORDER.values = {}
-    RECORDER.active = True
-    try:
-      model = nnx.merge(graphdef, state)
-      result = call(model, x)
-      rec = dict(RECORDER.values)
-    finally:
-      RECORDER.active = False
-    if case["block"] != "mlp" and "gate_logits" in rec:
-      routed = getattr(model, ROUTED_ATTR[case["block"]]) if case["block"] in ROUTED_ATTR else model
-      w, idx = routed.get_topk(rec["gate_logits"], rec.get("pre_bias_logits"), routed.rngs)
-      rec["top_k_weights"], rec["top_k_indices"] = w, idx
-    return result, rec
-
-  real_ragged_all_to_all = jax.lax.ragged_all_to_all
-  if emulate_ragged:
-    # moe.py looks jax.lax.ragged_all_to_all up at each call, so the swap reaches it.
-    jax.lax.ragged_all_to_all = ragged_a2a.ragged_all_to_all
-  try:
-    with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
-      outputs, recorded = jax.jit(capture)(state, inputs)
-  finally:
-    jax.lax.ragged_all_to_all = real_ragged_all_to_all
+  outputs, recorded = forward_numbers(case, su, emulate_ragged)
   params_flat = {"/".join(str(p) for p in path): (var.get_value() if hasattr(var, "get_value") else var.value)
                  for path, var in nnx.to_flat_state(nnx.state(block, PARAMS))}
   arrays, unmapped = golden_arrays(case, params_flat, inputs, outputs, recorded)

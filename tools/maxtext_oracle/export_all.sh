@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates every MaxText oracle fixture into OUT (default testdata/maxtext):
 #   OUT/cases/<case>/   config.yml, tensors.npz, sharding/*.json, compiled.json
+#   OUT/cases/step_*/   config.yml, tensors.npz (with gradients), step.json (export_step.py)
 #   OUT/configs/        the release's base.yml, model and custom_mesh_and_rule files the cases use
 #   OUT/versions.txt    the exact packages, the command and the date
 # One Python process per device count (XLA fixes the fake CPU device count at start-up).
@@ -18,6 +19,13 @@ start=$(date +%s)
 counts="$(cd "$here" && "$py" -c 'import cases; print(*sorted({c["devices"] for c in cases.CASES}))')"
 for n in $counts; do
   (cd "$here" && JAX_PLATFORMS=cpu "$py" export.py --devices "$n" --out "$out/cases") 2>&1 |
+    grep -v '^\[transformers\]\|^WARNING:absl\|^INFO:absl\|NO-OP' || true
+done
+# The training-step cases (step_*), after the forward cases: each compares its step's forward
+# collectives with its forward case's compiled.json.
+counts="$(cd "$here" && "$py" -c 'import cases; print(*sorted({c["devices"] for c in cases.STEP_CASES}))')"
+for n in $counts; do
+  (cd "$here" && JAX_PLATFORMS=cpu "$py" export_step.py --devices "$n" --out "$out/cases") 2>&1 |
     grep -v '^\[transformers\]\|^WARNING:absl\|^INFO:absl\|NO-OP' || true
 done
 # The release's configs, byte for byte, so shardtrace reads the same base.yml the oracle did.

@@ -2,8 +2,9 @@
 every oracle case, shardtrace's figures beside XLA's memory_analysis().
 
 Usage: readme_tables.py FIXTURES_DIR SHARDTRACE_BINARY [README]
-Prints both tables; with README, replaces the parts of README between the
-`<!-- case-table:begin -->` / `<!-- memory-table:begin -->` markers and their `:end` markers.
+Prints the tables; with README, replaces the parts of README between the
+`<!-- case-table:begin -->` / `<!-- memory-table:begin -->` / `<!-- step-table:begin -->` markers
+and their `:end` markers. The step table (training-step cases, step.json) needs no binary.
 
 shardtrace's side is its symbolic trace of the case (`trace --format json`, totals): weight
 bytes per device, the block input's bytes per device and the memory model's peak temporaries. XLA's side is
@@ -47,6 +48,55 @@ def shardtrace_totals(binary, fixtures, case_dir, block):
   return totals, inputs
 
 
+def forward_cases(cases):
+  """The forward cases (compiled.json); a training-step case (step.json) has its own table."""
+  return [n for n in sorted(os.listdir(cases)) if not os.path.exists(os.path.join(cases, n, "step.json"))]
+
+
+def step_cases(cases):
+  return [n for n in sorted(os.listdir(cases)) if os.path.exists(os.path.join(cases, n, "step.json"))]
+
+
+def _ops(records):
+  ops = {}
+  for c in records:
+    ops[c["op"]] = ops.get(c["op"], 0) + 1
+  return ", ".join(f"{k} x{v}" for k, v in sorted(ops.items())) or "none"
+
+
+def step_table(fixtures):
+  """The training-step cases: collectives of the compiled step by pass, and its memory_analysis()."""
+  rows = ["| case | devices | mesh | remat_policy | forward collectives | backward collectives (recomputed) "
+          "| mixed | XLA argument | XLA output | XLA temp | saved residuals | step's forward = forward case's |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+  cases = os.path.join(fixtures, "cases")
+  for name in step_cases(cases):
+    with open(os.path.join(cases, name, "step.json"), encoding="utf-8") as f:
+      step = json.load(f)
+    mesh = ", ".join(f"{k}={v}" for k, v in step["mesh"].items() if v > 1) or "1 device"
+    by_pass = {p: [c for c in step["collectives"] if c["pass"] == p] for p in ("forward", "backward", "mixed")}
+    recomputed = sum(c.get("recompute", False) for c in by_pass["backward"])
+    backward = _ops(by_pass["backward"]) + (f" ({recomputed})" if recomputed else "")
+    mem = step.get("memory_analysis")
+    if mem:
+      memory = " | ".join(kib(mem[k]) for k in ("argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes"))
+    else:
+      memory = "not compiled (XLA:CPU) | — | —"
+    sanity = step.get("forward_sanity")
+    if sanity is None:
+      same = "—"
+    elif sanity["equal"]:
+      same = "yes"
+    else:
+      diff = ["+" + x for x in sanity["only_in_step_forward"]] + ["−" + x for x in sanity["only_in_forward_case"]]
+      same = "no: " + ", ".join(diff)
+    remat = (step.get("remat") or {}).get("remat_policy") or "—"
+    rows.append(f"| {name} | {step['devices']} | {mesh} | {remat} | {_ops(by_pass['forward'])} | {backward} "
+                f"| {_ops(by_pass['mixed']) if by_pass['mixed'] else '—'} | {memory} "
+                f"| {kib(step['saved_residuals']['bytes_not_arguments'])} | {same} |")
+  return "\n".join(rows) + "\n"
+
+
 def kib(n):
   return "—" if n is None else f"{n / 1024:.1f}"
 
@@ -58,7 +108,7 @@ def table(fixtures, binary):
       "|---|---|---|---|---|---|---|---|---|",
   ]
   cases = os.path.join(fixtures, "cases")
-  for name in sorted(os.listdir(cases)):
+  for name in forward_cases(cases):
     d = os.path.join(cases, name)
     with open(os.path.join(d, "compiled.json"), encoding="utf-8") as f:
       compiled = json.load(f)
@@ -80,7 +130,7 @@ def table(fixtures, binary):
 def case_table(fixtures):
   rows = ["| case | devices | mesh | block | numbers | HLO collectives | what it runs |", "|---|---|---|---|---|---|---|"]
   cases = os.path.join(fixtures, "cases")
-  for name in sorted(os.listdir(cases)):
+  for name in forward_cases(cases):
     d = os.path.join(cases, name)
     with open(os.path.join(d, "compiled.json"), encoding="utf-8") as f:
       compiled = json.load(f)
@@ -120,10 +170,11 @@ def main():
     with open(readme, encoding="utf-8") as f:
       content = f.read()
     content = replace_between(replace_between(content, "case-table", cases), "memory-table", memory)
+    content = replace_between(content, "step-table", step_table(fixtures))
     with open(readme, "w", encoding="utf-8") as f:
       f.write(content)
   else:
-    sys.stdout.write(cases + "\n" + memory)
+    sys.stdout.write(cases + "\n" + memory + "\n" + step_table(fixtures))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ documented semantics (jax 0.12, jax/_src/lax/parallel.py) on random inputs.
 
 Run with the oracle venv (not part of `make test`: the C++ suite never runs Python):
     tools/maxtext_oracle/test_ragged_a2a.py   (or: VENV/bin/python tools/maxtext_oracle/test_ragged_a2a.py)
-It prints one line per group of trials and exits 1 on the first mismatch.
+It prints one line per group of trials and exits 1 on the first mismatch. It also checks that
+JAX's VJP of the emulation is the transpose of the documented map (the step fixtures' gradients).
 """
 
 import os
@@ -93,6 +94,57 @@ def run_emulation(mesh, axis, args, other_axis=None):
   return np.asarray(f(*placed))
 
 
+def numpy_vjp(args, ct):
+  """The transpose of the documented map (linear in operand and output): (d operand, d output).
+
+  The model itself, run on position ids instead of values, says where each result row came
+  from (a row of some sender's operand, or the receiver's own output row); the cotangent of a
+  result row goes back to exactly that row.
+  """
+  operand, output = args[0], args[1]
+  p, rows_in, rows_out = operand.shape[0], operand.shape[1], output.shape[1]
+  ids_in = np.arange(1, p * rows_in + 1, dtype=np.int64).reshape(p, rows_in)
+  ids_out = -np.arange(1, p * rows_out + 1, dtype=np.int64).reshape(p, rows_out)
+  source = numpy_model(ids_in, ids_out, *args[2:])
+  d_operand = np.zeros(operand.shape, np.float64)
+  d_output = np.zeros(output.shape, np.float64)
+  for d in range(p):
+    for r in range(rows_out):
+      i = int(source[d, r])
+      if i > 0:
+        d_operand[divmod(i - 1, rows_in)] += ct[d, r]
+      else:
+        d_output[divmod(-i - 1, rows_out)] += ct[d, r]
+  return d_operand, d_output
+
+
+def run_emulation_vjp(mesh, axis, args, ct):
+  """JAX's own VJP of the emulation (what export_step.py differentiates) w.r.t. operand and output."""
+  spec = P(axis)
+
+  def body(operand, output, io, ss, oo, rs):
+    squeeze = lambda a: a[0]
+    out = ragged_a2a.ragged_all_to_all(*map(squeeze, (operand, output, io, ss, oo, rs)), axis_name=axis)
+    return out[None]
+
+  mapped = jax.shard_map(body, mesh=mesh, in_specs=(spec,) * 6, out_specs=spec)
+  placed = [jax.device_put(a, NamedSharding(mesh, spec)) for a in list(args) + [ct]]
+
+  @jax.jit
+  def vjp(operand, output, io, ss, oo, rs, c):
+    _, back = jax.vjp(lambda a, b: mapped(a, b, io, ss, oo, rs), operand, output)
+    return back(c)
+
+  return tuple(np.asarray(g) for g in vjp(*placed))
+
+
+def check_close(name, got, want):
+  if got.shape != want.shape or not np.allclose(got, want, rtol=1e-6, atol=1e-6):
+    print(f"FAIL {name}: shape {got.shape}/{want.shape} max |error| "
+          f"{np.max(np.abs(got - want)) if got.shape == want.shape else 'shape'}")
+    sys.exit(1)
+
+
 def check(name, got, want):
   if got.dtype != want.dtype or got.shape != want.shape or not np.array_equal(got, want):
     bad = np.argwhere(got != want)[:5] if got.shape == want.shape else "shape"
@@ -155,10 +207,34 @@ def main():
   send[:, 1] = 1
   out_off = np.array([[0, 1, 0, 1], [1, 2, 2, 3]], np.int32)
   recv = np.array([[2, 1, 2, 1], [2, 1, 2, 1]], np.int32)
-  args = (operand, output, in_off, send, out_off, recv)
+  args = args_overlap = (operand, output, in_off, send, out_off, recv)
   check("overlapping writes", run_emulation(Mesh(np.array(devices[:2]), ("x",)), "x", args), numpy_model(*args))
   print("overlapping writes (later write wins): pass")
-  print(f"{1 + trials + two + 1} passed, 0 failed")
+
+  # Differentiable: JAX's VJP of the emulation (all_gather's transpose, the gather's scatter-add,
+  # where's select) is the transpose of the documented map, so the step fixtures' gradients
+  # through it are those of the real collective.
+  grads = 0
+  for p in (1, 2, 4, 8):
+    mesh = Mesh(np.array(devices[:p]), ("x",))
+    for k in (1, 2):
+      for t in range(3):
+        args = random_case(rng, p, k, int(rng.integers(1, 12)), int(rng.integers(p * k, p * k + 14)), (3,),
+                           np.float32, gaps=t % 2 == 0)
+        ct = rng.normal(size=args[1].shape).astype(np.float32)
+        got = run_emulation_vjp(mesh, "x", args, ct)
+        want = numpy_vjp(args, ct)
+        check_close(f"vjp p={p} k={k} trial {t} (operand)", got[0], want[0])
+        check_close(f"vjp p={p} k={k} trial {t} (output)", got[1], want[1])
+        grads += 1
+  ct = rng.normal(size=output.shape).astype(np.float32)
+  got = run_emulation_vjp(Mesh(np.array(devices[:2]), ("x",)), "x", args_overlap, ct)
+  want = numpy_vjp(args_overlap, ct)
+  check_close("vjp overlapping writes (operand)", got[0], want[0])
+  check_close("vjp overlapping writes (output)", got[1], want[1])
+  grads += 1
+  print(f"VJP against the transposed model (axis size 1, 2, 4, 8; overlapping writes): {grads} trials pass")
+  print(f"{1 + trials + two + 1 + grads} passed, 0 failed")
 
 
 if __name__ == "__main__":
