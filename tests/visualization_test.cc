@@ -615,7 +615,8 @@ std::vector<std::string> MermaidBlocks(const std::string& markdown) {
 // subgraph closed; node statements `id["label"]`, `id[["label"]]` or
 // `id(["label"]):::collective` (a label may continue on the next line after a `<br/>`) with
 // no bare quote inside a label; edges `a --> b` between defined ids; the `[[...]]` nodes
-// exactly those of `class ... constrained`. Returns the problems found.
+// exactly those of `class ... constrained`, and the nodes labelled `: weight` exactly those of
+// `class ... weight` (the legend's "weights shaded"). Returns the problems found.
 std::vector<std::string> MermaidProblems(const std::string& text,
                                          std::map<std::string, std::string>* labels) {
   std::vector<std::string> problems;
@@ -639,7 +640,7 @@ std::vector<std::string> MermaidProblems(const std::string& text,
     problems.push_back("the first line is not flowchart TD");
   int depth = 0;
   std::vector<std::pair<std::string, std::string>> edges;
-  std::set<std::string> double_bordered, constrained_class;
+  std::set<std::string> double_bordered, constrained_class, weight_labelled, weight_class;
   const std::regex node(R"re(^(n|c)(\d+)(\[\[|\(\[|\[)"([^"]*)"(\]\]|\]\)|\])(:::collective)?$)re");
   // a collective XLA implies: its own stadium node, dashed edges
   const std::regex implied(R"re(^x\d+_\d+\(\["⇄ xla [^"]*"\]\):::implied$)re");
@@ -669,6 +670,7 @@ std::vector<std::string> MermaidProblems(const std::string& text,
       if ((open == "([") != (m[1].str() == "c") || (open == "([") != m[6].matched)
         problems.push_back("collectives and only they are ([...]):::collective: " + stmt);
       if (open == "[[") double_bordered.insert(id);
+      if (m[4].str().find(": weight<br/>") != std::string::npos) weight_labelled.insert(id);
     } else if (std::regex_match(stmt, m, edge)) {
       edges.emplace_back(m[1].str(), m[2].str());
     } else if (std::regex_match(stmt, implied)) {
@@ -684,10 +686,10 @@ std::vector<std::string> MermaidProblems(const std::string& text,
       if (!labels->count(m[1].str()) || !labels->count(m[2].str()))
         problems.push_back("a link to an undefined node: " + stmt);
     } else if (std::regex_match(stmt, m, class_use)) {
-      if (m[3].str() != "constrained") continue;
+      std::set<std::string>& into = m[3].str() == "constrained" ? constrained_class : weight_class;
       std::istringstream ids(m[1].str());
       std::string id;
-      while (std::getline(ids, id, ',')) constrained_class.insert(id);
+      while (std::getline(ids, id, ',')) into.insert(id);
     } else if (!std::regex_match(stmt, class_def)) {
       problems.push_back("not a statement MermaidFlow writes: " + stmt);
     }
@@ -698,6 +700,8 @@ std::vector<std::string> MermaidProblems(const std::string& text,
       problems.push_back("edge to an undefined node: " + from + " --> " + to);
   if (double_bordered != constrained_class)
     problems.push_back("the [[...]] nodes are not the class constrained ones");
+  if (weight_labelled != weight_class)
+    problems.push_back("the nodes labelled weight are not the class weight ones (shaded)");
   // Edges follow data dependencies: the graph has no cycle (a collective reducing a tensor in
   // place sits between the op's operands and its result, not in a loop `n -.-> x -.-> n`),
   // and every collective, written (c) or implied (x), has an edge in and an edge out.

@@ -128,9 +128,10 @@ class MermaidRenderer {
                          "\"]", indent.substr(2));
       }
       for (const int node : stage.nodes) {
-        if (Constrained(node))
-          constrained.push_back(fmt::format("n{}", node));
-        else if (trace_.tensors[nodes_[node].tensors.front()].kind == TensorKind::kWeight)
+        // Both classes apply to a kernel (kernel_axes constrains every weight): Mermaid adds
+        // each `class` statement's class, so the legend's "weights shaded" holds for them too.
+        if (Constrained(node)) constrained.push_back(fmt::format("n{}", node));
+        if (trace_.tensors[nodes_[node].tensors.front()].kind == TensorKind::kWeight)
           weights.push_back(fmt::format("n{}", node));
         out += NodeText(node, common, indent);
       }
