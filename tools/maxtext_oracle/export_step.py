@@ -215,7 +215,20 @@ def run_step_case(case, base_yml, out_dir, forward_dir, seed):
       loss = loss + lb_loss.astype(jnp.float32)
     return loss, outputs
 
-  step = jax.value_and_grad(loss_fn, argnums=(0, 1), has_aux=True)
+  # The gradients placed as a MaxText train step places them: its jit's out_shardings are the
+  # state's shardings (maxtext_utils.get_functional_train_with_signature), so the update, and
+  # with it each gradient, is sharded like its parameter; without this XLA would be free to keep
+  # the gradients replicated (all-reduce where the step reduce-scatters).
+  param_shardings = jax.tree.map(lambda a: a.sharding, params)
+
+  def grad_step(value_and_grad_fn):
+    def run(p, x, c):
+      value, (grad_p, grad_x) = value_and_grad_fn(p, x, c)
+      grad_p = jax.tree.map(jax.lax.with_sharding_constraint, grad_p, param_shardings)
+      return value, (grad_p, jax.lax.with_sharding_constraint(grad_x, su.in_sharding))
+    return run
+
+  step = grad_step(jax.value_and_grad(loss_fn, argnums=(0, 1), has_aux=True))
 
   with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
     lowered = jax.jit(step).lower(params, su.inputs, cotangent)
@@ -246,7 +259,7 @@ def run_step_case(case, base_yml, out_dir, forward_dir, seed):
   with export.emulated_ragged_all_to_all(emulate_ragged), jax.set_mesh(mesh), nn.logical_axis_rules(rules):
     # A new function object: jit's cache would otherwise hand back the program traced above with
     # the real ragged_all_to_all.
-    numbers_step = jax.value_and_grad(lambda p, x, c: loss_fn(p, x, c), argnums=(0, 1), has_aux=True)
+    numbers_step = grad_step(jax.value_and_grad(lambda p, x, c: loss_fn(p, x, c), argnums=(0, 1), has_aux=True))
     (loss, outputs), (grad_params, grad_inputs) = jax.jit(numbers_step)(params, su.inputs, cotangent)
   fwd_outputs, recorded = export.forward_numbers(case, su, emulate_ragged)
   params_flat = {"/".join(str(p) for p in path): v.get_value() for path, v in nnx.to_flat_state(params)}
@@ -273,6 +286,8 @@ def run_step_case(case, base_yml, out_dir, forward_dir, seed):
                "differentiated": "params (nnx.Param and the router's MoEBiasVar) and inputs",
                "cotangent": f"jax.random.normal(PRNGKey({seed + 11}), output.shape, float32), placed like inputs"},
       "remat": remat_info,
+      "gradient_shardings": "each grad_<name> constrained to its parameter's sharding, grad_inputs to the input's "
+                            "(a MaxText train step's out_shardings are the state's)",
       "pass_rule": PASS_RULE,
       "saved_residuals": residuals,
       "collective_counts": counts,
