@@ -234,6 +234,12 @@ STEP_CASES = [
          suffix="_remat_full", remat_policy="full"),
     step("dense_dropless", "dense_matmul dropless step wrapped in jax.checkpoint, remat_policy=minimal",
          suffix="_remat_minimal", remat_policy="minimal"),
+    step("dense_dropless", "dense_matmul dropless step wrapped in jax.checkpoint, remat_policy=save_dot_except_mlpwi "
+         "(keeps only mlpwo)", suffix="_remat_save_dot_except_mlpwi", remat_policy="save_dot_except_mlpwi"),
+    step("sparse_ep2", "sparse_matmul EP=2 step wrapped in jax.checkpoint, remat_policy=full: the backward re-runs "
+         "the ragged all-to-alls", suffix="_remat_full", remat_policy="full"),
+    step("shared_deepseek3_ep2", "deepseek3-tiny routing, shared experts, EP=2 and loss-free bias updates: the "
+         "step differentiates the loss, not the bias update"),
     step("sparse_fsdp2", "sparse_matmul fsdp=2 step wrapped in jax.checkpoint, remat_policy=full",
          suffix="_remat_full", remat_policy="full"),
     step("sparse_fsdp2", "sparse_matmul fsdp=2 step wrapped in jax.checkpoint, remat_policy=minimal",

@@ -83,6 +83,14 @@ def _pass_of(op_name):
   return "backward" if op_name and "transpose(" in op_name else "forward"
 
 
+def _recompute_of(op_name):
+  """The forward a jax.checkpoint'ed block recomputes in the backward: JAX names it
+  "transpose(jvp(jvp()))/remat2" (GSPMD's parameter all-gathers) or
+  "transpose(jvp(jvp()))/checkpoint/rematted_computation/..." (ops inside the block) in these HLOs;
+  the backward's own ops read "transpose(jvp(jvp()))/checkpoint/..." without either."""
+  return bool(op_name) and "transpose(" in op_name and ("/remat2" in op_name or "rematted_computation" in op_name)
+
+
 def _combined_names(op_name, n):
   """The op_names of a combined collective's n operands, or None.
 
@@ -103,9 +111,7 @@ def mark_passes(records):
   for r in records:
     # A combined collective (one all-reduce of several arrays) lists each result; dtype names all.
     r["dtype"] = ",".join(sorted({a.split("[")[0] for a in r["result"]})) or None
-    # The forward a jax.checkpoint'ed block recomputes in the backward: JAX traces it as the
-    # primitive remat2 inside the transpose ("transpose(jvp(jvp()))/remat2" in these HLOs).
-    r["recompute"] = bool(r["op_name"]) and "transpose(" in r["op_name"] and "/remat2" in r["op_name"]
+    r["recompute"] = _recompute_of(r["op_name"])
     names = _combined_names(r["op_name"], len(r["result"]))
     if names is None:
       r["pass"] = _pass_of(r["op_name"])
@@ -117,7 +123,7 @@ def mark_passes(records):
       for d in dims.rstrip("]").split(","):
         n *= int(d) if d else 1
       r["parts"].append({"result": result, "bytes": n * hlo_collectives._DTYPE_BYTES.get(dtype, 4),  # pylint: disable=protected-access
-                         "pass": _pass_of(name), "op_name": name})
+                         "pass": _pass_of(name), "recompute": _recompute_of(name), "op_name": name})
     passes = {p["pass"] for p in r["parts"]}
     r["pass"] = passes.pop() if len(passes) == 1 else "mixed"
   return records
