@@ -106,9 +106,13 @@ TEST_CASE("base_config cycles and missing files are refused naming the files", "
 TEST_CASE("A model file's base_config is inert when model_name loads it, as in pyconfig",
           "[release]") {
   // qwen3.5-35b-a3b-fp8.yml says base_config: "base.yml"; pyconfig loads model files without
-  // includes, so only its own keys apply (here up to its weight_dtype).
-  const std::string err = UserError({"config", ReleaseBase(), "model_name=qwen3.5-35b-a3b-fp8"});
-  CHECK_THAT(err, !Catch::Contains("base_config") && Catch::Contains("weight_dtype"));
+  // includes, so only its own keys apply (its fp8 weight_dtype among them).
+  const CommandResult r =
+      RunShardtrace({"config", ReleaseBase(), "model_name=qwen3.5-35b-a3b-fp8"});
+  CHECK(r.status == 0);
+  CHECK(r.err.empty());
+  CHECK_THAT(r.out, !Catch::Contains("base_config") &&
+                        Catch::Contains("dtype='bfloat16' weight_dtype='float8_e4m3fn'"));
 }
 
 TEST_CASE("Release model files MaxText's config validation refuses are refused by name",

@@ -79,7 +79,14 @@ std::string MaxTextPath(const std::string& block, const std::string& scope,
       {"shared_expert/wi_0 wi_0", "shared_expert/wi_0/kernel"},
       {"shared_expert/wi_1 wi_1", "shared_expert/wi_1/kernel"},
       {"shared_expert wo", "shared_expert/wo/kernel"},
-      {"shared_expert_gate shared_expert_gate.kernel", "shared_expert_gate/kernel"}};
+      {"shared_expert_gate shared_expert_gate.kernel", "shared_expert_gate/kernel"},
+      // fp8 storage: DenseGeneral's kernel_scale beside each kernel.
+      {"shared_experts/wi_0 wi_0.kernel_scale", "shared_experts/wi_0/kernel_scale"},
+      {"shared_experts/wi_1 wi_1.kernel_scale", "shared_experts/wi_1/kernel_scale"},
+      {"shared_experts wo.kernel_scale", "shared_experts/wo/kernel_scale"},
+      {"shared_expert/wi_0 wi_0.kernel_scale", "shared_expert/wi_0/kernel_scale"},
+      {"shared_expert/wi_1 wi_1.kernel_scale", "shared_expert/wi_1/kernel_scale"},
+      {"shared_expert wo.kernel_scale", "shared_expert/wo/kernel_scale"}};
   const auto it = kShared.find(rest + " " + name);
   return it == kShared.end() ? "?" + rest + " " + name : it->second;
 }

@@ -1,7 +1,12 @@
 #include "config/moe_settings.h"
 
+#include <fnmatch.h>
+
+#include <utility>
+
 #include "config/config.h"
 #include "config/moe_keys.h"
+#include "util/error.h"
 
 namespace shardtrace {
 namespace {
@@ -10,7 +15,56 @@ GmmTiling Tiling(const Config& c, const std::string& prefix) {
   return {c.Int(prefix + "_batch_seq"), c.Int(prefix + "_embed_dim"), c.Int(prefix + "_mlp_dim")};
 }
 
+// The keys of MaxText's fp8 weight storage. The seed's MaxText has none of them: it has no fp8
+// storage to model.
+void ResolveFp8Storage(const Config& c, MoeSettings* s) {
+  if (!c.Has("weight_block_size") || !c.Has("unquantized_modules"))
+    Fail(
+        "weight_dtype: float8_e4m3fn weight storage needs MaxText 0.2.5 or later (its base.yml "
+        "has weight_block_size and unquantized_modules); {} has no fp8 weight storage",
+        s->revision.Title());
+  s->unquantized_modules = c.StrList("unquantized_modules");
+  const bool prefuse = c.Has("prefuse_moe_weights") && c.Bool("prefuse_moe_weights");
+  // Both change which fp8 leaves exist (one fused wi and wi_scale; no scales at all in serve
+  // mode), which is not modelled: refused rather than reported with other bytes.
+  if (prefuse)
+    Fail(
+        "prefuse_moe_weights=true with weight_dtype float8_e4m3fn: the fused wi kernel and its "
+        "wi_scale are not modelled");
+  if (!c.Str("quantization").empty())
+    Fail(
+        "quantization '{}' with weight_dtype float8_e4m3fn: the quantized serving path's fp8 "
+        "parameters are not modelled",
+        c.Str("quantization"));
+  const ConfigValue& block = c.Get("weight_block_size");
+  const auto positive = [](const ConfigValue& v) {
+    return v.type == ConfigValue::Type::kInt && v.i > 0;
+  };
+  if (block.type == ConfigValue::Type::kNull) return;
+  if (positive(block)) {
+    s->weight_block_size = std::make_pair(block.i, block.i);
+  } else if (block.type == ConfigValue::Type::kList && !block.list.empty() &&
+             block.list.size() <= 2 && positive(block.list.front()) &&
+             positive(block.list.back())) {
+    s->weight_block_size = std::make_pair(block.list.front().i, block.list.back().i);
+  } else {
+    Fail(
+        "weight_block_size: expected null, a positive integer or a list of one or two positive "
+        "integers (the fp8 scale block), got {}",
+        block.ToString());
+  }
+}
+
 }  // namespace
+
+DType MoeSettings::WeightDtypeOf(const std::string& module) const {
+  if (!IsFp8Storage()) return weight_dtype;
+  // get_weight_dtype fnmatches the module's name and its last dotted part (Python's fnmatch:
+  // *, ?, [...], no escapes); the MoE block's modules have one part.
+  for (const std::string& pattern : unquantized_modules)
+    if (fnmatch(pattern.c_str(), module.c_str(), FNM_NOESCAPE) == 0) return dtype;
+  return weight_dtype;
+}
 
 MoeSettings ResolveMoeSettings(const Config& c) {
   MoeSettings s;
@@ -72,6 +126,8 @@ MoeSettings ResolveMoeSettings(const Config& c) {
   s.use_batch_split_schedule = c.Bool("use_batch_split_schedule");
   s.moe_fsdp_use_two_stage_all_gather = c.Bool("moe_fsdp_use_two_stage_all_gather");
   s.shard_mode = c.Str("shard_mode");
+
+  if (s.IsFp8Storage()) ResolveFp8Storage(c, &s);
 
   s.quantization = c.Str("quantization");
   s.use_qwix_quantization = c.Bool("use_qwix_quantization");

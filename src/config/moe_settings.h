@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/maxtext_revision.h"
@@ -89,6 +90,18 @@ struct MoeSettings {
   bool use_batch_split_schedule = false;
   bool moe_fsdp_use_two_stage_all_gather = false;
   std::string shard_mode;
+
+  // fp8 weight storage (weight_dtype float8_e4m3fn, MaxText 0.2.5 and later): the modules
+  // common_types.get_weight_dtype keeps in `dtype` (fnmatch patterns), and the scale blocks
+  // of weight_block_size as (in, out): an int b is (b, b), [a] is (a, a), [a, b] is (a, b);
+  // unset (null) means one scale per tensor (per expert for the routed kernels).
+  std::vector<std::string> unquantized_modules;
+  std::optional<std::pair<int64_t, int64_t>> weight_block_size;
+  bool IsFp8Storage() const { return weight_dtype == DType::kFloat8E4M3Fn; }
+  // The dtype get_weight_dtype gives `module` ("gate", "shared_expert_gate", ...):
+  // `dtype` when an unquantized_modules pattern matches it under fp8 storage, else
+  // weight_dtype.
+  DType WeightDtypeOf(const std::string& module) const;
 
   // Quantization (noted in the trace, not modeled).
   std::string quantization;

@@ -519,6 +519,8 @@ std::string ShortDtype(DType dtype) {
       return "i32";
     case DType::kBool:
       return "bool";
+    case DType::kFloat8E4M3Fn:
+      return "f8e4m3fn";
   }
   return ToString(dtype);
 }

@@ -1,5 +1,6 @@
 #include "numeric/dtype.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 
@@ -19,6 +20,8 @@ std::string ToString(DType dtype) {
       return "int32";
     case DType::kBool:
       return "bool";
+    case DType::kFloat8E4M3Fn:
+      return "float8_e4m3fn";
   }
   return "?";
 }
@@ -29,7 +32,8 @@ DType ParseDType(std::string_view text, std::string_view key) {
   if (text == "float32" || text == "fp32" || text == "f32") return DType::kFloat32;
   if (text == "int32") return DType::kInt32;
   if (text == "bool") return DType::kBool;
-  Fail("{}: unknown dtype '{}' (expected bfloat16, float16 or float32)", key, text);
+  if (text == "float8_e4m3fn") return DType::kFloat8E4M3Fn;
+  Fail("{}: unknown dtype '{}' (expected bfloat16, float16, float32 or float8_e4m3fn)", key, text);
 }
 
 int64_t ByteSize(DType dtype) {
@@ -44,12 +48,15 @@ int64_t ByteSize(DType dtype) {
       return 4;
     case DType::kBool:
       return 1;
+    case DType::kFloat8E4M3Fn:
+      return 1;
   }
   return 4;
 }
 
 bool IsFloating(DType dtype) {
-  return dtype == DType::kBfloat16 || dtype == DType::kFloat16 || dtype == DType::kFloat32;
+  return dtype == DType::kBfloat16 || dtype == DType::kFloat16 || dtype == DType::kFloat32 ||
+         dtype == DType::kFloat8E4M3Fn;
 }
 
 namespace {
@@ -75,6 +82,18 @@ float RoundToFloat16(float value) {
   return std::nearbyint(value / quantum) * quantum;
 }
 
+// 4 significant bits for normals (exponent bias 7, smallest normal 2^-6), subnormals share
+// the 2^-9 quantum; the all-ones pattern above 448 is NaN, so anything rounding past 448 is.
+float RoundToFloat8E4M3Fn(float value) {
+  if (!std::isfinite(value)) return std::isnan(value) ? value : NAN;
+  if (value == 0.0f) return value;
+  int exponent = 0;
+  std::frexp(value, &exponent);  // value = m * 2^exponent, 0.5 <= |m| < 1
+  const float quantum = std::ldexp(1.0f, std::max(exponent - 4, -9));
+  const float rounded = std::nearbyint(value / quantum) * quantum;
+  return std::fabs(rounded) > 448.0f ? NAN : rounded;
+}
+
 }  // namespace
 
 float RoundTo(DType dtype, float value) {
@@ -89,6 +108,8 @@ float RoundTo(DType dtype, float value) {
       return value;
     case DType::kBool:
       return value != 0.0f ? 1.0f : 0.0f;
+    case DType::kFloat8E4M3Fn:
+      return RoundToFloat8E4M3Fn(value);
   }
   return value;
 }

@@ -73,6 +73,19 @@ PathOutput RoutedMoE(const MoeContext& ctx, const Value& inputs_in, const MoePar
   const Value wi_0 = t.Weight({"wi_0", "EMH"}, p.wi_0, wi_axes);
   const Value wi_1 = t.Weight({"wi_1", "EMH"}, p.wi_1, wi_axes);
   const Value wo = t.Weight({"wo", "EHM"}, p.wo, wo_axes);
+  // fp8 storage: each routed kernel's float32 scale is a parameter of its own, sharded like
+  // its kernel (moe.py: the kernel axes for a block grid, the expert axis alone for [E]).
+  std::optional<Value> wi_0_scale, wi_1_scale, wo_scale;
+  if (p.wi_0_scale) {
+    const auto cond = t.Condition("weight_dtype == float8_e4m3fn");
+    const bool blocks = settings.weight_block_size.has_value();
+    const std::string dims = blocks ? "E--" : "E";
+    const LogicalAxes wi_scale_axes = blocks ? wi_axes : LogicalAxes{wi_axes.front()};
+    const LogicalAxes wo_scale_axes = blocks ? wo_axes : LogicalAxes{wo_axes.front()};
+    wi_0_scale = t.Weight({"wi_0_scale", dims}, *p.wi_0_scale, wi_scale_axes);
+    wi_1_scale = t.Weight({"wi_1_scale", dims}, *p.wi_1_scale, wi_scale_axes);
+    wo_scale = t.Weight({"wo_scale", dims}, *p.wo_scale, wo_scale_axes);
+  }
   std::optional<Value> wi_0_bias, wi_1_bias, wo_bias, per_expert_scale;
   if (settings.mlp_bias) {
     const auto cond = t.Condition("mlp_bias");
@@ -91,9 +104,18 @@ PathOutput RoutedMoE(const MoeContext& ctx, const Value& inputs_in, const MoePar
   if (gate.pre_bias_logits) ctx.Capture(Capture::kPreBiasLogits, gate.pre_bias_logits->array());
 
   ExpertKernels k;
-  k.wo = tr::Cast(t, wo, s.dtype, {"wo_kernel", "EHM"});
-  k.w0 = tr::Cast(t, wi_0, s.dtype, {"w0_kernel", "EMH"});
-  k.w1 = tr::Cast(t, wi_1, s.dtype, {"w1_kernel", "EMH"});
+  if (wo_scale) {
+    // fp8 kernels are dequantized to dtype before the path sees them (moe.py's
+    // _maybe_native_gmm_weight without native gmm: dequantize_weight).
+    const auto cond = t.Condition("weight_dtype == float8_e4m3fn");
+    k.wo = tr::Dequantize(t, wo, *wo_scale, s.dtype, {"wo_kernel", "EHM"});
+    k.w0 = tr::Dequantize(t, wi_0, *wi_0_scale, s.dtype, {"w0_kernel", "EMH"});
+    k.w1 = tr::Dequantize(t, wi_1, *wi_1_scale, s.dtype, {"w1_kernel", "EMH"});
+  } else {
+    k.wo = tr::Cast(t, wo, s.dtype, {"wo_kernel", "EHM"});
+    k.w0 = tr::Cast(t, wi_0, s.dtype, {"w0_kernel", "EMH"});
+    k.w1 = tr::Cast(t, wi_1, s.dtype, {"w1_kernel", "EMH"});
+  }
   if (per_expert_scale) {
     const auto cond = t.Condition("decoder_block == gemma4");
     const Value scale = tr::Cast(t, *per_expert_scale, s.dtype, {"per_expert_scale", "E"});

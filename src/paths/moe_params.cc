@@ -45,14 +45,32 @@ Array Make(Rng* rng, Shape shape, DType dtype, double stddev) {
   return Array::FromData(std::move(shape), dtype, std::move(data));
 }
 
-MlpParams MakeMlp(Rng* rng, int64_t in, int64_t hidden, int n, DType dtype) {
+Array Ones(bool numeric, Shape shape) {
+  for (int64_t& d : shape) d = std::max<int64_t>(d, 0);
+  return numeric ? Array::Filled(std::move(shape), DType::kFloat32, 1.0f)
+                 : Array::Symbolic(std::move(shape), DType::kFloat32);
+}
+
+MlpParams MakeMlp(Rng* rng, const MoeSettings& settings, int64_t in, int64_t hidden, int n,
+                  DType dtype) {
   MlpParams p;
   for (int i = 0; i < n; ++i) p.wi.push_back(Make(rng, {in, hidden}, dtype, 1.0 / std::sqrt(in)));
   p.wo = Make(rng, {hidden, in}, dtype, 1.0 / std::sqrt(hidden));
+  if (settings.IsFp8Storage()) {
+    for (int i = 0; i < n; ++i)
+      p.wi_scale.push_back(Ones(rng != nullptr, DenseScaleShape(settings, {in, hidden})));
+    p.wo_scale = Ones(rng != nullptr, DenseScaleShape(settings, {hidden, in}));
+  }
   return p;
 }
 
 }  // namespace
+
+Shape DenseScaleShape(const MoeSettings& settings, const Shape& kernel) {
+  if (!settings.weight_block_size) return {};
+  const auto [b_in, b_out] = *settings.weight_block_size;
+  return {ScaleBlocks(kernel[0], b_in), ScaleBlocks(kernel[1], b_out)};
+}
 
 void CheckNumericSize(const MoeSetup& s, int64_t devices, int64_t budget_bytes) {
   // Element counts saturate instead of overflowing: any of them past the budget is refused.
@@ -96,9 +114,8 @@ void CheckNumericSize(const MoeSetup& s, int64_t devices, int64_t budget_bytes) 
   int64_t total = 0;  // floats, saturating
   const Candidate* largest = &candidates.front();
   for (const Candidate& c : candidates) {
-    const int64_t held = c.kernel_split > 0
-                             ? product({c.elements / c.kernel_split, devices})
-                             : product({c.elements, std::min<int64_t>(devices, 4)});
+    const int64_t held = c.kernel_split > 0 ? product({c.elements / c.kernel_split, devices})
+                                            : product({c.elements, std::min<int64_t>(devices, 4)});
     if (__builtin_add_overflow(total, held, &total)) total = INT64_MAX;
     if (c.elements > largest->elements) largest = &c;
   }
@@ -108,8 +125,8 @@ void CheckNumericSize(const MoeSetup& s, int64_t devices, int64_t budget_bytes) 
     Fail(
         "--numeric: the run would hold {} (largest: {}, {} floats{}); the budget is {} "
         "(--max-memory GIB raises it); shrink {}{}, or trace symbolically",
-        bytes == INT64_MAX ? std::string("more than 8 EiB") : "about " + mib(bytes),
-        largest->what, largest->elements,
+        bytes == INT64_MAX ? std::string("more than 8 EiB") : "about " + mib(bytes), largest->what,
+        largest->elements,
         devices > 1 ? fmt::format(", on up to {} simulated devices", devices) : "",
         mib(budget_bytes), largest->keys, devices > 1 ? " or the device count" : "");
 }
@@ -124,8 +141,9 @@ MoeParams MakeParams(const MoeSetup& s, int num_mlp_activations, bool numeric, u
   // The block receives its input in `dtype` (the decoder layer's pre-MoE norm emits it), so
   // the argument XLA holds per device is that size.
   p.inputs = Make(rng, {s.batch, s.seq, s.emb}, s.dtype, 1.0);
-  p.gate_kernel = Make(rng, {s.emb, s.num_experts}, w, 1.0 / std::sqrt(s.emb));
-  p.gate_bias = Make(rng, {s.num_experts}, w, 0.1);
+  const DType gate_w = s.settings.WeightDtypeOf("gate");
+  p.gate_kernel = Make(rng, {s.emb, s.num_experts}, gate_w, 1.0 / std::sqrt(s.emb));
+  p.gate_bias = Make(rng, {s.num_experts}, gate_w, 0.1);
   p.wi_0 = Make(rng, {s.num_experts, s.emb, s.wi_hidden}, w, 1.0 / std::sqrt(s.emb));
   p.wi_1 = Make(rng, {s.num_experts, s.emb, s.wi_hidden}, w, 1.0 / std::sqrt(s.emb));
   p.wo = Make(rng, {s.num_experts, s.wo_hidden, s.emb}, w, 1.0 / std::sqrt(s.wo_hidden));
@@ -134,11 +152,26 @@ MoeParams MakeParams(const MoeSetup& s, int num_mlp_activations, bool numeric, u
   p.wo_bias = Make(rng, {s.num_experts, s.emb}, w, 0.1);
   p.per_expert_scale =
       numeric ? Array::Filled({s.num_experts}, w, 1.0f) : Array::Symbolic({s.num_experts}, w);
-  if (s.shared_hidden > 0) p.shared = MakeMlp(rng, s.emb, s.shared_hidden, num_mlp_activations, w);
-  p.dense = MakeMlp(rng, s.emb, s.mlp_dim, num_mlp_activations, w);
+  if (s.shared_hidden > 0)
+    p.shared = MakeMlp(rng, s.settings, s.emb, s.shared_hidden, num_mlp_activations, w);
+  p.dense = MakeMlp(rng, s.settings, s.emb, s.mlp_dim, num_mlp_activations, w);
   // Drawn last, so every other parameter keeps the values it has without this gate.
   if (s.shared_hidden > 0 && s.qwen3_next_block)
-    p.shared_expert_gate = Make(rng, {s.emb, 1}, w, 1.0 / std::sqrt(s.emb));
+    p.shared_expert_gate = Make(rng, {s.emb, 1}, s.settings.WeightDtypeOf("shared_expert_gate"),
+                                1.0 / std::sqrt(s.emb));
+  if (s.settings.IsFp8Storage()) {
+    // moe.py's scale grid: the kernel's (E, M, H) in blocks; one scale per expert without
+    // weight_block_size. Both wi and wo count the hidden dim in b_out blocks, M in b_in.
+    Shape wi_scale = {s.num_experts}, wo_scale = {s.num_experts};
+    if (s.settings.weight_block_size) {
+      const auto [b_in, b_out] = *s.settings.weight_block_size;
+      wi_scale = {s.num_experts, ScaleBlocks(s.emb, b_in), ScaleBlocks(s.wi_hidden, b_out)};
+      wo_scale = {s.num_experts, ScaleBlocks(s.wi_hidden, b_out), ScaleBlocks(s.emb, b_in)};
+    }
+    p.wi_0_scale = Ones(numeric, wi_scale);
+    p.wi_1_scale = Ones(numeric, wi_scale);
+    p.wo_scale = Ones(numeric, wo_scale);
+  }
   return p;
 }
 
@@ -166,10 +199,11 @@ MoeParams ParamsFromArrays(const MoeSetup& s, int num_mlp_activations,
            ShapeToString(it->second.shape), ShapeToString(slot.shape));
     // A case stores its inputs as float32; the block receives them in `dtype`, rounded as
     // the exporter rounded them before the call (a no-op for its bf16-exact values).
-    slot = name == "inputs" ? shardtrace::Cast(Array::FromBuffer(slot.shape, DType::kFloat32,
-                                                                 it->second.buffer()),
-                                               slot.dtype)
-                            : Array::FromBuffer(slot.shape, slot.dtype, it->second.buffer());
+    slot =
+        name == "inputs"
+            ? shardtrace::Cast(Array::FromBuffer(slot.shape, DType::kFloat32, it->second.buffer()),
+                               slot.dtype)
+            : Array::FromBuffer(slot.shape, slot.dtype, it->second.buffer());
   };
   // Parameters a golden case leaves out take MaxText's initial value: biases start at zero,
   // per_expert_scale at one.
@@ -179,12 +213,26 @@ MoeParams ParamsFromArrays(const MoeSetup& s, int num_mlp_activations,
   const bool moe = !IsDenseMlpCase(arrays);
   if (moe) p.dense.reset();  // a MoE case holds no dense MlpBlock
   p.per_expert_scale = Array::Filled(p.per_expert_scale->shape, p.per_expert_scale->dtype, 1.0f);
+  // fp8 scales start at one too (a case may carry its own, by MaxText's leaf names).
+  const auto one = [](Array& a) { a = Array::Filled(a.shape, a.dtype, 1.0f); };
+  for (std::optional<Array>* scale : {&p.wi_0_scale, &p.wi_1_scale, &p.wo_scale})
+    if (*scale) one(**scale);
+  for (std::optional<MlpParams>* mlp : {&p.shared, &p.dense}) {
+    if (!*mlp) continue;
+    for (Array& scale : (*mlp)->wi_scale) one(scale);
+    if ((*mlp)->wo_scale) one(*(*mlp)->wo_scale);
+  }
   take("inputs", p.inputs, true);
   take("gate_kernel", p.gate_kernel, moe);
   if (routed_bias) take("gate_bias", *p.gate_bias, false);
   take("wi_0", p.wi_0, moe);
   take("wi_1", p.wi_1, moe);
   take("wo", p.wo, moe);
+  if (p.wi_0_scale) {
+    take("wi_0_scale", *p.wi_0_scale, false);
+    take("wi_1_scale", *p.wi_1_scale, false);
+    take("wo_scale", *p.wo_scale, false);
+  }
   if (!moe) {
     for (size_t i = 0; i < p.dense->wi.size(); ++i)
       take(fmt::format("mlp_wi_{}", i), p.dense->wi[i], true);

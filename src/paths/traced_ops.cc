@@ -42,6 +42,52 @@ Value Reshape(Tracer& t, const Value& x, const Shape& shape, const Out& out) {
                  [&](const Args& a) { return shardtrace::Reshape(*a[0], shape); });
 }
 
+Value Dequantize(Tracer& t, const Value& w, const Value& scale, DType dtype, const Out& out_in) {
+  // Copies: recording an op grows the trace's tensor list.
+  const TensorRecord wr = t.trace().tensors[w.tensor];
+  const TensorRecord sr = t.trace().tensors[scale.tensor];
+  const Shape& w_shape = wr.shape;
+  const Shape& s_shape = sr.shape;
+  const std::string& w_dims = wr.dims;
+  Out out = out_in;
+  out.kind = wr.kind;  // the dequantized kernel is still a weight, as a cast one is
+  const Value w_c = Cast(t, w, dtype, out);
+  const Value s_c = Cast(t, scale, dtype, {out.name + "_scale", sr.dims, sr.kind});
+  if (s_shape.size() < w_shape.size()) {
+    // Per tensor (a scalar) or per expert ([E] on [E, M, H]): broadcast over the rest.
+    Shape lead = s_shape;
+    std::string dims = sr.dims;
+    while (lead.size() < w_shape.size()) {
+      lead.push_back(1);
+      dims += '1';
+    }
+    const Value s_b = s_shape.empty() ? s_c : Reshape(t, s_c, lead, {out.name + "_scale", dims});
+    return Binary(t, OpKind::kMul, w_c, s_b, out);
+  }
+  Shape interleaved, scale_shape;
+  std::string w_letters, s_letters;
+  for (size_t d = 0; d < w_shape.size(); ++d) {
+    if (s_shape[d] <= 0 || w_shape[d] % s_shape[d] != 0)
+      Fail(
+          "{}: block scaling requires weight dimensions {} to be divisible by scale dimensions {} "
+          "(weight_block_size): MaxText's dequantize_weight raises ValueError",
+          out.name, ShapeToString(w_shape), ShapeToString(s_shape));
+    const int64_t block = w_shape[d] / s_shape[d];
+    interleaved.insert(interleaved.end(), {s_shape[d], block});
+    scale_shape.insert(scale_shape.end(), {s_shape[d], 1});
+    // A dim keeps its letter where it is the whole kernel dim; block counts and sizes have none.
+    const char whole = w_dims[d];
+    w_letters += s_shape[d] == 1 ? '1' : block == 1 ? whole : '-';
+    w_letters += block == 1 ? '1' : s_shape[d] == 1 ? whole : '-';
+    s_letters += s_shape[d] == 1 ? '1' : block == 1 ? whole : '-';
+    s_letters += '1';
+  }
+  const Value w_i = Reshape(t, w_c, interleaved, {out.name, w_letters, wr.kind});
+  const Value s_i = Reshape(t, s_c, scale_shape, {out.name + "_scale", s_letters, sr.kind});
+  const Value product = Binary(t, OpKind::kMul, w_i, s_i, {out.name, w_letters, wr.kind});
+  return Reshape(t, product, w_shape, out);
+}
+
 Value Activation(Tracer& t, const std::string& name, const Value& x, const Out& out) {
   // routed_score_func may name softmax, which is not an elementwise activation.
   if (name == "softmax")

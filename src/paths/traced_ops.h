@@ -22,6 +22,13 @@ Value Einsum(Tracer& t, const std::string& equation, const Value& a, const Value
              DType out_dtype, const Out& out);
 Value Cast(Tracer& t, const Value& x, DType dtype, const Out& out);
 Value Reshape(Tracer& t, const Value& x, const Shape& shape, const Out& out);
+// quantizations.dequantize_weight(w, scale, dtype) of an fp8 weight: w and its float32 scale
+// cast to `dtype`, then w times the scale: a scalar scale broadcast, a leading [E] scale as
+// [E, 1, 1], and a block grid of the kernel's rank by interleaving each dim d with its s
+// blocks as (s, d/s), multiplying by the scale reshaped to (s, 1) per dim and reshaping
+// back (each dim's major part keeps its sharding, so a scale sharded like its kernel needs
+// no communication). A dim its scale does not divide is refused as MaxText refuses it.
+Value Dequantize(Tracer& t, const Value& w, const Value& scale, DType dtype, const Out& out);
 // The activation `name` (numeric/activations.h), or softmax over the last axis.
 Value Activation(Tracer& t, const std::string& name, const Value& x, const Out& out);
 Value Softmax(Tracer& t, const Value& x, const Out& out);  // over the last axis
