@@ -65,7 +65,8 @@ import hlo_collectives  # pylint: disable=wrong-import-position
 # the transpose of the linearized forward, so its ops carry `transpose(` (e.g.
 # "jit(step)/transpose(jvp(RoutedMoE))/..."); forward ops carry `jvp(` only. Ops XLA creates
 # itself keep the op_name of the instruction they came from.
-PASS_RULE = ("backward iff the HLO instruction's metadata op_name contains 'transpose('; forward otherwise; a "
+PASS_RULE = ("backward iff the HLO instruction's metadata op_name contains 'transpose('; forward otherwise (a reshard "
+             "of a step argument, op_name the argument's name, is forward and argument_reshard); a "
              "combined collective (op_name '<prefix>/(<a>:<b>:...)', one name per operand) gets parts, one per "
              "operand with its own pass, and is 'mixed' when they differ")
 
@@ -112,6 +113,9 @@ def mark_passes(records):
     # A combined collective (one all-reduce of several arrays) lists each result; dtype names all.
     r["dtype"] = ",".join(sorted({a.split("[")[0] for a in r["result"]})) or None
     r["recompute"] = _recompute_of(r["op_name"])
+    # GSPMD's reshard of a step argument carries the argument's name, not the name stack
+    # (p['wi_0'].value, x, c = the cotangent): issued once, its result can serve both passes.
+    r["argument_reshard"] = bool(r["op_name"]) and "jit(" not in r["op_name"]
     names = _combined_names(r["op_name"], len(r["result"]))
     if names is None:
       r["pass"] = _pass_of(r["op_name"])
