@@ -79,10 +79,10 @@ TEST_CASE("svg: the masked loop, whose cluster graph aborts Graphviz's dot, stil
 TEST_CASE("a symbolic trace at full size allocates nothing per token (S = 2^31, masked loop)",
           "[hostile][trace]") {
   // reshape_and_update_weights' index helpers were built eagerly: 8 GB for arange(2^31).
-  const CommandResult r = RunShardtrace(
-      {"trace", "--path", "masked_loop", "base_emb_dim=16", "base_mlp_dim=32",
-       "base_moe_mlp_dim=32", "num_experts=8", "num_experts_per_tok=2", "per_device_batch_size=1",
-       "max_target_length=2147483648", "--devices", "8"});
+  const CommandResult r =
+      RunShardtrace({"trace", "--path", "masked_loop", "base_emb_dim=16", "base_mlp_dim=32",
+                     "base_moe_mlp_dim=32", "num_experts=8", "num_experts_per_tok=2",
+                     "per_device_batch_size=1", "max_target_length=2147483648", "--devices", "8"});
   INFO(r.err);
   REQUIRE(r.status == 0);
   // The [S,1] index helper is traced at full size: 2^31 int32 values, 8 GiB, never allocated.
@@ -92,9 +92,10 @@ TEST_CASE("a symbolic trace at full size allocates nothing per token (S = 2^31, 
 
 TEST_CASE("render draws what trace accepts: emb chunks and a huge global_parameter_scale",
           "[hostile][render]") {
-  SECTION("num_moe_emb_chunks=32: the reduced embedding splits into 32 chunks per shard") {
+  SECTION(
+      "shardtrace_pr3981_emb_chunks=32: the reduced embedding splits into 32 chunks per shard") {
     const CommandResult r =
-        RunShardtrace(With({"render"}, With(kMixtralEp4, {"num_moe_emb_chunks=32"})));
+        RunShardtrace(With({"render"}, With(kMixtralEp4, {"shardtrace_pr3981_emb_chunks=32"})));
     INFO(r.err);
     REQUIRE(r.status == 0);
     // 32 chunks x 8 devices: the smallest multiple of 256 that is at least 16.

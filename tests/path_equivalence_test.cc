@@ -58,10 +58,12 @@ TEST_CASE("Dense dropping with a capacity that drops nothing equals dense drople
   const auto base = SmallMoe("mixtral");
   const RunResult dropless = Run(With(base, {"sparse_matmul=false", "capacity_factor=-1"}), 1);
   const RunResult dropping = Run(With(base, {"sparse_matmul=false", "capacity_factor=8"}), 1);
-  CHECK(MaxDiff(dropless.captures.At(Capture::kOutput), dropping.captures.At(Capture::kOutput)) < 1e-5);
+  CHECK(MaxDiff(dropless.captures.At(Capture::kOutput), dropping.captures.At(Capture::kOutput)) <
+        1e-5);
   // A capacity of 1 drops tokens, so the outputs must then differ.
   const RunResult tight = Run(With(base, {"sparse_matmul=false", "capacity_factor=0.25"}), 1);
-  CHECK(MaxDiff(dropless.captures.At(Capture::kOutput), tight.captures.At(Capture::kOutput)) > 1e-3);
+  CHECK(MaxDiff(dropless.captures.At(Capture::kOutput), tight.captures.At(Capture::kOutput)) >
+        1e-3);
 }
 
 TEST_CASE("Every sparse_matmul mesh agrees with dense dropless", "[paths]") {
@@ -103,8 +105,10 @@ TEST_CASE("Every sparse_matmul mesh agrees with dense dropless", "[paths]") {
     overrides.push_back("ici_fsdp_parallelism=-1");
     INFO(fmt::format("{} on {} devices", fmt::join(c.overrides, " "), c.devices));
     const RunResult run = Run(overrides, c.devices, c.batch);
-    CHECK(MaxDiff(reference.captures.At(Capture::kOutput), run.captures.At(Capture::kOutput)) < 1e-5);
-    CHECK(MaxDiff(reference.captures.At(Capture::kTopKIndices), run.captures.At(Capture::kTopKIndices)) == 0);
+    CHECK(MaxDiff(reference.captures.At(Capture::kOutput), run.captures.At(Capture::kOutput)) <
+          1e-5);
+    CHECK(MaxDiff(reference.captures.At(Capture::kTopKIndices),
+                  run.captures.At(Capture::kTopKIndices)) == 0);
   }
 }
 
@@ -116,7 +120,8 @@ TEST_CASE("Decode with global batch 1 agrees with dense dropless for EP 1, 2, 4,
     const RunResult run =
         Run(With(base, {fmt::format("ici_expert_parallelism={}", ep), "ici_fsdp_parallelism=1"}),
             ep, 1);
-    CHECK(MaxDiff(reference.captures.At(Capture::kOutput), run.captures.At(Capture::kOutput)) < 1e-5);
+    CHECK(MaxDiff(reference.captures.At(Capture::kOutput), run.captures.At(Capture::kOutput)) <
+          1e-5);
   }
   const RunResult tp = Run(With(base, {"ici_expert_parallelism=2", "ici_tensor_parallelism=2",
                                        "ici_fsdp_parallelism=1"}),
@@ -132,7 +137,8 @@ TEST_CASE("DeepSeek-style routing with shared experts agrees across dense and sp
   const RunResult reference = Run(With(base, {"sparse_matmul=false", "capacity_factor=-1"}), 1);
   const RunResult sparse =
       Run(With(base, {"ici_expert_parallelism=4", "ici_fsdp_parallelism=-1"}), 4);
-  CHECK(MaxDiff(reference.captures.At(Capture::kOutput), sparse.captures.At(Capture::kOutput)) < 1e-5);
+  CHECK(MaxDiff(reference.captures.At(Capture::kOutput), sparse.captures.At(Capture::kOutput)) <
+        1e-5);
 }
 
 TEST_CASE("gpt_oss with mlp_bias agrees between dense dropless and sparse EP 2", "[paths]") {
@@ -144,11 +150,13 @@ TEST_CASE("gpt_oss with mlp_bias agrees between dense dropless and sparse EP 2",
        {std::string("ici_expert_parallelism=2"), std::string("ici_tensor_parallelism=2")}) {
     INFO(mesh);
     const RunResult sparse = Run(With(base, {mesh, "ici_fsdp_parallelism=-1"}), 2);
-    CHECK(MaxDiff(reference.captures.At(Capture::kOutput), sparse.captures.At(Capture::kOutput)) < 1e-5);
+    CHECK(MaxDiff(reference.captures.At(Capture::kOutput), sparse.captures.At(Capture::kOutput)) <
+          1e-5);
   }
   const RunResult ring =
       Run(With(base, {"ici_expert_parallelism=2", "use_ring_of_experts=true"}), 2);
-  CHECK(MaxDiff(reference.captures.At(Capture::kOutput), ring.captures.At(Capture::kOutput)) < 1e-5);
+  CHECK(MaxDiff(reference.captures.At(Capture::kOutput), ring.captures.At(Capture::kOutput)) <
+        1e-5);
 }
 
 }  // namespace shardtrace
@@ -180,14 +188,16 @@ TEST_CASE("The refactored route/dispatch/gmm pipeline, chunked or not, equals th
     seed_args.insert(seed_args.end(), m.mesh.begin(), m.mesh.end());
     const RunResult seed = Run(seed_args, m.devices, m.batch);
     for (const int chunks : {1, 2, 4}) {
-      INFO(fmt::format("{} on {} devices, num_moe_emb_chunks={}", fmt::join(m.mesh, " "), m.devices,
-                       chunks));
+      INFO(fmt::format("{} on {} devices, shardtrace_pr3981_emb_chunks={}", fmt::join(m.mesh, " "),
+                       m.devices, chunks));
       auto args = seed_args;
-      args.push_back(fmt::format("num_moe_emb_chunks={}", chunks));
+      args.push_back(fmt::format("shardtrace_pr3981_emb_chunks={}", chunks));
       const RunResult pipeline = Run(args, m.devices, m.batch);
       CHECK(pipeline.trace.path.find("pipeline") != std::string::npos);
-      CHECK(MaxDiff(seed.captures.At(Capture::kOutput), pipeline.captures.At(Capture::kOutput)) < 1e-5);
-      CHECK(MaxDiff(seed.captures.At(Capture::kLbLoss), pipeline.captures.At(Capture::kLbLoss)) < 1e-6);
+      CHECK(MaxDiff(seed.captures.At(Capture::kOutput), pipeline.captures.At(Capture::kOutput)) <
+            1e-5);
+      CHECK(MaxDiff(seed.captures.At(Capture::kLbLoss), pipeline.captures.At(Capture::kLbLoss)) <
+            1e-6);
       int gathers = 0;
       for (const OpRecord& op : pipeline.trace.ops)
         gathers += op.kind == OpKind::kAllGather &&
@@ -253,8 +263,10 @@ TEST_CASE("Routing variants agree between dense dropless and sparse expert paral
     const RunResult dense = Run(With(base, {"sparse_matmul=false", "capacity_factor=-1"}), 1);
     const RunResult sparse =
         Run(With(base, {"ici_expert_parallelism=2", "ici_fsdp_parallelism=2"}), 4);
-    CHECK(MaxDiff(dense.captures.At(Capture::kOutput), sparse.captures.At(Capture::kOutput)) < 1e-5);
-    CHECK(MaxDiff(dense.captures.At(Capture::kTopKWeights), sparse.captures.At(Capture::kTopKWeights)) < 1e-6);
+    CHECK(MaxDiff(dense.captures.At(Capture::kOutput), sparse.captures.At(Capture::kOutput)) <
+          1e-5);
+    CHECK(MaxDiff(dense.captures.At(Capture::kTopKWeights),
+                  sparse.captures.At(Capture::kTopKWeights)) < 1e-6);
   }
 }
 
@@ -272,7 +284,8 @@ TEST_CASE("Weight-sharding variants of sparse_matmul compute the same output", "
     auto args = base;
     args.insert(args.end(), v.begin(), v.end());
     const RunResult variant = Run(args, 4);
-    CHECK(MaxDiff(reference.captures.At(Capture::kOutput), variant.captures.At(Capture::kOutput)) < 1e-5);
+    CHECK(MaxDiff(reference.captures.At(Capture::kOutput), variant.captures.At(Capture::kOutput)) <
+          1e-5);
   }
 }
 

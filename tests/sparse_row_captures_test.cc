@@ -193,8 +193,8 @@ TEST_CASE("decode's local selection keeps exactly the device's experts' rows", "
 
 namespace shardtrace {
 
-// The refactored pipeline (num_moe_emb_chunks > 0) routes in route() and the seed's wrapper
-// inline; both capture the same per-device rows, value for value.
+// The refactored pipeline (shardtrace_pr3981_emb_chunks > 0) routes in route() and the seed's
+// wrapper inline; both capture the same per-device rows, value for value.
 TEST_CASE("the sparse pipeline captures the wrapper's per-device rows", "[capture]") {
   const std::vector<std::vector<std::string>> configs = {
       {"num_experts=4", "use_ring_of_experts=true", "ici_expert_parallelism=2"},
@@ -204,7 +204,7 @@ TEST_CASE("the sparse pipeline captures the wrapper's per-device rows", "[captur
   for (const std::vector<std::string>& config : configs) {
     const RunResult wrapper = NumericRun(config, 4);
     std::vector<std::string> chunked = config;
-    chunked.push_back("num_moe_emb_chunks=1");
+    chunked.push_back("shardtrace_pr3981_emb_chunks=1");
     const RunResult pipeline = NumericRun(chunked, 4);
     int64_t compared = 0;
     for (const auto& [id, array] : wrapper.captures.all()) {

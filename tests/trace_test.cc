@@ -197,8 +197,8 @@ TEST_CASE("The trace table of every path matches its golden text", "[trace][gold
        {"model_name=deepseek3-tiny", "n_routing_groups=4", "topk_routing_group=2",
         "ici_expert_parallelism=4", "max_target_length=16", "per_device_batch_size=1"},
        8},
-      {"sparse_pipeline_ep2_chunks2", with({"ici_expert_parallelism=2", "num_moe_emb_chunks=2"}),
-       4},
+      {"sparse_pipeline_ep2_chunks2",
+       with({"ici_expert_parallelism=2", "shardtrace_pr3981_emb_chunks=2"}), 4},
       {"mlp_block", with({}), 4, Block::kMlp},
       {"shared_experts",
        {"model_name=deepseek3-tiny", "max_target_length=16", "per_device_batch_size=1"},
@@ -312,7 +312,7 @@ TEST_CASE("Every embedded MoE model traces symbolically on every path at full si
       {{}, "sparse_matmul/ragged_all_to_all"},
       {{"sparse_matmul=false", "capacity_factor=-1"}, "dense_matmul (dropless)"},
       {{"use_ring_of_experts=true"}, "sparse_matmul/ring_of_experts"},
-      {{"num_moe_emb_chunks=2"}, "2 emb chunks"},
+      {{"shardtrace_pr3981_emb_chunks=2"}, "2 emb chunks"},
   };
   for (const std::string& model : models) {
     for (const PathCase& p : paths) {

@@ -332,7 +332,7 @@ TEST_CASE("Every MoE path on fsdp=2 x expert=2 gets the collectives XLA inserts"
        {gate, "all-gather wi_0 fsdp 2048", "all-gather wi_1 fsdp 2048", "all-gather wo fsdp 2048"}},
       // The chunked pipeline keeps wi sharded along the embedding into shard_map (it gathers
       // the chunks itself); only wo is gathered by XLA.
-      {"chunked pipeline", {"num_moe_emb_chunks=2"}, {gate, "all-gather wo fsdp 2048"}},
+      {"chunked pipeline", {"shardtrace_pr3981_emb_chunks=2"}, {gate, "all-gather wo fsdp 2048"}},
       // EP 1 with tensor parallelism: the kernels keep 'tensor' and lose 'fsdp'; the gate
       // kernel's M moves from fsdp to tensor (both of size 2) by a collective-permute of its
       // [8,8] bf16 block (128 B), as sparse_fsdp2_tp2's HLO does. The input

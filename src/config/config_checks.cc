@@ -50,6 +50,7 @@ void CheckIntKeys(const ValueMap& values) {
       {"interleave_moe_layer_step", 1, kMaxDim, "a layer step"},
       {"inhomogeneous_layer_cycle_interval", 1, kMaxDim, "a layer cycle"},
       {"num_moe_emb_chunks", 0, kMaxEmbChunks, "a count of chunks (0: none)"},
+      {"shardtrace_pr3981_emb_chunks", 0, kMaxEmbChunks, "a count of chunks (0: none)"},
       {"wi_tile_fwd_batch_seq", 1, kMaxDim, "a tile size"},
       {"wi_tile_fwd_embed_dim", 1, kMaxDim, "a tile size"},
       {"wi_tile_fwd_mlp_dim", 1, kMaxDim, "a tile size"},
@@ -248,6 +249,22 @@ void CheckRaggedBufferConstraints(const ValueMap& values, bool base_has_ragged_s
           "is the Pallas ragged sort's); MaxText's config validation refuses it",
           key, factor->ToString());
   }
+}
+
+void CheckReleaseMoeKnobs(const ValueMap& values) {
+  const auto on = [&](std::string_view key) {
+    const ConfigValue* v = Find(values, key);
+    return v != nullptr && ValueAsBool(key, *v);
+  };
+  if (on("moe_topk_before_ep_all_gather") && !(on("sparse_matmul") && on("use_ring_of_experts")))
+    Fail(
+        "moe_topk_before_ep_all_gather=true needs sparse_matmul=true and "
+        "use_ring_of_experts=true (it moves the ring's all-gather): MaxText's config validation "
+        "refuses it");
+  if (on("moe_use_direct_token_gather") && on("use_gather_mosaic_kernel"))
+    Fail(
+        "moe_use_direct_token_gather=true needs use_gather_mosaic_kernel=false: MaxText's config "
+        "validation refuses it");
 }
 
 void CheckAttentionConstraints(const ValueMap& values) {

@@ -40,6 +40,11 @@ void CheckAttentionConstraints(const ValueMap& values);
 // where the loaded base.yml itself has no use_ragged_sort (the seed).
 void CheckRaggedBufferConstraints(const ValueMap& values, bool base_has_ragged_sort);
 
+// The release's validation of its MoE knobs (types.py): moe_topk_before_ep_all_gather needs
+// sparse_matmul and use_ring_of_experts; moe_use_direct_token_gather refuses
+// use_gather_mosaic_kernel. Keys the loaded base.yml lacks are not checked.
+void CheckReleaseMoeKnobs(const ValueMap& values);
+
 // The float keys shardtrace turns into sizes or float32 factors (per_device_batch_size,
 // capacity_factor, ragged_buffer_factor, ...) are finite and within what it can honour.
 void CheckFloatKeys(const ValueMap& values);

@@ -46,6 +46,8 @@ ragged_buffer_factor: -1.0
 num_moe_token_chunks: 1
 moe_chunk_barrier: False
 num_moe_emb_chunks: 0
+# Not MaxText's: the chunk count of shardtrace's model of PR 3981's pipeline (seed only).
+shardtrace_pr3981_emb_chunks: 0
 use_ragged_sort: False
 moe_dispatch_no_expert_sharding: False
 routed_bias: False

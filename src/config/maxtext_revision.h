@@ -43,10 +43,9 @@ struct RevisionBehaviour {
   // dense_matmul constrains dispatch, layer_w0 and layer_w1 through _maybe_shard_moe_dispatch,
   // whose argument is `inputs`: the dump's name for them (main, the release).
   bool dispatch_constrained_in_helper = false;
-  // num_moe_emb_chunks is MaxText's own key (main, the release: a token all-gather chunked
-  // along the embed dim, not modelled); in the seed it is free, and shardtrace's model of
-  // PR 3981's pipeline uses it.
-  bool num_moe_emb_chunks_is_maxtext_key = false;
+  // shardtrace's model of PR 3981's proposed pipeline (the pseudo-key
+  // shardtrace_pr3981_emb_chunks) is written against this revision's moe.py: the seed's only.
+  bool pr3981_proposal_applies = true;
   // padded_base_moe_mlp_dim pads wo's hidden dim as well as wi_0/wi_1's (the release); the
   // seed and main pad wi_0/wi_1 only, so a padding other than the MLP dim cannot contract.
   bool wo_padded_like_wi = false;

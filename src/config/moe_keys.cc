@@ -58,10 +58,11 @@ std::vector<MoeKeyEntry> MakeTable() {
       {"router_topk_matmul_vjp", "False", N, "the top-k gather's backward only", "True"},
       {"use_ring_of_experts", "False", M,
        "the ring path: all-gather tokens over EP, local experts, reduce-scatter", "True"},
-      {"moe_topk_before_ep_all_gather", "False", R,
-       "ring of experts: top-k on local tokens, then all-gather the top-k weights and ids "
-       "instead of the router logits",
-       "True", "use_ring_of_experts=true"},
+      {"moe_topk_before_ep_all_gather", "False", M,
+       "ring of experts: top-k on the local tokens, then the [B,S,K] top-k weights and ids "
+       "(and the per-sequence mean router probabilities [B,E] for the load-balance loss) "
+       "all-gathered over the expert axes instead of the [B,S,E] logits",
+       "True", "use_ring_of_experts=true", RevisionId::kRelease},
       {"te_moe_block", "False", R, "TransformerEngine's MoEBlock in place of moe.py's", "True"},
       {"te_ep_overflow_check_every_n_steps", "20", N,
        "a host check interval of TransformerEngine's block", "10"},
@@ -71,14 +72,16 @@ std::vector<MoeKeyEntry> MakeTable() {
       {"moe_quantize_combine_bwd_method", "''", N, "quantizes the combine's backward only", "fp8"},
       {"num_moe_emb_chunks", "0", R,
        "the release's token all-gather overlapped with the gmm in chunks of the embed dim (ring "
-       "of experts); under the seed revision, whose base.yml lacks the key, shardtrace uses the "
-       "name for its model of PR 3981's pipeline (a proposal, not MaxText's key)",
-       "2", "use_ring_of_experts=true"},
+       "of experts). Not the chunk count of shardtrace's model of PR 3981's proposed pipeline: "
+       "that is shardtrace's own pseudo-key shardtrace_pr3981_emb_chunks (seed revision only)",
+       "2", "use_ring_of_experts=true", RevisionId::kMain},
       {"moe_dispatch_no_expert_sharding", "False", R,
        "dense_matmul: takes 'expert' off the dispatch's batch dim", "True", "sparse_matmul=false"},
       {"use_ragged_sort", "False", N, "a Pallas kernel for the same permutation", "True"},
-      {"moe_use_direct_token_gather", "False", R,
-       "gathers tokens in expert order instead of materialising top-k copies", "True"},
+      {"moe_use_direct_token_gather", "False", M,
+       "permute gathers each expert-ordered row from the tokens (argsort // K) instead of "
+       "repeating every token K times and sorting the copies: no replicated_inputs_2d",
+       "True", "", RevisionId::kRelease},
       {"use_gather_mosaic_kernel", "False", N, "a Mosaic kernel for the same token gather", "True"},
       {"ragged_gather_fallback", "False", N, "the JAX reference of the same gather", "True"},
       {"ragged_gather_reduce_fallback", "False", N, "the JAX reference of the same reduce", "True"},
@@ -176,6 +179,13 @@ std::vector<MoeKeyEntry> MakeTable() {
   };
 }
 
+// "MaxText 0.2.5 (the PyPI release)", as MaxTextRevision::Title() names a revision.
+std::string RevisionTitle(RevisionId id) {
+  for (const RevisionInfo& r : Revisions())
+    if (r.id == id) return fmt::format("MaxText {} ({})", r.name, r.label);
+  return "?";
+}
+
 }  // namespace
 
 const std::vector<MoeKeyEntry>& MoeKeyTable() {
@@ -197,13 +207,23 @@ std::string_view ToString(MoeKeyStatus status) {
 
 std::vector<std::string> AccountMoeKeys(const Config& config) {
   std::vector<std::string> notes;
+  const RevisionId revision = config.revision().id;
   for (const MoeKeyEntry& e : MoeKeyTable()) {
-    if (e.status == MoeKeyStatus::kModelled || !config.Has(e.key)) continue;
-    if (e.key == "num_moe_emb_chunks" &&
-        !config.revision().behaviour.num_moe_emb_chunks_is_maxtext_key)
-      continue;
+    if (!config.Has(e.key)) continue;
     const std::string value = config.Get(e.key).ToString();
     if (value == e.default_value) continue;
+    // The enum is oldest first, as Revisions() is. A base.yml without the key refuses it as
+    // unknown already; this is a newer base.yml run under an older --maxtext-revision (or the
+    // seed, where num_moe_emb_chunks is only a built-in fallback).
+    if (revision < e.since)
+      Fail(
+          "{}={}: the moe.py of {} has no such key (it reads it from {} on); expected {} or "
+          "another --maxtext-revision{} (docs/maxtext-keys.md)",
+          e.key, value, config.revision().Title(), RevisionTitle(e.since), e.default_value,
+          e.key == "num_moe_emb_chunks"
+              ? "; shardtrace's model of PR 3981's pipeline is shardtrace_pr3981_emb_chunks"
+              : "");
+    if (e.status == MoeKeyStatus::kModelled) continue;
     if (e.status == MoeKeyStatus::kNotModelled)
       Fail("{}={} is not modelled by shardtrace ({}: {}); expected {} (docs/maxtext-keys.md)",
            e.key, value, config.revision().Title(), e.what, e.default_value);
@@ -230,6 +250,17 @@ std::string MoeKeyTableMarkdown() {
     out += fmt::format("| `{}` | `{}` | {} | {} | `{}={}`{} |\n", e.key, e.default_value,
                        ToString(e.status), e.what, e.key, e.example,
                        e.needs.empty() ? "" : fmt::format(" with `{}`", e.needs));
+  out +=
+      "\n## Not a MaxText key: `shardtrace_pr3981_emb_chunks`\n\n"
+      "shardtrace's model of the chunked route / dispatch / gmm pipeline proposed in MaxText PR "
+      "3981 (a proposal, in no MaxText revision; the page "
+      "`visualizations/moe_pipeline_chunked.md`) "
+      "reads its chunk count from shardtrace's own pseudo-key `shardtrace_pr3981_emb_chunks` "
+      "(default 0: moe.py's own sparse_matmul; N >= 1: the pipeline, N > 1 chunks of the embed "
+      "dim with a wi all-gather each). It is accepted only under the seed revision (313890777), "
+      "whose moe.py the proposal was written against. It used to be spelt `num_moe_emb_chunks`, "
+      "which is MaxText's own key from main (e591f30) on and means another thing (the row above); "
+      "under the seed revision `num_moe_emb_chunks` is now refused by name.\n";
   return out;
 }
 

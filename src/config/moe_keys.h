@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "config/maxtext_revision.h"
+
 namespace shardtrace {
 
 class Config;
@@ -30,6 +32,10 @@ struct MoeKeyEntry {
   // Further key=value overrides under which `example` shows in a trace (a key that matters
   // only with another one), space-separated; empty: none needed.
   std::string_view needs = "";
+  // The oldest revision whose moe.py reads the key. Under an older one (a base.yml that has
+  // the key, run with --maxtext-revision naming the older revision) a value away from the
+  // default is refused: that moe.py would not follow it.
+  RevisionId since = RevisionId::kSeed;
 };
 
 const std::vector<MoeKeyEntry>& MoeKeyTable();

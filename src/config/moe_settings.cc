@@ -11,6 +11,12 @@
 namespace shardtrace {
 namespace {
 
+// A key only newer base.yml files define: its value, or `fallback` (the key's default) where
+// the loaded base.yml lacks it.
+bool BoolOr(const Config& c, const std::string& key, bool fallback) {
+  return c.Has(key) ? c.Bool(key) : fallback;
+}
+
 GmmTiling Tiling(const Config& c, const std::string& prefix) {
   return {c.Int(prefix + "_batch_seq"), c.Int(prefix + "_embed_dim"), c.Int(prefix + "_mlp_dim")};
 }
@@ -114,7 +120,16 @@ MoeSettings ResolveMoeSettings(const Config& c) {
   s.model_call_mode = c.Str("model_call_mode");
   s.use_ring_of_experts = c.Bool("use_ring_of_experts");
   s.num_moe_emb_chunks = c.Int("num_moe_emb_chunks");
+  s.shardtrace_pr3981_emb_chunks = c.Int("shardtrace_pr3981_emb_chunks");
+  if (s.shardtrace_pr3981_emb_chunks > 0 && !s.revision.behaviour.pr3981_proposal_applies)
+    Fail(
+        "shardtrace_pr3981_emb_chunks={}: shardtrace's model of PR 3981's proposed pipeline "
+        "is a proposal against moe.py 313890777, not {}'s moe.py; use --maxtext-revision seed "
+        "(num_moe_emb_chunks is MaxText's own key, another thing)",
+        s.shardtrace_pr3981_emb_chunks, s.revision.Title());
   s.ragged_buffer_factor = c.Float("ragged_buffer_factor");
+  s.moe_use_direct_token_gather = BoolOr(c, "moe_use_direct_token_gather", false);
+  s.moe_topk_before_ep_all_gather = BoolOr(c, "moe_topk_before_ep_all_gather", false);
   s.megablox = c.Bool("megablox");
   s.use_tokamax_gmm = c.Bool("use_tokamax_gmm");
   s.wi_tile_fwd = Tiling(c, "wi_tile_fwd");

@@ -76,8 +76,20 @@ struct MoeSettings {
   double capacity_factor = -1;
   std::string model_call_mode;
   bool use_ring_of_experts = false;
+  // MaxText's num_moe_emb_chunks (main, the release): the ring's token all-gather in chunks
+  // of the embed dim.
   int64_t num_moe_emb_chunks = 0;
+  // Not a MaxText key: the chunk count of shardtrace's model of PR 3981's proposed pipeline
+  // (on the seed's moe.py; 0: moe.py's own wrapper).
+  int64_t shardtrace_pr3981_emb_chunks = 0;
   double ragged_buffer_factor = -1;
+  // The release's keys (moe.py 0.2.5; a base.yml without them reads their defaults, and
+  // config/moe_keys.cc refuses them under an older --maxtext-revision).
+  // permute takes each expert-ordered row straight from the tokens (argsort // K).
+  bool moe_use_direct_token_gather = false;
+  // Ring of experts: top-k on the local tokens, then the top-k weights and ids all-gathered
+  // instead of the router logits.
+  bool moe_topk_before_ep_all_gather = false;
   bool megablox = true;
   bool use_tokamax_gmm = false;
   GmmTiling wi_tile_fwd;

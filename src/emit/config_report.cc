@@ -25,7 +25,7 @@ const std::vector<Section>& Sections() {
         "use_random_routing"}},
       {"path",
        {"sparse_matmul", "megablox", "use_tokamax_gmm", "capacity_factor", "use_ring_of_experts",
-        "ragged_buffer_factor", "model_call_mode", "attention", "num_moe_emb_chunks"}},
+        "ragged_buffer_factor", "model_call_mode", "attention", "shardtrace_pr3981_emb_chunks"}},
       {"sharding",
        {"shard_mode", "custom_mesh_and_rule", "shard_exp_on_fsdp", "use_2d_fsdp_sharding",
         "use_batch_split_schedule", "moe_fsdp_use_two_stage_all_gather"}},

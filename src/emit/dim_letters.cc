@@ -24,7 +24,7 @@ constexpr std::array<Letter, 24> kLetters = {{
     {'S', "", "sequence"},
     {'N', "", "context groups"},
     {'M', "", "model / embed"},
-    {'Q', "Mc", "one embedding chunk of M (num_moe_emb_chunks)"},
+    {'Q', "Mc", "one embedding chunk of M (shardtrace_pr3981_emb_chunks)"},
     {'W', "P*M",
      "the expert-parallel group's gathered tokens folded into the last dim: unpermute reshapes "
      "with the batch of x from before the all_gather (moe.py:1162, 1173-1176); the wrapper "

@@ -42,7 +42,7 @@ std::string KeyOf(const std::string& arg) { return arg.substr(0, arg.find('='));
 std::vector<std::string> ReducedArgs(const std::vector<std::string>& args, const Config& config,
                                      const MoeSetup& setup, int64_t devices) {
   // A kernel's embed dim must divide by its mesh axes (JAX refuses a parameter that does
-  // not, and so does trace), and the embedding splits into num_moe_emb_chunks chunks on
+  // not, and so does trace), and the embedding splits into shardtrace_pr3981_emb_chunks chunks on
   // each of its shards: a multiple of chunks x devices, at least 16, keeps both whole (the
   // devices bound the shards).
   const int64_t chunks = std::max<int64_t>(setup.emb_chunks, 1);

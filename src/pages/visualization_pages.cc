@@ -261,17 +261,20 @@ std::vector<VisualizationPage> VisualizationPages() {
            "(`for x_chunk in chunks(x)`, each chunk dispatched and its gmm_up partial added "
            "into `intermediate`). The PR itself only extracts route and gmm_up and lists the "
            "chunking loop as a next step, so two things here are shardtrace's model, not "
-           "MaxText's: the chunk count, read from `num_moe_emb_chunks` (in neither base.yml "
-           "313890777 nor the PR; MaxText main and 0.2.5 later define a key of that name that "
-           "means another thing, a token all-gather chunked along the embed dim, which "
-           "shardtrace refuses under those revisions) and the shard_map in_spec "
+           "MaxText's: the chunk count, read from shardtrace's own pseudo-key "
+           "`shardtrace_pr3981_emb_chunks` (not a MaxText key: neither base.yml 313890777 nor "
+           "the PR has one; MaxText main and 0.2.5 define `num_moe_emb_chunks`, which means "
+           "another thing, a token all-gather chunked along the embed dim under ring of "
+           "experts) and the shard_map in_spec "
            "`P('expert', 'fsdp', None)` for wi_0/wi_1, chosen so each chunk's wi all-gather "
            "over fsdp is visible (moe.py 313890777 gathers the kernels whole, "
            "`P('expert', None, None)`).",
-       .selected_by = "`num_moe_emb_chunks>1` (under the seed revision: shardtrace's name for "
-                      "the chunk count of its PR 3981 model), `sparse_matmul=true`, EP>1",
+       .selected_by = "`shardtrace_pr3981_emb_chunks>1` (shardtrace's pseudo-key for the chunk "
+                      "count of its PR 3981 model, seed revision only), `sparse_matmul=true`, "
+                      "EP>1",
        .learn = "the chunked pipeline as modelled: per-chunk all-gathers and partial gmms",
-       .args = With(dims, {"num_experts=4", "num_moe_emb_chunks=2", "ici_expert_parallelism=2"}),
+       .args = With(
+           dims, {"num_experts=4", "shardtrace_pr3981_emb_chunks=2", "ici_expert_parallelism=2"}),
        .devices = 4,
        .source = PageSource::kPr3981,
        .trees = {"top_k_indices", "top_k_weights", "sorted_inputs", "x", "intermediate_output"}},
@@ -304,7 +307,8 @@ std::string PageSourceText(PageSource source) {
              "revision; moe.py calls it for the shared experts)";
     case PageSource::kPr3981:
       return "the end state of MaxText PR 3981's description (its chunking loop is a next "
-             "step there) on moe.py 313890777: a proposal; chunks from `num_moe_emb_chunks`";
+             "step there) on moe.py 313890777: a proposal; chunks from shardtrace's pseudo-key "
+             "`shardtrace_pr3981_emb_chunks` (not a MaxText key)";
     case PageSource::kJaxPort:
       return "the masked-loop sparse MoE of the PyTorch-to-JAX sparse-MoE port, with "
              "moe.py 313890777's routing";

@@ -137,7 +137,7 @@ PathOutput RoutedMoE(const MoeContext& ctx, const Value& inputs_in, const MoePar
           "attention=vllm_rpa: the fused tpu_inference MoE kernel is not simulated; unset "
           "attention");
     case MoePath::kSparse:
-      if (settings.num_moe_emb_chunks > 0)
+      if (settings.shardtrace_pr3981_emb_chunks > 0)
         return SparsePipeline(ctx, inputs, gate.gate_logits, gate.pre_bias_logits, k);
       return SparseMatmul(ctx, inputs, gate.gate_logits, gate.pre_bias_logits, k);
     case MoePath::kDenseDropless:

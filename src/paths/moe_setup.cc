@@ -109,7 +109,7 @@ MoeSetup MakeMoeSetup(MoeSettings settings, const Mesh& mesh) {
   s.deepseek3_routing = !s.deepseek_routing_prefix.empty();
   s.inference = k.model_call_mode == "inference";
   s.capacity_factor = k.capacity_factor;
-  s.emb_chunks = k.num_moe_emb_chunks;
+  s.emb_chunks = k.shardtrace_pr3981_emb_chunks;
 
   if (k.attention == "vllm_rpa") {
     s.path = MoePath::kFusedVllm;
@@ -202,7 +202,8 @@ MoeSetup MakeMoeSetup(MoeSettings settings, const Mesh& mesh) {
                       s.tp_transpose));
     if (s.emb_chunks > 1)
       s.path_reasons.push_back(fmt::format(
-          "num_moe_emb_chunks {} > 1: the chunked pipeline of PR 3981 (not in moe.py 313890777)",
+          "shardtrace_pr3981_emb_chunks {} > 1: shardtrace's model of PR 3981's chunked "
+          "pipeline (a proposal, not a MaxText key; not in moe.py 313890777)",
           s.emb_chunks));
   }
   // get_topk (moe.py:530-556) and the gate scores it reads (GateLogit, 256-262).

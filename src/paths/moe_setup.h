@@ -71,7 +71,7 @@ struct MoeSetup {
   // scaled by sigmoid(shared_expert_gate(x))).
   bool qwen3_next_block = false;
   double capacity_factor = -1;
-  int64_t emb_chunks = 0;          // num_moe_emb_chunks: > 0 selects the refactored pipeline
+  int64_t emb_chunks = 0;  // shardtrace_pr3981_emb_chunks: > 0 selects the refactored pipeline
   std::vector<std::string> notes;  // unsupported-in-simulation remarks
 
   // Short label, e.g. "sparse_matmul/ragged_all_to_all (EP=4, megablox)".

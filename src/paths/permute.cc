@@ -25,16 +25,22 @@ std::string LastLetter(Tracer& t, const Value& v) {
 // get_topk plus the optional load-balance loss and bias updates (permute's first lines).
 PermuteOutput TopKAndLosses(const MoeContext& ctx, const Value& gate_logits,
                             const std::optional<Value>& pre_bias_logits,
-                            const std::vector<std::string>& bias_count_axes = {}) {
+                            const std::vector<std::string>& bias_count_axes = {},
+                            const std::optional<PrecomputedTopK>& precomputed = std::nullopt) {
   Tracer& t = ctx.t;
-  const TopKOutput top = GetTopK(ctx, gate_logits, pre_bias_logits);
+  const TopKOutput top = precomputed ? TopKOutput{precomputed->weights, precomputed->indices}
+                                     : GetTopK(ctx, gate_logits, pre_bias_logits);
   PermuteOutput out;
   out.weights = top.weights;
   out.top_k_indices = top.indices;
   if (ctx.settings().load_balance_loss_weight > 0.0) {
     const auto cond = t.Condition("load_balance_loss_weight > 0");
-    const Value probs = RouterProbs(ctx, gate_logits);
-    out.lb_loss = LoadBalanceLoss(ctx, top.indices, probs);
+    if (precomputed && precomputed->density_prob) {
+      out.lb_loss = LoadBalanceLossFromDensityProb(ctx, top.indices, *precomputed->density_prob);
+    } else {
+      const Value probs = RouterProbs(ctx, gate_logits);
+      out.lb_loss = LoadBalanceLoss(ctx, top.indices, probs);
+    }
   }
   if (ctx.settings().UpdatesLoadBalanceBias()) {
     const auto cond = t.Condition("routed_bias && routed_bias_update_rate > 0");
@@ -94,10 +100,27 @@ Value ScaleByRouterScores(const MoeContext& ctx, Value inputs_2d, const Value& w
 }
 
 // replicated_inputs_2d = repeat(inputs_2d, K); sorted_inputs = its rows in expert order.
+// With the release's moe_use_direct_token_gather, _route_activations takes each sorted row
+// from the tokens themselves: row j of the (token, k) order is token j // K, so the rows are
+// inputs_2d[argsort(flat) // K], the same values without the [R, M] copies.
 Value ReplicateAndSort(const MoeContext& ctx, const Value& inputs_2d,
                        const Value& sorted_selected_experts) {
   Tracer& t = ctx.t;
   const std::string rm = fmt::format("R{}", LastLetter(t, inputs_2d));
+  if (ctx.settings().moe_use_direct_token_gather) {
+    const auto cond = t.Condition("moe_use_direct_token_gather");
+    // sort_activations.route argsorts the same flat ids again; it is sorted_selected_experts
+    // (one argsort after XLA's CSE), so the trace reuses it.
+    const auto k = static_cast<float>(ctx.setup.top_k);
+    const Value tokens =
+        t.Apply({OpKind::kFloorDivide,
+                 "",
+                 {{"expr", "argsort(flatten_selected_experts) // num_experts_per_tok"}}},
+                {&sorted_selected_experts}, {"token_indices", "R"},
+                [&](const Args& a) { return FloorDivide(*a[0], Scalar(k, DType::kInt32)); });
+    const Value sorted = tr::Take(t, inputs_2d, tokens, 0, {"sorted_inputs", rm});
+    return tr::Cast(t, sorted, ctx.setup.dtype, {"sorted_inputs", rm});
+  }
   const Value replicated =
       tr::Repeat(t, inputs_2d, ctx.setup.top_k, 0, {"replicated_inputs_2d", rm});
   const Value sorted = tr::Take(t, replicated, sorted_selected_experts, 0, {"sorted_inputs", rm});
@@ -126,10 +149,12 @@ Value SortRows(const MoeContext& ctx, const Value& inputs, const PermuteOutput& 
 PermuteOutput Permute(const MoeContext& ctx, const Value& inputs, const Value& gate_logits,
                       const std::optional<Value>& pre_bias_logits,
                       const std::optional<Value>& roll_to_expert_id,
-                      const std::vector<std::string>& bias_count_axes) {
+                      const std::vector<std::string>& bias_count_axes,
+                      const std::optional<PrecomputedTopK>& precomputed) {
   const auto scope = ctx.t.Scope("permute");
   const Value inputs_2d_plain = Inputs2d(ctx, inputs, gate_logits);
-  PermuteOutput out = TopKAndLosses(ctx, gate_logits, pre_bias_logits, bias_count_axes);
+  PermuteOutput out =
+      TopKAndLosses(ctx, gate_logits, pre_bias_logits, bias_count_axes, precomputed);
   const Value inputs_2d = ScaleByRouterScores(ctx, inputs_2d_plain, out.weights);
   const Value flat = FlattenAndSort(ctx, out, roll_to_expert_id);
   out.sorted_inputs = ReplicateAndSort(ctx, inputs_2d, out.sorted_selected_experts);

@@ -31,13 +31,24 @@ PermuteOutput RouteTokens(const MoeContext& ctx, const Value& gate_logits,
 // The embedding half: [B,S,M'] -> rows repeated K times in the routed order, [R, M'].
 Value SortRows(const MoeContext& ctx, const Value& inputs, const PermuteOutput& routing);
 
+// What the release's ring computes before its all-gather under moe_topk_before_ep_all_gather:
+// the gathered top-k weights and ids [B,S,K] and, with a load-balance loss, the gathered
+// per-sequence mean router probabilities [B,E] (permute's precomputed_topk and
+// precomputed_density_prob).
+struct PrecomputedTopK {
+  Value weights, indices;
+  std::optional<Value> density_prob;
+};
+
 // `roll_to_expert_id`: ring of experts rotates ids by -(E/EP)*shard so local experts come
 // first; it is a per-device value (nullopt: no roll). `bias_count_axes`: the mesh axes the
-// bias update's expert counts are psummed over (none: each device's own).
+// bias update's expert counts are psummed over (none: each device's own). `precomputed`:
+// top-k already taken (the gate logits are then unused).
 PermuteOutput Permute(const MoeContext& ctx, const Value& inputs, const Value& gate_logits,
                       const std::optional<Value>& pre_bias_logits,
                       const std::optional<Value>& roll_to_expert_id,
-                      const std::vector<std::string>& bias_count_axes = {});
+                      const std::vector<std::string>& bias_count_axes = {},
+                      const std::optional<PrecomputedTopK>& precomputed = std::nullopt);
 
 Value Unpermute(const MoeContext& ctx, const Value& intermediate,
                 const Value& sorted_selected_experts, const Value& weights, int64_t batch_size,

@@ -171,15 +171,21 @@ Value RouterProbs(const MoeContext& ctx, const Value& gate_logits) {
   return tr::Cast(ctx.t, soft, ctx.dtype(), {"softmax_probs", "BSE"});
 }
 
-Value LoadBalanceLoss(const MoeContext& ctx, const Value& top_k_indices,
-                      const Value& softmax_probs) {
+namespace {
+
+// load_balance_loss with either the probabilities (their mean over the sequence taken here,
+// after the density, as moe.py orders it) or that mean already taken.
+Value LoadBalanceLossImpl(const MoeContext& ctx, const Value& top_k_indices,
+                          const Value* softmax_probs, const Value* given_density_prob) {
   Tracer& t = ctx.t;
   const auto scope = t.Scope("load_balance_loss");
   const int64_t e = ctx.setup.num_experts;
   const Value mask = tr::OneHot(t, top_k_indices, e, DType::kInt32, {"expert_mask", "BSKE"});
   const Value summed = tr::Sum(t, mask, 2, false, {"summed_expert_mask", "BSE"});
   const Value density = tr::Mean(t, summed, 1, {"density", "BE"});
-  const Value density_prob = tr::Mean(t, softmax_probs, 1, {"density_prob", "BE"});
+  const Value density_prob = given_density_prob
+                                 ? *given_density_prob
+                                 : tr::Mean(t, *softmax_probs, 1, {"density_prob", "BE"});
   // The release divides the density by top-k so that it sums to 1 over the experts; the seed
   // does not. Folded into the scale, which is where the factor lands.
   const bool per_k = ctx.settings().revision.behaviour.lb_loss_density_per_top_k;
@@ -196,6 +202,18 @@ Value LoadBalanceLoss(const MoeContext& ctx, const Value& top_k_indices,
                    const Array m = Mean(Mul(*a[0], *a[1]));
                    return Mul(m, Scalar(scale, m.dtype));
                  });
+}
+
+}  // namespace
+
+Value LoadBalanceLoss(const MoeContext& ctx, const Value& top_k_indices,
+                      const Value& softmax_probs) {
+  return LoadBalanceLossImpl(ctx, top_k_indices, &softmax_probs, nullptr);
+}
+
+Value LoadBalanceLossFromDensityProb(const MoeContext& ctx, const Value& top_k_indices,
+                                     const Value& density_prob) {
+  return LoadBalanceLossImpl(ctx, top_k_indices, nullptr, &density_prob);
 }
 
 Value LoadBalanceUpdates(const MoeContext& ctx, const Value& top_k_indices,

@@ -28,6 +28,10 @@ TopKOutput GetTopK(const MoeContext& ctx, const Value& gate_logits,
 // load_balance_loss(top_k_indices, softmax_probs): scalar.
 Value LoadBalanceLoss(const MoeContext& ctx, const Value& top_k_indices,
                       const Value& softmax_probs);
+// load_balance_loss(top_k_indices, None, density_prob): the per-sequence mean probabilities
+// [B, E] given (the release's moe_topk_before_ep_all_gather gathers them over the ring).
+Value LoadBalanceLossFromDensityProb(const MoeContext& ctx, const Value& top_k_indices,
+                                     const Value& density_prob);
 // softmax(gate_logits in f32).astype(dtype), the probabilities the loss uses.
 Value RouterProbs(const MoeContext& ctx, const Value& gate_logits);
 // calculate_load_balance_updates: sign(mean load - count) * rate per expert, the counts

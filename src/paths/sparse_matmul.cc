@@ -52,6 +52,30 @@ std::vector<std::string> BiasCountAxes(const MoeContext& ctx, const PartitionSpe
   return axes;
 }
 
+// The release's ring with moe_topk_before_ep_all_gather (roe_ag_and_route): top-k on this
+// device's tokens, then the [B,S,K] weights and ids all-gathered over the expert axes instead
+// of the [B,S,E] logits, and for the load-balance loss the per-sequence mean of the router
+// probabilities [B,E] (a per-sequence statistic, so gathering it gives the full batch's).
+// Random routing keeps the logit gather (moe.py's condition; it is refused with EP > 1 anyway).
+PrecomputedTopK TopKBeforeAllGather(const MoeContext& ctx, const Value& logits,
+                                    const std::optional<Value>& pre) {
+  Tracer& t = ctx.t;
+  const std::vector<std::string>& ep_axes = ctx.setup.expert_axes;
+  const auto cond = t.Condition("moe_topk_before_ep_all_gather");
+  const TopKOutput top = GetTopK(ctx, logits, pre);
+  PrecomputedTopK out{t.AllGather(top.weights, ep_axes, 0, true, {"weights", "BSK"}),
+                      t.AllGather(top.indices, ep_axes, 0, true, {"selected_experts", "BSK"}),
+                      std::nullopt};
+  if (ctx.settings().load_balance_loss_weight > 0.0) {
+    const auto c2 = t.Condition("load_balance_loss_weight > 0");
+    // probs_logits: pre_bias_logits where the router keeps them, else the logits.
+    const Value probs = RouterProbs(ctx, pre ? *pre : logits);
+    const Value mean = tr::Mean(t, probs, 1, {"density_prob", "BE"});
+    out.density_prob = t.AllGather(mean, ep_axes, 0, true, {"density_prob", "BE"});
+  }
+  return out;
+}
+
 }  // namespace
 
 PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Value& gate_logits_in,
@@ -83,15 +107,21 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
   if (s.ring_of_experts) {
     const auto cond = t.Condition("use_ring_of_experts");
     x = t.AllGather(x, ep_axes, 0, true, {"x", "BSM"});
-    logits = t.AllGather(logits, ep_axes, 0, true, {"logits", "BSE"});
-    if (pre) pre = t.AllGather(*pre, ep_axes, 0, true, {"pre_bias_logits", "BSE"});
+    std::optional<PrecomputedTopK> precomputed;
+    if (c.moe_topk_before_ep_all_gather && !c.use_random_routing) {
+      precomputed = TopKBeforeAllGather(ctx, logits, pre);
+    } else {
+      logits = t.AllGather(logits, ep_axes, 0, true, {"logits", "BSE"});
+      if (pre) pre = t.AllGather(*pre, ep_axes, 0, true, {"pre_bias_logits", "BSE"});
+    }
     routed_batch_spec = WithoutAxes(sh.gate_logits, ep_axes);
     // A batch the expert axes do not shard (decode: one sequence) is gathered as EP identical
     // copies; the block's routing is the first.
     if (sh.gate_logits.rank() > 0 && routed_batch_spec[0] == sh.gate_logits[0])
       routed_batch_rows = batch_size;
     const Value roll = RollToExpertId(ctx, expert_shard_id);
-    perm = Permute(ctx, x, logits, pre, roll, BiasCountAxes(ctx, sh.gate_logits, true));
+    perm =
+        Permute(ctx, x, logits, pre, roll, BiasCountAxes(ctx, sh.gate_logits, true), precomputed);
     group_sizes = tr::Slice(t, perm.group_size, 0, 0, local_expert_size, {"group_sizes", "E"});
     CaptureRingRows(ctx, perm, roll, group_sizes, batch_size, sequence_length);
     x = MaskRowsPastGroups(ctx, perm.sorted_inputs, group_sizes, "x");

@@ -118,7 +118,7 @@ PathOutput SparsePipeline(const MoeContext& ctx, const Value& inputs, const Valu
   const MoeSetup& s = ctx.setup;
   const MoeSettings& c = ctx.settings();
   const auto scope = t.Scope("sparse_matmul");
-  const int64_t chunks = c.num_moe_emb_chunks;
+  const int64_t chunks = c.shardtrace_pr3981_emb_chunks;
   const int64_t m = s.emb;
   // Chunked: wi_0/wi_1 enter shard_map still sharded along the embedding by their kernel
   // axes, so each chunk is all-gathered on its own.
@@ -127,7 +127,8 @@ PathOutput SparsePipeline(const MoeContext& ctx, const Value& inputs, const Valu
   if (chunks > 1) {
     if (s.tp_transpose > 1)
       Fail(
-          "num_moe_emb_chunks={}: chunking the embedding with tensor_transpose parallelism {} "
+          "shardtrace_pr3981_emb_chunks={}: chunking the embedding with tensor_transpose "
+          "parallelism {} "
           "(which also splits "
           "it) is not modeled; use ici_tensor_transpose_parallelism=1",
           chunks, s.tp_transpose);
@@ -136,7 +137,8 @@ PathOutput SparsePipeline(const MoeContext& ctx, const Value& inputs, const Valu
     const int64_t parts = t.mesh().Size(m_axes) * chunks;
     if (m % parts != 0)
       Fail(
-          "num_moe_emb_chunks={}: the embedding dim {} must split into {} chunks on each of the {} "
+          "shardtrace_pr3981_emb_chunks={}: the embedding dim {} must split into {} chunks on each "
+          "of the {} "
           "shards of {} ({} "
           "pieces)",
           chunks, m, chunks, t.mesh().Size(m_axes), PartitionSpec::EntryToString(m_axes), parts);
@@ -189,7 +191,8 @@ PathOutput SparsePipeline(const MoeContext& ctx, const Value& inputs, const Valu
       layer_w1 = chunk == 0 ? p1 : tr::Binary(t, OpKind::kAdd, layer_w1, p1, {"layer_w1", dims});
     }
     t.Note(fmt::format(
-        "num_moe_emb_chunks={}: each chunk's wi all-gather over {} can overlap the previous "
+        "shardtrace_pr3981_emb_chunks={}: each chunk's wi all-gather over {} can overlap the "
+        "previous "
         "chunk's "
         "gmm_up",
         chunks,
