@@ -261,17 +261,17 @@ std::vector<VisualizationPage> VisualizationPages() {
            "(`for x_chunk in chunks(x)`, each chunk dispatched and its gmm_up partial added "
            "into `intermediate`). The PR itself only extracts route and gmm_up and lists the "
            "chunking loop as a next step, so two things here are shardtrace's model, not "
-           "MaxText's: the chunk count, read from shardtrace's own pseudo-key "
-           "`shardtrace_pr3981_emb_chunks` (not a MaxText key: neither base.yml 313890777 nor "
+           "MaxText's: the chunk count, read from the pseudo-key "
+           "`shardtrace_pr3981_emb_chunks` (shardtrace's, not a MaxText key: neither base.yml "
+           "313890777 nor "
            "the PR has one; MaxText main and 0.2.5 define `num_moe_emb_chunks`, which means "
            "another thing, a token all-gather chunked along the embed dim under ring of "
            "experts) and the shard_map in_spec "
            "`P('expert', 'fsdp', None)` for wi_0/wi_1, chosen so each chunk's wi all-gather "
            "over fsdp is visible (moe.py 313890777 gathers the kernels whole, "
            "`P('expert', None, None)`).",
-       .selected_by = "`shardtrace_pr3981_emb_chunks>1` (shardtrace's pseudo-key for the chunk "
-                      "count of its PR 3981 model, seed revision only), `sparse_matmul=true`, "
-                      "EP>1",
+       .selected_by = "`shardtrace_pr3981_emb_chunks>1` (shardtrace's pseudo-key, seed revision "
+                      "only), `sparse_matmul=true`, EP>1",
        .learn = "the chunked pipeline as modelled: per-chunk all-gathers and partial gmms",
        .args = With(
            dims, {"num_experts=4", "shardtrace_pr3981_emb_chunks=2", "ici_expert_parallelism=2"}),
@@ -307,8 +307,8 @@ std::string PageSourceText(PageSource source) {
              "revision; moe.py calls it for the shared experts)";
     case PageSource::kPr3981:
       return "the end state of MaxText PR 3981's description (its chunking loop is a next "
-             "step there) on moe.py 313890777: a proposal; chunks from shardtrace's pseudo-key "
-             "`shardtrace_pr3981_emb_chunks` (not a MaxText key)";
+             "step there) on moe.py 313890777: a proposal; chunks from the pseudo-key "
+             "`shardtrace_pr3981_emb_chunks`";
     case PageSource::kJaxPort:
       return "the masked-loop sparse MoE of the PyTorch-to-JAX sparse-MoE port, with "
              "moe.py 313890777's routing";

@@ -1,0 +1,127 @@
+// The release's MoE knobs that change what the forward pass moves or computes, through the
+// commands a user runs: each changes the trace as moe.py 0.2.5 does (its oracle case under
+// testdata/maxtext/cases/ holds the numbers, the dump and the HLO's collectives, checked by
+// tests/maxtext_oracle_test.cc), MaxText's validation of it is shardtrace's, and a revision
+// whose moe.py lacks the key refuses it by name. Also shardtrace's own pseudo-key of its PR
+// 3981 model, which is not MaxText's num_moe_emb_chunks.
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "test_support.h"
+
+namespace shardtrace {
+namespace {
+
+using testing::CommandResult;
+using testing::RunShardtrace;
+using testing::SourcePath;
+
+const std::string kRelease = SourcePath("testdata/maxtext/configs/base.yml");
+
+std::string CaseConfig(const std::string& name) {
+  return SourcePath("testdata/maxtext/cases/" + name + "/config.yml");
+}
+
+CommandResult Trace(const std::string& config, const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args = {"trace", config};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return RunShardtrace(args);
+}
+
+bool Has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST_CASE("moe_use_direct_token_gather gathers the rows from the tokens", "[keys]") {
+  const std::string config = CaseConfig("sparse_ep2_direct_gather");
+  const CommandResult direct = Trace(config);
+  const CommandResult plain = Trace(config, {"moe_use_direct_token_gather=false"});
+  REQUIRE(direct.status == 0);
+  REQUIRE(plain.status == 0);
+  // The [R, M] top-k copies exist only without the knob; with it, the rows' token ids.
+  CHECK(Has(plain.out, "replicated_inputs_2d"));
+  CHECK_FALSE(Has(direct.out, "replicated_inputs_2d"));
+  CHECK(Has(direct.out, "token_indices"));
+  CHECK(Has(direct.out, "moe_use_direct_token_gather"));
+  // MaxText's validation: the Mosaic gather kernel cannot take it.
+  const CommandResult refused = Trace(config, {"use_gather_mosaic_kernel=true"});
+  CHECK(refused.status == 2);
+  CHECK(refused.err ==
+        "shardtrace: error: moe_use_direct_token_gather=true needs use_gather_mosaic_kernel=false: "
+        "MaxText's config validation refuses it\n");
+}
+
+TEST_CASE("moe_topk_before_ep_all_gather gathers the top-k instead of the logits", "[keys]") {
+  const std::string config = CaseConfig("sparse_ep2_ring_topk_first");
+  const CommandResult first = Trace(config);
+  const CommandResult plain = Trace(config, {"moe_topk_before_ep_all_gather=false"});
+  REQUIRE(first.status == 0);
+  REQUIRE(plain.status == 0);
+  // The ring's written all-gathers over 'expert' (the collectives table): the [4,8,8] logits
+  // without the knob; the [4,8,2] weights and ids and the [4,8] per-sequence probabilities
+  // with it, 128 B per device each, as the compiled HLO of the case has them.
+  CHECK(Has(plain.out, "all_gather        expert  2             logits "));
+  CHECK_FALSE(Has(first.out, "all_gather        expert  2             logits "));
+  CHECK(Has(first.out, "all_gather        expert  2             weights           "));
+  CHECK(Has(first.out, "all_gather        expert  2             selected_experts  "));
+  CHECK(Has(first.out, "all_gather        expert  2             density_prob      "));
+  const CommandResult no_ring = Trace(config, {"use_ring_of_experts=false"});
+  CHECK(no_ring.status == 2);
+  CHECK(no_ring.err ==
+        "shardtrace: error: moe_topk_before_ep_all_gather=true needs sparse_matmul=true and "
+        "use_ring_of_experts=true (it moves the ring's all-gather): MaxText's config validation "
+        "refuses it\n");
+}
+
+TEST_CASE("A release knob under a revision whose moe.py lacks it is refused by name", "[keys]") {
+  const CommandResult seed =
+      Trace(CaseConfig("sparse_ep2_direct_gather"), {"--maxtext-revision", "seed"});
+  CHECK(seed.status == 2);
+  CHECK(seed.err ==
+        "shardtrace: error: moe_use_direct_token_gather=True: the moe.py of MaxText 313890777 "
+        "(the seed revision) has no such key (it reads it from MaxText 0.2.5 (the PyPI release) "
+        "on); expected False or another --maxtext-revision (docs/maxtext-keys.md)\n");
+  // A base.yml without the key (the embedded seed's) does not know it at all.
+  const CommandResult unknown = Trace("moe_topk_before_ep_all_gather=true", {});
+  CHECK(unknown.status == 2);
+  CHECK(unknown.err == "shardtrace: error: unknown config key 'moe_topk_before_ep_all_gather'\n");
+}
+
+TEST_CASE("shardtrace's PR 3981 model has its own pseudo-key, not num_moe_emb_chunks", "[keys]") {
+  const std::vector<std::string> seed = {"trace",
+                                         "base_mlp_dim=64",
+                                         "base_moe_mlp_dim=64",
+                                         "num_experts=4",
+                                         "num_experts_per_tok=2",
+                                         "ici_expert_parallelism=2",
+                                         "--devices",
+                                         "2"};
+  std::vector<std::string> chunked = seed;
+  chunked.push_back("shardtrace_pr3981_emb_chunks=2");
+  const CommandResult pipeline = RunShardtrace(chunked);
+  REQUIRE(pipeline.status == 0);
+  CHECK(Has(pipeline.out, "route/dispatch/gmm pipeline, 2 emb chunks"));
+  // Under the seed, MaxText's name is no longer shardtrace's.
+  std::vector<std::string> maxtext_name = seed;
+  maxtext_name.push_back("num_moe_emb_chunks=2");
+  const CommandResult refused = RunShardtrace(maxtext_name);
+  CHECK(refused.status == 2);
+  CHECK(Has(refused.err,
+            "num_moe_emb_chunks=2: the moe.py of MaxText 313890777 (the seed revision) has no "
+            "such key"));
+  CHECK(
+      Has(refused.err, "shardtrace's model of PR 3981's pipeline is shardtrace_pr3981_emb_chunks"));
+  // The proposal is written against the seed's moe.py: the release refuses the pseudo-key.
+  const CommandResult release =
+      RunShardtrace({"trace", kRelease, "base_emb_dim=16", "base_mlp_dim=32", "base_moe_mlp_dim=32",
+                     "num_experts=4", "num_experts_per_tok=2", "ici_expert_parallelism=2",
+                     "--devices", "2", "shardtrace_pr3981_emb_chunks=2"});
+  CHECK(release.status == 2);
+  CHECK(Has(release.err,
+            "shardtrace_pr3981_emb_chunks=2: shardtrace's model of PR 3981's "
+            "proposed pipeline is a proposal against moe.py 313890777"));
+}
+
+}  // namespace
+}  // namespace shardtrace
