@@ -168,12 +168,16 @@ struct Side {
   RunSetup in;
   Trace trace;
   SpmdResult spmd;
+  std::optional<StepResult> step;
 };
 
+// Each side's training step too, unless it runs inference (no backward pass).
 Side Load(const std::vector<std::string>& args, const std::string& block,
           std::optional<int64_t> devices) {
-  RunResult run = Run(SymbolicRequest(args, devices, ParseBlock(block)));
-  return {std::move(run.setup), std::move(run.trace), std::move(run.spmd)};
+  RunRequest request = SymbolicRequest(args, devices, ParseBlock(block));
+  request.step = !Prepare(request).setup.inference;
+  RunResult run = Run(request);
+  return {std::move(run.setup), std::move(run.trace), std::move(run.spmd), std::move(run.step)};
 }
 
 DiffSideInfo InfoOf(const std::vector<std::string>& args, const Side& s,
@@ -188,6 +192,15 @@ DiffSideInfo InfoOf(const std::vector<std::string>& args, const Side& s,
   for (const std::string& n : s.trace.notes)
     if (n.rfind("path: ", 0) == 0) info.path_reasons.push_back(n.substr(6));
   info.totals = TotalsOf(s.trace, s.spmd, keys);
+  if (s.step) {
+    SideTotals& t = info.totals;
+    t.has_step = true;
+    t.remat_policy = s.step->policy.name;
+    t.step_peak_bytes = s.step->memory.peak_bytes();
+    t.saved_bytes = s.step->memory.saved_bytes;
+    t.recomputed_bytes = s.step->memory.recomputed_bytes;
+    t.backward_sent_bytes = s.step->backward_bytes_per_device;
+  }
   return info;
 }
 
@@ -207,8 +220,16 @@ std::vector<std::string> AlignmentKeys(const Trace& trace) {
   return keys;
 }
 
-bool TraceDiff::same() const {
+bool TraceDiff::same_sharding() const {
   return !path_changed() && !mesh_changed() && tensors.empty() && collectives.empty();
+}
+
+bool TraceDiff::same() const {
+  return same_sharding() && a.totals.has_step == b.totals.has_step &&
+         a.totals.has_step == b.totals.has_step &&
+         a.totals.step_peak_bytes == b.totals.step_peak_bytes &&
+         a.totals.saved_bytes == b.totals.saved_bytes &&
+         a.totals.backward_sent_bytes == b.totals.backward_sent_bytes;
 }
 
 TraceDiff DiffConfigs(const DiffRequest& request) {

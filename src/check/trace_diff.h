@@ -84,6 +84,16 @@ struct SideTotals {
   int64_t implied_sent_bytes = 0;
   int64_t sent_bytes() const { return written_sent_bytes + implied_sent_bytes; }
   std::vector<std::string> unconstrained;  // keys of activations XLA places (not totalled)
+  // The training step (spmd/step_model.h), unless the side runs inference: its remat policy,
+  // peak per device, what the forward keeps for the backward per layer and what the backward
+  // recomputes, and the bytes each device sends in the backward (remat re-runs included).
+  bool has_step = false;
+  std::string remat_policy;
+  int64_t step_peak_bytes = 0;
+  int64_t saved_bytes = 0;
+  int64_t recomputed_bytes = 0;
+  int64_t backward_sent_bytes = 0;
+  int64_t step_sent_bytes() const { return sent_bytes() + backward_sent_bytes; }
 };
 
 struct DiffSideInfo {
@@ -108,7 +118,9 @@ struct TraceDiff {
 
   bool path_changed() const { return a.path != b.path; }
   bool mesh_changed() const { return a.mesh != b.mesh; }
-  // The traces agree (the configs may still differ in keys that change no sharding).
+  // The forward traces agree (the configs may still differ in keys that change no sharding).
+  bool same_sharding() const;
+  // ... and so do the training steps (remat_policy changes only the step).
   bool same() const;
 };
 

@@ -7,6 +7,7 @@
 #include "emit/dot_graph.h"
 #include "emit/maxtext_dump.h"
 #include "emit/mermaid_flow.h"
+#include "emit/step_text.h"
 #include "emit/trace_json.h"
 #include "emit/trace_table.h"
 #include "io/npz.h"
@@ -28,6 +29,7 @@ struct TraceOptions {
   std::string path = "auto";  // auto (what RoutedMoE selects) | masked_loop
   int threads = 0;            // numeric: 0 = every core, 1 = serial
   bool quiet = false;         // no progress line on stderr
+  bool step = false;          // the training step: backward collectives and step memory
   int64_t budget_bytes = int64_t{2} << 30;  // numeric: what the run may hold (--max-memory)
 };
 
@@ -37,6 +39,7 @@ void RunTraceCommand(const TraceOptions& options, std::ostream& out) {
   RunRequest request = SymbolicRequest(common.args, common.devices, ParseBlock(options.block));
   if (options.numeric) request.evaluation = Evaluation::kNumeric;
   request.masked_loop = options.path == "masked_loop";
+  request.step = options.step;
   request.seed = options.seed;
   request.threads = options.threads;
   request.progress = &progress;
@@ -58,11 +61,14 @@ void RunTraceCommand(const TraceOptions& options, std::ostream& out) {
   }
   const RunResult run = Run(request);
   const Trace& trace = run.trace;
-  const std::string text = common.format == "json"      ? TraceToJson(trace, run.spmd)
-                           : common.format == "dot"     ? TraceToDot(trace)
-                           : common.format == "svg"     ? TraceToSvg(trace)
-                           : common.format == "mermaid" ? MermaidFlow(trace, run.spmd)
-                                                        : TraceToTable(trace, run.spmd);
+  const StepResult* step = run.step ? &*run.step : nullptr;
+  const std::string text =
+      common.format == "json"      ? TraceToJson(trace, run.spmd, step)
+      : common.format == "dot"     ? TraceToDot(trace)
+      : common.format == "svg"     ? TraceToSvg(trace)
+      : common.format == "mermaid" ? MermaidFlow(trace, run.spmd)
+                                   : TraceToTable(trace, run.spmd) +
+                                         (step ? StepToText(trace, *step) : std::string());
   WriteOutput(common, text, out);
 }
 
@@ -94,6 +100,9 @@ Command AddTraceCommand(CLI::App& app) {
                   "numeric: threads simulating devices (0 = every core, 1 = serial)")
       ->check(ThreadsValidator());
   cmd->add_flag("--quiet", options->quiet, "no progress line on stderr");
+  cmd->add_flag("--step", options->step,
+                "the training step: also the backward pass's collectives, the gradients and the "
+                "step's memory under remat_policy (docs/step.md)");
   AddMaxMemory(cmd, options->budget_bytes);
   cmd->add_option("--golden", options->golden,
                   "take inputs and weights from a golden case directory (implies --numeric)");
@@ -104,6 +113,11 @@ Command AddTraceCommand(CLI::App& app) {
           [options, cmd] {
             if (cmd->count("--golden") > 0 && options->golden.empty())
               Fail("--golden: expected a golden case directory, found an empty name");
+            if (options->step && (options->common.format == "dot" ||
+                                  options->common.format == "svg" ||
+                                  options->common.format == "mermaid"))
+              Fail("--step: the {} output draws the forward pass only; use --format table or json",
+                   options->common.format);
             return options->golden.empty() ? std::vector<std::string>()
                                            : std::vector<std::string>{options->golden};
           },

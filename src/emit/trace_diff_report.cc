@@ -108,7 +108,9 @@ std::string Sent(const std::optional<CollectiveSide>& s) {
 std::string SummaryLine(const TraceDiff& d) {
   int only_a = 0, only_b = 0, changed = 0;
   for (const TensorDiff& t : d.tensors) (!t.a ? only_b : !t.b ? only_a : changed)++;
-  std::string text = d.same() ? "same sharding" : "sharding differs";
+  std::string text = d.same()            ? "same sharding"
+                     : d.same_sharding() ? "same sharding, the training step differs"
+                                         : "sharding differs";
   text += fmt::format(": {} config keys, {} axis rules differ", d.config_keys.size(),
                       d.axis_rules.size());
   if (d.path_changed()) text += fmt::format("; path {} -> {}", d.a.path, d.b.path);
@@ -119,6 +121,12 @@ std::string SummaryLine(const TraceDiff& d) {
                       Signed(d.b.totals.weight_bytes - d.a.totals.weight_bytes),
                       Signed(d.b.totals.peak_activation_bytes - d.a.totals.peak_activation_bytes),
                       Signed(d.b.totals.sent_bytes() - d.a.totals.sent_bytes()));
+  if (d.a.totals.has_step && d.b.totals.has_step)
+    text += fmt::format(
+        "; training step: peak {}, kept for the backward {}, backward communication {}",
+        Signed(d.b.totals.step_peak_bytes - d.a.totals.step_peak_bytes),
+        Signed(d.b.totals.saved_bytes - d.a.totals.saved_bytes),
+        Signed(d.b.totals.backward_sent_bytes - d.a.totals.backward_sent_bytes));
   return text;
 }
 
@@ -127,7 +135,7 @@ struct TotalsRow {
   int64_t a, b;
 };
 std::vector<TotalsRow> Totals(const TraceDiff& d) {
-  return {
+  std::vector<TotalsRow> rows = {
       {"weights", d.a.totals.weight_bytes, d.b.totals.weight_bytes},
       {"peak temporaries (XLA model)", d.a.totals.peak_activation_bytes,
        d.b.totals.peak_activation_bytes},
@@ -136,6 +144,22 @@ std::vector<TotalsRow> Totals(const TraceDiff& d) {
       {"communication sent per layer, inserted by XLA (\u21c4 xla)", d.a.totals.implied_sent_bytes,
        d.b.totals.implied_sent_bytes},
       {"communication sent per layer, total", d.a.totals.sent_bytes(), d.b.totals.sent_bytes()}};
+  if (!d.a.totals.has_step || !d.b.totals.has_step) return rows;
+  const std::string policy =
+      d.a.totals.remat_policy == d.b.totals.remat_policy
+          ? d.a.totals.remat_policy
+          : d.a.totals.remat_policy + " -> " + d.b.totals.remat_policy;
+  rows.push_back({fmt::format("training step peak (remat_policy={}; docs/step.md)", policy),
+                  d.a.totals.step_peak_bytes, d.b.totals.step_peak_bytes});
+  rows.push_back({"kept for the backward per layer", d.a.totals.saved_bytes,
+                  d.b.totals.saved_bytes});
+  rows.push_back({"recomputed by the backward per layer", d.a.totals.recomputed_bytes,
+                  d.b.totals.recomputed_bytes});
+  rows.push_back({"backward communication sent per layer", d.a.totals.backward_sent_bytes,
+                  d.b.totals.backward_sent_bytes});
+  rows.push_back({"step communication sent per layer (forward + backward)",
+                  d.a.totals.step_sent_bytes(), d.b.totals.step_sent_bytes()});
+  return rows;
 }
 
 std::string PathText(const TraceDiff& d) {
@@ -292,6 +316,13 @@ std::string TraceDiffToJson(const TraceDiff& d) {
                    {"implied_collective_sent_bytes_per_device", s.totals.implied_sent_bytes},
                    {"collective_sent_bytes_per_device", s.totals.sent_bytes()},
                    {"unconstrained_activations", s.totals.unconstrained}};
+    if (s.totals.has_step)
+      j["step"] = {{"remat_policy", s.totals.remat_policy},
+                   {"peak_bytes_per_device", s.totals.step_peak_bytes},
+                   {"saved_bytes_per_device", s.totals.saved_bytes},
+                   {"recomputed_bytes_per_device", s.totals.recomputed_bytes},
+                   {"backward_sent_bytes_per_device", s.totals.backward_sent_bytes},
+                   {"step_sent_bytes_per_device", s.totals.step_sent_bytes()}};
     return j;
   };
   auto tensor_side = [](const std::optional<TensorSide>& s) {
@@ -379,6 +410,13 @@ std::string TraceDiffToJson(const TraceDiff& d) {
       {"implied_collective_sent_bytes_per_device",
        d.b.totals.implied_sent_bytes - d.a.totals.implied_sent_bytes},
       {"collective_sent_bytes_per_device", d.b.totals.sent_bytes() - d.a.totals.sent_bytes()}};
+  if (d.a.totals.has_step && d.b.totals.has_step) {
+    root["totals_delta"]["step_peak_bytes_per_device"] =
+        d.b.totals.step_peak_bytes - d.a.totals.step_peak_bytes;
+    root["totals_delta"]["saved_bytes_per_device"] = d.b.totals.saved_bytes - d.a.totals.saved_bytes;
+    root["totals_delta"]["backward_sent_bytes_per_device"] =
+        d.b.totals.backward_sent_bytes - d.a.totals.backward_sent_bytes;
+  }
   return root.dump(2) + "\n";
 }
 

@@ -64,9 +64,70 @@ Json TensorJson(const TensorRecord& t, const TensorSpmd& s) {
   return j;
 }
 
+Json StepJson(const Trace& trace, const StepResult& step) {
+  Json backward = Json::array();
+  for (const StepCollective& c : step.backward)
+    backward.push_back({{"kind", c.written ? ToString(c.kind) : HloName(c.kind)},
+                        {"pass", "backward"},
+                        {"origin", c.written ? "written" : "xla"},
+                        {"recompute", c.recompute},
+                        {"forward_op", c.forward_op},
+                        {"tensor", c.tensor},
+                        {"axes", c.axes},
+                        {"participants", c.participants},
+                        {"groups", c.groups},
+                        {"bytes_per_device", c.bytes_per_device},
+                        {"dtype", ToString(c.dtype)},
+                        {"xla_cpu_op", c.xla_cpu_op},
+                        {"xla_cpu_bytes_per_device", c.xla_cpu_bytes_per_device},
+                        {"xla_cpu_result_bytes", c.xla_cpu_result_bytes},
+                        {"reason", c.reason}});
+  Json grads = Json::array();
+  for (const StepGradient& g : step.gradients)
+    grads.push_back({{"tensor", g.tensor},
+                     {"name", g.tensor == trace.input ? "inputs" : trace.tensors[g.tensor].name},
+                     {"dtype", ToString(g.dtype)},
+                     {"spec", g.spec.ToString()},
+                     {"local_shape", g.local_shape},
+                     {"bytes_per_device", g.bytes_per_device}});
+  Json saved = Json::array();
+  for (const SavedResidual& r : step.memory.saved)
+    saved.push_back({{"tensor", r.tensor},
+                     {"name", r.name},
+                     {"offloaded", r.offloaded},
+                     {"bytes", r.bytes}});
+  const StepMemory& m = step.memory;
+  Json j;
+  j["remat_policy"] = {{"name", step.policy.name},
+                       {"wrapped", step.policy.wrapped},
+                       {"saved_names", step.policy.saved},
+                       {"offloaded_names", step.policy.offloaded},
+                       {"summary", step.policy.summary}};
+  j["gradients"] = grads;
+  j["memory"] = {{"parameter_bytes", m.parameter_bytes},
+                 {"input_bytes", m.input_bytes},
+                 {"gradient_bytes", m.gradient_bytes},
+                 {"input_gradient_bytes", m.input_gradient_bytes},
+                 {"saved_bytes", m.saved_bytes},
+                 {"offloaded_bytes", m.offloaded_bytes},
+                 {"residual_bytes", m.residual_bytes},
+                 {"recomputed_bytes", m.recomputed_bytes},
+                 {"saved", saved},
+                 {"forward_temporary_bytes", m.forward_temporary_bytes},
+                 {"backward_temporary_bytes", m.backward_temporary_bytes},
+                 {"backward_peak_op", m.backward_peak_op},
+                 {"peak_temporary_bytes", m.peak_temporary_bytes()},
+                 {"peak_bytes", m.peak_bytes()}};
+  j["totals"] = {{"forward_bytes_sent_per_device", step.forward_bytes_per_device},
+                 {"backward_bytes_sent_per_device", step.backward_bytes_per_device},
+                 {"recompute_bytes_sent_per_device", step.recompute_bytes_per_device},
+                 {"step_bytes_sent_per_device", step.step_bytes_per_device()}};
+  return {{"backward_collectives", backward}, {"step", j}};
+}
+
 }  // namespace
 
-std::string TraceToJson(const Trace& trace, const SpmdResult& spmd) {
+std::string TraceToJson(const Trace& trace, const SpmdResult& spmd, const StepResult* step) {
   Json j;
   j["schema"] = 1;
   j["block"] = trace.block;
@@ -99,6 +160,7 @@ std::string TraceToJson(const Trace& trace, const SpmdResult& spmd) {
                          {"groups", op.collective->groups},
                          {"bytes_sent", op.collective->bytes_sent},
                          {"bytes_received", op.collective->bytes_received}};
+      if (step) o["collective"]["pass"] = "forward";
     }
     if (!spmd.implied_at(op.id).empty()) {
       Json implied = Json::array();
@@ -118,6 +180,8 @@ std::string TraceToJson(const Trace& trace, const SpmdResult& spmd) {
                            {"local_after", c.local_after},
                            {"reason", c.reason},
                            {"combined_group", c.combined_group}});
+      if (step)
+        for (Json& c : implied) c["pass"] = "forward";
       o["implied_collectives"] = implied;
     }
     ops.push_back(o);
@@ -168,6 +232,11 @@ std::string TraceToJson(const Trace& trace, const SpmdResult& spmd) {
                  {"largest_temporaries", holders(m.largest)},
                  {"weight_copy_bytes_at_peak", m.gathered_weight_bytes},
                  {"unresolved_bytes_at_peak", m.unresolved_bytes}};
+  if (step) {
+    Json s = StepJson(trace, *step);
+    j["backward_collectives"] = s["backward_collectives"];
+    j["step"] = s["step"];
+  }
   return j.dump(1) + "\n";
 }
 

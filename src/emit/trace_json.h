@@ -6,11 +6,16 @@
 
 #include "ir/trace.h"
 #include "spmd/spmd_result.h"
+#include "spmd/step_model.h"
 
 namespace shardtrace {
 
 // `spmd` is `trace`'s SPMD result: each tensor's placement, propagated spec and per-device
-// shape, the implied collectives and the memory are read from it.
-std::string TraceToJson(const Trace& trace, const SpmdResult& spmd);
+// shape, the implied collectives and the memory are read from it. With `step` (trace
+// --step) every collective says its "pass" ("forward" or "backward"), the backward's are
+// listed in "backward_collectives", and "step" holds the gradients, the remat policy and
+// the step's memory and communication per device.
+std::string TraceToJson(const Trace& trace, const SpmdResult& spmd,
+                        const StepResult* step = nullptr);
 
 }  // namespace shardtrace

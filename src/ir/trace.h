@@ -148,6 +148,17 @@ struct LoopIteration {
   int64_t count = 0;  // iterations of the loop
 };
 
+// A remat tag: one name adc.checkpoint_name puts on a value. moe.py nests the calls
+// (checkpoint_name(checkpoint_name(x, "mlpwi_0"), "moe_mlpwi_0")), so a value can carry two
+// names; the op records only the outer one (its `name` attr). Tags the forward records no op
+// for are here too (linears.py's mlpwi_0/mlpwo in MlpBlock, moe_x_sorted on the sorted rows,
+// moe_routing_maps on the top-k ids). The step model (spmd/step_model.h) reads which names a
+// remat policy keeps; the forward's emitters ignore them.
+struct CheckpointTag {
+  int tensor = -1;
+  std::string name;
+};
+
 struct Trace {
   std::string block;  // "moe" | "mlp" | "shared"
   std::string path;   // e.g. "sparse_matmul/ragged_all_to_all"
@@ -169,6 +180,7 @@ struct Trace {
   std::vector<LoopIteration> loop_iterations;  // in program order
   // Why get_topk routes this way (MoeSetup::routing_reasons); empty for blocks without routing.
   std::vector<std::string> routing;
+  std::vector<CheckpointTag> checkpoint_tags;  // in program order
 
   // Tensors the invariants and golden checks read by meaning; -1 when the path has none.
   int input = -1;          // the block's input [B,S,M]

@@ -76,6 +76,7 @@ DenseRouting Route(const MoeContext& ctx, const Value& inputs, const Value& gate
   ctx.Capture(Capture::kTopKWeights, r.top.weights.array());
   ctx.Capture(Capture::kTopKIndices, r.top.indices.array());
   t.trace().top_k_indices = r.top.indices.tensor;
+  tr::Tag(t, r.top.indices, "moe_routing_maps");  // routing_tag_fn (moe.py:425-434)
   if (s.decoder_block == "llama4") {
     const auto cond = t.Condition("decoder_block == llama4");
     const Value f32 = tr::Cast(t, r.top.weights, DType::kFloat32, {"top_k_weights", "BSK"});
@@ -245,8 +246,9 @@ Value DroppingExperts(const MoeContext& ctx, const DroppingLayout& l, const Valu
       out = tr::Cast(t, out, DType::kFloat32, {name, e_lead + "CH"});
     }
     out = t.ShardWithLogical(out, name, e_lead + "CH", l.mlp_axis, l.dispatch_helper_variable);
-    return tr::CheckpointName(t, out,
-                              name == std::string("layer_w0") ? "moe_mlpwi_0" : "moe_mlpwi_1");
+    const bool w0 = name == std::string("layer_w0");
+    return tr::CheckpointName(t, out, w0 ? "moe_mlpwi_0" : "moe_mlpwi_1",
+                              w0 ? "mlpwi_0" : "mlpwi_1");
   };
   const Value layer_w0 = up("wi_0", "w0_kernel", kernels.w0, kernels.w0_bias);
   const Value layer_w1 = up("wi_1", "w1_kernel", kernels.w1, kernels.w1_bias);
@@ -276,7 +278,7 @@ Value DroppingExperts(const MoeContext& ctx, const DroppingLayout& l, const Valu
     intermediate = t.ShardWithLogical(
         intermediate, "intermediate_layer", e_lead + "CM",
         LogicalNames({"activation_exp", "activation_batch_moe", nullptr, "activation_embed_moe"}));
-  return tr::CheckpointName(t, intermediate, "moe_mlpwo");
+  return tr::CheckpointName(t, intermediate, "moe_mlpwo", "mlpwo");
 }
 
 // output = einsum(intermediate_layer, combine_mask), back to [B,S,M].
@@ -311,8 +313,9 @@ Value DroplessExperts(const MoeContext& ctx, const Value& inputs, const ExpertKe
       const auto c3 = t.Condition("activations_in_float32");
       out = tr::Cast(t, out, DType::kFloat32, {name, "BSEH"});
     }
-    return tr::CheckpointName(t, out,
-                              name == std::string("layer_w0") ? "moe_mlpwi_0" : "moe_mlpwi_1");
+    const bool w0 = name == std::string("layer_w0");
+    return tr::CheckpointName(t, out, w0 ? "moe_mlpwi_0" : "moe_mlpwi_1",
+                              w0 ? "mlpwi_0" : "mlpwi_1");
   };
   const Value layer_w0 = up("wi_0", "layer_w0", kernels.w0, kernels.w0_bias);
   const Value layer_w1 = up("wi_1", "layer_w1", kernels.w1, kernels.w1_bias);
@@ -329,7 +332,7 @@ Value DroplessExperts(const MoeContext& ctx, const Value& inputs, const ExpertKe
     const auto c3 = t.Condition("activations_in_float32");
     intermediate = tr::Cast(t, intermediate, DType::kFloat32, {"intermediate_layer", "BSEM"});
   }
-  return tr::CheckpointName(t, intermediate, "moe_mlpwo");
+  return tr::CheckpointName(t, intermediate, "moe_mlpwo", "mlpwo");
 }
 
 // The routing-weighted sum over experts of the dropless branch (llama4: weights of one).

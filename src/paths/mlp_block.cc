@@ -45,6 +45,7 @@ Value MlpBlock(Tracer& t, const MoeSettings& settings, const Value& inputs_in,
                                             : Dequantize(t, kernel, params.wi_scale.at(i), wi_axes,
                                                          {name, "MF"}, dtype);
     Value y = tr::Einsum(t, "BSM,MF -> BSF", inputs, k, dtype, {"x", "BSF"});
+    tr::Tag(t, y, "mlp" + name);  // linears.py:816
     if (settings.activations_in_float32) {
       const auto cond = t.Condition("activations_in_float32");
       y = tr::Cast(t, y, DType::kFloat32, {"x", "BSF"});
@@ -60,6 +61,7 @@ Value MlpBlock(Tracer& t, const MoeSettings& settings, const Value& inputs_in,
                             ? Dequantize(t, wo, *params.wo_scale, wo_axes, {"wo", "FM"}, dtype)
                             : tr::Cast(t, wo, dtype, {"wo", "FM"});
   const Value out = tr::Einsum(t, "BSF,FM -> BSM", product, wo_cast, dtype, {"output", "BSM"});
+  tr::Tag(t, out, "mlpwo");  // linears.py:829
   t.SetDumpFile("moe");
   return out;
 }

@@ -195,7 +195,7 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
   }
   const bool tensor_transpose = s.tp_transpose > 1;
   auto up = [&](const Value& kernel, const std::optional<Value>& bias, const char* name,
-                const char* ckpt) {
+                const char* ckpt, const char* inner) {
     const auto sc = t.Scope(name == std::string("layer_w0") ? "gmm_wi_0" : "gmm_wi_1");
     Value out = Gmm(ctx, x, kernel, group_sizes, name, false);
     if (tensor_transpose) {
@@ -206,10 +206,13 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
       const auto c2 = t.Condition("mlp_bias");
       out = tr::Binary(t, OpKind::kAdd, out, *bias, {name, t.trace().tensors[out.tensor].dims});
     }
-    return tr::CheckpointName(t, out, ckpt);
+    return tr::CheckpointName(t, out, ckpt, inner);
   };
-  Value layer_w0 = up(w0, w0_bias, "layer_w0", "moe_mlpwi_0");
-  Value layer_w1 = up(w1, w1_bias, "layer_w1", "moe_mlpwi_1");
+  // moe.py:3188-3199 tags the routed rows moe_x_sorted; wi_0's output carries mlpwi_0 and
+  // moe_mlpwi_0, wi_1's only moe_mlpwi_1 (moe.py:2915-2916), so `minimal` keeps no wi_1.
+  tr::Tag(t, x, "moe_x_sorted");
+  Value layer_w0 = up(w0, w0_bias, "layer_w0", "moe_mlpwi_0", "mlpwi_0");
+  Value layer_w1 = up(w1, w1_bias, "layer_w1", "moe_mlpwi_1", "");
   // The sorted rows and the up projections are read no more once the activation has read them
   // (checkpoint_name keeps them for the backward pass in MaxText; this forward-only engine does
   // not need them): the rows go now, the projections inside the activation after their last use.
@@ -232,7 +235,7 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
       intermediate_output =
           tr::Binary(t, OpKind::kAdd, intermediate_output, *wo_bias, {"intermediate_output", dims});
     }
-    intermediate_output = tr::CheckpointName(t, intermediate_output, "moe_mlpwo");
+    intermediate_output = tr::CheckpointName(t, intermediate_output, "moe_mlpwo", "mlpwo");
   }
   Value output;
   if (s.ring_of_experts) {

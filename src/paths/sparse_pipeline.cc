@@ -219,7 +219,7 @@ PathOutput SparsePipeline(const MoeContext& ctx, const Value& inputs, const Valu
     layer_w1 = tr::Binary(t, OpKind::kAdd, layer_w1, *w1_bias,
                           {"layer_w1", t.trace().tensors[layer_w1.tensor].dims});
   }
-  layer_w0 = tr::CheckpointName(t, layer_w0, "moe_mlpwi_0");
+  layer_w0 = tr::CheckpointName(t, layer_w0, "moe_mlpwi_0", "mlpwi_0");
   layer_w1 = tr::CheckpointName(t, layer_w1, "moe_mlpwi_1");
   const Value intermediate_layer =
       ApplyFfnActivation(ctx, std::move(layer_w0), std::move(layer_w1));
@@ -233,7 +233,7 @@ PathOutput SparsePipeline(const MoeContext& ctx, const Value& inputs, const Valu
       out = t.PsumScatter(out, {"tensor"}, 1, true, {"intermediate_output", dims});
     }
     if (wo_bias) out = tr::Binary(t, OpKind::kAdd, out, *wo_bias, {"intermediate_output", dims});
-    out = tr::CheckpointName(t, out, "moe_mlpwo");
+    out = tr::CheckpointName(t, out, "moe_mlpwo", "mlpwo");
   }
   Value output;
   {

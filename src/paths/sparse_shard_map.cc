@@ -9,6 +9,7 @@
 #include "numeric/elementwise.h"
 #include "numeric/index_ops.h"
 #include "numeric/shape_ops.h"
+#include "paths/traced_ops.h"
 #include "shard/mesh.h"
 #include "util/error.h"
 
@@ -246,6 +247,7 @@ PathOutput ExitSparseShardMap(const MoeContext& ctx, const RoutedShardings& shar
   ctx.Capture(Capture::kTopKIndices,
               t.Assemble(batch_rows(routing.top_k_indices), routed_batch_spec));
   t.trace().top_k_indices = routing.top_k_indices.tensor;
+  traced::Tag(t, routing.top_k_indices, "moe_routing_maps");  // routing_tag_fn (moe.py:425-434)
   const Array weights = t.Assemble(batch_rows(routing.weights), routed_batch_spec);
   ctx.Capture(Capture::kTopKWeights, weights);
   // Llama 4's top-k "weights" are logits; permute scales each input by their sigmoid in

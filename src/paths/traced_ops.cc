@@ -138,10 +138,19 @@ Value Constant(Tracer& t, const Array& value, const Out& out) {
   });
 }
 
-Value CheckpointName(Tracer& t, const Value& x, const std::string& name) {
+Value CheckpointName(Tracer& t, const Value& x, const std::string& name,
+                     const std::string& inner) {
   const TensorRecord& in = t.trace().tensors[x.tensor];
-  return t.Apply({OpKind::kCheckpointName, "", {{"name", name}}}, {&x}, {in.name, in.dims, in.kind},
-                 [](const Args& a) { return *a[0]; });
+  Value out =
+      t.Apply({OpKind::kCheckpointName, "", {{"name", name}}}, {&x}, {in.name, in.dims, in.kind},
+              [](const Args& a) { return *a[0]; });
+  if (!inner.empty()) t.trace().checkpoint_tags.push_back({out.tensor, inner});
+  t.trace().checkpoint_tags.push_back({out.tensor, name});
+  return out;
+}
+
+void Tag(Tracer& t, const Value& x, const std::string& name) {
+  t.trace().checkpoint_tags.push_back({x.tensor, name});
 }
 
 namespace {

@@ -37,7 +37,14 @@ Value Binary(Tracer& t, OpKind kind, const Value& a, const Value& b, const Out& 
 // A constant (scalar or array) that is not a tensor of the model: recorded as an input.
 Value Constant(Tracer& t, const Array& value, const Out& out);
 // adc.checkpoint_name(x, name): the remat tag MaxText puts on an activation (identity).
-Value CheckpointName(Tracer& t, const Value& x, const std::string& name);
+// `inner` is the name of a nested checkpoint_name moe.py writes inside it
+// (checkpoint_name(checkpoint_name(x, inner), name)): recorded as a Trace::checkpoint_tags
+// entry, not a second op, since both calls are the identity.
+Value CheckpointName(Tracer& t, const Value& x, const std::string& name,
+                     const std::string& inner = "");
+// A remat tag on `x` with no op recorded (Trace::checkpoint_tags): a checkpoint_name the
+// forward trace leaves out (MlpBlock's, moe_x_sorted, moe_routing_maps).
+void Tag(Tracer& t, const Value& x, const std::string& name);
 // jnp.zeros: allocated only in numeric mode.
 Value Zeros(Tracer& t, const Shape& shape, DType dtype, const Out& out);
 // jax.lax.empty (the ragged all-to-all buffers): JAX leaves the rows no exchange writes

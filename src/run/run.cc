@@ -4,6 +4,8 @@
 #include "paths/moe_params.h"
 #include "shard/axis_rules.h"
 #include "spmd/spmd_analysis.h"
+#include "spmd/step_model.h"
+#include "util/error.h"
 
 namespace shardtrace {
 namespace {
@@ -47,6 +49,10 @@ RunInputs LoadInputs(const RunRequest& request) {
 
 RunResult Run(const RunRequest& request) {
   RunSetup s = Prepare(request);
+  if (request.step && s.setup.inference)
+    Fail("--step: model_call_mode=inference traces a forward pass only; a training step needs "
+         "model_call_mode other than inference");
+  const RematPolicy policy = request.step ? RematPolicyOf(s.config) : RematPolicy{};
   RunOptions options;
   options.numeric = request.numeric() || request.arrays != nullptr;
   options.masked_loop = request.masked_loop;
@@ -61,7 +67,10 @@ RunResult Run(const RunRequest& request) {
   SpmdResult spmd = AnalyzeSpmd(
       s.mesh, run.trace, ResolveLogicalAxes(arrival, s.config.logical_axis_rules(), &s.mesh).spec);
   const TraceTotals totals = ComputeTotals(run.trace, spmd);
-  return {std::move(s), std::move(run.trace), std::move(spmd), std::move(run.captures), totals};
+  std::optional<StepResult> step;
+  if (request.step) step = AnalyzeStep(s.mesh, run.trace, spmd, policy);
+  return {std::move(s),          std::move(run.trace), std::move(spmd), std::move(run.captures),
+          totals,                std::move(step)};
 }
 
 }  // namespace shardtrace

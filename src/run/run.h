@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 
 #include "config/config.h"
@@ -16,6 +17,7 @@
 #include "run/run_request.h"
 #include "shard/mesh.h"
 #include "spmd/spmd_result.h"
+#include "spmd/step_model.h"
 #include "spmd/trace_totals.h"
 
 namespace shardtrace {
@@ -36,6 +38,9 @@ struct RunResult {
   // Global numeric arrays by golden-format name (empty for a symbolic run).
   Captures captures;
   TraceTotals totals;
+  // RunRequest::step: the training step's backward collectives, gradients and memory
+  // (spmd/step_model.h), beside the forward; unset for a forward run.
+  std::optional<StepResult> step;
 };
 
 // The config and mesh alone (`explain` and `compare-dump` resolve axes of any config).

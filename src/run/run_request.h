@@ -44,6 +44,10 @@ struct RunRequest {
   int threads = 0;  // simulated-device threads; 0 = all cores, 1 = serial
   // What a numeric run may hold (--max-memory), checked before anything is allocated.
   int64_t budget_bytes = kNumericBudgetBytes;
+  // The training step (`trace --step`): also the backward pass's collectives, the gradients
+  // and the step's memory under the config's remat_policy (RunResult::step). Refused for
+  // model_call_mode=inference, which has no backward pass.
+  bool step = false;
   bool summaries = true;  // per-tensor min/max/mean in numeric traces
   Progress* progress = nullptr;
 

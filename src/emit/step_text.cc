@@ -1,0 +1,76 @@
+#include "emit/step_text.h"
+
+#include <fmt/format.h>
+
+#include "emit/human_bytes.h"
+#include "emit/text_table.h"
+
+namespace shardtrace {
+
+std::vector<std::string> StepSummaryLines(const StepResult& step) {
+  const StepMemory& m = step.memory;
+  std::vector<std::string> lines;
+  lines.push_back(fmt::format("remat_policy={}: {}", step.policy.name, step.policy.summary));
+  lines.push_back(fmt::format(
+      "step peak {} per device = parameters {} + gradients {} + input {} + its gradient {} + "
+      "temporaries {} ({})",
+      HumanBytes(m.peak_bytes()), HumanBytes(m.parameter_bytes), HumanBytes(m.gradient_bytes),
+      HumanBytes(m.input_bytes), HumanBytes(m.input_gradient_bytes),
+      HumanBytes(m.peak_temporary_bytes()),
+      m.backward_temporary_bytes >= m.forward_temporary_bytes ? "backward: residuals + cotangents"
+                                                              : "forward + what it keeps"));
+  lines.push_back(fmt::format(
+      "kept for the backward per layer: {} on device{}; residuals the backward reads {}, "
+      "recomputed {}",
+      HumanBytes(m.saved_bytes),
+      m.offloaded_bytes > 0 ? fmt::format(", {} offloaded to host", HumanBytes(m.offloaded_bytes))
+                            : std::string(),
+      HumanBytes(m.residual_bytes), HumanBytes(m.recomputed_bytes)));
+  lines.push_back(fmt::format(
+      "step communication {} per device = forward {} + backward {} (of which remat re-runs {})",
+      HumanBytes(step.step_bytes_per_device()), HumanBytes(step.forward_bytes_per_device),
+      HumanBytes(step.backward_bytes_per_device), HumanBytes(step.recompute_bytes_per_device)));
+  return lines;
+}
+
+std::string StepToText(const Trace& trace, const StepResult& step) {
+  std::string out = "\nbackward pass (training step; docs/step.md)\n";
+  TextTable collectives(
+      {"op", "origin", "axes", "participants", "moves", "scope", "sent/device", "why"});
+  for (const StepCollective& c : step.backward) {
+    const std::string origin = c.recompute ? "recompute" : c.written ? "written" : "\u21c4 xla";
+    const OpRecord& op = trace.ops[static_cast<size_t>(c.forward_op)];
+    collectives.AddRow({c.written ? ToString(c.kind) : HloName(c.kind), origin,
+                        fmt::format("{}", fmt::join(c.axes, ",")), std::to_string(c.participants),
+                        c.tensor >= 0 ? trace.tensors[static_cast<size_t>(c.tensor)].name : "",
+                        op.scope, HumanBytes(c.bytes_per_device), c.reason});
+  }
+  if (collectives.empty())
+    out += "  no backward collectives\n";
+  else
+    out += collectives.Render("  ");
+  TextTable grads({"gradient of", "dtype", "sharding", "per device", "bytes/device"});
+  for (const StepGradient& g : step.gradients) {
+    const TensorRecord& t = trace.tensors[static_cast<size_t>(g.tensor)];
+    std::string shape;
+    for (size_t i = 0; i < g.local_shape.size(); ++i)
+      shape += fmt::format("{}{}", i ? "," : "", g.local_shape[i]);
+    grads.AddRow({t.id == trace.input ? "inputs" : t.name, ToString(g.dtype), g.spec.ToString(),
+                  "[" + shape + "]", HumanBytes(g.bytes_per_device)});
+  }
+  out += "\ngradients (sharded like their primals)\n" + grads.Render("  ");
+  const StepMemory& m = step.memory;
+  if (!m.saved.empty()) {
+    TextTable saved({"kept for the backward", "name", "where", "bytes/device"});
+    for (const SavedResidual& s : m.saved)
+      saved.AddRow({trace.tensors[static_cast<size_t>(s.tensor)].name,
+                    s.name.empty() ? "(no remat)" : s.name, s.offloaded ? "pinned_host" : "device",
+                    HumanBytes(s.bytes)});
+    out += "\n" + saved.Render("  ");
+  }
+  out += "\nstep per device (one layer)\n";
+  for (const std::string& line : StepSummaryLines(step)) out += "  " + line + "\n";
+  return out;
+}
+
+}  // namespace shardtrace

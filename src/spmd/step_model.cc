@@ -1,0 +1,739 @@
+#include "spmd/step_model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iterator>
+#include <map>
+#include <set>
+
+#include "shard/sharding.h"
+#include "spmd/spmd_reshard.h"
+#include "spmd/trace_totals.h"
+
+namespace shardtrace {
+namespace {
+
+// Ops whose output is no value the loss can be differentiated through (comparisons, index
+// maps, constants): their outputs carry no cotangent.
+bool NonDifferentiable(OpKind k) {
+  switch (k) {
+    case OpKind::kInput:
+    case OpKind::kParam:
+    case OpKind::kConstant:
+    case OpKind::kZeros:
+    case OpKind::kEmpty:
+    case OpKind::kOnesLike:
+    case OpKind::kRandomRandint:
+    case OpKind::kLessEqual:
+    case OpKind::kLess:
+    case OpKind::kEqual:
+    case OpKind::kGreater:
+    case OpKind::kFloorDivide:
+    case OpKind::kMod:
+    case OpKind::kSign:
+    case OpKind::kOneHot:
+    case OpKind::kArgsort:
+    case OpKind::kBincount:
+    case OpKind::kAxisIndex:
+    case OpKind::kRoll:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The operand positions a cotangent flows into (a where's condition, a gather's indices and
+// a ragged all-to-all's sizes take none).
+bool DifferentiableOperand(const OpRecord& op, size_t k) {
+  switch (op.kind) {
+    case OpKind::kWhere:
+      return k >= 1;
+    case OpKind::kTake:
+    case OpKind::kTakeAlongAxis:
+    case OpKind::kDynamicSliceInDim:
+    case OpKind::kIndex:
+    case OpKind::kRaggedAllToAll:
+      return k == 0;
+    case OpKind::kScatterSet:
+      return k != 1;
+    default:
+      return true;
+  }
+}
+
+// What XLA:CPU compiles a collective of `kind` to, with the bytes each device sends and the
+// result's bytes, from the per-device block before (`in`) and after (`out`) it.
+void SetXlaCpu(StepCollective& c, const Shape& in, const Shape& out) {
+  const DType cpu = XlaCpuCollectiveDType(c.dtype);
+  const int64_t n = c.participants;
+  const int64_t in_bytes = TensorBytes(in, cpu), out_bytes = TensorBytes(out, cpu);
+  switch (c.kind) {
+    case CollectiveKind::kPsumScatter:
+      if (c.written) {  // jax.lax.psum_scatter lowers to an HLO reduce-scatter
+        c.xla_cpu_op = "reduce-scatter";
+        c.xla_cpu_bytes_per_device = in_bytes * (n - 1) / n;
+        c.xla_cpu_result_bytes = out_bytes;
+      } else {  // GSPMD on XLA:CPU: an all-reduce of the whole block and a local slice
+        c.xla_cpu_op = "all-reduce";
+        c.xla_cpu_bytes_per_device = 2 * in_bytes * (n - 1) / n;
+        c.xla_cpu_result_bytes = in_bytes;
+      }
+      return;
+    case CollectiveKind::kPsum:
+      c.xla_cpu_op = "all-reduce";
+      c.xla_cpu_bytes_per_device = 2 * in_bytes * (n - 1) / n;
+      c.xla_cpu_result_bytes = in_bytes;
+      return;
+    case CollectiveKind::kAllGather:
+      c.xla_cpu_op = "all-gather";
+      c.xla_cpu_bytes_per_device = in_bytes * (n - 1);
+      c.xla_cpu_result_bytes = out_bytes;
+      return;
+    default:
+      c.xla_cpu_op = HloName(c.kind);
+      c.xla_cpu_bytes_per_device =
+          c.bytes_per_device * ByteSize(cpu) / std::max<int64_t>(1, ByteSize(c.dtype));
+      c.xla_cpu_result_bytes = out_bytes;
+      return;
+  }
+}
+
+int64_t Elements(const Shape& s) {
+  int64_t n = 1;
+  for (const int64_t d : s) n *= d;
+  return n;
+}
+
+// The kinds of the transposed collective.
+CollectiveKind Transposed(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::kAllGather:
+      return CollectiveKind::kPsumScatter;
+    case CollectiveKind::kPsumScatter:
+      return CollectiveKind::kAllGather;
+    default:
+      return k;
+  }
+}
+
+class StepAnalysis {
+ public:
+  StepAnalysis(const Mesh& mesh, const Trace& trace, const SpmdResult& spmd,
+               const RematPolicy& policy)
+      : mesh_(mesh), trace_(trace), spmd_(spmd) {
+    result_.policy = policy;
+    const size_t n = trace.tensors.size();
+    producer_.assign(n, -1);
+    last_reader_.assign(n, -1);
+    consumers_.assign(n, {});
+    root_.resize(n);
+    for (size_t i = 0; i < n; ++i) root_[i] = static_cast<int>(i);
+    for (const OpRecord& op : trace.ops) {
+      for (const int o : op.outputs) producer_[o] = op.id;
+      for (const int in : op.inputs) {
+        last_reader_[in] = std::max(last_reader_[in], op.id);
+        consumers_[in].push_back(op.id);
+      }
+      if (Aliases(op))
+        for (const int o : op.outputs) root_[o] = root_[op.inputs.front()];
+    }
+  }
+
+  StepResult Run() {
+    MarkDifferentiable();
+    Gradients();
+    for (auto it = trace_.ops.rbegin(); it != trace_.ops.rend(); ++it) Backward(*it);
+    Memory();
+    Recompute();
+    const TraceTotals totals = ComputeTotals(trace_, spmd_);
+    result_.forward_bytes_per_device =
+        totals.collective_bytes_sent_per_device + totals.implied_bytes_sent_per_device;
+    for (const StepCollective& c : result_.backward) {
+      result_.backward_bytes_per_device += c.bytes_per_device;
+      if (c.recompute) result_.recompute_bytes_per_device += c.bytes_per_device;
+    }
+    return std::move(result_);
+  }
+
+ private:
+  const TensorRecord& T(int id) const { return trace_.tensors[static_cast<size_t>(id)]; }
+
+  bool Aliases(const OpRecord& op) const {
+    if (op.inputs.empty() || op.outputs.empty()) return false;
+    const OpKind k = op.kind;
+    if (k == OpKind::kReshape || k == OpKind::kCheckpointName ||
+        k == OpKind::kOptimizationBarrier || k == OpKind::kShardMapOut)
+      return true;
+    if (k == OpKind::kShardingConstraint || k == OpKind::kShardMapIn)
+      return spmd_.implied_at(op.id).empty();
+    return false;
+  }
+
+  PartitionSpec Spec(int id) const {
+    const PartitionSpec* s = spmd_.SpecOf(T(id));
+    return WithRank(s ? *s : PartitionSpec::Replicated(T(id).shape.size()), T(id).shape.size());
+  }
+
+  // need_[t]: t depends differentiably on a parameter or the input, and the loss (the block
+  // output and any load-balance loss) depends differentiably on t.
+  void MarkDifferentiable() {
+    const size_t n = trace_.tensors.size();
+    std::vector<bool> fwd(n, false), bwd(n, false);
+    for (const OpRecord& op : trace_.ops) {
+      if (op.kind == OpKind::kParam || op.kind == OpKind::kInput) {
+        for (const int o : op.outputs) fwd[o] = IsFloating(T(o).dtype);
+        continue;
+      }
+      if (NonDifferentiable(op.kind)) continue;
+      bool any = false;
+      for (size_t k = 0; k < op.inputs.size(); ++k)
+        any = any || (DifferentiableOperand(op, k) && fwd[op.inputs[k]]);
+      if (!any) continue;
+      for (const int o : op.outputs) fwd[o] = IsFloating(T(o).dtype);
+    }
+    // The loss reads the output and every scalar loss the block returns (lb_loss).
+    if (trace_.output >= 0) bwd[trace_.output] = true;
+    for (const TensorRecord& t : trace_.tensors)
+      if (consumers_[t.id].empty() && t.name.find("loss") != std::string::npos && fwd[t.id])
+        bwd[t.id] = true;
+    for (auto it = trace_.ops.rbegin(); it != trace_.ops.rend(); ++it) {
+      const OpRecord& op = *it;
+      if (NonDifferentiable(op.kind)) continue;
+      bool any = false;
+      for (const int o : op.outputs) any = any || (bwd[o] && fwd[o]);
+      if (!any) continue;
+      for (size_t k = 0; k < op.inputs.size(); ++k)
+        if (DifferentiableOperand(op, k)) bwd[op.inputs[k]] = true;
+    }
+    need_.assign(n, false);
+    for (size_t i = 0; i < n; ++i) need_[i] = fwd[i] && bwd[i];
+  }
+
+  void Gradients() {
+    StepMemory& m = result_.memory;
+    m.parameter_bytes = spmd_.memory.parameter_bytes;
+    m.input_bytes = spmd_.memory.input_bytes;
+    auto add = [&](int id) {
+      const TensorSpmd& s = spmd_.tensor(id);
+      result_.gradients.push_back({id, Spec(id), s.local_shape, T(id).dtype, s.bytes_per_device});
+      return s.bytes_per_device;
+    };
+    for (const OpRecord& op : trace_.ops)
+      if (op.kind == OpKind::kParam)
+        for (const int o : op.outputs)
+          if (need_[o]) m.gradient_bytes += add(o);
+    if (trace_.input >= 0 && need_[trace_.input]) m.input_gradient_bytes = add(trace_.input);
+  }
+
+  // The weight `id` is a cast copy of, or `id`.
+  int CastSource(int id) const {
+    const int p = producer_[id];
+    if (p < 0) return id;
+    const OpRecord& op = trace_.ops[p];
+    if (op.kind != OpKind::kAstype || op.inputs.size() != 1) return id;
+    return T(op.inputs[0]).shape == T(id).shape ? op.inputs[0] : id;
+  }
+
+  void Add(StepCollective c, const Shape& in, const Shape& out) {
+    c.groups = std::max<int64_t>(1, mesh_.num_devices() / std::max<int64_t>(1, c.participants));
+    if (c.xla_cpu_op.empty()) SetXlaCpu(c, in, out);
+    result_.backward.push_back(std::move(c));
+  }
+
+  // Collectives from an ImpliedCollective-style plan, moved into the backward record.
+  void AddPlanned(const OpRecord& op, int tensor, const std::vector<ImpliedCollective>& plan,
+                  const std::string& why) {
+    for (const ImpliedCollective& p : plan) {
+      if (p.kind == CollectiveKind::kSlice) continue;
+      StepCollective c;
+      c.kind = p.kind;
+      c.forward_op = op.id;
+      c.tensor = tensor;
+      c.axes = p.axes;
+      c.participants = p.participants;
+      c.bytes_per_device = p.bytes_per_device;
+      c.dtype = p.dtype;
+      c.reason = why;
+      Add(std::move(c), p.local_before, p.local_after);
+    }
+  }
+
+  void Backward(const OpRecord& op) {
+    bool live = false;
+    for (const int o : op.outputs) live = live || need_[o];
+    if (!live) return;
+    if (op.collective) WrittenTranspose(op);
+    if (op.kind == OpKind::kShardMapIn) {
+      ShardMapIn(op);
+      return;
+    }
+    const bool einsum = op.kind == OpKind::kEinsum && op.einsum && op.inputs.size() == 2 &&
+                        !T(op.outputs.front()).in_shard_map;
+    if (einsum) EinsumOperands(op);
+    for (const ImpliedCollective& f : spmd_.implied_at(op.id)) {
+      if (einsum && f.reason == "einsum operand") continue;
+      const int moved = f.tensor;
+      if (moved < 0 || !need_[moved]) continue;
+      StepCollective c;
+      c.forward_op = op.id;
+      c.tensor = moved;
+      c.axes = f.axes;
+      c.participants = f.participants;
+      c.dtype = f.dtype;
+      switch (f.kind) {
+        case CollectiveKind::kPsum:
+          continue;  // the cotangent of a sum is broadcast: every device has it
+        case CollectiveKind::kAllGather:
+          continue;  // read whole by every device: the cotangent is sliced back, free
+        case CollectiveKind::kPsumScatter:
+          c.kind = CollectiveKind::kAllGather;
+          c.bytes_per_device = f.bytes_per_device;
+          c.reason = "transpose of the forward's reduce-scatter of partial sums";
+          Add(std::move(c), f.local_after, f.local_before);
+          break;
+        case CollectiveKind::kSlice:
+          c.kind = CollectiveKind::kAllGather;
+          c.bytes_per_device = TensorBytes(f.local_after, f.dtype) * (f.participants - 1);
+          c.reason = fmt::format("transpose of the forward's slice at a {}", f.reason);
+          Add(std::move(c), f.local_after, f.local_before);
+          break;
+        default:  // all-to-all, collective-permute: the same move back
+          c.kind = f.kind;
+          c.bytes_per_device = f.bytes_per_device;
+          c.reason = fmt::format("transpose of the forward's {} ({})", HloName(f.kind), f.reason);
+          Add(std::move(c), f.local_after, f.local_before);
+          break;
+      }
+    }
+  }
+
+  // all_gather <-> psum_scatter, psum -> psum (check_vma=False), ragged_all_to_all with the
+  // send and receive sizes swapped.
+  void WrittenTranspose(const OpRecord& op) {
+    const CollectiveRecord& w = *op.collective;
+    const int data = op.inputs.empty() ? -1 : op.inputs.front();
+    if (data < 0 || !need_[data]) return;
+    StepCollective c;
+    c.kind = Transposed(w.kind);
+    c.written = true;
+    c.forward_op = op.id;
+    c.tensor = data;
+    c.axes = w.axes;
+    c.participants = w.participants;
+    c.dtype = T(data).dtype;
+    const std::vector<int64_t>& sent =
+        w.kind == CollectiveKind::kRaggedAllToAll ? w.bytes_received : w.bytes_sent;
+    c.bytes_per_device = sent.empty() ? 0 : *std::max_element(sent.begin(), sent.end());
+    c.reason = fmt::format("transpose of {} over {}", ToString(w.kind), fmt::join(w.axes, ", "));
+    Shape in = T(op.outputs.front()).shape, out = T(data).shape;
+    Add(std::move(c), in, out);
+  }
+
+  // The mesh axes sharding `letters` in a value with dims `dims` and sharding `spec`.
+  void AxesOf(const std::string& dims, const PartitionSpec& spec, const std::string& letters,
+              std::set<std::string>& axes) const {
+    for (size_t d = 0; d < dims.size() && d < spec.rank(); ++d)
+      if (letters.find(dims[d]) != std::string::npos)
+        for (const std::string& a : spec[d])
+          if (mesh_.Size(a) > 1) axes.insert(a);
+  }
+
+  // The sharding operand `id` is computed in at einsum `op`: where the forward moved it
+  // ("einsum operand"), else its own.
+  PartitionSpec ComputedSpec(const OpRecord& op, int id) const {
+    std::optional<PartitionSpec> to;
+    for (const ImpliedCollective& f : spmd_.implied_at(op.id))
+      if (f.reason == "einsum operand" && (f.tensor == id || f.tensor == CastSource(id)))
+        to = f.to;
+    return WithRank(to ? *to : Spec(id), T(id).shape.size());
+  }
+
+  // d_a = einsum(d_out, b) contracts the letters of b and out that a lacks; where those are
+  // sharded the gradient holds partial sums, reduced into a's own sharding: a reduce-scatter
+  // over the axes the forward gathered a on (a weight's FSDP axes), an all-reduce over axes
+  // a is replicated on (the batch axes for a weight, the expert axis for the input of an
+  // expert-sharded einsum).
+  void EinsumOperands(const OpRecord& op) {
+    const ParsedEinsum& eq = *op.einsum;
+    const int out = op.outputs.front();
+    for (size_t k = 0; k < 2; ++k) {
+      const int x = op.inputs[k], other = op.inputs[1 - k];
+      if (!need_[x]) continue;
+      const std::string& mine = eq.operands[k];
+      std::string letters;
+      for (const char c : eq.operands[1 - k] + eq.output)
+        if (mine.find(c) == std::string::npos && letters.find(c) == std::string::npos)
+          letters += c;
+      std::set<std::string> partial;
+      AxesOf(eq.operands[1 - k], ComputedSpec(op, other), letters, partial);
+      AxesOf(eq.output, Spec(out), letters, partial);
+      const PartitionSpec computed = ComputedSpec(op, x);
+      const PartitionSpec own = Spec(x);
+      // Mesh axes the computed copy already shards cannot hold partial sums of it.
+      for (const std::string& a : computed.UsedAxes()) partial.erase(a);
+      if (partial.empty() && computed == own) continue;
+      const ShardState from{computed, std::vector<std::string>(partial.begin(), partial.end())};
+      const int named = CastSource(x);
+      const bool weight = T(named).kind == TensorKind::kWeight;
+      std::vector<ImpliedCollective> plan = PlanReshard(T(x).shape, T(x).dtype, from, own, mesh_);
+      for (ImpliedCollective& p : plan) p.dtype = T(x).dtype;
+      const std::string why =
+          weight ? fmt::format("gradient of {}: the contraction over the batch leaves partial "
+                               "sums, reduced into its sharding {}",
+                               T(named).name, own.ToString())
+                 : fmt::format("gradient of {}: partial sums over '{}' reduced into {}", T(x).name,
+                               letters, own.ToString());
+      AddPlanned(op, named, plan, why);
+    }
+  }
+
+  // shard_map's transpose (check_vma=False) psums an input's cotangent over the mesh axes
+  // its in_spec leaves out; the forward's gather into the in_spec then transposes to a slice
+  // of the summed block, which TPU's XLA fuses with the all-reduce into a reduce-scatter
+  // (XLA:CPU keeps the all-reduce and slices). A forward slice into the in_spec transposes
+  // to an all-gather, an all-to-all to the reverse all-to-all.
+  void ShardMapIn(const OpRecord& op) {
+    const int x = op.inputs.front(), inner = op.outputs.front();
+    if (!need_[x]) return;
+    const PartitionSpec& in_spec = *T(inner).partition_spec;
+    const std::vector<std::string> used = in_spec.UsedAxes();
+    std::vector<std::string> unmentioned, gathered;
+    for (const MeshAxis& a : mesh_.axes())
+      if (a.size > 1 && std::find(used.begin(), used.end(), a.name) == used.end())
+        unmentioned.push_back(a.name);
+    const std::vector<ImpliedCollective>& fwd = spmd_.implied_at(op.id);
+    for (const ImpliedCollective& f : fwd)
+      if (f.kind == CollectiveKind::kAllGather)
+        gathered.insert(gathered.end(), f.axes.begin(), f.axes.end());
+    // A weight constrained to the in_spec first (the sparse path's kernels, gathered over
+    // fsdp at _maybe_shard_with_pspec): those gathers are sliced back after the psum too.
+    Shape scattered = T(inner).shape;
+    for (int v = x; producer_[v] >= 0;) {
+      const OpRecord& p = trace_.ops[producer_[v]];
+      if (p.kind != OpKind::kShardingConstraint && p.kind != OpKind::kAstype) break;
+      for (const ImpliedCollective& f : spmd_.implied_at(p.id))
+        if (f.kind == CollectiveKind::kAllGather) {
+          gathered.insert(gathered.end(), f.axes.begin(), f.axes.end());
+          scattered = f.local_before;
+        }
+      v = p.inputs.front();
+    }
+    const DType dtype = T(x).dtype;
+    const Shape block = T(inner).shape;
+    const std::string name = T(CastSource(x)).name;
+    if (!unmentioned.empty()) {
+      std::vector<std::string> rest;
+      for (const std::string& a : unmentioned)
+        if (std::find(gathered.begin(), gathered.end(), a) == gathered.end()) rest.push_back(a);
+      const int64_t n_all = mesh_.Size(unmentioned);
+      StepCollective cpu_view;
+      cpu_view.kind = CollectiveKind::kPsum;
+      cpu_view.dtype = dtype;
+      cpu_view.participants = n_all;
+      cpu_view.written = true;
+      SetXlaCpu(cpu_view, block, block);
+      bool first = true;
+      auto emit = [&](CollectiveKind kind, const std::vector<std::string>& axes,
+                      const Shape& before, const Shape& after, const std::string& why) {
+        StepCollective c;
+        c.kind = kind;
+        c.written = true;
+        c.forward_op = op.id;
+        c.tensor = CastSource(x);
+        c.axes = axes;
+        c.participants = mesh_.Size(axes);
+        c.dtype = dtype;
+        const int64_t n = c.participants;
+        const int64_t bytes = TensorBytes(before, dtype);
+        c.bytes_per_device =
+            kind == CollectiveKind::kPsum ? 2 * bytes * (n - 1) / n : bytes * (n - 1) / n;
+        c.reason = why;
+        if (first) {
+          c.xla_cpu_op = cpu_view.xla_cpu_op;
+          c.xla_cpu_bytes_per_device = cpu_view.xla_cpu_bytes_per_device;
+          c.xla_cpu_result_bytes = cpu_view.xla_cpu_result_bytes;
+        } else {
+          c.xla_cpu_op = "-";  // the same XLA:CPU all-reduce as the one before
+        }
+        first = false;
+        Add(std::move(c), before, after);
+      };
+      const std::string psum = fmt::format(
+          "shard_map transpose: psum of {}'s cotangent over {} (axes its in_spec {} leaves out)",
+          name, fmt::join(unmentioned, ", "), in_spec.ToString());
+      if (!gathered.empty()) {
+        for (const ImpliedCollective& f : fwd)
+          if (f.kind == CollectiveKind::kAllGather) scattered = f.local_before;
+        emit(CollectiveKind::kPsumScatter, gathered, block, scattered,
+             psum + fmt::format(", sliced back to the {} shards the forward gathered: a "
+                                "reduce-scatter on TPU (XLA:CPU: all-reduce + slice)",
+                                fmt::join(gathered, ", ")));
+      }
+      if (!rest.empty())
+        emit(CollectiveKind::kPsum, rest, scattered, scattered,
+             gathered.empty() ? psum : psum + " (the rest of it: an all-reduce)");
+    }
+    for (const ImpliedCollective& f : fwd) {
+      if (f.kind == CollectiveKind::kAllGather) continue;
+      StepCollective c;
+      c.forward_op = op.id;
+      c.tensor = CastSource(x);
+      c.axes = f.axes;
+      c.participants = f.participants;
+      c.dtype = f.dtype;
+      if (f.kind == CollectiveKind::kSlice) {
+        c.kind = CollectiveKind::kAllGather;
+        c.bytes_per_device = TensorBytes(f.local_after, f.dtype) * (f.participants - 1);
+        c.reason = "transpose of the slice into shard_map's in_specs";
+      } else {
+        c.kind = f.kind;
+        c.bytes_per_device = f.bytes_per_device;
+        c.reason = fmt::format("transpose of the forward's {} into shard_map's in_specs",
+                               HloName(f.kind));
+      }
+      Add(std::move(c), f.local_after, f.local_before);
+    }
+  }
+
+  // --- memory -------------------------------------------------------------------------
+
+  // What each op's VJP reads of the forward.
+  std::vector<int> ResidualsOf(const OpRecord& op) const {
+    auto need = [&](size_t k) { return k < op.inputs.size() && need_[op.inputs[k]]; };
+    switch (op.kind) {
+      case OpKind::kEinsum:
+      case OpKind::kGmm: {
+        std::vector<int> r;
+        if (need(1)) r.push_back(op.inputs[0]);
+        if (need(0)) r.push_back(op.inputs[1]);
+        if (op.kind == OpKind::kGmm && op.inputs.size() > 2) r.push_back(op.inputs[2]);
+        return r;
+      }
+      case OpKind::kMul:
+      case OpKind::kDiv: {
+        std::vector<int> r;
+        if (need(1) || op.kind == OpKind::kDiv) r.push_back(op.inputs[0]);
+        if (need(0) || op.kind == OpKind::kDiv) r.push_back(op.inputs[1]);
+        return r;
+      }
+      case OpKind::kActivation:
+      case OpKind::kClip:
+        return {op.inputs.front()};
+      case OpKind::kSoftmax:
+        return {op.outputs.front()};
+      case OpKind::kWhere:
+        return {op.inputs.front()};
+      case OpKind::kTake:
+      case OpKind::kTakeAlongAxis:
+      case OpKind::kScatterSet:
+        return op.inputs.size() > 1 ? std::vector<int>{op.inputs[1]} : std::vector<int>{};
+      case OpKind::kTopK:
+        return op.outputs.size() > 1 ? std::vector<int>{op.outputs[1]} : std::vector<int>{};
+      case OpKind::kRaggedAllToAll:
+        return std::vector<int>(op.inputs.begin() + std::min<size_t>(2, op.inputs.size()),
+                                op.inputs.end());
+      default:
+        return {};
+    }
+  }
+
+  // Bytes of `id` as op `op` reads it: an einsum operand the forward gathered is read as the
+  // gathered copy (what JAX keeps, or XLA gathers again).
+  int64_t ReadBytes(const OpRecord& op, int id) const {
+    int64_t bytes = spmd_.tensor(id).bytes_per_device;
+    for (const ImpliedCollective& f : spmd_.implied_at(op.id))
+      if ((f.tensor == id || f.tensor == CastSource(id)) &&
+          (f.kind == CollectiveKind::kAllGather || f.kind == CollectiveKind::kAllToAll))
+        bytes = std::max(bytes, Elements(f.local_after) * ByteSize(T(id).dtype));
+    return bytes;
+  }
+
+  bool IsArgument(int id) const {
+    const int p = producer_[root_[id]];
+    return p < 0 || trace_.ops[p].kind == OpKind::kParam || trace_.ops[p].kind == OpKind::kInput;
+  }
+
+  void Memory() {
+    StepMemory& m = result_.memory;
+    const RematPolicy& policy = result_.policy;
+    const int num_ops = static_cast<int>(trace_.ops.size());
+    // Residual buffers by root: bytes, the first op whose VJP reads it, whether gathered.
+    std::map<int, std::pair<int64_t, int>> residual;  // root -> (bytes, first reader)
+    gathered_.clear();
+    for (const OpRecord& op : trace_.ops) {
+      bool live = false;
+      for (const int o : op.outputs) live = live || need_[o];
+      if (!live) continue;
+      for (const int r : ResidualsOf(op)) {
+        const int64_t bytes = ReadBytes(op, r);
+        if (IsArgument(r) && bytes == spmd_.tensor(r).bytes_per_device) continue;
+        if (bytes != spmd_.tensor(r).bytes_per_device) gathered_.insert(op.id);
+        auto [it, fresh] = residual.try_emplace(root_[r], bytes, op.id);
+        if (!fresh) it->second.first = std::max(it->second.first, bytes);
+      }
+    }
+    // The names a buffer carries.
+    std::map<int, std::pair<std::string, bool>> kept;  // root -> (name, offloaded)
+    // A named value is saved only where the backward reads it (jax.checkpoint's policy
+    // chooses among residuals): mlpwo's output is not, unless a later VJP reads it.
+    for (const CheckpointTag& t : trace_.checkpoint_tags) {
+      const int r = root_[t.tensor];
+      if (!residual.count(r)) continue;
+      const auto in = [&](const std::vector<std::string>& names) {
+        return std::find(names.begin(), names.end(), t.name) != names.end();
+      };
+      if (!policy.wrapped) continue;
+      if (in(policy.saved))
+        kept[r] = {t.name, false};
+      else if (in(policy.offloaded) && !kept.count(r))
+        kept[r] = {t.name, true};
+    }
+    if (!policy.wrapped)
+      for (const auto& [r, v] : residual) kept[r] = {"", false};
+    kept_.clear();
+    for (const auto& [r, v] : kept) {
+      const int64_t bytes = residual.at(r).first;
+      m.saved.push_back({r, bytes, v.first, v.second});
+      (v.second ? m.offloaded_bytes : m.saved_bytes) += bytes;
+      kept_.insert(r);
+    }
+    std::stable_sort(m.saved.begin(), m.saved.end(),
+                     [](const SavedResidual& a, const SavedResidual& b) { return a.bytes > b.bytes; });
+    // The forward phase: its peak, plus what it keeps on the device past the last forward
+    // read when that read came before the peak.
+    const MemoryEstimate& f = spmd_.memory;
+    m.forward_temporary_bytes = f.peak_temporary_bytes;
+    for (const SavedResidual& s : m.saved) {
+      if (s.offloaded) continue;
+      const int def = producer_[s.tensor];
+      int last = last_reader_[s.tensor];
+      for (size_t i = 0; i < trace_.tensors.size(); ++i)
+        if (root_[i] == s.tensor) last = std::max(last, last_reader_[i]);
+      if (def <= f.peak_op && last < f.peak_op) m.forward_temporary_bytes += s.bytes;
+    }
+    // The backward phase, walking the forward in reverse: every residual is live (kept, or
+    // recomputed when the layer's backward starts) until the VJP of its first reader;
+    // a cotangent from its last reader's VJP to its producer's.
+    std::vector<int64_t> delta(num_ops + 2, 0);
+    for (const auto& [r, v] : residual) {
+      m.residual_bytes += v.first;
+      if (!kept_.count(r)) m.recomputed_bytes += v.first;
+      delta[v.second] += v.first;  // live for ops >= first reader
+      delta[num_ops] -= v.first;
+    }
+    for (const TensorRecord& t : trace_.tensors) {
+      if (!need_[t.id] || IsArgument(t.id) || root_[t.id] != t.id || producer_[t.id] < 0)
+        continue;
+      int last = std::max(last_reader_[t.id], producer_[t.id]);
+      for (const int c : consumers_[t.id]) last = std::max(last, c);
+      delta[producer_[t.id]] += spmd_.tensor(t.id).bytes_per_device;
+      delta[last + 1] -= spmd_.tensor(t.id).bytes_per_device;
+    }
+    int64_t live = 0;
+    for (int i = 0; i < num_ops; ++i) {
+      live += delta[i];
+      int64_t transient = 0;  // a gathered weight's cotangent before its reduce-scatter
+      if (gathered_.count(i))
+        for (const int in : trace_.ops[i].inputs)
+          if (T(CastSource(in)).kind == TensorKind::kWeight)
+            transient += ReadBytes(trace_.ops[i], in);
+      if (live + transient > m.backward_temporary_bytes) {
+        m.backward_temporary_bytes = live + transient;
+        m.backward_peak_op = i;
+      }
+    }
+  }
+
+  // Forward collectives the backward runs again: those producing a residual the policy does
+  // not keep, back to kept values, parameters and the input.
+  void Recompute() {
+    if (!result_.policy.wrapped) return;
+    std::vector<bool> again(trace_.ops.size(), false);
+    std::vector<int> stack;
+    for (const OpRecord& op : trace_.ops) {
+      bool live = false;
+      for (const int o : op.outputs) live = live || need_[o];
+      if (!live) continue;
+      for (const int r : ResidualsOf(op)) {
+        if (kept_.count(root_[r])) continue;
+        if (gathered_.count(op.id)) again[op.id] = true;  // the gather of its weight operand
+        stack.push_back(r);
+      }
+    }
+    std::vector<bool> seen(trace_.tensors.size(), false);
+    while (!stack.empty()) {
+      const int t = stack.back();
+      stack.pop_back();
+      if (seen[t] || kept_.count(root_[t])) continue;
+      seen[t] = true;
+      const int p = producer_[t];
+      if (p < 0) continue;
+      const OpRecord& op = trace_.ops[p];
+      if (op.kind == OpKind::kParam || op.kind == OpKind::kInput) continue;
+      again[p] = true;
+      for (const int in : op.inputs) stack.push_back(in);
+    }
+    for (const OpRecord& op : trace_.ops) {
+      if (!again[op.id]) continue;
+      if (op.collective) {
+        const CollectiveRecord& w = *op.collective;
+        StepCollective c;
+        c.kind = w.kind;
+        c.written = true;
+        c.recompute = true;
+        c.forward_op = op.id;
+        c.tensor = op.inputs.empty() ? -1 : op.inputs.front();
+        c.axes = w.axes;
+        c.participants = w.participants;
+        c.dtype = c.tensor >= 0 ? T(c.tensor).dtype : DType::kFloat32;
+        c.bytes_per_device =
+            w.bytes_sent.empty() ? 0 : *std::max_element(w.bytes_sent.begin(), w.bytes_sent.end());
+        c.reason = "forward collective run again (remat)";
+        const Shape in = c.tensor >= 0 ? T(c.tensor).shape : Shape{};
+        Add(std::move(c), in, T(op.outputs.front()).shape);
+        again_.push_back(std::move(result_.backward.back()));
+        result_.backward.pop_back();
+      }
+      for (const ImpliedCollective& f : spmd_.implied_at(op.id)) {
+        if (f.kind == CollectiveKind::kSlice) continue;
+        StepCollective c;
+        c.kind = f.kind;
+        c.recompute = true;
+        c.forward_op = op.id;
+        c.tensor = f.tensor;
+        c.axes = f.axes;
+        c.participants = f.participants;
+        c.dtype = f.dtype;
+        c.bytes_per_device = f.bytes_per_device;
+        c.reason = fmt::format("forward {} run again (remat)", f.reason);
+        Add(std::move(c), f.local_before, f.local_after);
+        again_.push_back(std::move(result_.backward.back()));
+        result_.backward.pop_back();
+      }
+    }
+    // The layer's backward starts by recomputing its forward.
+    result_.backward.insert(result_.backward.begin(), std::make_move_iterator(again_.begin()),
+                            std::make_move_iterator(again_.end()));
+  }
+
+  const Mesh& mesh_;
+  const Trace& trace_;
+  const SpmdResult& spmd_;
+  StepResult result_;
+  std::vector<int> producer_, last_reader_, root_;
+  std::vector<std::vector<int>> consumers_;
+  std::vector<bool> need_;
+  std::set<int> kept_;      // residual roots the policy keeps (device or host)
+  std::set<int> gathered_;  // ops whose VJP reads a gathered operand
+  std::vector<StepCollective> again_;  // forward collectives remat runs again
+};
+
+}  // namespace
+
+StepResult AnalyzeStep(const Mesh& mesh, const Trace& trace, const SpmdResult& spmd,
+                       const RematPolicy& policy) {
+  return StepAnalysis(mesh, trace, spmd, policy).Run();
+}
+
+}  // namespace shardtrace

@@ -1,0 +1,111 @@
+// The training step of one traced block, symbolic at full size: a result beside the forward
+// Trace and its SpmdResult (neither is changed), as a StepResult. It holds the gradient of
+// every parameter and of the block input with its sharding (a gradient is sharded like its
+// primal and has its dtype), the backward pass's collectives, and the step's per-device
+// memory under the remat policy MaxText wraps a decoder layer in (config/remat_policy.h).
+//
+// Backward collectives (docs/step.md), each marked written (JAX emits it: the transpose of a
+// collective moe.py writes, or shard_map's psum of a weight's cotangent over the mesh axes its
+// in_spec leaves out) or inserted by XLA (the reduction of an einsum operand's gradient: a
+// reduce-scatter over the axes the forward all-gathered the weight on, an all-reduce over axes
+// it is replicated on; the transposes of the forward's implied collectives). The transposes:
+// all_gather <-> psum_scatter, ragged_all_to_all reversed, psum -> psum, all-to-all and
+// collective-permute reversed, a slice -> all-gather, a gather of a value every device then
+// computes with whole -> a free slice. Under a remat policy that does not keep a value the
+// backward reads, the forward collectives that produce it run again in the backward (marked
+// recompute). Every collective states its TPU op and bytes and, beside them, XLA:CPU's
+// (16-bit floats widened to float32; a reduce-scatter is an all-reduce and a slice).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/remat_policy.h"
+#include "ir/trace.h"
+#include "shard/mesh.h"
+#include "spmd/spmd_result.h"
+
+namespace shardtrace {
+
+// The gradient of one parameter (kernel_axes record) or of the block input.
+struct StepGradient {
+  int tensor = -1;  // the primal: a kParam output or Trace::input
+  PartitionSpec spec;
+  Shape local_shape;
+  DType dtype = DType::kFloat32;
+  int64_t bytes_per_device = 0;
+};
+
+struct StepCollective {
+  CollectiveKind kind = CollectiveKind::kPsum;  // as TPU runs it
+  bool written = false;    // JAX emits it (false: XLA's SPMD partitioner inserts it)
+  bool recompute = false;  // a forward collective run again by the backward (remat)
+  int forward_op = -1;     // the forward op it transposes, or re-runs
+  int tensor = -1;         // the forward tensor whose cotangent (or value) moves
+  std::vector<std::string> axes;
+  int64_t participants = 1;
+  int64_t groups = 1;
+  int64_t bytes_per_device = 0;  // sent by each device, as ImpliedCollective counts it
+  DType dtype = DType::kFloat32;
+  // As XLA:CPU compiles it on fake devices: the HLO op ("all-reduce" for a reduce-scatter),
+  // the bytes each device sends and the op's result bytes per device, in float32 for 16-bit
+  // floats.
+  std::string xla_cpu_op;
+  int64_t xla_cpu_bytes_per_device = 0;
+  int64_t xla_cpu_result_bytes = 0;
+  std::string reason;
+};
+
+// A buffer the forward keeps for the backward.
+struct SavedResidual {
+  int tensor = -1;
+  int64_t bytes = 0;
+  std::string name;  // the checkpoint name that keeps it; empty: not wrapped (all kept)
+  bool offloaded = false;
+};
+
+struct StepMemory {
+  int64_t parameter_bytes = 0;
+  int64_t input_bytes = 0;
+  int64_t gradient_bytes = 0;        // every parameter's gradient, sharded like it
+  int64_t input_gradient_bytes = 0;  // the block input's
+  // What the forward keeps on the device for the backward (per layer), and what it moves to
+  // pinned_host; the residuals the backward reads and does not find kept are recomputed.
+  int64_t saved_bytes = 0;
+  int64_t offloaded_bytes = 0;
+  int64_t residual_bytes = 0;    // every buffer the backward reads (kept or recomputed)
+  int64_t recomputed_bytes = 0;  // of those, what the backward computes again
+  std::vector<SavedResidual> saved;
+  int64_t forward_temporary_bytes = 0;   // the forward's peak plus what it keeps past its use
+  int64_t backward_temporary_bytes = 0;  // residuals and cotangents live, at their peak
+  int backward_peak_op = -1;             // the forward op whose transpose runs at that peak
+  int64_t peak_temporary_bytes() const {
+    return std::max(forward_temporary_bytes, backward_temporary_bytes);
+  }
+  int64_t peak_bytes() const {
+    return parameter_bytes + input_bytes + gradient_bytes + input_gradient_bytes +
+           peak_temporary_bytes();
+  }
+};
+
+struct StepResult {
+  RematPolicy policy;
+  std::vector<StepGradient> gradients;    // parameters in program order, then the input
+  // In the order the backward runs them: remat's re-run forward collectives first (program
+  // order), then the transposes from the last forward op back to the first.
+  std::vector<StepCollective> backward;
+  StepMemory memory;
+  int64_t forward_bytes_per_device = 0;   // the forward's written + implied (TraceTotals)
+  int64_t backward_bytes_per_device = 0;  // every backward collective, recompute included
+  int64_t recompute_bytes_per_device = 0;  // of which forward collectives run again
+  int64_t step_bytes_per_device() const {
+    return forward_bytes_per_device + backward_bytes_per_device;
+  }
+};
+
+// REQUIRES `spmd` is AnalyzeSpmd(mesh, trace, ...).
+StepResult AnalyzeStep(const Mesh& mesh, const Trace& trace, const SpmdResult& spmd,
+                       const RematPolicy& policy);
+
+}  // namespace shardtrace
