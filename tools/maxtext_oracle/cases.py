@@ -213,14 +213,15 @@ def release_base_yml():
   return os.path.join(os.path.dirname(maxtext.__file__), "configs", "base.yml")
 
 
-def step(forward_name, what, suffix="", remat_policy=None):
+def step(forward_name, what, suffix="", remat_policy=None, **remat_keys):
   """A training-step case (export_step.py) of the forward case `forward_name`: the same block,
   config, mesh and seed, differentiated; with remat_policy, wrapped as MaxText wraps an unscanned
   decoder layer (scan_layers=false, which is also what makes MaxText's prevent_cse true)."""
   c = next(c for c in CASES if c["name"] == forward_name)
   d = dict(c, name=f"step_{forward_name}{suffix}", what=what, forward=forward_name, remat=remat_policy is not None)
   if remat_policy is not None:
-    d["overrides"] = dict(c["overrides"], remat_policy=remat_policy, scan_layers=False)
+    # remat_keys: the per-tensor keys a `custom` policy reads (moe_x_sorted: device, ...).
+    d["overrides"] = dict(c["overrides"], remat_policy=remat_policy, scan_layers=False, **remat_keys)
   return d
 
 
@@ -247,6 +248,11 @@ STEP_CASES = [
          "(keeps only mlpwo)", suffix="_remat_save_dot_except_mlpwi", remat_policy="save_dot_except_mlpwi"),
     step("sparse_ep2", "sparse_matmul EP=2 step wrapped in jax.checkpoint, remat_policy=full: the backward re-runs "
          "the ragged all-to-alls", suffix="_remat_full", remat_policy="full"),
+    step("sparse_ep2", "sparse_matmul EP=2 step wrapped in jax.checkpoint, remat_policy=custom keeping moe_x_sorted "
+         "and moe_routing_maps on the device", suffix="_remat_custom", remat_policy="custom", moe_x_sorted="device",
+         moe_routing_maps="device"),
+    step("sparse_ep2_bf16", "sparse_matmul EP=2 step in bfloat16 activations"),
+    step("dense_drop_train_fsdp2_bf16", "dense_matmul token dropping step, fsdp=2, bfloat16 activations"),
     step("shared_deepseek3_ep2", "deepseek3-tiny routing, shared experts, EP=2 and loss-free bias updates: the "
          "step differentiates the loss, not the bias update"),
     step("sparse_fsdp2", "sparse_matmul fsdp=2 step wrapped in jax.checkpoint, remat_policy=full",
