@@ -205,9 +205,16 @@ TEST_CASE(
                                "json", "--quiet"});
       const CommandResult r = RunShardtrace(args);
       INFO("stderr: " << r.err);
-      const bool maxtext_builds = !c.contains("error");
+      // A case whose state builds but whose forward MaxText cannot lower (forward_check.py's
+      // record) is a case MaxText cannot run: shardtrace must refuse it too.
+      const bool forward_fails = c.contains("forward") && c.at("forward").contains("error");
+      const bool maxtext_builds = !c.contains("error") && !forward_fails;
       const std::string maxtext_error =
-          maxtext_builds ? "" : c.at("error").at("message").get<std::string>();
+          maxtext_builds  ? ""
+          : forward_fails ? "forward (" + c.at("forward").at("called").get<std::string>() +
+                                ") does not lower: " +
+                                c.at("forward").at("error").at("message").get<std::string>()
+                          : c.at("error").at("message").get<std::string>();
       if (c.contains("layer_error") && outside.find("| " + model + " |") == std::string::npos)
         outside += fmt::format("| {} | `{}` |\n", model,
                                Escape(c.at("layer_error").get<std::string>().substr(0, 300)));
@@ -232,7 +239,7 @@ TEST_CASE(
         CHECK(r.status == 2);
         ++both_refuse;
         ++refused;
-        cells[mesh] = "both refuse";
+        cells[mesh] = forward_fails ? "both refuse the forward" : "both refuse";
         refusals += fmt::format("| {} | {} | {} | `{}` |\n", model, mesh, Escape(maxtext_error),
                                 Escape(r.err.substr(0, r.err.find('\n'))));
         continue;
@@ -247,7 +254,9 @@ TEST_CASE(
       ++traced;
       cells[mesh] = "exact, " + Bytes(bytes);
     }
-    if (labels.empty())
+    if (labels.empty() && traced == 0)
+      summary = fmt::format("refuses all {} cases, as MaxText does", refused);
+    else if (labels.empty())
       summary = refused == 0 ? "traces exactly"
                              : fmt::format("traces exactly; refuses {} case{} MaxText refuses",
                                            refused, refused == 1 ? "" : "s");
@@ -294,7 +303,7 @@ TEST_CASE(
       "parameter bytes (the number shown, which is also XLA's `argument_size_in_bytes` for "
       "those leaves). The test fails if shardtrace stops agreeing, or if this page is out of "
       "date.\n\n"
-      "Measured: {} cases exact, {} refused by both, {} known differences (in {} entries).\n\n"
+      "Measured: {} cases exact, {} refused by both, {} known differences (in {} {}).\n\n"
       "Files that MaxText's config validation refuses as given (deepseek4-*, deepseek3.2-671b, "
       "deepseek-custom) are run on their meshes with `attention=dot_product`. "
       "deepseek-custom also gets `tokenizer_path` and `hf_access_token`. Each of these files "
@@ -305,6 +314,11 @@ TEST_CASE(
       "one to still differ exactly as listed.\n\n"
       "| | model file | cases | what each does | reason |\n|---|---|---|---|---|\n{}\n"
       "## Refused by both\n\n"
+      "MaxText's column is its error building the block, or for the cases "
+      "`tools/maxtext_oracle/forward_check.py` ran (deepseek3-671b-2dfsdp and -batchsplit on "
+      "every mesh) the error of its own forward, which it lowers on abstract inputs with the "
+      "state's shardings: a state that builds under a forward that does not lower is a case "
+      "MaxText cannot run.\n\n"
       "| model file | case | MaxText | shardtrace |\n|---|---|---|---|\n{}\n"
       "## Outside the MoE block\n\n"
       "For these files, the sweep found a variable of MaxText's decoder layer, outside the MoE "
@@ -313,8 +327,8 @@ TEST_CASE(
       "axis twice. The first such variable is shown. Whether a full MaxText run fails there was "
       "not checked. shardtrace models the MoE block only and does not report these.\n\n"
       "| model file | variable: error |\n|---|---|\n{}",
-      exact, both_refuse, listed_cases, diffs.size(), mesh_head, mesh_rule, table, known, refusals,
-      outside);
+      exact, both_refuse, listed_cases, diffs.size(), diffs.size() == 1 ? "entry" : "entries",
+      mesh_head, mesh_rule, table, known, refusals, outside);
   testing::CompareWithGolden("../docs/release-models.md", page);
 }
 

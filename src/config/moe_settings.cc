@@ -139,6 +139,7 @@ MoeSettings ResolveMoeSettings(const Config& c) {
   s.shard_exp_on_fsdp = c.Bool("shard_exp_on_fsdp");
   s.use_2d_fsdp_sharding = c.Bool("use_2d_fsdp_sharding");
   s.use_batch_split_schedule = c.Bool("use_batch_split_schedule");
+  s.batch_split_factor = c.Int("batch_split_factor");
   s.moe_fsdp_use_two_stage_all_gather = c.Bool("moe_fsdp_use_two_stage_all_gather");
   s.shard_mode = c.Str("shard_mode");
 

@@ -100,6 +100,7 @@ struct MoeSettings {
   bool shard_exp_on_fsdp = false;
   bool use_2d_fsdp_sharding = false;
   bool use_batch_split_schedule = false;
+  int64_t batch_split_factor = 1;
   bool moe_fsdp_use_two_stage_all_gather = false;
   std::string shard_mode;
 

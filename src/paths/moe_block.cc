@@ -234,6 +234,18 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
           "num_experts={}: the model has no MoE layers (model_name={}); set num_experts or use "
           "--block mlp",
           setup.num_experts, setup.model_name);
+    // DeepSeekMoELayer.__call__ never calls RoutedAndSharedMoE under the batch-split schedule
+    // (every revision): tracing the block would report a forward MaxText does not run.
+    if (setup.decoder_block == "deepseek" && setup.settings.use_batch_split_schedule)
+      Fail(
+          "use_batch_split_schedule=true: MaxText's DeepSeekMoELayer runs the batch-split "
+          "schedule of models/deepseek_batchsplit.py instead of RoutedAndSharedMoE's forward, "
+          "which is not modelled (MaxText 0.2.5's own forward of it does not lower on fake CPU "
+          "devices: with expert=1 its shard_map in_specs P('expert', 'fsdp', None) for a "
+          "routed kernel meet the state's P(None, 'fsdp', None); with expert>1 its moe shard_map's "
+          "out_specs "
+          "do not match batch_split_factor {})",
+          setup.settings.batch_split_factor);
     t.trace().block = "moe";
     t.trace().path = masked_loop
                          ? "masked_loop (reference: every expert on every token, masked by top-k)"
