@@ -102,9 +102,16 @@ TEST_CASE("Every output names the revision the run followed", "[revision]") {
       std::string::npos);
   const testing::CommandResult page = with({"render"});
   REQUIRE(page.status == 0);
-  CHECK(page.out.find("| source | `maxtext/layers/moe.py` at " + title +
-                      "; its `moe.py:NNN` references cite the seed's file (313890777) |") !=
+  CHECK(page.out.find("| source | `maxtext/layers/moe.py` at " + title + " |") !=
         std::string::npos);
+  // Its moe.py references are the release's (config/moe_lines.h): sparse_matmul starts at line
+  // 2149 of 0.2.5's moe.py (922 of the seed's), and the release constrains the kernels in its
+  // local _fsdp_all_gather (3599; the seed's _maybe_shard_with_pspec is 1434).
+  CHECK(page.out.find("# RoutedMoE/sparse_matmul  (moe.py:2149)\n") != std::string::npos);
+  CHECK(page.out.find("# maybe_shard_with_pspec, moe.py:3599\n") != std::string::npos);
+  CHECK(page.out.find("`get_topk` (moe.py:1277-1359; numbers in parentheses") != std::string::npos);
+  CHECK(page.out.find("moe.py:922") == std::string::npos);
+  CHECK(page.out.find("moe.py:1434") == std::string::npos);
   // The flag names the revision for every run a command derives: both sides of a diff.
   const testing::CommandResult forced =
       with({"diff"}, {"--maxtext-revision", "main", "--a", "ici_expert_parallelism=1"});

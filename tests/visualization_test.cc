@@ -731,13 +731,17 @@ std::vector<std::string> MermaidProblems(const std::string& text,
 }
 
 TEST_CASE("constraint steps cite the moe.py statement that makes them", "[viz]") {
-  CHECK(MoeStatementLine("RoutedMoE/dense_matmul", "dispatch_mask", "maybe_shard_with_logical") ==
-        "moe.py:1812");
-  CHECK(MoeStatementLine("RoutedMoE/sparse_matmul", "w0_kernel", "maybe_shard_with_pspec") ==
+  constexpr RevisionId kSeed = RevisionId::kSeed;
+  CHECK(MoeStatementLine(kSeed, "RoutedMoE/dense_matmul", "dispatch_mask",
+                         "maybe_shard_with_logical") == "moe.py:1812");
+  CHECK(MoeStatementLine(kSeed, "RoutedMoE/sparse_matmul", "w0_kernel", "maybe_shard_with_pspec") ==
         "moe.py:1434");
-  CHECK(MoeStatementLine("RoutedMoE/sparse_matmul", "w0_kernel", "maybe_shard_with_logical") ==
-        "moe.py:1409 / 1419");
-  CHECK(MoeStatementLine("MlpBlock", "x", "maybe_shard_with_logical").empty());
+  CHECK(MoeStatementLine(kSeed, "RoutedMoE/sparse_matmul", "w0_kernel",
+                         "maybe_shard_with_logical") == "moe.py:1409 / 1419");
+  CHECK(MoeStatementLine(kSeed, "MlpBlock", "x", "maybe_shard_with_logical").empty());
+  // The release constrains the kernels in its local _fsdp_all_gather (0.2.5's moe.py:3599).
+  CHECK(MoeStatementLine(RevisionId::kRelease, "RoutedMoE/sparse_matmul", "w0_kernel",
+                         "maybe_shard_with_pspec") == "moe.py:3599");
   const std::string page = ReadFile(SourcePath("visualizations/moe_dense_dropping.md"));
   // (a step wider than the page's 100 columns continues its note on the next line)
   CHECK(page.find("dispatch_mask = constrain(dispatch_mask, P('fsdp', None, None, None))\n"
@@ -1162,19 +1166,21 @@ TEST_CASE("mermaid draws a loop of alike iterations once", "[viz]") {
 // device's tokens, then the routed rows.
 TEST_CASE("a tensor's meaning depends on where it stands", "[viz]") {
   TensorRecord mlp_x = Tensor(0, "x", "MlpBlock", "BSF", {4, 4, 32});
-  CHECK(TensorMeaning(mlp_x) ==
+  CHECK(TensorMeaning(mlp_x, RevisionId::kSeed) ==
         "the MLP's hidden state, activation(inputs · wi_0) * (inputs · wi_1): wo's input");
   TensorRecord tokens = Tensor(1, "x", "RoutedMoE/sparse_matmul/wrapper", "BSM", {1, 4, 16});
   tokens.in_shard_map = true;
-  CHECK(TensorMeaning(tokens) == "the tokens this device holds inside shard_map");
+  CHECK(TensorMeaning(tokens, RevisionId::kSeed) ==
+        "the tokens this device holds inside shard_map");
   TensorRecord rows = Tensor(2, "x", "RoutedMoE/sparse_matmul/wrapper", "UM", {32, 16});
   rows.in_shard_map = true;
-  CHECK(TensorMeaning(rows) == "the routed rows this device holds, grouped by expert");
-  CHECK(TensorMeaning(Tensor(3, "wi_0", "MlpBlock/wi_0", "MF", {16, 32})) ==
+  CHECK(TensorMeaning(rows, RevisionId::kSeed) ==
+        "the routed rows this device holds, grouped by expert");
+  CHECK(TensorMeaning(Tensor(3, "wi_0", "MlpBlock/wi_0", "MF", {16, 32}), RevisionId::kSeed) ==
         "MLP gated up-projection: embed -> hidden");
-  CHECK(TensorMeaning(Tensor(4, "wi_0", "RoutedMoE", "EMH", {4, 16, 32})) ==
+  CHECK(TensorMeaning(Tensor(4, "wi_0", "RoutedMoE", "EMH", {4, 16, 32}), RevisionId::kSeed) ==
         "expert gated up-projection: embed -> hidden, per expert");
-  CHECK(TensorMeaning(Tensor(5, "output", "RoutedMoE/gate", "BSE", {4, 4, 4})) ==
+  CHECK(TensorMeaning(Tensor(5, "output", "RoutedMoE/gate", "BSE", {4, 4, 4}), RevisionId::kSeed) ==
         "the gate's logits per token and expert");
 }
 

@@ -26,9 +26,10 @@ void MlpInvariants(const Trace& trace, const SpmdResult& spmd, Builder& b) {
     const TensorRecord& x = trace.tensors[op.inputs[0]];
     const TensorRecord& wo = trace.tensors[op.inputs[1]];
     if (x.dims != "BSF" || wo.dims != "FM") continue;
-    const std::string source = op.scope.find("shared_experts") != std::string::npos
-                                   ? "linears.py MlpBlock, called at moe.py:2180"
-                                   : "linears.py MlpBlock";
+    const std::string source =
+        op.scope.find("shared_experts") != std::string::npos
+            ? "linears.py MlpBlock, called at " + Ref(trace, {S::kSharedExpertsCall})
+            : "linears.py MlpBlock";
     const PartitionSpec* xs = spmd.SpecOf(x);
     const PartitionSpec* ws = spmd.SpecOf(wo);
     const bool constrained =
@@ -92,8 +93,8 @@ void SharedInvariants(const Trace& trace, const Captures* captures, Builder& b) 
   const Array* routed = Captured(captures, Capture::kRoutedExpertsOutput);
   const Array* shared = Captured(captures, Capture::kSharedExpertsOutput);
   if (!out || !routed || !shared || routed->shape != out->shape || shared->shape != out->shape) {
-    b.Unchecked(InvariantKind::kRoutedPlusShared, "moe.py:2180-2181", statement, reason,
-                "no output values (symbolic trace)");
+    b.Unchecked(InvariantKind::kRoutedPlusShared, Ref(trace, {S::kSharedExpertsSum}), statement,
+                reason, "no output values (symbolic trace)");
     return;
   }
   double worst = 0;
@@ -101,7 +102,8 @@ void SharedInvariants(const Trace& trace, const Captures* captures, Builder& b) 
     const float sum = RoundTo(out->dtype, routed->values()[i] + shared->values()[i]);
     worst = std::max(worst, static_cast<double>(std::abs(out->values()[i] - sum)));
   }
-  b.Checked(InvariantKind::kRoutedPlusShared, "moe.py:2180-2181", statement, reason, worst == 0.0,
+  b.Checked(InvariantKind::kRoutedPlusShared, Ref(trace, {S::kSharedExpertsSum}), statement, reason,
+            worst == 0.0,
             fmt::format("max |output - {}(routed + shared)| = {} over {} elements (exact)",
                         ToString(out->dtype), Number(worst), out->size()));
 }
@@ -157,16 +159,21 @@ void MaskedLoopInvariants(const Trace& trace, const Captures* captures,
       });
   if (!loop) return;
   MatchesReference(captures, reference, InvariantKind::kMaskedLoopMatchesDropless,
-                   "sparse-moe-jax-port.md; moe.py:1914-1948", "dense_matmul dropless",
+                   "sparse-moe-jax-port.md; " + Ref(trace, {S::kDroplessBody}),
+                   "dense_matmul dropless",
                    "the loop weights every expert's output by its routing weight masked to the "
                    "chosen experts: the dropless weight-sum, one expert at a time",
                    /*rounded_partials=*/false, b);
 }
 
-void RingReferenceInvariant(const Captures* captures, const ReferenceRun* reference, Builder& b) {
+void RingReferenceInvariant(const Trace& trace, const Captures* captures,
+                            const ReferenceRun* reference, Builder& b) {
   if (!Captured(captures, Capture::kRingSortedExpertsPerDevice)) return;
   MatchesReference(captures, reference, InvariantKind::kRingMatchesAllToAll,
-                   "moe.py:1173-1191, 1341-1344 against 1217, 1369", "the all-to-all path's",
+                   Ref(trace, {S::kRingRouteMasked, S::kRingPsumScatter}) + " against " +
+                       MoeLines(trace.revision, S::kRaggedAllToAll) + ", " +
+                       MoeLines(trace.revision, S::kReturnRaggedAllToAll),
+                   "the all-to-all path's",
                    "both run every (token, choice) row through its expert once and weight-sum "
                    "it at its token; only where the rows travel differs (the ring's "
                    "psum_scatter adds each device's output after its cast to dtype)",

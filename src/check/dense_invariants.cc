@@ -24,7 +24,8 @@ void CapacityInvariants(const Trace& trace, const Captures* captures, Builder& b
   const TensorRecord* combine = trace.At(trace.combine_mask);
   if (!dispatch || !combine) return;
   const bool subgroups = dispatch->shape.size() == 5;
-  const std::string masks = subgroups ? "moe.py:1472" : "moe.py:1557";
+  const std::string masks =
+      MoeRefStart(trace.revision, {subgroups ? S::kGenerateMasksSubgroup : S::kGenerateMasks});
   {
     const std::string statement = "dispatch_mask == (combine_mask != 0)";
     const std::string reason =
@@ -119,8 +120,9 @@ void TrainingCombineInvariant(const Trace& trace, const Captures* captures, Buil
   const Array* tw = Captured(captures, Capture::kTopKWeights);
   if (!mask || !combine || !idx || !tw || mask->rank() != 4 || combine->shape != mask->shape ||
       idx->shape != tw->shape || idx->rank() != 3) {
-    b.Unchecked(InvariantKind::kCombineHoldsTopKWeights, "moe.py:1603, 1725-1726", statement,
-                reason, "no mask values (symbolic trace)");
+    b.Unchecked(InvariantKind::kCombineHoldsTopKWeights,
+                Ref(trace, {S::kMasksSoftmaxMul, S::kGenerateMasksCall}), statement, reason,
+                "no mask values (symbolic trace)");
     return;
   }
   const int64_t tokens = mask->shape[0] * mask->shape[1], ne = mask->shape[2], nc = mask->shape[3],
@@ -143,7 +145,8 @@ void TrainingCombineInvariant(const Trace& trace, const Captures* captures, Buil
       }
       worst = std::max(worst, std::abs(sum - want));
     }
-  b.Checked(InvariantKind::kCombineHoldsTopKWeights, "moe.py:1603, 1725-1726", statement, reason,
+  b.Checked(InvariantKind::kCombineHoldsTopKWeights,
+            Ref(trace, {S::kMasksSoftmaxMul, S::kGenerateMasksCall}), statement, reason,
             worst <= 1e-6,
             fmt::format("max |difference| {} over {} (token, expert) pairs, {} kept (tolerance "
                         "1e-6)",
@@ -189,7 +192,7 @@ void DroplessInvariants(const Trace& trace, const Captures* captures, Builder& b
     const auto e = DimSize(*logits, 'E');
     const bool every = e && layer_w0->shape[0] == in->shape[0] &&
                        layer_w0->shape[1] == in->shape[1] && layer_w0->shape[2] == *e;
-    b.Checked(InvariantKind::kDroplessEveryExpert, "moe.py:1914-1925",
+    b.Checked(InvariantKind::kDroplessEveryExpert, Ref(trace, {S::kDroplessWi0Wi1}),
               "layer_w0 is [B,S,E,H]: every expert computes on every token",
               "BSM,EMH -> BSEH has no capacity dim: nothing is selected or dropped before the "
               "experts; the routing only weights their outputs",
@@ -206,8 +209,8 @@ void DroplessInvariants(const Trace& trace, const Captures* captures, Builder& b
   const Array* tw = Captured(captures, Capture::kTopKWeights);
   const Array* ti = Captured(captures, Capture::kTopKIndices);
   if (!w || !tw || !ti || w->rank() != 3 || ti->shape != tw->shape) {
-    b.Unchecked(InvariantKind::kDroplessWeightSum, "moe.py:1447-1463", sum_statement, sum_reason,
-                "no weight values (symbolic trace)");
+    b.Unchecked(InvariantKind::kDroplessWeightSum, Ref(trace, {S::kReshapeAndUpdateWeights}),
+                sum_statement, sum_reason, "no weight values (symbolic trace)");
     return;
   }
   const bool ones = FindTensor(trace, "router_scores") != nullptr;  // llama4
@@ -237,12 +240,14 @@ void DroplessInvariants(const Trace& trace, const Captures* captures, Builder& b
     lo = std::min(lo, got);
     hi = std::max(hi, got);
   }
-  b.Checked(InvariantKind::kDroplessWeightSum, "moe.py:1447-1463, 1701", sum_statement, sum_reason,
-            worst <= 1e-6,
+  b.Checked(InvariantKind::kDroplessWeightSum,
+            Ref(trace, {S::kReshapeAndUpdateWeights, S::kDenseReshapeWeights}), sum_statement,
+            sum_reason, worst <= 1e-6,
             fmt::format("max |difference| {} over {} tokens (per-token sums {}..{}, tolerance "
                         "1e-6)",
                         Number(worst), tokens, Number(lo), Number(hi)));
-  b.Checked(InvariantKind::kDroplessUnchosenZero, "moe.py:1451, 1462",
+  b.Checked(InvariantKind::kDroplessUnchosenZero,
+            Ref(trace, {S::kUpdateWeightsZeros, S::kUpdateWeightsSet}),
             fmt::format("weights[b,s,e] == 0 for e not in top_k_indices[b,s], and == {} for the "
                         "K chosen",
                         ones ? "1" : "top_k_weights[b,s,k]"),
@@ -271,7 +276,7 @@ void SubgroupInvariants(const Trace& trace, const Captures* captures, Builder& b
                         to.shape[0] == from.shape[0] &&
                         to.shape[1] == from.shape[1] * from.shape[2] &&
                         to.shape[2] == from.shape[3] && in && to.shape == in->shape;
-    b.Checked(InvariantKind::kSubgroupOutputReshape, "moe.py:1900-1908",
+    b.Checked(InvariantKind::kSubgroupOutputReshape, Ref(trace, {S::kSubgroupOutputReshape}),
               "output [B,N,S/N,M] is reshaped to [B,N*(S/N),M] == inputs.shape",
               "the combine einsum keeps the context groups apart; the block must return [B,S,M]",
               folded,
@@ -290,7 +295,8 @@ void SubgroupInvariants(const Trace& trace, const Captures* captures, Builder& b
       "restarting in every group, and capped at C";
   if (!mask || !combine || !idx || mask->size() != nb * nn * ns * ne * nc ||
       combine->size() != mask->size() || idx->size() % (nb * nn * ns) != 0) {
-    b.Unchecked(InvariantKind::kSubgroupPositions, "moe.py:1511, 1520", pos_statement, pos_reason,
+    b.Unchecked(InvariantKind::kSubgroupPositions,
+                Ref(trace, {S::kSubgroupCumsum, S::kSubgroupTrunc}), pos_statement, pos_reason,
                 "no mask values (symbolic trace)");
     return;
   }
@@ -317,8 +323,8 @@ void SubgroupInvariants(const Trace& trace, const Captures* captures, Builder& b
         ++groups;
         bad_groups += !ok;
       }
-  b.Checked(InvariantKind::kSubgroupPositions, "moe.py:1511, 1520", pos_statement, pos_reason,
-            bad_groups == 0,
+  b.Checked(InvariantKind::kSubgroupPositions, Ref(trace, {S::kSubgroupCumsum, S::kSubgroupTrunc}),
+            pos_statement, pos_reason, bad_groups == 0,
             fmt::format("{} of {} (b, n, expert) groups differ; {} choices dropped", bad_groups,
                         groups, dropped));
   const Array* probs = Captured(captures, Capture::kSoftmaxProbs);
@@ -329,7 +335,8 @@ void SubgroupInvariants(const Trace& trace, const Captures* captures, Builder& b
       "inference weights the kept choices with the softmax over all E experts, not the top-k "
       "weights: a token's combine weights sum to the probability mass it kept";
   if (!probs || probs->size() != nb * nn * ns * ne) {
-    b.Unchecked(InvariantKind::kSubgroupCombineSoftmax, "moe.py:1527, 1748", soft_statement,
+    b.Unchecked(InvariantKind::kSubgroupCombineSoftmax,
+                Ref(trace, {S::kSubgroupSoftmaxMul, S::kInferenceSoftmax}), soft_statement,
                 soft_reason, "no softmax_probs values");
     return;
   }
@@ -354,8 +361,9 @@ void SubgroupInvariants(const Trace& trace, const Captures* captures, Builder& b
       }
   // bf16 rounds each of the E probabilities by at most 2^-9 of itself.
   const double tolerance = std::ldexp(1.0, -8);
-  b.Checked(InvariantKind::kSubgroupCombineSoftmax, "moe.py:1527, 1748", soft_statement,
-            soft_reason, worst <= 1e-6 && hi <= 1.0 + tolerance,
+  b.Checked(InvariantKind::kSubgroupCombineSoftmax,
+            Ref(trace, {S::kSubgroupSoftmaxMul, S::kInferenceSoftmax}), soft_statement, soft_reason,
+            worst <= 1e-6 && hi <= 1.0 + tolerance,
             fmt::format("max |difference| {} (tolerance 1e-6); per-token combine sums {}..{} "
                         "(<= 1 + 2^-8)",
                         Number(worst), Number(lo), Number(hi)));

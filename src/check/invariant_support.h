@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "check/trace_invariants.h"
+#include "config/moe_lines.h"
 #include "ir/trace.h"
 #include "numeric/array.h"
 #include "shard/partition_spec.h"
@@ -18,6 +19,12 @@
 
 namespace shardtrace::invariant_internal {
 
+using S = MoeStatement;
+
+// "moe.py:530, ..." for the statements in the moe.py of the revision the trace models.
+inline std::string Ref(const Trace& trace, std::initializer_list<MoeStatement> statements) {
+  return MoeRef(trace.revision, statements);
+}
 
 // Builds the invariants of one trace: each check appends its record.
 class Builder {
@@ -89,6 +96,7 @@ void MatchesReference(const Captures* captures, const ReferenceRun* reference, I
                       const std::string& reason, bool rounded_partials, Builder& b);
 void MaskedLoopInvariants(const Trace& trace, const Captures* captures,
                           const ReferenceRun* reference, Builder& b);
-void RingReferenceInvariant(const Captures* captures, const ReferenceRun* reference, Builder& b);
+void RingReferenceInvariant(const Trace& trace, const Captures* captures,
+                            const ReferenceRun* reference, Builder& b);
 
 }  // namespace shardtrace::invariant_internal

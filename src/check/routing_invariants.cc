@@ -59,12 +59,12 @@ void RoutingInvariant(const Trace& trace, Builder& b) {
   const Fact* per_expert = trace.FindFact(FactKind::kTokensPerExpert);
   const auto bs = DimSize(*in, 'B'), s = DimSize(*in, 'S'), k = DimSize(*indices, 'K');
   if (!per_expert || !bs || !s || !k) {
-    b.Unchecked(InvariantKind::kTokensRouted, "moe.py:530", statement, reason,
+    b.Unchecked(InvariantKind::kTokensRouted, Ref(trace, {S::kGetTopk}), statement, reason,
                 "symbolic trace (no routing counts)");
     return;
   }
   const double total = Sum(per_expert->values);
-  b.Checked(InvariantKind::kTokensRouted, "moe.py:530", statement, reason,
+  b.Checked(InvariantKind::kTokensRouted, Ref(trace, {S::kGetTopk}), statement, reason,
             total == static_cast<double>(*bs * *s * *k),
             fmt::format("sum({}) = {}, B*S*K = {}*{}*{} = {}", Vector(per_expert->values),
                         FactValueText(total), *bs, *s, *k, *bs * *s * *k));
@@ -84,7 +84,7 @@ void ChoiceInvariants(const Trace& trace, const Captures* captures, Builder& b) 
     for (int64_t j = 0; j < k; ++j) seen.insert(idx->values()[t * k + j]);
     repeated += static_cast<int64_t>(seen.size()) != k;
   }
-  b.Checked(InvariantKind::kDistinctChoices, "moe.py:530",
+  b.Checked(InvariantKind::kDistinctChoices, Ref(trace, {S::kGetTopk}),
             "every token's K choices are K distinct experts",
             "top_k picks K different indices of the expert axis", repeated == 0,
             fmt::format("{} of {} tokens repeat an expert", repeated, tokens));
@@ -93,7 +93,7 @@ void ChoiceInvariants(const Trace& trace, const Captures* captures, Builder& b) 
   if (!raw_logits && weights && weights->shape == idx->shape) {
     const std::vector<float>& w = weights->values();
     const float lowest = w.empty() ? 0.0f : *std::min_element(w.begin(), w.end());
-    b.Checked(InvariantKind::kNonNegativeWeights, "moe.py:530", "top_k_weights >= 0",
+    b.Checked(InvariantKind::kNonNegativeWeights, Ref(trace, {S::kGetTopk}), "top_k_weights >= 0",
               "the weights are softmax or sigmoid scores (normalized or scaled by positive "
               "factors)",
               lowest >= 0.0f, fmt::format("min {:.4g}", lowest));
@@ -109,7 +109,7 @@ void ChoiceInvariants(const Trace& trace, const Captures* captures, Builder& b) 
       const auto e = static_cast<int64_t>(idx->values()[t * k + j]);
       outside += mask->values()[t * groups + e / (experts / groups)] == 0.0f;
     }
-  b.Checked(InvariantKind::kChoicesInKeptGroups, "moe.py:566, 616-618",
+  b.Checked(InvariantKind::kChoicesInKeptGroups, Ref(trace, {S::kExpertGroupMask, S::kBiasedTopk}),
             "group_mask[token, expert / (E/G)] == 1 for every chosen expert",
             "expert_group_mask sets the scores outside the kept groups to -inf before top-k",
             outside == 0, fmt::format("{} of {} choices outside kept groups", outside, tokens * k));
@@ -164,11 +164,11 @@ void RoutingVariantInvariants(const Trace& trace, const Captures* captures, Buil
     const double f = factor->summary ? factor->summary->max : 0.0;
     const auto sums = factor->summary ? SumWeights(captures, f) : std::nullopt;
     if (!sums) {
-      b.Unchecked(InvariantKind::kScaledWeightSum, "moe.py:558-564", statement, reason,
-                  "no weight values (symbolic trace)");
+      b.Unchecked(InvariantKind::kScaledWeightSum, Ref(trace, {S::kDeepseekScaleWeights}),
+                  statement, reason, "no weight values (symbolic trace)");
     } else {
-      b.Checked(InvariantKind::kScaledWeightSum, "moe.py:558-564", statement, reason,
-                sums->worst <= f * bf16,
+      b.Checked(InvariantKind::kScaledWeightSum, Ref(trace, {S::kDeepseekScaleWeights}), statement,
+                reason, sums->worst <= f * bf16,
                 fmt::format("routed_scaling_factor {}; per-token sums {}..{} over {} tokens, max "
                             "|difference| {} (tolerance {} = factor x 2^-7, bf16)",
                             Number(f), Number(sums->lo), Number(sums->hi), sums->tokens,
@@ -190,8 +190,8 @@ void RoutingVariantInvariants(const Trace& trace, const Captures* captures, Buil
     const Array* groups = Captured(captures, Capture::kGroupMask);
     if (!biased || !pre || !idx || !w || biased->rank() != 3 || idx->shape != w->shape ||
         pre->shape != biased->shape) {
-      b.Unchecked(InvariantKind::kBiasedSelection, "moe.py:616-620", statement, reason,
-                  "no routing values (symbolic trace)");
+      b.Unchecked(InvariantKind::kBiasedSelection, Ref(trace, {S::kBiasedTopkWeights}), statement,
+                  reason, "no routing values (symbolic trace)");
     } else {
       const int64_t e = biased->shape[2], k = idx->shape[2];
       const int64_t tokens = idx->shape[0] * idx->shape[1];
@@ -258,8 +258,9 @@ void RoutingVariantInvariants(const Trace& trace, const Captures* captures, Buil
                       groups_outranked)
                 : "";
       b.Checked(InvariantKind::kBiasedSelection,
-                g > 0 ? "moe.py:579-597, 616-620" : "moe.py:616-620", statement, reason,
-                outranked == 0 && groups_outranked == 0 && worst <= bf16,
+                g > 0 ? Ref(trace, {S::kGroupScores, S::kBiasedTopkWeights})
+                      : Ref(trace, {S::kBiasedTopkWeights}),
+                statement, reason, outranked == 0 && groups_outranked == 0 && worst <= bf16,
                 fmt::format("{}{} unchosen kept experts outrank a chosen one; max |w/sum(w) - "
                             "p/sum(p)| {} (tolerance 2^-7); the pre-bias scores alone would "
                             "pick other experts for {} of {} tokens",
@@ -277,14 +278,16 @@ void RoutingVariantInvariants(const Trace& trace, const Captures* captures, Buil
     const Array* dense = Captured(captures, Capture::kWeights);
     const Array* w = sparse ? sparse : dense;
     if (!w) {
-      b.Unchecked(InvariantKind::kUnitCombineWeights, "moe.py:708-710, 1946-1947", statement,
+      b.Unchecked(InvariantKind::kUnitCombineWeights,
+                  Ref(trace, {S::kLlama4UnitWeightsSparse, S::kLlama4UnitWeightsDense}), statement,
                   reason, "no weight-sum values");
     } else {
       const auto ones = std::count(w->values().begin(), w->values().end(), 1.0f);
       const auto zeros = std::count(w->values().begin(), w->values().end(), 0.0f);
       // Sparse: [devices, T, K], every entry 1. Dense: the ones scattered into [B,S,E].
       const bool holds = sparse ? ones == w->size() : ones + zeros == w->size();
-      b.Checked(InvariantKind::kUnitCombineWeights, sparse ? "moe.py:708-710" : "moe.py:1946-1947",
+      b.Checked(InvariantKind::kUnitCombineWeights,
+                Ref(trace, {sparse ? S::kLlama4UnitWeightsSparse : S::kLlama4UnitWeightsDense}),
                 statement, reason, holds,
                 fmt::format("{} of {} {} weights are 1{}", ones, w->size(),
                             sparse ? "(token, choice)" : "[B,S,E]",
@@ -296,11 +299,11 @@ void RoutingVariantInvariants(const Trace& trace, const Captures* captures, Buil
     const std::string reason = "norm_topk_prob divides the K weights by their sum";
     const auto sums = SumWeights(captures, 1.0);
     if (!sums) {
-      b.Unchecked(InvariantKind::kNormalizedWeights, "moe.py:554-555", statement, reason,
-                  "no weight values (symbolic trace)");
+      b.Unchecked(InvariantKind::kNormalizedWeights, Ref(trace, {S::kNormTopkProb}), statement,
+                  reason, "no weight values (symbolic trace)");
     } else {
-      b.Checked(InvariantKind::kNormalizedWeights, "moe.py:554-555", statement, reason,
-                sums->worst <= bf16,
+      b.Checked(InvariantKind::kNormalizedWeights, Ref(trace, {S::kNormTopkProb}), statement,
+                reason, sums->worst <= bf16,
                 fmt::format("per-token sums {}..{} over {} tokens, max |difference| {} "
                             "(tolerance 2^-7, bf16)",
                             Number(sums->lo), Number(sums->hi), sums->tokens, Number(sums->worst)));

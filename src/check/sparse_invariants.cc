@@ -42,7 +42,7 @@ void AllToAllInvariants(const Trace& trace, Builder& b) {
   }
   const Fact* fill = trace.FindFact(FactKind::kRaggedBufferFill);
   if (fill && fill->values.size() == devices)
-    b.Checked(InvariantKind::kSentEqualsBufferFill, "moe.py:1217",
+    b.Checked(InvariantKind::kSentEqualsBufferFill, Ref(trace, {S::kRaggedAllToAll}),
               "sum(rows_sent) == sum(ragged buffer fill)",
               "ragged_all_to_all writes every row a peer sends into the receiver's buffer, once",
               Sum(fill->values) == total,
@@ -51,7 +51,7 @@ void AllToAllInvariants(const Trace& trace, Builder& b) {
     std::vector<double> received(devices, 0.0);
     for (size_t d = 0; d < devices; ++d)
       for (size_t p = 0; p < peers; ++p) received[p] += x[d][p];
-    b.Checked(InvariantKind::kBufferFillIsReceived, "moe.py:1217",
+    b.Checked(InvariantKind::kBufferFillIsReceived, Ref(trace, {S::kRaggedAllToAll}),
               "ragged buffer fill[d] == sum over peers p of rows_sent[p, d]",
               "one expert-parallel group: peer p is device p", fill->values == received,
               fmt::format("{} == {}", Vector(fill->values), Vector(received)));
@@ -59,7 +59,8 @@ void AllToAllInvariants(const Trace& trace, Builder& b) {
   const Fact* rows = trace.FindFact(FactKind::kRaggedBufferRows);
   if (fill && rows && !rows->values.empty()) {
     const double most = *std::max_element(fill->values.begin(), fill->values.end());
-    b.Checked(InvariantKind::kBufferFillWithinRows, "moe.py:888, 1209",
+    b.Checked(InvariantKind::kBufferFillWithinRows,
+              Ref(trace, {S::kGetRaggedBufferSize, S::kBufferSizeCall}),
               "rows received by any device <= ragged buffer rows",
               "rows beyond the buffer would be lost (get_ragged_buffer_size)",
               most <= rows->values[0],
@@ -70,7 +71,7 @@ void AllToAllInvariants(const Trace& trace, Builder& b) {
       static_cast<size_t>(groups->shape[0]) == fill->values.size()) {
     std::vector<double> per_device;
     for (const auto& row : Matrix(*groups)) per_device.push_back(Sum(row));
-    b.Checked(InvariantKind::kGroupSizesSumToFill, "moe.py:1227",
+    b.Checked(InvariantKind::kGroupSizesSumToFill, Ref(trace, {S::kLocalPermuteCall}),
               "sum over local experts of group_sizes[d, :] == ragged buffer fill[d]",
               "every received row belongs to exactly one local expert's gmm group",
               per_device == fill->values,
@@ -78,7 +79,7 @@ void AllToAllInvariants(const Trace& trace, Builder& b) {
   }
   const Fact* back = trace.FindFact(FactKind::kRowsSent, "intermediate_output");
   if (!back) return;
-  b.Checked(InvariantKind::kSentBackEqualsSent, "moe.py:1364-1369",
+  b.Checked(InvariantKind::kSentBackEqualsSent, Ref(trace, {S::kReturnAllToAll}),
             "sum(rows_sent_back) == sum(rows_sent)",
             "the return all-to-all sends every expert output row home", Sum(back->values) == total,
             fmt::format("{} == {}", FactValueText(Sum(back->values)), FactValueText(total)));
@@ -86,7 +87,7 @@ void AllToAllInvariants(const Trace& trace, Builder& b) {
   if (fill && y.size() == devices) {
     std::vector<double> returned;
     for (const auto& row : y) returned.push_back(Sum(row));
-    b.Checked(InvariantKind::kSentBackIsFill, "moe.py:1364-1369",
+    b.Checked(InvariantKind::kSentBackIsFill, Ref(trace, {S::kReturnAllToAll}),
               "sum over peers of rows_sent_back[d, :] == ragged buffer fill[d]",
               "a device returns exactly the rows it received", returned == fill->values,
               fmt::format("{} == {}", Vector(returned), Vector(fill->values)));
@@ -95,7 +96,7 @@ void AllToAllInvariants(const Trace& trace, Builder& b) {
     bool transposed = true;
     for (size_t d = 0; d < devices; ++d)
       for (size_t p = 0; p < peers; ++p) transposed &= y[d].size() == peers && y[d][p] == x[p][d];
-    b.Checked(InvariantKind::kSentBackIsTranspose, "moe.py:1364-1369",
+    b.Checked(InvariantKind::kSentBackIsTranspose, Ref(trace, {S::kReturnAllToAll}),
               "rows_sent_back[d, p] == rows_sent[p, d]",
               "each row goes back to the device its token came from", transposed,
               fmt::format("{} x {} send matrices", devices, peers));
@@ -120,7 +121,8 @@ void SparseSortInvariants(const Trace& trace, const Captures* captures, Builder&
   if (!sorted || !order || sorted->rank() != 2 || order->shape != sorted->shape) {
     // A symbolic sparse trace still says which checks its path has.
     if (!trace.numeric && FindTensor(trace, "sorted_selected_experts"))
-      b.Unchecked(InvariantKind::kUnsortInvertsSort, "moe.py:662, 698",
+      b.Unchecked(InvariantKind::kUnsortInvertsSort,
+                  Ref(trace, {S::kArgsortExperts, S::kUnsortArgsort}),
                   "unsort(sort(rows)) == rows: argsort(sorted_selected_experts) inverts the sort "
                   "on every device",
                   "sorted_selected_experts is a permutation of the device's R rows",
@@ -156,7 +158,7 @@ void SparseSortInvariants(const Trace& trace, const Captures* captures, Builder&
                       experts[static_cast<size_t>(r)];
     }
   }
-  b.Checked(InvariantKind::kSortedExpertsNonDecreasing, "moe.py:659-675",
+  b.Checked(InvariantKind::kSortedExpertsNonDecreasing, Ref(trace, {S::kPermuteSort}),
             ring ? "on every device, the rolled expert ids of the sorted rows are non-decreasing"
             : choices ? "on every device, sorted_experts is non-decreasing and sorted row r is a "
                         "choice of expert sorted_experts[r]"
@@ -168,7 +170,7 @@ void SparseSortInvariants(const Trace& trace, const Captures* captures, Builder&
                                   "expert's choice",
                                   unsorted, devices, mismatched, devices * rows)
                     : fmt::format("{} of {} devices unsorted", unsorted, devices));
-  b.Checked(InvariantKind::kUnsortInvertsSort, "moe.py:662, 698",
+  b.Checked(InvariantKind::kUnsortInvertsSort, Ref(trace, {S::kArgsortExperts, S::kUnsortArgsort}),
             "unsort(sort(rows)) == rows: argsort(sorted_selected_experts) inverts the sort on "
             "every device",
             "sorted_selected_experts is a permutation of the device's R rows, so its argsort "
@@ -193,7 +195,7 @@ void SparseSortInvariants(const Trace& trace, const Captures* captures, Builder&
       bad += total != static_cast<double>(rows);
     }
     b.Checked(
-        InvariantKind::kGroupSizesCoverRows, "moe.py:668",
+        InvariantKind::kGroupSizesCoverRows, Ref(trace, {S::kGroupSizeBincount}),
         "sum over experts of group_sizes[d, :] == R (= T_local*K) and group_sizes[d, e] "
         "== the rows sorted to expert e, on every device",
         "bincount of the flattened choices counts each (token, choice) row once", bad == 0,
@@ -205,7 +207,7 @@ void SparseSortInvariants(const Trace& trace, const Captures* captures, Builder&
            !op.inputs.empty() && trace.tensors[op.inputs[0]].kind == TensorKind::kAct;
   });
   const int64_t own = choices ? choices->size() / devices : rows;
-  b.Checked(InvariantKind::kNoRowsLeaveDevice, "moe.py:1193-1196",
+  b.Checked(InvariantKind::kNoRowsLeaveDevice, Ref(trace, {S::kPermuteNoEp}),
             "no token leaves its device: no all-to-all or all-gather of activations inside "
             "shard_map, and each device's R sorted rows are its own T_local*K choices",
             "with expert parallelism 1 every device holds every expert, so permute, gmm and "
@@ -235,7 +237,8 @@ void DecodeInvariants(const Trace& trace, const Captures* captures, Builder& b) 
     for (size_t p = 0; p < row.size() && p < received.size(); ++p) received[p] += row[p];
     broadcast &= std::all_of(row.begin(), row.end(), [&](double v) { return v == row.front(); });
   }
-  b.Checked(InvariantKind::kDecodeReceivesAllRows, "moe.py:856-858, 1389",
+  b.Checked(InvariantKind::kDecodeReceivesAllRows,
+            Ref(trace, {S::kRecvSizeStrategy, S::kDecodeReturnRaggedAllToAll}),
             "every device receives all R = B*S*K rows: sum over senders d of "
             "rows_sent[d, p] == R for every peer p",
             "recv_sizes is the whole group_sizes array when the batch is replicated: each device "
@@ -243,7 +246,7 @@ void DecodeInvariants(const Trace& trace, const Captures* captures, Builder& b) 
             std::all_of(received.begin(), received.end(), [&](double v) { return v == rows; }),
             fmt::format("received {} == R = {}*{}*{} = {}", Vector(received), *bs, *s, *k,
                         FactValueText(rows)));
-  b.Checked(InvariantKind::kDecodeSendSizesBroadcast, "moe.py:845-848",
+  b.Checked(InvariantKind::kDecodeSendSizesBroadcast, Ref(trace, {S::kSendSizeStrategy}),
             "send_sizes[d, p] is the same for every peer p",
             "SEND_SIZE repeats the rows of the sender's own experts to every peer: a broadcast",
             broadcast, fmt::format("rows sent [device, peer] = {}", FactValuesText(*back)));
@@ -253,7 +256,8 @@ void DecodeInvariants(const Trace& trace, const Captures* captures, Builder& b) 
   int64_t differ = 0;
   const std::vector<float> first = Row(*outputs, 0);
   for (int64_t d = 1; d < devices; ++d) differ += Row(*outputs, d) != first;
-  b.Checked(InvariantKind::kDecodeOutputReplicated, "moe.py:1070, 1154-1155",
+  b.Checked(InvariantKind::kDecodeOutputReplicated,
+            Ref(trace, {S::kDecodeBatchAxis, S::kShardMapOutSpecs}),
             "the output is bit-identical on every device",
             "every device routes the same replicated tokens and sums the same returned rows; "
             "out_specs declare the batch unsharded (decode_batch_moe)",
@@ -284,7 +288,7 @@ void TensorParallelInvariants(const Trace& trace, const SpmdResult& spmd, Builde
     const bool h_split = std::all_of(
         op.collective->axes.begin(), op.collective->axes.end(),
         [&](const std::string& a) { return std::find(h.begin(), h.end(), a) != h.end(); });
-    b.Checked(InvariantKind::kTensorScatteredOutput, "moe.py:1320-1323",
+    b.Checked(InvariantKind::kTensorScatteredOutput, Ref(trace, {S::kWoTensorPsumScatter}),
               "intermediate_output is [R, M/TP] after the psum_scatter over tensor",
               "wo's H dim is sharded over tensor, so gmm_wo gives partial sums of [R, M]; the "
               "reduce-scatter sums them and leaves each device one M/TP slice",
@@ -305,7 +309,7 @@ void TensorParallelInvariants(const Trace& trace, const SpmdResult& spmd, Builde
           op.collective->axes.begin(), op.collective->axes.end(), [&](const std::string& a) {
             return std::find(entry.begin(), entry.end(), a) != entry.end();
           });
-      b.Checked(InvariantKind::kTensorOutSpecMatches, "moe.py:1154-1155",
+      b.Checked(InvariantKind::kTensorOutSpecMatches, Ref(trace, {S::kShardMapOutSpecs}),
                 "the out_specs' M entry shards over the scatter's axes, and the per-device "
                 "output M == intermediate_output's M/TP",
                 "shard_map reassembles the output from the slices the psum_scatter left",
@@ -344,7 +348,8 @@ void TensorTransposeInvariants(const Trace& trace, Builder& b) {
   }
   const bool both = std::count(summed.begin(), summed.end(), "layer_w0") == 1 &&
                     std::count(summed.begin(), summed.end(), "layer_w1") == 1;
-  b.Checked(InvariantKind::kTensorTransposePsum, "moe.py:1297-1298, 1308-1309",
+  b.Checked(InvariantKind::kTensorTransposePsum,
+            Ref(trace, {S::kWi0TensorTransposePsum, S::kWi1TensorTransposePsum}),
             "layer_w0 and layer_w1 are each psum'ed over tensor_transpose, keeping their shape",
             "the wi kernels' M dim is sharded over tensor_transpose, so each device's gmm "
             "contracts one slice of M: a partial sum of the whole",
@@ -363,7 +368,8 @@ void RingInvariants(const Trace& trace, const Captures* captures, Builder& b) {
   const Array* sizes = Captured(captures, Capture::kRingGroupSizesPerDevice);
   if (!sorted || !sizes || sorted->rank() != 2 || sizes->rank() != 2) {
     if (!trace.numeric && FindTensor(trace, "roll_to_expert_id"))
-      b.Unchecked(InvariantKind::kRingMaskKeepsLocalExperts, "moe.py:1189-1191, 1329-1330",
+      b.Unchecked(InvariantKind::kRingMaskKeepsLocalExperts,
+                  Ref(trace, {S::kRingLocalMask, S::kRingOutputMask}),
                   "on every device the rows kept by arange(R) < sum(group_sizes) are exactly the "
                   "rows whose rolled expert id < E_local; the rest are zeroed",
                   "rolling by E_local*shard puts the device's own experts first in the sort",
@@ -392,7 +398,8 @@ void RingInvariants(const Trace& trace, const Captures* captures, Builder& b) {
     bad += local_rows != kept || !prefix;
     per_device.push_back(fmt::format("{}/{}", kept, rows));
   }
-  b.Checked(InvariantKind::kRingMaskKeepsLocalExperts, "moe.py:1189-1191, 1329-1330",
+  b.Checked(InvariantKind::kRingMaskKeepsLocalExperts,
+            Ref(trace, {S::kRingLocalMask, S::kRingOutputMask}),
             "on every device the rows kept by arange(R) < sum(group_sizes) are exactly the rows "
             "whose rolled expert id < E_local; the rest are zeroed",
             "rolling by E_local*shard puts the device's own experts first in the sort, so the "
@@ -426,7 +433,7 @@ void RingInvariants(const Trace& trace, const Captures* captures, Builder& b) {
     short_groups += total != want;
     covered.push_back(fmt::format("{}/{}", FactValueText(total), FactValueText(want)));
   }
-  b.Checked(InvariantKind::kRingGroupSizesCoverGroup, "moe.py:1173-1189",
+  b.Checked(InvariantKind::kRingGroupSizesCoverGroup, Ref(trace, {S::kRingRoute}),
             "per expert-parallel group, sum over its devices of sum(group_sizes) == the "
             "gathered tokens x K",
             "every device sees the whole group's tokens and keeps the choices of its own "

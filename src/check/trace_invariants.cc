@@ -168,7 +168,7 @@ constexpr CheckGroup kCheckGroups[] = {
      [](const CheckInput& in, Builder& b) { inv::RingInvariants(in.trace, in.captures, b); }},
     {"ring vs all-to-all",
      [](const CheckInput& in, Builder& b) {
-       inv::RingReferenceInvariant(in.captures, in.reference, b);
+       inv::RingReferenceInvariant(in.trace, in.captures, in.reference, b);
      }},
     {"routing variants",
      [](const CheckInput& in, Builder& b) {

@@ -70,11 +70,8 @@ std::string MaxTextRevision::Title() const {
 }
 
 std::string MaxTextRevision::MoePySource() const {
-  const std::string source = fmt::format("`{}` at {}", info().moe_py, Title());
-  if (id == RevisionId::kSeed) return source;
-  // The line table per revision is not built yet: say whose lines the references are.
-  return fmt::format("{}; its `moe.py:NNN` references cite the seed's file ({})", source,
-                     Revisions().front().name);
+  // Every `moe.py:NNN` of a page goes through this revision's line table (config/moe_lines.h).
+  return fmt::format("`{}` at {}", info().moe_py, Title());
 }
 
 namespace {

@@ -78,7 +78,7 @@ struct RevisionInfo {
   std::string_view aliases;  // other --maxtext-revision spellings, comma-separated
   std::string_view label;    // "the seed revision", ...
   std::string_view moe_py;   // moe.py's path in that revision's tree
-  int moe_py_lines = 0;      // how long it is: a moe.py:NNN beyond this is a bug
+  int moe_py_lines = 0;      // how long it is (`wc -l`): a moe.py:NNN beyond this is a bug
   // Keys only this revision's base.yml defines among the three (docs/revisions.md).
   std::vector<std::string_view> fingerprint;
   RevisionBehaviour behaviour;
@@ -96,8 +96,8 @@ struct MaxTextRevision {
   const RevisionInfo& info() const;
   // "MaxText 0.2.5 (the PyPI release)": how outputs name it.
   std::string Title() const;
-  // "`maxtext/layers/moe.py` at MaxText 0.2.5 (the PyPI release)": a page's source line;
-  // other than the seed's, it says that `moe.py:NNN` references cite the seed's file.
+  // "`maxtext/layers/moe.py` at MaxText 0.2.5 (the PyPI release)": a page's source line; the
+  // page's `moe.py:NNN` references cite that file (config/moe_lines.h).
   std::string MoePySource() const;
 };
 

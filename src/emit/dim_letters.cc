@@ -8,6 +8,8 @@
 #include <optional>
 #include <vector>
 
+#include "config/moe_lines.h"
+
 namespace shardtrace {
 namespace {
 
@@ -27,17 +29,16 @@ constexpr std::array<Letter, 24> kLetters = {{
     {'Q', "Mc", "one embedding chunk of M (shardtrace_pr3981_emb_chunks)"},
     {'W', "P*M",
      "the expert-parallel group's gathered tokens folded into the last dim: unpermute reshapes "
-     "with the batch of x from before the all_gather (moe.py:1162, 1173-1176); the wrapper "
-     "unfolds it (moe.py:1341-1343)"},
+     "with the batch of x from before the all_gather ({}); the wrapper unfolds it ({})"},
     {'E', "", "experts"},
     {'K', "", "top-k choices per token"},
     {'C', "", "expert capacity"},
-    {'D', "C+1", "capacity slots and slot 0 = dropped, cut before the masks return (moe.py:1620)"},
+    {'D', "C+1", "capacity slots and slot 0 = dropped, cut before the masks return ({})"},
     {'H', "", "expert hidden"},
     {'G', "", "routing groups"},
     {'g', "", "experts per routing group"},
-    {'J', "g2", "the 2 best experts of a routing group, a fixed 2 (moe.py:583)"},
-    {'V', "Gk", "routing groups each token keeps (topk_routing_group, moe.py:585)"},
+    {'J', "g2", "the 2 best experts of a routing group, a fixed 2 ({})"},
+    {'V', "Gk", "routing groups each token keeps (topk_routing_group, {})"},
     {'F', "", "dense / shared MLP hidden"},
     {'T', "", "tokens = B*S, flattened"},
     {'R', "", "routed rows = T*K, sorted by expert"},
@@ -45,7 +46,7 @@ constexpr std::array<Letter, 24> kLetters = {{
     {'P', "", "expert-parallel peers"},
     {'L', "P*E",
      "(peer, local expert) slots, flattened: local_sizes = all_shard_local_sizes.reshape(-1) "
-     "(moe.py:768)"},
+     "({})"},
     {'A', "", "activations of a fused wi"},
     {'1', "", "broadcast dim of size 1"},
     {'-', "", "unnamed dim"},
@@ -74,9 +75,27 @@ std::string DimsText(std::string_view dims) {
   return fmt::format("{}", fmt::join(labels, multi ? "," : ""));
 }
 
-std::string_view DimMeaning(char letter) {
+std::string DimMeaning(char letter, RevisionId revision) {
   const Letter* l = Find(letter);
-  return l ? l->meaning : "";
+  if (!l) return "";
+  // The moe.py statements a meaning cites, one `{}` each, in the trace's revision.
+  using S = MoeStatement;
+  switch (letter) {
+    case 'W':
+      return fmt::format(fmt::runtime(l->meaning),
+                         MoeRef(revision, {S::kWrapperBatchShape, S::kRingGather}),
+                         MoeRef(revision, {S::kRingUnfold}));
+    case 'D':
+      return fmt::format(fmt::runtime(l->meaning), MoeRef(revision, {S::kCombineMaskCut}));
+    case 'J':
+      return fmt::format(fmt::runtime(l->meaning), MoeRef(revision, {S::kTop2InGroup}));
+    case 'V':
+      return fmt::format(fmt::runtime(l->meaning), MoeRef(revision, {S::kGroupTopk}));
+    case 'L':
+      return fmt::format(fmt::runtime(l->meaning), MoeRef(revision, {S::kLocalSizesReshape}));
+    default:
+      return std::string(l->meaning);
+  }
 }
 
 std::string_view DimLetterOrder() {

@@ -22,8 +22,9 @@ std::string DimLabel(char letter);
 // is longer than one character, comma-separated ("B,S,G,g2").
 std::string DimsText(std::string_view dims);
 
-// What the letter names, context-free ("experts", "sequence"); "" for an unknown letter.
-std::string_view DimMeaning(char letter);
+// What the letter names, context-free ("experts", "sequence"); "" for an unknown letter. A
+// meaning that cites moe.py cites `revision`'s lines.
+std::string DimMeaning(char letter, RevisionId revision);
 
 // Every letter of the Definitions table, in the order it lists them.
 std::string_view DimLetterOrder();

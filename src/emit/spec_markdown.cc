@@ -11,6 +11,7 @@
 #include <set>
 #include <utility>
 
+#include "config/moe_lines.h"
 #include "emit/ascii_flow.h"
 #include "emit/dim_letters.h"
 #include "emit/human_bytes.h"
@@ -81,7 +82,7 @@ data Definitions(const Trace& trace, std::vector<std::string>* notes) {
       parts.push_back(fmt::format("{} inside shard_map", fmt::join(only_local, ", ")));
     // A meaning says what the letter is on this trace: E is the local experts only where
     // shard_map shows a size of its own, S per context group only under context groups.
-    std::string meaning(DimMeaning(letter));
+    std::string meaning = DimMeaning(letter, trace.revision);
     if (letter == 'S' && context_groups) meaning += " (per context group)";
     if (letter == 'E' && !only_local.empty())
       meaning += "; inside shard_map, this device's local experts";
@@ -123,7 +124,7 @@ data DataStructures(const Trace& trace, const SpmdResult& spmd) {
       constant_scalar[o] = op.kind == OpKind::kConstant && trace.tensors[o].shape.empty();
   std::vector<Row> merged;
   for (const TensorRecord& t : trace.tensors) {
-    const std::string meaning = TensorMeaning(t);
+    const std::string meaning = TensorMeaning(t, trace.revision);
     // The block's input is its own row: it arrives placed by the decoder layer, and a later
     // value moe.py casts or constrains under the same name is not it.
     const std::string key = fmt::format("{}|{}|{}|{}{}", t.name, ToString(t.kind), DimsShape(t),
@@ -252,8 +253,9 @@ std::string Algorithm(const Trace& trace, bool line_refs) {
                                                                            : "constrain";
       args.push_back(out->partition_spec->ToString());
       // Where moe.py makes this statement, when the trace is moe.py's.
-      const std::string line =
-          line_refs ? MoeStatementLine(op.scope, out->name, ToString(out->constraint)) : "";
+      const std::string line = line_refs ? MoeStatementLine(trace.revision, op.scope, out->name,
+                                                            ToString(out->constraint))
+                                         : "";
       expr = fmt::format("{}({})  # {}{}", fn, fmt::join(args, ", "), ToString(out->constraint),
                          line.empty() ? "" : ", " + line);
     } else if (const std::string formula = OpFormula(trace, op);
@@ -290,7 +292,7 @@ std::string Algorithm(const Trace& trace, bool line_refs) {
     const auto& [sc, body] = statements[n];
     if (sc != scope) {
       scope = sc;
-      const std::string ref = line_refs ? MoeLineRef(sc) : "";
+      const std::string ref = line_refs ? MoeLineRef(trace.revision, sc) : "";
       const std::string header = fmt::format("# {}{}", sc.empty() ? "(top)" : ScopeText(sc),
                                              ref.empty() ? "" : "  (" + ref + ")");
       text += text.empty() ? "" : "\n";
@@ -339,7 +341,7 @@ std::string EinsumMeaning(const Trace& trace, const OpRecord& op) {
   std::vector<std::string> over_labels;
   for (const char c : contracted) {
     over_labels.push_back(DimLabel(c));
-    what.push_back(fmt::format("{} ({})", DimLabel(c), DimMeaning(c)));
+    what.push_back(fmt::format("{} ({})", DimLabel(c), DimMeaning(c, trace.revision)));
   }
   const std::string over = over_labels.size() == 1
                                ? over_labels.front()
@@ -604,6 +606,8 @@ std::string RenderVisualization(const VisualizationDoc& doc, const Trace& trace,
   view.set("reference_path", trace.reference_path);
   view.set("has_routing", !trace.routing.empty());
   view.set("routing", Strings(trace.routing));
+  view.set("get_topk_line", MoeRef(trace.revision, {MoeStatement::kGetTopk}));
+  view.set("get_topk_lines", MoeRef(trace.revision, {MoeStatement::kGetTopkBody}));
   view.set("mesh", trace.mesh);
   view.set("devices", std::to_string(trace.num_devices));
   view.set("mode", trace.numeric ? "numeric: real values on every simulated device"

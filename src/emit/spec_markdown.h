@@ -53,7 +53,7 @@ struct VisualizationDoc {
   std::string source;   // what the trace follows: moe.py at a revision, or a proposal
   std::vector<std::string> config_files;  // Config::loaded_files(): base.yml first
   std::vector<VariantColumn> variants;    // empty: no variant table
-  bool moe_line_refs = true;              // the trace is moe.py 313890777: cite its lines
+  bool moe_line_refs = true;              // the trace is moe.py's: cite its revision's lines
   // The code whose collectives the trace records, for "written in ...": moe.py, or the
   // proposal or port a page models.
   std::string collectives_written_in = "moe.py";

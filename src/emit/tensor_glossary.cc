@@ -6,6 +6,8 @@
 #include <array>
 #include <utility>
 
+#include "config/moe_lines.h"
+
 namespace shardtrace {
 namespace {
 
@@ -113,7 +115,7 @@ constexpr std::array<Entry, 101> kMeanings = {{
     {"weights_sum", "per-token sum of the top-k weights (normalization)"},
     {"within_capacity",
      "1 where a choice's arrival position fits the capacity (unnamed in moe.py: "
-     "less_equal(expert_token_count, expert_capacity_per_batch), 1601)"},
+     "less_equal(expert_token_count, expert_capacity_per_batch), {})"},
     {"wo", "expert down-projection: hidden -> embed, per expert"},
     {"wo_kernel", "wo in the compute dtype"},
 }};
@@ -127,39 +129,60 @@ constexpr std::array<Entry, 6> kMoreMeanings = {{
     {"wo_bias", "wo's bias"},
 }};
 
-// moe.py 313890777: the line where each traced function or named scope starts; dense_matmul
-// opens wi_0/wi_1/wo twice (dropping, dropless). weight_sum, both unpermute's and
-// dense_matmul's, is told apart by its parent scope.
-constexpr std::array<Entry, 28> kLines = {{
-    {"sort_activations", "65"},
-    {"calculate_load_balance_updates", "119"},
-    {"gate", "230 GateLogit.__call__"},
-    {"RoutedMoE", "2044 RoutedMoE.__call__"},
-    {"RoutedAndSharedMoE", "2169 RoutedAndSharedMoE.__call__"},
-    {"get_topk", "530"},
-    {"deepseek_scale_weights", "558"},
-    {"expert_group_mask", "566"},
-    {"deepseek_routing", "599"},
-    {"ffn_act", "625 (apply_ffn_activation)"},
-    {"permute", "637"},
-    {"unpermute", "686"},
-    {"local_permute", "723"},
-    {"get_all_to_all_params", "802"},
-    {"sparse_matmul", "922"},
-    {"wrapper", "1161 (shard_map body)"},
-    {"gmm_wi_0", "1291 (gmm of wi_0)"},
-    {"gmm_wi_1", "1302 (gmm of wi_1)"},
-    {"gmm_wo", "1314 (gmm of wo)"},
-    {"reshape_and_update_weights", "1447"},
-    {"generate_masks_subgroup", "1472"},
-    {"generate_masks", "1557"},
-    {"dense_matmul", "1675"},
-    {"dispatch", "1814"},
-    {"wi_0", "1834 (dropping) / 1914 (dropless)"},
-    {"wi_1", "1850 (dropping) / 1923 (dropless)"},
-    {"wo", "1867 (dropping) / 1933 (dropless)"},
-    {"combine", "1892"},
+// The statement where each traced function or named scope starts, and how its line is
+// written (`{}` takes the lines in order); dense_matmul opens wi_0/wi_1/wo twice (dropping,
+// dropless). weight_sum, both unpermute's and dense_matmul's, is told apart by its parent scope.
+using S = MoeStatement;
+struct ScopeLine {
+  std::string_view scope, format;
+  std::array<MoeStatement, 2> statements;
+  int count = 1;
+};
+constexpr std::array<ScopeLine, 28> kLines = {{
+    {"sort_activations", "{}", {S::kSortActivationsScope}},
+    {"calculate_load_balance_updates", "{}", {S::kCalculateLoadBalanceUpdates}},
+    {"gate", "{} GateLogit.__call__", {S::kGateLogitCall}},
+    {"RoutedMoE", "{} RoutedMoE.__call__", {S::kRoutedMoeCall}},
+    {"RoutedAndSharedMoE", "{} RoutedAndSharedMoE.__call__", {S::kRoutedAndSharedMoeCall}},
+    {"get_topk", "{}", {S::kGetTopk}},
+    {"deepseek_scale_weights", "{}", {S::kDeepseekScaleWeights}},
+    {"expert_group_mask", "{}", {S::kExpertGroupMask}},
+    {"deepseek_routing", "{}", {S::kDeepseekRouting}},
+    {"ffn_act", "{} (apply_ffn_activation)", {S::kFfnActScope}},
+    {"permute", "{}", {S::kPermute}},
+    {"unpermute", "{}", {S::kUnpermute}},
+    {"local_permute", "{}", {S::kLocalPermute}},
+    {"get_all_to_all_params", "{}", {S::kGetAllToAllParams}},
+    {"sparse_matmul", "{}", {S::kSparseMatmul}},
+    {"wrapper", "{} (shard_map body)", {S::kShardMapBody}},
+    {"gmm_wi_0", "{} (gmm of wi_0)", {S::kGmmWi0}},
+    {"gmm_wi_1", "{} (gmm of wi_1)", {S::kGmmWi1}},
+    {"gmm_wo", "{} (gmm of wo)", {S::kGmmWo}},
+    {"reshape_and_update_weights", "{}", {S::kReshapeAndUpdateWeights}},
+    {"generate_masks_subgroup", "{}", {S::kGenerateMasksSubgroup}},
+    {"generate_masks", "{}", {S::kGenerateMasks}},
+    {"dense_matmul", "{}", {S::kDenseMatmul}},
+    {"dispatch", "{}", {S::kDispatchScope}},
+    {"wi_0", "{} (dropping) / {} (dropless)", {S::kWi0ScopeDropping, S::kWi0ScopeDropless}, 2},
+    {"wi_1", "{} (dropping) / {} (dropless)", {S::kWi1ScopeDropping, S::kWi1ScopeDropless}, 2},
+    {"wo", "{} (dropping) / {} (dropless)", {S::kWoScopeDropping, S::kWoScopeDropless}, 2},
+    {"combine", "{}", {S::kCombineScope}},
 }};
+
+// "moe.py:<format with each statement's first line>"; a statement the revision lacks reads
+// "none", and when it lacks them all the reference says so.
+std::string FormatLines(RevisionId revision, std::string_view format,
+                        const std::array<MoeStatement, 2>& statements, int count) {
+  std::array<std::string, 2> lines;
+  bool any = false;
+  for (int i = 0; i < count; ++i) {
+    lines.at(i) = MoeLines(revision, statements.at(i), /*first_only=*/true);
+    any = any || !lines.at(i).empty();
+    if (lines.at(i).empty()) lines.at(i) = "none";
+  }
+  if (!any) return fmt::format("moe.py {}", NoSuchStatement(revision));
+  return "moe.py:" + fmt::format(fmt::runtime(format), lines[0], lines[1]);
+}
 
 }  // namespace
 
@@ -171,7 +194,7 @@ std::string_view TensorMeaning(std::string_view name) {
   return "";
 }
 
-std::string TensorMeaning(const TensorRecord& t) {
+std::string TensorMeaning(const TensorRecord& t, RevisionId revision) {
   const bool experts = t.dims.find('E') != std::string::npos;
   const bool rows = !t.dims.empty() && (t.dims[0] == 'R' || t.dims[0] == 'U');
   if (t.name == "x") {
@@ -191,6 +214,9 @@ std::string TensorMeaning(const TensorRecord& t) {
     return "each expert's output (wo), before the weighted sum";
   if (t.name == "softmax_probs" && t.scope.ends_with("/generate_masks"))
     return "the masks' weight of each (token, expert)";
+  if (t.name == "within_capacity")  // its statement's line, in the trace's revision
+    return fmt::format(fmt::runtime(TensorMeaning(t.name)),
+                       MoeLines(revision, MoeStatement::kMasksTrunc));
   return std::string(TensorMeaning(t.name));
 }
 
@@ -209,7 +235,7 @@ std::string ScopeText(std::string_view scope) {
   return out;
 }
 
-std::string MoeLineRef(std::string_view scope) {
+std::string MoeLineRef(RevisionId revision, std::string_view scope) {
   const size_t slash = scope.rfind('/');
   const std::string_view last = slash == std::string_view::npos ? scope : scope.substr(slash + 1);
   const auto has_segment = [&](std::string_view segment) {
@@ -220,69 +246,102 @@ std::string MoeLineRef(std::string_view scope) {
     }
     return false;
   };
-  // The shared experts are linears.MlpBlock: moe.py only builds (2153) and calls (2180) it,
+  // The shared experts are linears.MlpBlock: moe.py only builds and calls it,
   // and its wi_0/wi_1/wo are linears.py's, not dense_matmul's scopes of the same names.
-  if (last == "shared_experts") return "moe.py:2180 (calls linears.MlpBlock)";
+  if (last == "shared_experts")
+    return FormatLines(revision, "{} (calls linears.MlpBlock)", {S::kSharedExpertsCall}, 1);
   if (has_segment("shared_experts") || has_segment("MlpBlock")) return "";
   if ((last == "wi_0" || last == "wi_1" || last == "wo") && !has_segment("dense_matmul")) return "";
   if (last == "weight_sum")
-    return scope.find("unpermute") != std::string_view::npos ? "moe.py:706" : "moe.py:1945";
-  for (const auto& [name, line] : kLines)
-    if (name == last) return fmt::format("moe.py:{}", line);
+    return FormatLines(revision, "{}",
+                       {scope.find("unpermute") != std::string_view::npos ? S::kWeightSumUnpermute
+                                                                          : S::kWeightSumDense},
+                       1);
+  for (const ScopeLine& e : kLines)
+    if (e.scope == last) return FormatLines(revision, e.format, e.statements, e.count);
   return "";
 }
 
 namespace {
 
-// moe.py 313890777's constraint statements: (scope's last segment, tensor, statement kind or
-// "" for any) -> line. sparse_matmul's kernels are constrained by logical names only under
-// moe_fsdp_use_two_stage_all_gather (1409-1421), by PartitionSpec otherwise (1434-1436).
+// moe.py's constraint statements: (scope's last segment, tensor, statement kind or "" for
+// any) -> the statements and how their lines are written. sparse_matmul's kernels are
+// constrained by logical names only under moe_fsdp_use_two_stage_all_gather, by PartitionSpec
+// otherwise.
 struct StatementLine {
-  std::string_view scope, tensor, constraint, line;
+  std::string_view scope, tensor, constraint, format;
+  std::array<MoeStatement, 2> statements;
+  int count = 1;
 };
+constexpr std::string_view kGathered =
+    "{} (maybe_all_gather_kernel_weight_in_expert_parallelism, {})";
 constexpr std::array<StatementLine, 30> kStatementLines = {{
-    {"dense_matmul", "gate_logits", "", "1689"},
-    {"dense_matmul", "pre_bias_logits", "", "1692"},
-    {"dense_matmul", "inputs", "", "1811 (dropping, inference only) / 1911 (dropless)"},
-    {"dense_matmul", "dispatch_mask", "", "1812"},
-    {"dense_matmul", "combine_mask", "", "1813"},
-    {"dispatch", "dispatch", "", "1820 (cp > 1) / 1830"},
-    {"wi_0", "w0_kernel", "", "1836 (maybe_all_gather_kernel_weight_in_expert_parallelism, 1672)"},
-    {"wi_0", "layer_w0", "", "1845"},
-    {"wi_1", "w1_kernel", "", "1852 (maybe_all_gather_kernel_weight_in_expert_parallelism, 1672)"},
-    {"wi_1", "layer_w1", "", "1861"},
-    {"wo", "wo_kernel", "", "1869 (maybe_all_gather_kernel_weight_in_expert_parallelism, 1672)"},
-    {"wo", "intermediate_layer", "", "1882"},
-    {"generate_masks", "expert_mask_fused", "", "1591"},
-    {"generate_masks", "expert_token_count", "", "1597"},
-    {"generate_masks_subgroup", "expert_mask_fused", "", "1510"},
-    {"generate_masks_subgroup", "expert_token_count", "", "1516"},
-    {"reshape_and_update_weights", "index_batch", "", "1453"},
-    {"reshape_and_update_weights", "index_length", "", "1454"},
-    {"sparse_matmul", "inputs", "", "1431"},
-    {"sparse_matmul", "gate_logits", "", "1432"},
-    {"sparse_matmul", "pre_bias_logits", "", "1433"},
-    {"sparse_matmul", "w0_kernel", "maybe_shard_with_pspec", "1434"},
-    {"sparse_matmul", "w1_kernel", "maybe_shard_with_pspec", "1435"},
-    {"sparse_matmul", "wo_kernel", "maybe_shard_with_pspec", "1436"},
-    {"sparse_matmul", "w0_kernel", "maybe_shard_with_logical", "1409 / 1419"},
-    {"sparse_matmul", "w1_kernel", "maybe_shard_with_logical", "1410 / 1420"},
-    {"sparse_matmul", "wo_kernel", "maybe_shard_with_logical", "1412 / 1421"},
-    {"sparse_matmul", "w0_bias", "", "1438"},
-    {"sparse_matmul", "w1_bias", "", "1440"},
-    {"sparse_matmul", "wo_bias", "", "1442"},
+    {"dense_matmul", "gate_logits", "", "{}", {S::kDenseGateLogitsShard}},
+    {"dense_matmul", "pre_bias_logits", "", "{}", {S::kDensePreBiasLogitsShard}},
+    {"dense_matmul",
+     "inputs",
+     "",
+     "{} (dropping, inference only) / {} (dropless)",
+     {S::kDenseInputsShardDropping, S::kDenseInputsShardDropless},
+     2},
+    {"dense_matmul", "dispatch_mask", "", "{}", {S::kDispatchMaskShard}},
+    {"dense_matmul", "combine_mask", "", "{}", {S::kCombineMaskShard}},
+    {"dispatch", "dispatch", "", "{} (cp > 1) / {}", {S::kDispatchShardCp, S::kDispatchShard}, 2},
+    {"wi_0", "w0_kernel", "", kGathered, {S::kW0KernelDense, S::kAllGatherKernelShard}, 2},
+    {"wi_0", "layer_w0", "", "{}", {S::kLayerW0Shard}},
+    {"wi_1", "w1_kernel", "", kGathered, {S::kW1KernelDense, S::kAllGatherKernelShard}, 2},
+    {"wi_1", "layer_w1", "", "{}", {S::kLayerW1Shard}},
+    {"wo", "wo_kernel", "", kGathered, {S::kWoKernelDense, S::kAllGatherKernelShard}, 2},
+    {"wo", "intermediate_layer", "", "{}", {S::kIntermediateLayerShard}},
+    {"generate_masks", "expert_mask_fused", "", "{}", {S::kMasksExpertMaskFusedShard}},
+    {"generate_masks", "expert_token_count", "", "{}", {S::kMasksExpertTokenCountShard}},
+    {"generate_masks_subgroup", "expert_mask_fused", "", "{}", {S::kSubgroupExpertMaskFusedShard}},
+    {"generate_masks_subgroup",
+     "expert_token_count",
+     "",
+     "{}",
+     {S::kSubgroupExpertTokenCountShard}},
+    {"reshape_and_update_weights", "index_batch", "", "{}", {S::kIndexBatchShard}},
+    {"reshape_and_update_weights", "index_length", "", "{}", {S::kIndexLengthShard}},
+    {"sparse_matmul", "inputs", "", "{}", {S::kSparseInputsShard}},
+    {"sparse_matmul", "gate_logits", "", "{}", {S::kSparseGateLogitsShard}},
+    {"sparse_matmul", "pre_bias_logits", "", "{}", {S::kSparsePreBiasLogitsShard}},
+    {"sparse_matmul", "w0_kernel", "maybe_shard_with_pspec", "{}", {S::kSparseW0Pspec}},
+    {"sparse_matmul", "w1_kernel", "maybe_shard_with_pspec", "{}", {S::kSparseW1Pspec}},
+    {"sparse_matmul", "wo_kernel", "maybe_shard_with_pspec", "{}", {S::kSparseWoPspec}},
+    {"sparse_matmul",
+     "w0_kernel",
+     "maybe_shard_with_logical",
+     "{} / {}",
+     {S::kSparseW0Logical, S::kSparseW0LogicalNoFsdp},
+     2},
+    {"sparse_matmul",
+     "w1_kernel",
+     "maybe_shard_with_logical",
+     "{} / {}",
+     {S::kSparseW1Logical, S::kSparseW1LogicalNoFsdp},
+     2},
+    {"sparse_matmul",
+     "wo_kernel",
+     "maybe_shard_with_logical",
+     "{} / {}",
+     {S::kSparseWoLogical, S::kSparseWoLogicalNoFsdp},
+     2},
+    {"sparse_matmul", "w0_bias", "", "{}", {S::kSparseW0BiasPspec}},
+    {"sparse_matmul", "w1_bias", "", "{}", {S::kSparseW1BiasPspec}},
+    {"sparse_matmul", "wo_bias", "", "{}", {S::kSparseWoBiasPspec}},
 }};
 
 }  // namespace
 
-std::string MoeStatementLine(std::string_view scope, std::string_view tensor,
+std::string MoeStatementLine(RevisionId revision, std::string_view scope, std::string_view tensor,
                              std::string_view constraint) {
   const size_t slash = scope.rfind('/');
   const std::string_view last = slash == std::string_view::npos ? scope : scope.substr(slash + 1);
   for (const StatementLine& e : kStatementLines)
     if (e.scope == last && e.tensor == tensor &&
         (e.constraint.empty() || e.constraint == constraint))
-      return fmt::format("moe.py:{}", e.line);
+      return FormatLines(revision, e.format, e.statements, e.count);
   return "";
 }
 

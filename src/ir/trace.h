@@ -27,6 +27,7 @@
 #include <string_view>
 #include <vector>
 
+#include "config/maxtext_revision.h"
 #include "ir/collective_kind.h"
 #include "ir/fact.h"
 #include "ir/op_kind.h"
@@ -166,6 +167,9 @@ struct Trace {
   // decided (config/maxtext_revision.h); every output names it.
   std::string maxtext_revision;
   std::string maxtext_revision_why;
+  // The same revision as an id: emitters resolve the statements they cite through its line
+  // table (config/moe_lines.h), so a trace of the release cites the release's moe.py.
+  RevisionId revision = RevisionId::kSeed;
   bool numeric = false;
   std::string mesh;  // Mesh::ToString()
   int64_t num_devices = 1;

@@ -6,14 +6,17 @@
 #include <algorithm>
 #include <optional>
 
+#include "config/moe_lines.h"
 #include "emit/expert_rows_tree.h"
-#include "ir/fact_text.h"
 #include "emit/mask_tree.h"
 #include "emit/text_table.h"
+#include "ir/fact_text.h"
 #include "util/error.h"
 
 namespace shardtrace {
 namespace {
+
+using S = MoeStatement;
 
 bool Wants(const std::vector<std::string>& trees, const char* name) {
   return std::find(trees.begin(), trees.end(), name) != trees.end();
@@ -22,12 +25,11 @@ bool Wants(const std::vector<std::string>& trees, const char* name) {
 const Array& Captured(const Captures& captures, Capture id) {
   const Array* found = captures.Find(id);
   if (!found)
-    Fail("visualization: the page draws a tree of {}, but its run captured none",
-         CaptureName(id));
+    Fail("visualization: the page draws a tree of {}, but its run captured none", CaptureName(id));
   return *found;
 }
 
-MarkdownExample RoutingSection(const Captures& captures, bool as_weights) {
+MarkdownExample RoutingSection(const Captures& captures, bool as_weights, RevisionId rev) {
   const Array& indices = Captured(captures, Capture::kTopKIndices);
   const Array& weights = Captured(captures, Capture::kTopKWeights);
   if (as_weights)
@@ -36,7 +38,8 @@ MarkdownExample RoutingSection(const Captures& captures, bool as_weights) {
             "the `weights` [B,S,E] that `reshape_and_update_weights` scatters the top-k "
             "weights into: each token's K weights at its chosen experts, 0 elsewhere, the "
             "factors the expert outputs are summed with.",
-            RoutingTree(indices, weights, 0, {.dense_weights = &Captured(captures, Capture::kWeights)})};
+            RoutingTree(indices, weights, 0,
+                        {.dense_weights = &Captured(captures, Capture::kWeights)})};
   const std::string heading = "Tree: top_k_indices, top_k_weights";
   const std::string lead =
       "Batch row 0 of this run as a tree Token → choice → expert, the top-k indices and "
@@ -46,9 +49,10 @@ MarkdownExample RoutingSection(const Captures& captures, bool as_weights) {
     return {heading,
             lead +
                 "Llama 4 keeps the raw top-1 logit as the \"weight\": each token's input is "
-                "multiplied by its router score `sigmoid(logit)` before the experts run "
-                "(moe.py:654-658 sparse, 1697-1699 dense), and the expert outputs are combined "
-                "with weight 1.",
+                "multiplied by its router score `sigmoid(logit)` before the experts run " +
+                fmt::format("({} sparse, {} dense)", MoeRef(rev, {S::kLlama4InputScaleSparse}),
+                            MoeLines(rev, S::kLlama4InputScaleDense)) +
+                ", and the expert outputs are combined with weight 1.",
             RoutingTree(indices, weights, 0, {.router_scores = scores})};
   std::string use;
   if (captures.Has(Capture::kSortedExpertsPerDevice))
@@ -56,42 +60,47 @@ MarkdownExample RoutingSection(const Captures& captures, bool as_weights) {
         "`permute` sorts the (token, choice) rows by these experts; `unpermute` sums the "
         "expert outputs with these weights.";
   else if (captures.Has(Capture::kDispatchMaskSubgroups))
-    use =
-        "In inference the masks do not use these weights: `generate_masks_subgroup` takes "
-        "the softmax over all experts (moe.py:1748-1749), so the combine_mask weights below "
-        "are those probabilities, not these top-k weights; only the experts chosen here "
-        "come from top-k.";
+    use = fmt::format(
+        "In inference the masks do not use these weights: `generate_masks_subgroup` "
+        "takes the softmax over all experts ({}), so the combine_mask weights below "
+        "are those probabilities, not these top-k weights; only the experts chosen "
+        "here come from top-k.",
+        MoeRef(rev, {S::kInferenceSubgroupMasks}));
   else if (captures.Has(Capture::kDispatchMask))
-    use =
+    use = fmt::format(
         "`reshape_and_update_weights` scatters them into `weights` [B,S,E], which "
-        "`generate_masks` takes as its `softmax_probs` (moe.py:1725-1726): each choice gets "
-        "a slot of its expert in token order, and its weight becomes that slot's "
-        "combine_mask entry.";
+        "`generate_masks` takes as its `softmax_probs` ({}): each choice gets a slot "
+        "of its expert in token order, and its weight becomes that slot's "
+        "combine_mask entry.",
+        MoeRef(rev, {S::kGenerateMasksCall}));
   else
     use =
         "`reshape_and_update_weights` scatters them into `weights` [B,S,E] for the "
         "weighted sum of the expert outputs.";
   if (captures.Has(Capture::kPreBiasLogits))
-    use +=
-        " With a routing bias (DeepSeek) the experts are chosen by the biased scores, but "
-        "each weight is the unbiased score at its expert (moe.py:620), normalized when "
-        "`routed_score_func` is sigmoid and scaled by `routed_scaling_factor` (558-564): "
-        "the weights need not decrease with k.";
+    use += fmt::format(
+        " With a routing bias (DeepSeek) the experts are chosen by the biased "
+        "scores, but each weight is the unbiased score at its expert ({}), "
+        "normalized when `routed_score_func` is sigmoid and scaled by "
+        "`routed_scaling_factor` ({}): the weights need not decrease with k.",
+        MoeRef(rev, {S::kUnbiasedWeights}), MoeLines(rev, S::kDeepseekScaleWeights));
   return {heading, lead + use, RoutingTree(indices, weights, 0)};
 }
 
 MarkdownExample GroupSection(const Captures& captures) {
-  return {"Tree: group_scores, group_mask",
-          "DeepSeek's group-limited routing on batch row 0: `expert_group_mask` scores each "
-          "routing group by the sum of its two best (biased) expert scores and keeps the "
-          "best `topk_routing_group`; experts outside kept groups are masked to -inf before "
-          "top-k, so every chosen expert lies in a kept group.",
-          GroupTree(Captured(captures, Capture::kGroupScores), Captured(captures, Capture::kGroupMask),
-                    Captured(captures, Capture::kTopKIndices), Captured(captures, Capture::kGateLogits).shape[2],
-                    0)};
+  return {
+      "Tree: group_scores, group_mask",
+      "DeepSeek's group-limited routing on batch row 0: `expert_group_mask` scores each "
+      "routing group by the sum of its two best (biased) expert scores and keeps the "
+      "best `topk_routing_group`; experts outside kept groups are masked to -inf before "
+      "top-k, so every chosen expert lies in a kept group.",
+      GroupTree(Captured(captures, Capture::kGroupScores), Captured(captures, Capture::kGroupMask),
+                Captured(captures, Capture::kTopKIndices),
+                Captured(captures, Capture::kGateLogits).shape[2], 0)};
 }
 
 std::vector<MarkdownExample> MaskSections(const Trace& trace, const Captures& captures) {
+  const RevisionId rev = trace.revision;
   std::string facts;
   for (const FactKind kind : {FactKind::kExpertCapacity, FactKind::kTokensDroppedPerExpert})
     if (const Fact* f = trace.FindFact(kind)) {
@@ -103,21 +112,27 @@ std::vector<MarkdownExample> MaskSections(const Trace& trace, const Captures& ca
   // Inference holds the masks per context subgroup, [B,N,S,E,C] (generate_masks_subgroup).
   const bool grouped = captures.Has(Capture::kDispatchMaskSubgroups);
   if (grouped)
-    return {{"Tree: dispatch_mask",
-             "Batch row 0 of this run, as a tree subgroup → Expert → slot → tokens: "
-             "`generate_masks_subgroup` splits each sequence into N context subgroups and gives "
-             "every expert `C` slots in each (moe.py:1472-1555); the dispatch einsum "
-             "`BNSM,BNSEC->EBNCM` (moe.py:1806) contracts the tokens `S` of a subgroup, so "
-             "they are the leaves. A choice that finds its expert's slots in its subgroup full "
-             "is dropped." +
-                 facts,
-             MaskTree("dispatch_mask", Captured(captures, Capture::kDispatchMaskSubgroups), 0, &indices)},
-            {"Tree: combine_mask",
-             "The same slots with the weights the combine einsum `EBNCM,BNSEC->BNSM` "
-             "(moe.py:1892) applies: in inference they are the softmax probabilities over all "
-             "experts (moe.py:1748-1749), not the top-k weights of the routing tree, so a "
-             "token's weights need not sum to 1.",
-             MaskTree("combine_mask", Captured(captures, Capture::kCombineMaskSubgroups), 0, &indices)}};
+    return {
+        {"Tree: dispatch_mask",
+         "Batch row 0 of this run, as a tree subgroup → Expert → slot → tokens: " +
+             fmt::format("`generate_masks_subgroup` splits each sequence into N context subgroups "
+                         "and gives every expert `C` slots in each ({}); the dispatch einsum "
+                         "`BNSM,BNSEC->EBNCM` ({}) contracts the tokens `S` of a subgroup, so "
+                         "they are the leaves. A choice that finds its expert's slots in its "
+                         "subgroup full is dropped.",
+                         MoeRef(rev, {S::kGenerateMasksSubgroup}),
+                         MoeRef(rev, {S::kDispatchEinsumSubgroup})) +
+             facts,
+         MaskTree("dispatch_mask", Captured(captures, Capture::kDispatchMaskSubgroups), 0,
+                  &indices)},
+        {"Tree: combine_mask",
+         fmt::format("The same slots with the weights the combine einsum "
+                     "`EBNCM,BNSEC->BNSM` ({}) applies: in inference they are the softmax "
+                     "probabilities over all experts ({}), not the top-k weights of the "
+                     "routing tree, so a token's weights need not sum to 1.",
+                     MoeRef(rev, {S::kCombineScope}), MoeRef(rev, {S::kInferenceSubgroupMasks})),
+         MaskTree("combine_mask", Captured(captures, Capture::kCombineMaskSubgroups), 0,
+                  &indices)}};
   return {{"Tree: dispatch_mask",
            "Batch row 0 of this run, as a tree Expert → slot → tokens: the dispatch einsum "
            "`BSM,BSEC->EBCM` contracts the tokens `S`, so they are the leaves; a slot holds at "
@@ -188,8 +203,9 @@ std::vector<MarkdownExample> SortedRowSections(const Captures& captures, bool so
          "all-gathered group sizes, and a stable argsort groups the received rows by local "
          "expert, each expert's rows in sender order; `local_group_size` gives the gmm groups. "
          "The empty buffer rows sort last, past every group.",
-         LocalPermuteTree(order, ids, sizes, shard, Captured(captures, Capture::kXRowSourcesPerDevice),
-                          selected, experts, k, view)});
+         LocalPermuteTree(order, ids, sizes, shard,
+                          Captured(captures, Capture::kXRowSourcesPerDevice), selected, experts, k,
+                          view)});
   else
     out.push_back(
         {"Tree: sorted_inputs after local_permute(is_offset=True) (per device)",
@@ -270,7 +286,7 @@ std::vector<MarkdownExample> TreeSections(const Trace& trace, const Captures& ca
            fmt::format("{}", fmt::join(TreeNames(), ", ")));
   std::vector<MarkdownExample> out;
   if (Wants(trees, "top_k_indices") || Wants(trees, "top_k_weights") || Wants(trees, "weights"))
-    out.push_back(RoutingSection(captures, Wants(trees, "weights")));
+    out.push_back(RoutingSection(captures, Wants(trees, "weights"), trace.revision));
   if (Wants(trees, "group_scores") || Wants(trees, "group_mask"))
     out.push_back(GroupSection(captures));
   if (Wants(trees, "dispatch_mask") || Wants(trees, "combine_mask"))
@@ -294,7 +310,8 @@ std::string PeerList(const Array& a, int64_t d, int64_t peers) {
 }
 
 // Each exchange's input_offsets / send_sizes / output_offsets / recv_sizes per device.
-std::optional<MarkdownExample> ParamSection(const Captures& captures, const DeviceTreeView& view) {
+std::optional<MarkdownExample> ParamSection(const Captures& captures, const DeviceTreeView& view,
+                                            RevisionId rev) {
   static const char* const kParams[] = {"input_offsets", "send_sizes", "output_offsets",
                                         "recv_sizes"};
   std::string text;
@@ -333,11 +350,13 @@ std::optional<MarkdownExample> ParamSection(const Captures& captures, const Devi
   return MarkdownExample{
       "Ragged all-to-all parameters",
       "What `get_all_to_all_params` computed on each device for each exchange, one entry per "
-      "expert-parallel peer (moe.py:802-885): device d sends rows "
-      "`input_offsets[p] : input_offsets[p] + send_sizes[p]` of its operand to peer p, which "
-      "writes them at its buffer row `output_offsets[p]`; `recv_sizes[p]` is how many rows d "
-      "receives from p. Each device's `output_offsets[p]` is where its rows land in peer p's "
-      "buffer, so peer p's receive buffer tree above shows the same runs.",
+      "expert-parallel peer (" +
+          MoeRef(rev, {S::kGetAllToAllParams}) +
+          "): device d sends rows "
+          "`input_offsets[p] : input_offsets[p] + send_sizes[p]` of its operand to peer p, which "
+          "writes them at its buffer row `output_offsets[p]`; `recv_sizes[p]` is how many rows d "
+          "receives from p. Each device's `output_offsets[p]` is where its rows land in peer p's "
+          "buffer, so peer p's receive buffer tree above shows the same runs.",
       text};
 }
 
@@ -385,9 +404,11 @@ std::vector<MarkdownExample> SendMatrixSections(const Trace& trace, const Captur
          "Rows each device sends to each expert-parallel peer in the one `ragged_all_to_all` "
          "of this path, after its local experts ran (`intermediate_output`). With the batch "
          "not sharded by expert every device holds every token, so `get_all_to_all_params` "
-         "repeats a device's own row count for every peer (moe.py:845-848): each row of the "
-         "matrix is constant, a broadcast of that device's expert outputs, which every peer "
-         "places at the device's offset.",
+         "repeats a device's own row count for every peer (" +
+             MoeRef(trace.revision, {S::kSendSizeStrategy}) +
+             "): each row of the "
+             "matrix is constant, a broadcast of that device's expert outputs, which every peer "
+             "places at the device's offset.",
          text});
   else
     out.push_back({"Ragged all-to-all send sizes",
@@ -395,7 +416,7 @@ std::vector<MarkdownExample> SendMatrixSections(const Trace& trace, const Captur
                    "all-to-all (`x`, the routed token rows) and back (`intermediate_output`, the "
                    "expert outputs): the second matrix is the transpose of the first.",
                    text});
-  if (std::optional<MarkdownExample> params = ParamSection(captures, view))
+  if (std::optional<MarkdownExample> params = ParamSection(captures, view, trace.revision))
     out.push_back(std::move(*params));
   return out;
 }

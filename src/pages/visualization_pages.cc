@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "check/trace_invariants.h"
+#include "config/moe_lines.h"
 #include "emit/ascii_flow.h"
 #include "emit/flow_overview.h"
 #include "emit/mask_tree.h"
@@ -25,6 +26,9 @@ namespace shardtrace {
 namespace {
 
 constexpr uint64_t kSeed = 1;
+// The catalog's pages trace the seed's moe.py (PageSource), so their prose cites its lines.
+constexpr RevisionId kSeedRevision = RevisionId::kSeed;
+using S = MoeStatement;
 // Trees on a page: the first 8 devices, within the page's 100 columns.
 constexpr DeviceTreeView kPageTrees = {.max_devices = 8, .width = 100};
 
@@ -234,22 +238,29 @@ std::vector<VisualizationPage> VisualizationPages() {
        .trees = {"top_k_indices", "top_k_weights", "group_scores", "group_mask"},
        .more_runs =
            {{.heading = "Llama 4: top-1 with sigmoid scores on the inputs",
-             .intro = "`decoder_block=llama4` (sparse path, top-1): `get_topk` keeps the raw "
-                      "top logit as the \"weight\" (no softmax, moe.py:551), `permute` "
-                      "multiplies each token's input by its router score `sigmoid(logit)` "
-                      "before the experts run (654-658), and `unpermute` sums the outputs with "
-                      "weight 1 (708-710). The tree shows logit and score per choice.",
+             .intro = fmt::format(
+                 "`decoder_block=llama4` (sparse path, top-1): `get_topk` keeps the raw top "
+                 "logit as the \"weight\" (no softmax, {}), `permute` multiplies each token's "
+                 "input by its router score `sigmoid(logit)` before the experts run ({}), and "
+                 "`unpermute` sums the outputs with weight 1 ({}). The tree shows logit and "
+                 "score per choice.",
+                 MoeRef(kSeedRevision, {S::kTopkSoftmax}),
+                 MoeLines(kSeedRevision, S::kLlama4InputScaleSparse),
+                 MoeLines(kSeedRevision, S::kLlama4UnitWeightsSparse)),
              .args = With(dims, {"decoder_block=llama4", "num_experts=4", "num_experts_per_tok=1"}),
              .devices = 2,
              .only_scope = "permute"},
             {.heading = "Gemma 4: softmax over all experts, top-k, `norm_topk_prob`",
-             .intro = "`decoder_block=gemma4` with `norm_topk_prob=true`: `get_topk` takes the "
-                      "softmax over all E experts, picks the top-k by logit and keeps their "
-                      "probabilities (moe.py:543-546), which sum to less than 1; "
-                      "`norm_topk_prob` then divides by their sum (554-555), so each token's "
-                      "weights sum to 1. Other decoder blocks (Mixtral, Qwen3) take the softmax "
-                      "over the K chosen logits instead (548, 552), which already sums to 1: "
-                      "there `norm_topk_prob` changes nothing but bf16 rounding.",
+             .intro = fmt::format(
+                 "`decoder_block=gemma4` with `norm_topk_prob=true`: `get_topk` takes the "
+                 "softmax over all E experts, picks the top-k by logit and keeps their "
+                 "probabilities ({}), which sum to less than 1; `norm_topk_prob` then divides "
+                 "by their sum ({}), so each token's weights sum to 1. Other decoder blocks "
+                 "(Mixtral, Qwen3) take the softmax over the K chosen logits instead ({}), which "
+                 "already sums to 1: there `norm_topk_prob` changes nothing but bf16 rounding.",
+                 MoeRef(kSeedRevision, {S::kGemma4Routing}),
+                 MoeLines(kSeedRevision, S::kNormTopkProb),
+                 MoeLineList(kSeedRevision, {S::kTopkPlain, S::kTopkSoftmaxCall})),
              .args = With(dims, {"decoder_block=gemma4", "num_experts=4", "norm_topk_prob=true"}),
              .devices = 2,
              .only_scope = "get_topk"}}},

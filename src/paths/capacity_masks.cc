@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "config/moe_lines.h"
 #include "paths/traced_ops.h"
 #include "util/checked.h"
 
@@ -59,8 +60,10 @@ Masks GenerateMasks(const MoeContext& ctx, const Value& top_k_indices, const Val
                     LogicalNames({"activation_batch", "activation_norm_length", nullptr, nullptr}));
   const Value cap = tr::Constant(t, Scalar(static_cast<float>(c), DType::kInt32),
                                  {"expert_capacity_per_batch", ""});
+  const RevisionId rev = ctx.settings().revision.id;
   t.Annotate(cap, fmt::format("C = {}, a Python int in moe.py, not a traced array ({})", c,
-                              sub ? "moe.py:1483" : "moe.py:1564"));
+                              MoeRef(rev, {sub ? MoeStatement::kSubgroupCapacity
+                                               : MoeStatement::kMasksCapacity})));
   const Value within =
       tr::Binary(t, OpKind::kLessEqual, count, cap, {"within_capacity", lead + "SKE"});
   const Value trunc =
@@ -71,9 +74,12 @@ Masks GenerateMasks(const MoeContext& ctx, const Value& top_k_indices, const Val
   Value weights = probs;
   if (sub) weights = tr::Reshape(t, weights, with({sub_seq, e}), {"softmax_probs", "BNSE"});
   weights = tr::Binary(t, OpKind::kMul, weights, combined_mask, {"softmax_probs", lead + "SE"});
-  t.Annotate(weights, sub ? "0 where a choice was dropped (moe.py:1527)"
-                          : "= weights, which moe.py:1725 passes as softmax_probs, 0 where "
-                            "dropped (1603)");
+  t.Annotate(weights,
+             sub ? fmt::format("0 where a choice was dropped ({})",
+                               MoeRef(rev, {MoeStatement::kSubgroupSoftmaxMul}))
+                 : fmt::format("= weights, which {} passes as softmax_probs, 0 where dropped ({})",
+                               MoeRefStart(rev, {MoeStatement::kGenerateMasksCall}),
+                               MoeLines(rev, MoeStatement::kMasksSoftmaxMul)));
   const Value position_fused =
       tr::Binary(t, OpKind::kMul, fused, count_fused, {"expert_token_position_fused", lead + "RE"});
   const Value position = tr::Reshape(t, position_fused, with({sub_seq, k, e}),

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "config/moe_lines.h"
 #include "config/moe_settings.h"
 #include "paths/capacity_masks.h"
 #include "paths/routing.h"
@@ -19,7 +20,7 @@ Value ReshapeAndUpdateWeights(const MoeContext& ctx, const Value& weights, const
   Tracer& t = ctx.t;
   const auto scope = t.Scope("reshape_and_update_weights");
   const int64_t b = weights.dim(0), s = weights.dim(1), e = ctx.setup.num_experts;
-  // moe.py:1451 allocates the [B,S,E] zeros first, then the index helpers (1452-1456).
+  // moe.py allocates the [B,S,E] zeros first (kUpdateWeightsZeros), then the index helpers.
   const Value zeros = tr::Zeros(t, {b, s, e}, ctx.dtype(), {"update_weights", "BSE"});
   // The index helpers are constrained too; MaxText's dump names them by the caller's variable.
   // The values only in a numeric run: a symbolic one at full size (S up to 2^31) must not
@@ -72,6 +73,7 @@ DenseRouting Route(const MoeContext& ctx, const Value& inputs, const Value& gate
                    const std::optional<Value>& pre_bias, PathOutput& result) {
   Tracer& t = ctx.t;
   const MoeSetup& s = ctx.setup;
+  const RevisionId rev = s.settings.revision.id;
   DenseRouting r{GetTopK(ctx, gate_logits, pre_bias), std::nullopt, inputs};
   ctx.Capture(Capture::kTopKWeights, r.top.weights.array());
   ctx.Capture(Capture::kTopKIndices, r.top.indices.array());
@@ -88,19 +90,23 @@ DenseRouting Route(const MoeContext& ctx, const Value& inputs, const Value& gate
     r.weights = ReshapeAndUpdateWeights(ctx, r.top.weights, r.top.indices);
   }
   if (!s.inference) {
-    // moe.py computes these probabilities whenever it is not inferring (1704-1705), but only
+    // moe.py computes these probabilities whenever it is not inferring (kTrainSoftmax), but only
     // load_balance_loss reads them: a note says so, so they are not mistaken for the
-    // softmax_probs generate_masks works on (that is `weights`, 1725-1726).
+    // softmax_probs generate_masks works on (that is `weights`, kGenerateMasksCall).
     const auto cond = t.Condition("model_call_mode != inference");
     const Value probs = RouterProbs(ctx, gate_logits);
     const bool loss = ctx.settings().load_balance_loss_weight > 0.0;
-    t.Annotate(
-        probs,
-        fmt::format("{}{}",
-                    loss ? "read only by load_balance_loss (moe.py:1707)"
-                         : "unused here: only load_balance_loss reads it (moe.py:1707), "
-                           "load_balance_loss_weight = 0",
-                    s.capacity_factor > 0 ? "; not the masks' softmax_probs (moe.py:1725)" : ""));
+    t.Annotate(probs,
+               fmt::format("{}{}",
+                           loss ? fmt::format("read only by load_balance_loss ({})",
+                                              MoeRef(rev, {MoeStatement::kLbLossCall}))
+                                : fmt::format("unused here: only load_balance_loss reads it ({}), "
+                                              "load_balance_loss_weight = 0",
+                                              MoeRef(rev, {MoeStatement::kLbLossCall})),
+                           s.capacity_factor > 0
+                               ? fmt::format("; not the masks' softmax_probs ({})",
+                                             MoeRefStart(rev, {MoeStatement::kGenerateMasksCall}))
+                               : ""));
     if (loss) {
       const auto cond = t.Condition("load_balance_loss_weight > 0");
       result.lb_loss = LoadBalanceLoss(ctx, r.top.indices, probs);
@@ -119,6 +125,7 @@ DroppingLayout ConstrainedMasks(const MoeContext& ctx, DenseRouting& r, const Va
                                 int64_t cp) {
   Tracer& t = ctx.t;
   const MoeSetup& s = ctx.setup;
+  const RevisionId rev = s.settings.revision.id;
   DroppingLayout l;
   Masks masks;
   LogicalAxes mask_axes;
@@ -146,10 +153,12 @@ DroppingLayout ConstrainedMasks(const MoeContext& ctx, DenseRouting& r, const Va
     // What the combine mask's weights are taken from (the invariants compare them).
     ctx.Capture(Capture::kSoftmaxProbs, probs.array());
     t.Annotate(probs,
-               "the combine weights: the softmax over all experts, not the top-k weights "
-               "(moe.py:1748-1749)");
+               fmt::format("the combine weights: the softmax over all experts, not the top-k "
+                           "weights ({})",
+                           MoeRef(rev, {MoeStatement::kInferenceSubgroupMasks})));
     if (r.weights)
-      t.Annotate(*r.weights, "unused in inference: the masks take softmax_probs (moe.py:1749)");
+      t.Annotate(*r.weights, fmt::format("unused in inference: the masks take softmax_probs ({})",
+                                         MoeRef(rev, {MoeStatement::kInferenceMasksCall})));
     masks = GenerateMasks(ctx, r.top.indices, probs, cp);
     LogicalAxes input_axis;
     // moe.py tests context_autoregressive size > 0 (always true) and cp == 1.

@@ -1,6 +1,7 @@
 #include "paths/moe_block.h"
 
 #include "config/config.h"
+#include "config/moe_lines.h"
 #include "paths/dense_matmul.h"
 #include "paths/masked_loop.h"
 #include "paths/mlp_block.h"
@@ -202,6 +203,7 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
   BlockRun run;
   t.trace().maxtext_revision = setup.settings.revision.Title();
   t.trace().maxtext_revision_why = setup.settings.revision.why;
+  t.trace().revision = setup.settings.revision.id;
   MoeContext ctx{setup, t, run.captures};
   const bool shared = UsesSharedExperts(setup);
   if (block == Block::kMlp) {
@@ -256,8 +258,9 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
       t.Note(
           fmt::format("path: the decoder layer builds RoutedAndSharedMoE (shared_experts {} > 0, "
                       "decoder_block {}): the routed experts plus a shared linears.MlpBlock, added "
-                      "(moe.py:2169-2181)",
-                      setup.settings.shared_experts, setup.decoder_block));
+                      "({})",
+                      setup.settings.shared_experts, setup.decoder_block,
+                      MoeRef(setup.settings.revision.id, {MoeStatement::kRoutedAndSharedMoeBody})));
     const bool qwen3_next_shared = setup.qwen3_next_block && setup.shared_hidden > 0;
     if (setup.qwen3_next_block)
       t.Note(fmt::format(

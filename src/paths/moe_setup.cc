@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "config/config.h"
+#include "config/moe_lines.h"
 #include "config/moe_settings.h"
 #include "shard/mesh.h"
 #include "util/checked.h"
@@ -145,9 +146,11 @@ MoeSetup MakeMoeSetup(MoeSettings settings, const Mesh& mesh) {
                            : 1;
     if (s.capacity_factor > 0 && s.inference)
       s.path_reasons.push_back(
-          cp == 1 ? "context_autoregressive_parallelism > 0 (always) and cp == 1: the layout "
-                    "branch of moe.py:1750-1763, where the masks' size-1 subgroup dim N takes "
-                    "activation_batch_moe and the batch dim activation_norm_length_moe"
+          cp == 1 ? fmt::format("context_autoregressive_parallelism > 0 (always) and cp == 1: "
+                                "the layout branch of {}, where the masks' size-1 subgroup dim N "
+                                "takes activation_batch_moe and the batch dim "
+                                "activation_norm_length_moe",
+                                MoeRef(k.revision.id, {MoeStatement::kContextAutoregressiveAxes}))
                   : fmt::format("cp == {} > 1: {} context subgroups of {} tokens, each with "
                                 "its own expert slots",
                                 cp, cp, s.seq / cp));
@@ -206,49 +209,62 @@ MoeSetup MakeMoeSetup(MoeSettings settings, const Mesh& mesh) {
           "pipeline (a proposal, not a MaxText key; not in moe.py 313890777)",
           s.emb_chunks));
   }
-  // get_topk (moe.py:530-556) and the gate scores it reads (GateLogit, 256-262).
+  // get_topk and the gate scores it reads (GateLogit).
   const MoeSettings& c = s.settings;
+  using S = MoeStatement;
+  const auto lines = [&](std::initializer_list<MoeStatement> statements) {
+    return MoeLineList(c.revision.id, statements);
+  };
   if (!c.routed_score_func.empty())
     s.routing_reasons.push_back(
-        fmt::format("routed_score_func '{}': the gate applies it to the logits (256-257)",
-                    c.routed_score_func));
+        fmt::format("routed_score_func '{}': the gate applies it to the logits ({})",
+                    c.routed_score_func, lines({S::kGateScoreFunc})));
   if (c.routed_bias)
     s.routing_reasons.push_back(
-        "routed_bias: the gate adds a learned bias to the scores that choose the experts "
-        "(260-262)");
+        fmt::format("routed_bias: the gate adds a learned bias to the scores that choose the "
+                    "experts ({})",
+                    lines({S::kGateBias})));
   if (c.use_random_routing) {
-    s.routing_reasons.push_back("use_random_routing: experts drawn at random (533-540)");
+    s.routing_reasons.push_back(fmt::format("use_random_routing: experts drawn at random ({})",
+                                            lines({S::kRandomRouting})));
   } else if (s.deepseek3_routing) {
     s.routing_reasons.push_back(fmt::format(
-        "model_name starts with {}: deepseek_routing (541-542, 599-621): experts by the biased "
+        "model_name starts with {}: deepseek_routing ({}): experts by the biased "
         "scores, weights from the unbiased ones",
-        s.deepseek_routing_prefix));
+        s.deepseek_routing_prefix, lines({S::kDeepseekRoutingCall, S::kDeepseekRoutingBody})));
     if (c.n_routing_groups != -1)
       s.routing_reasons.push_back(fmt::format(
           "n_routing_groups {} != -1: expert_group_mask keeps the best topk_routing_group {} "
-          "groups (615, 566-597)",
-          c.n_routing_groups, c.topk_routing_group));
+          "groups ({})",
+          c.n_routing_groups, c.topk_routing_group,
+          lines({S::kExpertMaskCall, S::kExpertGroupMaskBody})));
   } else if (s.decoder_block == "gemma4") {
     s.routing_reasons.push_back(
-        "decoder_block gemma4: softmax over all experts, top-k by logit, their probabilities "
-        "(543-546)");
+        fmt::format("decoder_block gemma4: softmax over all experts, top-k by logit, their "
+                    "probabilities ({})",
+                    lines({S::kGemma4Routing})));
   } else {
-    s.routing_reasons.push_back("top_k over the gate logits (548)");
+    s.routing_reasons.push_back(
+        fmt::format("top_k over the gate logits ({})", lines({S::kTopkPlain})));
   }
   if (!c.use_random_routing) {
     if (s.decoder_block == "deepseek" || s.decoder_block == "deepseek4")
-      s.routing_reasons.push_back(fmt::format(
-          "decoder_block {}: deepseek_scale_weights (549-550, 558-564)", s.decoder_block));
-    else if (s.decoder_block == "llama4")
       s.routing_reasons.push_back(
-          "decoder_block llama4: the top-k logits stay raw; sigmoid router scores scale the "
-          "inputs (654-658 sparse, 1697-1699 dense)");
-    else if (s.decoder_block != "gemma4")
+          fmt::format("decoder_block {}: deepseek_scale_weights ({})", s.decoder_block,
+                      lines({S::kDeepseekScaleCall, S::kDeepseekScaleWeights})));
+    else if (s.decoder_block == "llama4")
       s.routing_reasons.push_back(fmt::format(
-          "decoder_block {}: softmax over the K chosen logits (551-552)", s.decoder_block));
+          "decoder_block llama4: the top-k logits stay raw; sigmoid router scores scale the "
+          "inputs ({} sparse, {} dense)",
+          lines({S::kLlama4InputScaleSparse}), lines({S::kLlama4InputScaleDense})));
+    else if (s.decoder_block != "gemma4")
+      s.routing_reasons.push_back(
+          fmt::format("decoder_block {}: softmax over the K chosen logits ({})", s.decoder_block,
+                      lines({S::kTopkSoftmaxBranch})));
   }
   if (c.norm_topk_prob)
-    s.routing_reasons.push_back("norm_topk_prob: weights divided by their sum (554-555)");
+    s.routing_reasons.push_back(fmt::format("norm_topk_prob: weights divided by their sum ({})",
+                                            lines({S::kNormTopkProb})));
   // A note of the trace (path_reasons are printed with it): which layers this block is.
   if (c.first_num_hash_layers > 0)
     s.path_reasons.push_back(

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "config/moe_lines.h"
 #include "paths/routing.h"
 #include "paths/traced_ops.h"
 #include "util/checked.h"
@@ -144,7 +145,7 @@ Value SortRows(const MoeContext& ctx, const Value& inputs, const PermuteOutput& 
   return ReplicateAndSort(ctx, inputs_2d, routing.sorted_selected_experts);
 }
 
-// moe.py's permute, in its order (lines 637-685 of 313890777): the inputs are reshaped
+// moe.py's permute, in its order (MoeStatement::kPermute): the inputs are reshaped
 // before get_topk, and the rows are repeated and sorted before bincount counts them.
 PermuteOutput Permute(const MoeContext& ctx, const Value& inputs, const Value& gate_logits,
                       const std::optional<Value>& pre_bias_logits,
@@ -217,8 +218,8 @@ LocalPermuteOutput LocalSortOrder(const MoeContext& ctx, int64_t rows, const std
         const int64_t start = a[1]->numeric() ? static_cast<int64_t>(a[1]->values()[0]) * l : 0;
         return Slice(*a[0], 1, start, l);
       });
-  // [P*E]: every peer's local-expert slots in one axis (moe.py:768), not the E experts; with
-  // one batch shard (decode) just this device's experts.
+  // [P*E]: every peer's local-expert slots in one axis (kLocalSizesReshape), not the E experts;
+  // with one batch shard (decode) just this device's experts.
   const std::string slots = shards == 1 ? "E" : "L";
   const Value local_sizes = tr::Reshape(t, local_sizes_2d, {shards * l}, {"local_sizes", slots});
   LocalPermuteOutput out;
@@ -294,7 +295,7 @@ LocalPermuteOutput LocalPermute(const MoeContext& ctx, const Value& inputs,
                                 const std::optional<Value>& global_sorted_experts) {
   const auto scope = ctx.t.Scope("local_permute");
   const std::string row_dim = ctx.t.trace().tensors[inputs.tensor].dims.substr(0, 1);
-  // moe.py sorts the inputs before it reads the sorted expert ids (lines 791-793).
+  // moe.py sorts the inputs before it reads the sorted expert ids (in local_permute).
   LocalPermuteOutput out =
       LocalSortOrder(ctx, inputs.dim(0), row_dim, global_group_sizes, local_expert_size,
                      shard_index, is_offset, global_sorted_experts, &inputs);

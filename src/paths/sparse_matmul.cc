@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "config/moe_lines.h"
 #include "paths/ep_routing.h"
 #include "paths/permute.h"
 #include "paths/routing.h"
@@ -174,7 +175,8 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
         }
       } else {
         const auto c2 = t.Condition("batch replicated (global batch 1)");
-        // global_group_sizes[None, :] (moe.py:1237): one batch shard, a size-1 dim, not peers
+        // global_group_sizes[None, :] (kGlobalGroupSizesBatch): one batch shard, a size-1 dim, not
+        // peers
         const Value global =
             tr::Reshape(t, group_sizes, {1, s.num_experts}, {"global_group_sizes", "1E"});
         const LocalPermuteOutput lp = LocalPermute(ctx, x, global, local_expert_size,
