@@ -139,8 +139,9 @@ std::vector<std::string> CommandInputs(const std::vector<std::string>& args,
 CLI::Option* AddBlock(CLI::App* cmd, std::string& block) {
   return cmd
       ->add_option("--block", block,
-                   "moe (routed experts), mlp (dense MlpBlock), shared (shared-expert MlpBlock)")
-      ->check(CLI::IsMember({"moe", "mlp", "shared"}))
+                   "moe (routed experts), mlp (dense MlpBlock), shared (shared-expert MlpBlock); "
+                   "hash (DeepSeek-V4's hash-routing layers) is refused: not traced")
+      ->check(CLI::IsMember({"moe", "mlp", "shared", "hash"}))
       ->capture_default_str();
 }
 

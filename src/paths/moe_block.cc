@@ -22,6 +22,16 @@ Block ParseBlock(const std::string& name) {
   if (name == "moe") return Block::kMoe;
   if (name == "mlp") return Block::kMlp;
   if (name == "shared") return Block::kShared;
+  // DeepSeek-V4's first first_num_hash_layers layers (is_hash_routing) take their top-k
+  // experts from tid2eid[token ids]: a block trace takes no token ids, so they are named and
+  // refused rather than traced as gate routing.
+  if (name == "hash")
+    Fail(
+        "--block hash: DeepSeek-V4's hash-routing layers (the first first_num_hash_layers "
+        "layers, is_hash_routing) are not traced: their top-k experts are tid2eid[token ids] "
+        "(a replicated float32 table [vocab_size, num_experts_per_tok]) and a block trace takes "
+        "no token ids; --block moe traces a later, gate-routed layer and its notes name the hash "
+        "layers");
   Fail("--block {}: expected moe, mlp or shared", name);
 }
 
