@@ -447,13 +447,20 @@ def main():
   base_yml = args.base_yml or case_matrix.release_base_yml()
   _install_recording_wrappers()
   assert len(jax.devices()) == args.devices, jax.devices()
-  only = set(args.only.split(",")) if args.only else None
+  run_selected(case_matrix.CASES, args.devices, args.only,
+               lambda case: run_case(case, base_yml, args.out, case_matrix.SEED))
+
+
+def run_selected(cases, devices, only, run_one):
+  """Runs `run_one` on each case of `devices` devices (and in `only`, comma-separated, if given);
+  a case that fails is reported and the others still run; exits 1 if any failed."""
+  only = set(only.split(",")) if only else None
   failures = []
-  for case in case_matrix.CASES:
-    if case["devices"] != args.devices or (only and case["name"] not in only):
+  for case in cases:
+    if case["devices"] != devices or (only and case["name"] not in only):
       continue
     try:
-      run_case(case, base_yml, args.out, case_matrix.SEED)
+      run_one(case)
     except Exception as e:  # pylint: disable=broad-except
       import traceback  # pylint: disable=import-outside-toplevel
       traceback.print_exc()

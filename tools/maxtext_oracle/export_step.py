@@ -26,7 +26,6 @@ Writes DIR/<case>/{config.yml, tensors.npz, step.json}.
 """
 
 import argparse
-import importlib.util
 import json
 import os
 import re
@@ -42,17 +41,10 @@ from flax import linen as nn
 from flax import nnx
 
 
-# nnx_decoders imports every model module; maxtext.models.deepseek imports the engram layer, whose
-# module imports tokenizer libraries (tiktoken, sentencepiece) and sympy at load time. The oracle
-# venv lacks them and nothing here tokenizes or hashes: empty stand-in modules let the modules load
-# (as sweep_models.py does; installed after transformers probed for the real ones via export).
-for _name in ("tiktoken", "tiktoken.load", "sentencepiece", "sympy"):
-  _top = _name.split(".")[0]
-  if _name not in sys.modules and (_top in sys.modules or importlib.util.find_spec(_top) is None):
-    _stub = types.ModuleType(_name)
-    _stub.__path__ = []
-    _stub.__getattr__ = lambda attr: None
-    sys.modules[_name] = _stub
+# nnx_decoders imports every model module, some of which import libraries the venv lacks.
+import oracle_stubs  # pylint: disable=wrong-import-position
+
+oracle_stubs.stub_missing_modules()
 
 from maxtext.layers import nnx_decoders  # pylint: disable=wrong-import-position,wrong-import-order
 from maxtext.utils import maxtext_utils  # pylint: disable=wrong-import-position
@@ -357,21 +349,9 @@ def main():
   base_yml = args.base_yml or case_matrix.release_base_yml()
   export._install_recording_wrappers()  # pylint: disable=protected-access
   assert len(jax.devices()) == args.devices, jax.devices()
-  only = set(args.only.split(",")) if args.only else None
-  failures = []
-  for case in case_matrix.STEP_CASES:
-    if case["devices"] != args.devices or (only and case["name"] not in only):
-      continue
-    try:
-      run_step_case(case, base_yml, args.out, args.forward_cases or args.out, case_matrix.SEED)
-    except Exception as e:  # pylint: disable=broad-except
-      import traceback  # pylint: disable=import-outside-toplevel
-      traceback.print_exc()
-      failures.append((case["name"], f"{type(e).__name__}: {e}"))
-  for name, err in failures:
-    print(f"FAILED {name}: {err}", file=sys.stderr)
-  sys.exit(1 if failures else 0)
-
+  export.run_selected(
+      case_matrix.STEP_CASES, args.devices, args.only,
+      lambda case: run_step_case(case, base_yml, args.out, args.forward_cases or args.out, case_matrix.SEED))
 
 if __name__ == "__main__":
   main()

@@ -26,13 +26,11 @@ import argparse
 import datetime
 import importlib
 import importlib.metadata
-import importlib.util
 import inspect
 import json
 import os
 import sys
 import time
-import types
 
 # One process per device count (XLA fixes the fake CPU device count at start-up): --devices N,
 # read before the first jax import.
@@ -56,17 +54,9 @@ from maxtext.layers import moe, quantizations  # pylint: disable=wrong-import-po
 from maxtext.utils import maxtext_utils  # pylint: disable=wrong-import-position
 from maxtext.utils import sharding as maxtext_sharding  # pylint: disable=wrong-import-position
 
-# maxtext.models.deepseek imports the engram layer, whose module imports tokenizer libraries
-# (tiktoken, sentencepiece) and sympy at load time. The oracle venv lacks them and nothing here
-# tokenizes or hashes: empty stand-in modules let the model modules load. Installed only after
-# transformers has probed for the real ones above (it checks their import specs).
-for _name in ("tiktoken", "tiktoken.load", "sentencepiece", "sympy"):
-  _top = _name.split(".")[0]
-  if _name not in sys.modules and (_top in sys.modules or importlib.util.find_spec(_top) is None):
-    _stub = types.ModuleType(_name)
-    _stub.__path__ = []
-    _stub.__getattr__ = lambda attr: None
-    sys.modules[_name] = _stub
+import oracle_stubs  # pylint: disable=wrong-import-position
+
+oracle_stubs.stub_missing_modules()
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
