@@ -104,10 +104,15 @@ TEST_CASE("Sparse EP=2 x fsdp=2: ragged all-to-alls reversed, the kernels' psum 
   // w0/w1/wo: P('expert', 'fsdp', None) [4,16,32] float32, gathered over fsdp into the in_spec
   // P('expert', None, None): the [2,16,32] block (4 KiB) summed over fsdp and sliced back.
   // The reversed ragged all-to-alls write into buffers shaped like the forward's operands:
-  // the ragged buffer (16 rows x 16 float32, 1 KiB) and the sorted rows (8 x 16, 512 B).
+  // the ragged buffer (16 rows x 16 float32, 1 KiB) and the sorted rows (8 x 16, 512 B);
+  // JAX's transpose exchanges each one's input and output offsets (int32[2]) first.
   CHECK(backward == std::vector<std::string>{
                         "ragged_all_to_all written expert g2 128B cpu:ragged-all-to-all 1024B",
+                        "all_to_all written expert g2 4B cpu:all-to-all 8B",
+                        "all_to_all written expert g2 4B cpu:all-to-all 8B",
                         "ragged_all_to_all written expert g2 128B cpu:ragged-all-to-all 512B",
+                        "all_to_all written expert g2 4B cpu:all-to-all 8B",
+                        "all_to_all written expert g2 4B cpu:all-to-all 8B",
                         "psum_scatter written fsdp g2 1024B cpu:all-reduce 4096B",
                         "psum_scatter written fsdp g2 1024B cpu:all-reduce 4096B",
                         "psum_scatter written fsdp g2 1024B cpu:all-reduce 4096B",

@@ -43,12 +43,10 @@ bool NonDifferentiable(OpKind k) {
   }
 }
 
-// The operand positions a cotangent flows into (a where's condition, a gather's indices and
-// a ragged all-to-all's sizes take none).
+// The operand positions a cotangent flows into (a gather's indices and a ragged all-to-all's
+// sizes take none; a where's condition is boolean, so no cotangent reaches it anyway).
 bool DifferentiableOperand(const OpRecord& op, size_t k) {
   switch (op.kind) {
-    case OpKind::kWhere:
-      return k >= 1;
     case OpKind::kTake:
     case OpKind::kTakeAlongAxis:
     case OpKind::kDynamicSliceInDim:
@@ -271,6 +269,11 @@ class StepAnalysis {
     const bool einsum = op.kind == OpKind::kEinsum && op.einsum && op.inputs.size() == 2 &&
                         !T(op.outputs.front()).in_shard_map;
     if (einsum) EinsumOperands(op);
+    if (op.kind == OpKind::kScatterSet) ScatterCotangent(op);
+    if ((op.kind == OpKind::kMul || op.kind == OpKind::kAdd || op.kind == OpKind::kSub ||
+         op.kind == OpKind::kDiv) &&
+        !op.outputs.empty() && !T(op.outputs.front()).in_shard_map)
+      ElementwiseOperands(op);
     for (const ImpliedCollective& f : spmd_.implied_at(op.id)) {
       if (einsum && f.reason == "einsum operand") continue;
       const int moved = f.tensor;
@@ -308,6 +311,49 @@ class StepAnalysis {
     }
   }
 
+  // An operand held whole (or less sharded) where the result is sharded is sliced for free
+  // in the forward; its cotangent arrives sharded like the result and is all-gathered back
+  // (the dense paths' [B,S,E] routing weights, computed replicated by the scatter).
+  void ElementwiseOperands(const OpRecord& op) {
+    const int out = op.outputs.front();
+    for (const int x : op.inputs) {
+      if (!need_[x] || T(x).shape != T(out).shape || T(x).in_shard_map) continue;
+      const PartitionSpec from = Spec(out), to = Spec(x);
+      if (from == to) continue;
+      std::vector<ImpliedCollective> plan =
+          PlanReshard(T(x).shape, T(x).dtype, ShardState{from, {}}, to, mesh_);
+      plan.erase(std::remove_if(plan.begin(), plan.end(),
+                                [](const ImpliedCollective& p) {
+                                  return p.kind != CollectiveKind::kAllGather;
+                                }),
+                 plan.end());
+      for (ImpliedCollective& p : plan) p.dtype = T(x).dtype;
+      AddPlanned(op, x, plan,
+                 fmt::format("cotangent of {} (read whole by {}) gathered back from the result's "
+                             "sharding {}",
+                             T(x).name, op.Name(), from.ToString()));
+    }
+  }
+
+  // GSPMD computes the dense paths' weights scatter replicated (the forward gathers its
+  // updates whole), so its transpose, a gather of the cotangent at the same indices, reads the
+  // output's cotangent whole: an all-gather from the output's sharding.
+  void ScatterCotangent(const OpRecord& op) {
+    bool replicated = false;
+    for (const ImpliedCollective& f : spmd_.implied_at(op.id))
+      replicated |= f.kind == CollectiveKind::kAllGather;
+    const int out = op.outputs.front();
+    if (!replicated || op.inputs.size() < 3 || !need_[op.inputs[2]]) return;
+    std::vector<ImpliedCollective> plan =
+        PlanReshard(T(out).shape, T(out).dtype, ShardState{Spec(out), {}},
+                    PartitionSpec::Replicated(T(out).shape.size()), mesh_);
+    for (ImpliedCollective& p : plan) p.dtype = T(out).dtype;
+    AddPlanned(op, out, plan,
+               fmt::format("cotangent of {} read whole by the scatter's transpose (GSPMD "
+                           "computes the scatter replicated)",
+                           T(out).name));
+  }
+
   // all_gather <-> psum_scatter, psum -> psum (check_vma=False), ragged_all_to_all with the
   // send and receive sizes swapped.
   void WrittenTranspose(const OpRecord& op) {
@@ -327,7 +373,25 @@ class StepAnalysis {
     c.bytes_per_device = sent.empty() ? 0 : *std::max_element(sent.begin(), sent.end());
     c.reason = fmt::format("transpose of {} over {}", ToString(w.kind), fmt::join(w.axes, ", "));
     Shape in = T(op.outputs.front()).shape, out = T(data).shape;
+    const int64_t peers = c.participants;
+    const std::vector<std::string> axes = c.axes;
     Add(std::move(c), in, out);
+    // JAX's transpose of ragged_all_to_all first exchanges the offsets (input and output
+    // offsets, int32[peers] each) with two all-to-alls, then sends the rows back.
+    if (w.kind != CollectiveKind::kRaggedAllToAll) return;
+    for (const char* which : {"input", "output"}) {
+      StepCollective o;
+      o.kind = CollectiveKind::kAllToAll;
+      o.written = true;
+      o.forward_op = op.id;
+      o.tensor = data;
+      o.axes = axes;
+      o.participants = peers;
+      o.dtype = DType::kInt32;
+      o.bytes_per_device = 4 * (peers - 1);
+      o.reason = fmt::format("{} offsets of the transposed ragged_all_to_all", which);
+      Add(std::move(o), {peers}, {peers});
+    }
   }
 
   // The mesh axes sharding `letters` in a value with dims `dims` and sharding `spec`.
@@ -368,8 +432,26 @@ class StepAnalysis {
       std::set<std::string> partial;
       AxesOf(eq.operands[1 - k], ComputedSpec(op, other), letters, partial);
       AxesOf(eq.output, Spec(out), letters, partial);
-      const PartitionSpec computed = ComputedSpec(op, x);
       const PartitionSpec own = Spec(x);
+      // The gradient comes out sharded like the operand was computed, and also on a dim
+      // whose letter the other operand or the output shards (the forward sliced the operand
+      // there: GSPMD slices freely, so no record holds it; the gate kernel's M under tensor
+      // parallelism), less the axes that hold partial sums.
+      std::vector<PartitionSpec::Entry> entries = ComputedSpec(op, x).entries();
+      std::set<std::string> used;
+      for (const auto& e : entries) used.insert(e.begin(), e.end());
+      for (size_t d = 0; d < entries.size() && d < mine.size(); ++d) {
+        if (!entries[d].empty()) continue;
+        std::set<std::string> on;
+        AxesOf(eq.operands[1 - k], ComputedSpec(op, other), std::string(1, mine[d]), on);
+        AxesOf(eq.output, Spec(out), std::string(1, mine[d]), on);
+        for (const std::string& a : on)
+          if (!used.count(a) && !partial.count(a)) {
+            entries[d].push_back(a);
+            used.insert(a);
+          }
+      }
+      const PartitionSpec computed(entries);
       // Mesh axes the computed copy already shards cannot hold partial sums of it.
       for (const std::string& a : computed.UsedAxes()) partial.erase(a);
       if (partial.empty() && computed == own) continue;
@@ -522,8 +604,10 @@ class StepAnalysis {
         return {op.inputs.front()};
       case OpKind::kSoftmax:
         return {op.outputs.front()};
-      case OpKind::kWhere:
-        return {op.inputs.front()};
+      case OpKind::kWhere:  // the condition: its non-float operand
+        for (const int in : op.inputs)
+          if (!IsFloating(T(in).dtype)) return {in};
+        return {};
       case OpKind::kTake:
       case OpKind::kTakeAlongAxis:
       case OpKind::kScatterSet:

@@ -1,0 +1,201 @@
+// The step model's backward collectives against XLA: for every training-step case MaxText
+// 0.2.5 exported (testdata/maxtext/cases/step_*/step.json, value_and_grad compiled by
+// XLA:CPU), the collectives of the compiled step marked backward (remat's re-run forward
+// included) must be the model's, as XLA:CPU compiles them (HLO op, devices per group, result
+// bytes per device), or differ exactly as testdata/maxtext/step_differences.json lists with a
+// reason. XLA's all-reduce combiner sends the backward's all-reduces (and the forward's loss
+// scalar) as one op; its parts are compared one by one, the forward's parts left out. A
+// collective over a group of one device moves nothing (shard_map's psum over mesh axes of
+// size 1) and is left out on both sides. Where XLA:CPU compiled the step, the model's
+// arguments and peak temporaries are printed beside memory_analysis()'s with
+// SHARDTRACE_PRINT_XLA_TABLE=1.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "run/run.h"
+#include "test_support.h"
+
+namespace shardtrace {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Hlo(std::string name) {
+  name = name.substr(0, name.find('.'));
+  std::replace(name.begin(), name.end(), '_', '-');
+  return name;
+}
+
+// Bytes of an HLO result type: "f32[4,16,32]" -> 8192.
+int64_t ResultBytes(const std::string& type) {
+  const size_t open = type.find('[');
+  const std::string dtype = type.substr(0, open);
+  int64_t bytes = dtype == "f32" || dtype == "s32" || dtype == "u32" ? 4
+                  : dtype == "bf16" || dtype == "f16"                 ? 2
+                                                                      : 1;
+  std::string dims = type.substr(open + 1, type.find(']') - open - 1);
+  size_t start = 0;
+  while (start < dims.size()) {
+    const size_t comma = dims.find(',', start);
+    bytes *= std::stoll(dims.substr(start, comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return bytes;
+}
+
+std::multiset<std::string> XlaBackward(const nlohmann::json& step) {
+  std::multiset<std::string> out;
+  for (const nlohmann::json& c : step["collectives"]) {
+    const int64_t group = c["group_size"].is_number() ? c["group_size"].get<int64_t>() : 0;
+    if (group == 1) continue;
+    const std::string pass = c["pass"].get<std::string>();
+    const std::string op = Hlo(c["name"].get<std::string>());
+    if (pass == "backward" && !c.contains("parts")) {
+      // XLA's combiner sends independent all-reduces as one op with several results: each
+      // result is one of them.
+      if (op == "all-reduce" && c["result"].size() > 1) {
+        for (const nlohmann::json& r : c["result"])
+          out.insert(fmt::format("{} g{} {}B", op, group, ResultBytes(r.get<std::string>())));
+        continue;
+      }
+      out.insert(fmt::format("{} g{} {}B", op, group, c["result_bytes"].get<int64_t>()));
+    } else if (pass != "forward") {  // a combined op: its backward parts
+      for (const nlohmann::json& p : c["parts"])
+        if (p["pass"] == "backward")
+          out.insert(fmt::format("{} g{} {}B", Hlo(c["name"].get<std::string>()), group,
+                                 p["bytes"].get<int64_t>()));
+    }
+  }
+  return out;
+}
+
+std::multiset<std::string> ModelBackward(const StepResult& step) {
+  std::multiset<std::string> out;
+  for (const StepCollective& c : step.backward) {
+    if (c.xla_cpu_op == "-" || c.participants == 1) continue;
+    out.insert(fmt::format("{} g{} {}B", c.xla_cpu_op, c.participants, c.xla_cpu_result_bytes));
+  }
+  return out;
+}
+
+std::vector<std::string> Minus(const std::multiset<std::string>& a,
+                               const std::multiset<std::string>& b) {
+  std::vector<std::string> out;
+  std::set_difference(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));
+  return out;
+}
+
+struct StepCase {
+  std::string name;
+  nlohmann::json step;
+  RunResult run;
+};
+
+std::vector<StepCase> StepCases() {
+  std::vector<fs::path> dirs;
+  for (const auto& e : fs::directory_iterator(testing::SourcePath("testdata/maxtext/cases")))
+    if (fs::exists(e.path() / "step.json")) dirs.push_back(e.path());
+  std::sort(dirs.begin(), dirs.end());
+  std::vector<StepCase> cases;
+  for (const fs::path& dir : dirs) {
+    nlohmann::json step = nlohmann::json::parse(testing::ReadFile(dir / "step.json"));
+    const Block block = step["block"] == "mlp" ? Block::kMlp : Block::kMoe;
+    RunRequest request = SymbolicRequest({(dir / "config.yml").string()}, std::nullopt, block);
+    // A case exported without jax.checkpoint around the block keeps every residual.
+    if (step["remat"].is_null()) request.args.push_back("remat_policy=none");
+    request.step = true;
+    cases.push_back({dir.filename().string(), std::move(step), Run(request)});
+  }
+  return cases;
+}
+
+}  // namespace
+
+TEST_CASE("XLA's backward collectives are the step model's, or differ exactly as listed with a "
+          "reason",
+          "[maxtext][step]") {
+  const nlohmann::json expected = nlohmann::json::parse(
+      testing::ReadFile(testing::SourcePath("testdata/maxtext/step_differences.json")));
+  nlohmann::json found = nlohmann::json::object();
+  int exact = 0, total = 0, communicating = 0, communicating_exact = 0;
+  int memory_compared = 0, memory_close = 0;
+  std::string table =
+      "| case | remat | backward (XLA) | exact | step args (model) | XLA args | model peak "
+      "temps | XLA temp |\n|---|---|---|---|---|---|---|---|\n";
+  for (const StepCase& c : StepCases()) {
+    INFO("case " << c.name);
+    REQUIRE(c.run.step.has_value());
+    const StepResult& step = *c.run.step;
+    const std::multiset<std::string> model = ModelBackward(step);
+    const std::multiset<std::string> xla = XlaBackward(c.step);
+    const std::vector<std::string> only_model = Minus(model, xla);
+    const std::vector<std::string> only_xla = Minus(xla, model);
+    ++total;
+    const bool same = only_model.empty() && only_xla.empty();
+    std::string args = "-", xla_args = "-", temps = "-", xla_temp = "-";
+    if (!xla.empty()) ++communicating;
+    if (!xla.empty() && same) ++communicating_exact;
+    // Step memory: the model's peak temporaries against XLA:CPU's temp, within 25% where the
+    // figure is no CPU artifact (the sparse paths' ragged_dot lowering takes megabytes of
+    // scratch on XLA:CPU, as in the forward cases) or listed with a reason.
+    if (c.step.contains("memory_analysis") && c.run.trace.path.rfind("sparse_matmul", 0) != 0) {
+      const double ours = static_cast<double>(step.memory.peak_temporary_bytes());
+      const double theirs = c.step["memory_analysis"]["temp_size_in_bytes"].get<double>();
+      const bool close = std::abs(ours - theirs) <= 0.25 * theirs;
+      ++memory_compared;
+      memory_close += close ? 1 : 0;
+      CHECK(close != expected["memory"].contains(c.name));
+    }
+    if (c.step.contains("memory_analysis")) {
+      const nlohmann::json& m = c.step["memory_analysis"];
+      const int64_t ours = step.memory.parameter_bytes + step.memory.input_bytes;
+      const int64_t theirs = m["argument_size_in_bytes"].get<int64_t>();
+      args = fmt::format("{:.1f}", ours / 1024.0);
+      xla_args = fmt::format("{:.1f}", theirs / 1024.0);
+      temps = fmt::format("{:.1f}", step.memory.peak_temporary_bytes() / 1024.0);
+      xla_temp = fmt::format("{:.1f}", m["temp_size_in_bytes"].get<int64_t>() / 1024.0);
+    }
+    table += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", c.name,
+                         c.step["remat"].is_null() ? "none"
+                                                   : c.step["remat"]["remat_policy"].get<std::string>(),
+                         xla.size(), same ? "yes" : "no", args, xla_args, temps, xla_temp);
+    if (same) {
+      ++exact;
+      CHECK_FALSE(expected["collectives"].contains(c.name));  // gone: unlist it
+      continue;
+    }
+    found[c.name] = {{"only_shardtrace", only_model}, {"only_xla", only_xla}};
+    CHECK(expected["collectives"].contains(c.name));
+    if (!expected["collectives"].contains(c.name)) continue;
+    const nlohmann::json& e = expected["collectives"][c.name];
+    CHECK(e["only_shardtrace"].get<std::vector<std::string>>() == only_model);
+    CHECK(e["only_xla"].get<std::vector<std::string>>() == only_xla);
+    CHECK_FALSE(e["why"].get<std::string>().empty());
+  }
+  CHECK(total >= 12);
+  // The cases with backward communication (the others compile to none and agree trivially).
+  CHECK(communicating >= 12);
+  CHECK(communicating_exact * 12 >= communicating * 10);  // at least 10 of every 12 exact
+  CHECK(memory_compared >= 6);
+  for (const auto& [name, e] : expected["collectives"].items()) {
+    INFO("listed case " << name);
+    CHECK(found.contains(name));
+  }
+  if (std::getenv("SHARDTRACE_PRINT_XLA_TABLE"))
+    std::cout << "step: exact " << exact << " of " << total << "; with backward communication "
+              << communicating_exact << " of " << communicating << "; memory within 25% "
+              << memory_close << " of " << memory_compared << "\n"
+              << found.dump(2) << "\n"
+              << table;
+}
+
+}  // namespace shardtrace
