@@ -74,6 +74,35 @@ TEST_CASE("moe_topk_before_ep_all_gather gathers the top-k instead of the logits
         "refuses it\n");
 }
 
+TEST_CASE("num_moe_emb_chunks gathers and routes the ring's tokens in embed-dim chunks", "[keys]") {
+  const std::string config = CaseConfig("sparse_ep2_ring_emb_chunks");
+  const CommandResult chunked = Trace(config);
+  REQUIRE(chunked.status == 0);
+  CHECK(Has(chunked.out,
+            "sparse_matmul/ring_of_experts in 2 emb chunks (EP=2, TP=1, megablox "
+            "(tokamax gmm v2))"));
+  // Two chunks of the tokens gathered (512 B per device each, [4,8,8] over the group) and the
+  // logits once: chunk 1's routing is chunk 0's, which XLA keeps once, as the case's HLO has.
+  CHECK(Has(chunked.out,
+            "  all_gather        expert  2             x            "
+            "RoutedMoE/sparse_matmul/wrapper              512 B"));
+  CHECK(Has(chunked.out,
+            "  all_gather        expert  2             logits       "
+            "RoutedMoE/sparse_matmul/wrapper              512 B"));
+  CHECK(Has(chunked.out,
+            "  all_gather        expert  2             x            "
+            "RoutedMoE/sparse_matmul/wrapper/emb_chunk_0  512 B"));
+  // embed_dim // count columns per chunk: the rest never reaches the gmm, as in moe.py.
+  const CommandResult three = Trace(config, {"num_moe_emb_chunks=3"});
+  REQUIRE(three.status == 0);
+  CHECK(Has(three.out,
+            "note   num_moe_emb_chunks=3: embed_dim 16 // 3 = 5 columns per chunk; "
+            "the last 1 never reach the wi gmm"));
+  const CommandResult no_v2 = Trace(config, {"use_gmm_v2=false"});
+  CHECK(no_v2.status == 2);
+  CHECK(Has(no_v2.err, "num_moe_emb_chunks=2 needs use_gmm_v2=true and use_ring_of_experts=true"));
+}
+
 TEST_CASE("A release knob under a revision whose moe.py lacks it is refused by name", "[keys]") {
   const CommandResult seed =
       Trace(CaseConfig("sparse_ep2_direct_gather"), {"--maxtext-revision", "seed"});

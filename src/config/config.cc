@@ -92,7 +92,7 @@ class Resolver {
     config_internal::CheckAttentionConstraints(values_);
     CheckMoeConstraints(values_);
     config_internal::CheckRaggedBufferConstraints(values_, base_keys_.contains("use_ragged_sort"));
-    config_internal::CheckReleaseMoeKnobs(values_);
+    config_internal::CheckReleaseMoeKnobs(values_, base_keys_);
   }
 
   ValueMap& values() { return values_; }

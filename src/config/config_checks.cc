@@ -251,9 +251,14 @@ void CheckRaggedBufferConstraints(const ValueMap& values, bool base_has_ragged_s
   }
 }
 
-void CheckReleaseMoeKnobs(const ValueMap& values) {
+void CheckReleaseMoeKnobs(const ValueMap& values,
+                          const std::set<std::string, std::less<>>& base_keys) {
+  // Only keys the loaded base.yml defines: shardtrace's built-in fallbacks are no revision's.
+  const auto defined = [&](std::string_view key) {
+    return base_keys.contains(key) ? Find(values, key) : nullptr;
+  };
   const auto on = [&](std::string_view key) {
-    const ConfigValue* v = Find(values, key);
+    const ConfigValue* v = defined(key);
     return v != nullptr && ValueAsBool(key, *v);
   };
   if (on("moe_topk_before_ep_all_gather") && !(on("sparse_matmul") && on("use_ring_of_experts")))
@@ -261,6 +266,24 @@ void CheckReleaseMoeKnobs(const ValueMap& values) {
         "moe_topk_before_ep_all_gather=true needs sparse_matmul=true and "
         "use_ring_of_experts=true (it moves the ring's all-gather): MaxText's config validation "
         "refuses it");
+  const ConfigValue* emb_chunks = defined("num_moe_emb_chunks");
+  if (emb_chunks != nullptr && defined("use_gmm_v2") != nullptr &&
+      ValueAsInt("num_moe_emb_chunks", *emb_chunks) > 0) {
+    if (!on("use_gmm_v2") || !on("use_ring_of_experts"))
+      Fail(
+          "num_moe_emb_chunks={} needs use_gmm_v2=true and use_ring_of_experts=true (the ring's "
+          "chunked token all-gather accumulates in gmm v2's partial sum): MaxText's config "
+          "validation refuses it",
+          emb_chunks->ToString());
+    const ConfigValue* x_sorted = defined("moe_x_sorted");
+    if (x_sorted != nullptr && ValueAsString("moe_x_sorted", *x_sorted) != "remat")
+      Fail(
+          "moe_x_sorted={} with num_moe_emb_chunks={}: the chunked ring does not tag its routed "
+          "input, so MaxText's config validation refuses any moe_x_sorted but remat",
+          x_sorted->ToString(), emb_chunks->ToString());
+  }
+  if (on("use_gmm_v2") && !on("use_tokamax_gmm"))
+    Fail("use_gmm_v2=true needs use_tokamax_gmm=true: MaxText's config validation refuses it");
   if (on("moe_use_direct_token_gather") && on("use_gather_mosaic_kernel"))
     Fail(
         "moe_use_direct_token_gather=true needs use_gather_mosaic_kernel=false: MaxText's config "

@@ -8,6 +8,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <set>
+#include <string>
 
 #include "config/config_value.h"
 
@@ -42,8 +45,11 @@ void CheckRaggedBufferConstraints(const ValueMap& values, bool base_has_ragged_s
 
 // The release's validation of its MoE knobs (types.py): moe_topk_before_ep_all_gather needs
 // sparse_matmul and use_ring_of_experts; moe_use_direct_token_gather refuses
-// use_gather_mosaic_kernel. Keys the loaded base.yml lacks are not checked.
-void CheckReleaseMoeKnobs(const ValueMap& values);
+// use_gather_mosaic_kernel; num_moe_emb_chunks > 0 needs use_gmm_v2, use_ring_of_experts and
+// moe_x_sorted remat; use_gmm_v2 needs use_tokamax_gmm. Keys the loaded base.yml lacks are not
+// checked.
+void CheckReleaseMoeKnobs(const ValueMap& values,
+                          const std::set<std::string, std::less<>>& base_keys);
 
 // The float keys shardtrace turns into sizes or float32 factors (per_device_batch_size,
 // capacity_factor, ragged_buffer_factor, ...) are finite and within what it can honour.

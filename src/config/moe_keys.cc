@@ -70,11 +70,12 @@ std::vector<MoeKeyEntry> MakeTable() {
       {"moe_quantize_token_all_gather", "False", R,
        "quantizes the tokens before the expert-parallel all-gather", "True"},
       {"moe_quantize_combine_bwd_method", "''", N, "quantizes the combine's backward only", "fp8"},
-      {"num_moe_emb_chunks", "0", R,
-       "the release's token all-gather overlapped with the gmm in chunks of the embed dim (ring "
-       "of experts). Not the chunk count of shardtrace's model of PR 3981's proposed pipeline: "
-       "that is shardtrace's own pseudo-key shardtrace_pr3981_emb_chunks (seed revision only)",
-       "2", "use_ring_of_experts=true", RevisionId::kMain},
+      {"num_moe_emb_chunks", "0", M,
+       "ring of experts: the tokens all-gathered and routed one chunk of the embed dim at a "
+       "time (embed_dim // N columns each), each chunk's wi gmm added to gmm v2's running "
+       "partial sum; routing is chunk 0's. Not the chunk count of shardtrace's model of PR "
+       "3981's proposed pipeline: that is the pseudo-key shardtrace_pr3981_emb_chunks below",
+       "2", "use_ring_of_experts=true use_tokamax_gmm=true use_gmm_v2=true", RevisionId::kMain},
       {"moe_dispatch_no_expert_sharding", "False", R,
        "dense_matmul: takes 'expert' off the dispatch's batch dim", "True", "sparse_matmul=false"},
       {"use_ragged_sort", "False", N, "a Pallas kernel for the same permutation", "True"},
@@ -128,7 +129,10 @@ std::vector<MoeKeyEntry> MakeTable() {
       {"wo_tile_drhs_mlp_dim", "1024", N, "the wo gmm's backward tiling", "512"},
       {"merge_gating_gmm", "False", R, "one gmm over w0 and w1 concatenated", "True"},
       {"use_tokamax_gmm", "False", M, "the grouped-matmul kernel named in the trace", "True"},
-      {"use_gmm_v2", "False", N, "a newer kernel for the same grouped matmul", "True"},
+      {"use_gmm_v2", "False", M,
+       "the grouped-matmul kernel named in the trace (tokamax gmm v2 through megablox's gmm; "
+       "the values are the same matmul's)",
+       "True", "use_tokamax_gmm=true"},
       {"use_gmm_v2_heuristic_tiling", "False", N, "tiling of the same grouped matmul", "True"},
       {"norm_topk_prob", "False", M, "renormalises the top-k weights", "True"},
       {"return_routed_experts", "False", R, "the layer also returns the routed expert ids", "True"},

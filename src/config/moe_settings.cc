@@ -132,6 +132,7 @@ MoeSettings ResolveMoeSettings(const Config& c) {
   s.moe_topk_before_ep_all_gather = BoolOr(c, "moe_topk_before_ep_all_gather", false);
   s.megablox = c.Bool("megablox");
   s.use_tokamax_gmm = c.Bool("use_tokamax_gmm");
+  s.use_gmm_v2 = c.Bool("use_gmm_v2");
   s.wi_tile_fwd = Tiling(c, "wi_tile_fwd");
   s.wo_tile_fwd = Tiling(c, "wo_tile_fwd");
 

@@ -92,6 +92,7 @@ struct MoeSettings {
   bool moe_topk_before_ep_all_gather = false;
   bool megablox = true;
   bool use_tokamax_gmm = false;
+  bool use_gmm_v2 = false;  // with use_tokamax_gmm: megablox's gmm on tokamax gmm v2
   GmmTiling wi_tile_fwd;
   GmmTiling wo_tile_fwd;
 

@@ -31,6 +31,8 @@ std::string MoeSetup::PathLabel() const {
       ring_of_experts ? "ring_of_experts"
       : ep > 1 ? (batch_sharded_by_ep ? "ragged_all_to_all" : "ragged_all_to_all, batch replicated")
                : "no expert parallelism";
+  if (ring_of_experts && settings.num_moe_emb_chunks > 0)
+    variant += fmt::format(" in {} emb chunks", settings.num_moe_emb_chunks);
   const std::string pipeline = emb_chunks > 0
                                    ? fmt::format(", route/dispatch/gmm pipeline, {} emb chunk{}",
                                                  emb_chunks, emb_chunks == 1 ? "" : "s")
@@ -171,7 +173,9 @@ MoeSetup MakeMoeSetup(MoeSettings settings, const Mesh& mesh) {
     s.notes.push_back(
         "shard_exp_on_fsdp: the qwix fixed-calibration weight rule needs quantization; the "
         "unquantized dsv3 shard_map specs are used");
-  if (k.use_tokamax_gmm)
+  if (k.use_tokamax_gmm && k.use_gmm_v2)
+    s.gmm_kernel = "megablox (tokamax gmm v2)";
+  else if (k.use_tokamax_gmm)
     s.gmm_kernel = k.quantization.empty() ? "tokamax ragged_dot" : "megablox (tokamax backend)";
   else if (k.megablox)
     s.gmm_kernel = "megablox";
@@ -203,6 +207,11 @@ MoeSetup MakeMoeSetup(MoeSettings settings, const Mesh& mesh) {
           fmt::format("tensor_transpose parallelism {} > 1: the wi gmm outputs are psum'ed over "
                       "'tensor_transpose'",
                       s.tp_transpose));
+    if (s.ring_of_experts && k.num_moe_emb_chunks > 0)
+      s.path_reasons.push_back(fmt::format(
+          "num_moe_emb_chunks {} > 0 with use_ring_of_experts: the tokens are all-gathered and "
+          "routed one embed-dim chunk at a time, the wi gmms accumulate (moe_emb_chunking)",
+          k.num_moe_emb_chunks));
     if (s.emb_chunks > 1)
       s.path_reasons.push_back(fmt::format(
           "shardtrace_pr3981_emb_chunks {} > 1: shardtrace's model of PR 3981's chunked "

@@ -6,6 +6,7 @@
 #include <array>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "config/moe_lines.h"
@@ -77,6 +78,70 @@ PrecomputedTopK TopKBeforeAllGather(const MoeContext& ctx, const Value& logits,
   return out;
 }
 
+// The tokens of the release's chunked ring: this device's [B,S,M] before the gather, the
+// chunk width (embed_dim // num_moe_emb_chunks) and the chunk count.
+struct EmbChunks {
+  Value x_local;
+  int64_t chunk_dim = 0, count = 0;
+};
+
+// moe_emb_chunking's wi projections: for each chunk c, the chunk's columns of w0/w1
+// (dynamic_slice_in_dim along the embed dim) through the gmm with the running partial sum
+// (gmm v2's partial_sum: the sum starts at zeros), then the next chunk's tokens gathered over
+// the expert axes and put in the routed order. moe.py calls roe_ag_and_route for every chunk
+// and keeps only the rows: the routing it recomputes is chunk 0's, from the same gathered
+// logits, so XLA keeps one copy (CSE) and the trace records it once. Biases are added once,
+// after the last chunk. Columns past count * chunk_dim (embed_dim not a multiple of the
+// count) never reach the gmm, as in moe.py.
+std::pair<Value, Value> EmbChunkedUp(const MoeContext& ctx, const EmbChunks& chunks,
+                                     const Value& first_rows, const PermuteOutput& perm,
+                                     const Value& group_sizes, const Value& w0, const Value& w1,
+                                     const std::optional<Value>& w0_bias,
+                                     const std::optional<Value>& w1_bias) {
+  Tracer& t = ctx.t;
+  const MoeSetup& s = ctx.setup;
+  const int64_t cd = chunks.chunk_dim;
+  if (chunks.x_local.dim(2) % chunks.count != 0)
+    t.Note(fmt::format(
+        "num_moe_emb_chunks={}: embed_dim {} // {} = {} columns per chunk; the last {} never "
+        "reach the wi gmm (moe.py slices count * chunk_dim columns)",
+        chunks.count, chunks.x_local.dim(2), chunks.count, cd,
+        chunks.x_local.dim(2) - chunks.count * cd));
+  const std::string rh = t.trace().tensors[first_rows.tensor].dims.substr(0, 1) + "H";
+  Value ps0 =
+      tr::Zeros(t, {first_rows.dim(0), w0.dim(2)}, first_rows.dtype(), {"partial_sum0", rh});
+  Value ps1 =
+      tr::Zeros(t, {first_rows.dim(0), w1.dim(2)}, first_rows.dtype(), {"partial_sum1", rh});
+  Value rows = first_rows;
+  for (int64_t c = 0; c < chunks.count; ++c) {
+    const auto it = t.Iteration("emb_chunk", c, chunks.count);
+    const auto up = [&](const Value& w, const Value& ps, const char* w_name, const char* name) {
+      const auto sc = t.Scope(std::string(name) == "layer_w0" ? "gmm_wi_0" : "gmm_wi_1");
+      const Value piece = tr::Slice(t, w, 1, c * cd, cd, {w_name, "EQH"});
+      const Value out = Gmm(ctx, rows, piece, group_sizes, name, false);
+      return tr::Binary(t, OpKind::kAdd, ps, out, {name, t.trace().tensors[out.tensor].dims});
+    };
+    ps0 = up(w0, ps0, "w0_chunk", "layer_w0");
+    ps1 = up(w1, ps1, "w1_chunk", "layer_w1");
+    if (c + 1 == chunks.count) break;
+    const Value next =
+        tr::Slice(t, chunks.x_local, 2, (c + 1) * cd, cd, {"next_x_unrouted", "BSQ"});
+    const Value gathered = t.AllGather(next, s.expert_axes, 0, true, {"x", "BSQ"});
+    rows = MaskRowsPastGroups(ctx, SortRows(ctx, gathered, perm), group_sizes, "x");
+  }
+  // gmm_up's checkpoint names, as the unchunked path has them.
+  const auto bias = [&](Value v, const std::optional<Value>& b, const char* name, const char* ckpt,
+                        const char* inner) {
+    if (b) {
+      const auto c2 = t.Condition("mlp_bias");
+      v = tr::Binary(t, OpKind::kAdd, v, *b, {name, t.trace().tensors[v.tensor].dims});
+    }
+    return tr::CheckpointName(t, v, ckpt, inner);
+  };
+  return {bias(ps0, w0_bias, "layer_w0", "moe_mlpwi_0", "mlpwi_0"),
+          bias(ps1, w1_bias, "layer_w1", "moe_mlpwi_1", "")};
+}
+
 }  // namespace
 
 PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Value& gate_logits_in,
@@ -105,9 +170,18 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
   Value group_sizes, selected_experts;
   PartitionSpec routed_batch_spec = sh.gate_logits;
   int64_t routed_batch_rows = 0;  // ExitSparseShardMap: all rows are the batch
+  // The release's num_moe_emb_chunks (moe_emb_chunking): the ring gathers and routes the
+  // tokens one chunk of the embed dim at a time, and the wi gmms accumulate over the chunks.
+  const int64_t emb_chunks = s.ring_of_experts ? c.num_moe_emb_chunks : 0;
+  const Value x_local = x;
+  const int64_t chunk_dim = emb_chunks > 0 ? x.dim(2) / emb_chunks : 0;
   if (s.ring_of_experts) {
     const auto cond = t.Condition("use_ring_of_experts");
-    x = t.AllGather(x, ep_axes, 0, true, {"x", "BSM"});
+    if (emb_chunks > 0) {
+      const auto c2 = t.Condition("num_moe_emb_chunks > 0");
+      x = tr::Slice(t, x, 2, 0, chunk_dim, {"first_x_unrouted", "BSQ"});
+    }
+    x = t.AllGather(x, ep_axes, 0, true, {"x", emb_chunks > 0 ? "BSQ" : "BSM"});
     std::optional<PrecomputedTopK> precomputed;
     if (c.moe_topk_before_ep_all_gather && !c.use_random_routing) {
       precomputed = TopKBeforeAllGather(ctx, logits, pre);
@@ -210,11 +284,21 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
     }
     return tr::CheckpointName(t, out, ckpt, inner);
   };
-  // moe.py:3188-3199 tags the routed rows moe_x_sorted; wi_0's output carries mlpwi_0 and
-  // moe_mlpwi_0, wi_1's only moe_mlpwi_1 (moe.py:2915-2916), so `minimal` keeps no wi_1.
-  tr::Tag(t, x, "moe_x_sorted");
-  Value layer_w0 = up(w0, w0_bias, "layer_w0", "moe_mlpwi_0", "mlpwi_0");
-  Value layer_w1 = up(w1, w1_bias, "layer_w1", "moe_mlpwi_1", "");
+  Value layer_w0, layer_w1;
+  if (emb_chunks > 0) {
+    // moe_emb_chunking tags nothing moe_x_sorted (the release refuses moe_x_sorted but remat
+    // with it).
+    const auto cond = t.Condition("num_moe_emb_chunks > 0");
+    const EmbChunks chunks{x_local, chunk_dim, emb_chunks};
+    std::tie(layer_w0, layer_w1) =
+        EmbChunkedUp(ctx, chunks, x, perm, group_sizes, w0, w1, w0_bias, w1_bias);
+  } else {
+    // moe.py:3188-3199 tags the routed rows moe_x_sorted; wi_0's output carries mlpwi_0 and
+    // moe_mlpwi_0, wi_1's only moe_mlpwi_1 (moe.py:2915-2916), so `minimal` keeps no wi_1.
+    tr::Tag(t, x, "moe_x_sorted");
+    layer_w0 = up(w0, w0_bias, "layer_w0", "moe_mlpwi_0", "mlpwi_0");
+    layer_w1 = up(w1, w1_bias, "layer_w1", "moe_mlpwi_1", "");
+  }
   // The sorted rows and the up projections are read no more once the activation has read them
   // (checkpoint_name keeps them for the backward pass in MaxText; this forward-only engine does
   // not need them): the rows go now, the projections inside the activation after their last use.

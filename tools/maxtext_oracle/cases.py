@@ -143,6 +143,11 @@ CASES = [
          "ring of experts EP=2 with moe_topk_before_ep_all_gather: top-k on the local tokens, the "
          "top-k weights and ids (and per-sequence router probs) all-gathered instead of the logits",
          mesh={"expert": 2}, use_ring_of_experts=True, megablox=True, moe_topk_before_ep_all_gather=True),
+    case("sparse_ep2_ring_emb_chunks", 2,
+         "ring of experts EP=2 with the release's num_moe_emb_chunks=2: the token all-gather in "
+         "chunks of the embed dim, each chunk's wi gmm accumulated (gmm v2 emulated: gmm_v2_emulation.py)",
+         mesh={"expert": 2}, use_ring_of_experts=True, megablox=True, use_tokamax_gmm=True, use_gmm_v2=True,
+         num_moe_emb_chunks=2),
     # --- four devices.
     case("sparse_fsdp2_tp2", 4, "sparse_matmul, fsdp=2 x tensor=2", mesh={"fsdp": 2, "tensor": 2}),
     case("sparse_ep4", 4, "sparse_matmul EP=4, batch sharded: ragged_all_to_all", mesh={"expert": 4}),

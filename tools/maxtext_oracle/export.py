@@ -52,6 +52,7 @@ from maxtext.utils import sharding as mt_sharding  # pylint: disable=wrong-impor
 
 import cases as case_matrix  # pylint: disable=wrong-import-position
 import hlo_collectives  # pylint: disable=wrong-import-position
+import gmm_v2_emulation  # pylint: disable=wrong-import-position
 import ragged_a2a  # pylint: disable=wrong-import-position
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -338,6 +339,11 @@ def run_case(case, base_yml, out_dir, seed):
     lowered = jax.jit(forward).lower(state, inputs)
   named_json, logical_json, input_json = sharding_files(logical, named, mesh)
   compiled_info = {"lowered_collectives": hlo_collectives.collectives_from_stablehlo(lowered.as_text())}
+  if case["overrides"].get("use_gmm_v2"):
+    compiled_info["kernel"] = ("tokamax gmm v2 (a Mosaic TPU kernel no CPU program can lower) replaced by "
+                               "tools/maxtext_oracle/gmm_v2_emulation.py (megablox v1 in Pallas interpret "
+                               "mode + partial_sum) in the program compiled and run here; the kernel holds "
+                               "no collective")
   emulate_ragged = False
   try:
     compiled = lowered.compile()
@@ -460,7 +466,13 @@ def run_selected(cases, devices, only, run_one):
     if case["devices"] != devices or (only and case["name"] not in only):
       continue
     try:
-      run_one(case)
+      # A case with use_gmm_v2 runs with the TPU-only kernel emulated (gmm_v2_emulation.py).
+      if case.get("overrides", {}).get("use_gmm_v2"):
+        gmm_v2_emulation.install()
+      try:
+        run_one(case)
+      finally:
+        gmm_v2_emulation.uninstall()
     except Exception as e:  # pylint: disable=broad-except
       import traceback  # pylint: disable=import-outside-toplevel
       traceback.print_exc()
