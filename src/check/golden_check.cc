@@ -25,7 +25,18 @@ const std::vector<std::string>& GoldenInputNames() {
       "inputs",   "gate_kernel", "gate_bias",   "wi_0",
       "wi_1",     "wo",          "wi_0_bias",   "wi_1_bias",
       "wo_bias",  "shared_wi_0", "shared_wi_1", "shared_wo",
-      "mlp_wi_0", "mlp_wi_1",    "mlp_wo",      "shared_expert_gate"};
+      "mlp_wi_0", "mlp_wi_1",    "mlp_wo",      "shared_expert_gate",
+      "cotangent"};
+  return names;
+}
+
+const std::vector<std::string>& StepArrayNames() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> all = {"loss"};
+    for (const std::string& input : GoldenInputNames())
+      if (input != "cotangent") all.push_back("grad_" + input);
+    return all;
+  }();
   return names;
 }
 
@@ -102,6 +113,16 @@ GoldenReport CheckGoldenCase(const std::string& case_dir, const std::vector<std:
   request.threads = options.threads;
   request.progress = options.progress;
   request.budget_bytes = options.budget_bytes;
+  const auto cotangent = arrays.find("cotangent");
+  const bool step = cotangent != arrays.end();
+  if (!step)
+    for (const std::string& name : StepArrayNames())
+      if (arrays.contains(name))
+        Fail(
+            "{} (array '{}'): a training step's expected arrays need the 'cotangent' they were "
+            "computed with; found none",
+            npz, name);
+  if (step) request.cotangent = &cotangent->second;
   const RunResult run = Run(request);
   const Block block = request.block;
   const MoeSetup& setup = run.setup.setup;
@@ -109,7 +130,9 @@ GoldenReport CheckGoldenCase(const std::string& case_dir, const std::vector<std:
   GoldenReport report{case_dir,
                       block == Block::kMlp ? run.trace.path : setup.PathLabel(),
                       in.config.revision().Title(),
-                      {}};
+                      {},
+                      step,
+                      0};
   for (const Capture id : GoldenCaptures()) {
     const std::string name(CaptureName(id));
     const auto expected = arrays.find(name);
@@ -131,8 +154,36 @@ GoldenReport CheckGoldenCase(const std::string& case_dir, const std::vector<std:
     report.checks.push_back(
         CompareArrays(name, *actual, expected->second, options.atol, options.rtol));
   }
+  if (step) {
+    // The loss, then each gradient the case holds, in StepArrayNames() order.
+    for (const std::string& name : StepArrayNames()) {
+      const auto expected = arrays.find(name);
+      if (expected == arrays.end()) continue;
+      const Array* actual = nullptr;
+      if (name == "loss") {
+        actual = &run.gradients->loss;
+      } else {
+        const auto found = run.gradients->arrays.find(name.substr(5));
+        if (found != run.gradients->arrays.end()) actual = &found->second;
+        ++report.gradients_compared;
+      }
+      if (actual == nullptr) {
+        report.checks.push_back(
+            {name, ArrayCheck::Status::kFail,
+             fmt::format("the block has no parameter '{}' for this config", name.substr(5)), 0});
+        continue;
+      }
+      if (actual->shape != expected->second.shape)
+        Fail("{}: array '{}' has shape {} but the config implies {}", npz, name,
+             ShapeToString(expected->second.shape), ShapeToString(actual->shape));
+      report.checks.push_back(
+          CompareArrays(name, *actual, expected->second, options.atol, options.rtol));
+    }
+  }
   for (const auto& [name, array] : arrays) {
     const auto& in_names = GoldenInputNames();
+    const auto& step_names = StepArrayNames();
+    if (std::find(step_names.begin(), step_names.end(), name) != step_names.end()) continue;
     const std::optional<Capture> out = CaptureByName(name);
     const auto& golden = GoldenCaptures();
     if (std::find(in_names.begin(), in_names.end(), name) == in_names.end() &&

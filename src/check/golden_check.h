@@ -2,7 +2,8 @@
 // weights (tensors.npz), and compare every expected array it carries with what the run
 // captured: floats with |a-b| <= atol + rtol*|b|, ints and bools exactly. Format:
 // testdata/golden-format.md. Missing expected arrays are reported as skipped; unknown
-// array names are reported, never ignored.
+// array names are reported, never ignored. A training-step case (one with `cotangent`) also
+// runs the reverse pass and compares `loss` and every `grad_<name>` array it holds.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +30,9 @@ struct GoldenReport {
   std::string path;              // the MoE path the config selected
   std::string maxtext_revision;  // MaxTextRevision::Title(): whose moe.py ran
   std::vector<ArrayCheck> checks;
+  // A training-step case: the loss and the grad_* arrays were compared (checks lists them).
+  bool step = false;
+  int gradients_compared = 0;  // grad_* arrays compared (pass or fail)
   bool passed() const;
 };
 
@@ -42,8 +46,11 @@ struct CheckOptions {
 };
 
 // The inputs (parameters) a golden case may hold; its expected outputs are GoldenCaptures()
-// (ir/captures.h).
+// (ir/captures.h), and for a training step `loss` and `grad_<input>` (StepArrayNames).
 const std::vector<std::string>& GoldenInputNames();
+// The expected arrays of a training step a case may hold: "loss", "grad_inputs",
+// "grad_gate_kernel", ... (one per GoldenInputNames() entry but the cotangent).
+const std::vector<std::string>& StepArrayNames();
 
 // Compares one expected array with an actual one (shape, then values).
 ArrayCheck CompareArrays(const std::string& name, const Array& actual, const Array& expected,

@@ -40,11 +40,13 @@ std::string GoldenReportsToJson(const std::vector<GoldenReport>& reports) {
                         {"status", StatusText(c.status)},
                         {"detail", c.detail},
                         {"max_abs_error", c.max_abs_error}});
-    j.push_back({{"case", r.case_dir},
-                 {"path", r.path},
-                 {"maxtext_revision", r.maxtext_revision},
-                 {"passed", r.passed()},
-                 {"arrays", checks}});
+    nlohmann::ordered_json report = {{"case", r.case_dir},
+                                     {"path", r.path},
+                                     {"maxtext_revision", r.maxtext_revision},
+                                     {"passed", r.passed()}};
+    if (r.step) report["gradients_compared"] = r.gradients_compared;
+    report["arrays"] = checks;
+    j.push_back(report);
   }
   return j.dump(2) + "\n";
 }
@@ -58,6 +60,9 @@ std::string GoldenReportsToText(const std::vector<GoldenReport>& reports) {
     TextTable table({"array", "status", "detail"});
     for (const ArrayCheck& c : r.checks) table.AddRow({c.name, StatusText(c.status), c.detail});
     text += table.Render("  ") + "\n";
+    if (r.step)
+      text += fmt::format("  training step: loss and {} gradient arrays compared\n",
+                          r.gradients_compared);
   }
   text += fmt::format("{} passed, {} failed\n", passed, static_cast<int>(reports.size()) - passed);
   return text;

@@ -25,6 +25,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "config/maxtext_revision.h"
@@ -187,7 +188,11 @@ struct Trace {
   std::vector<CheckpointTag> checkpoint_tags;  // in program order
 
   // Tensors the invariants and golden checks read by meaning; -1 when the path has none.
-  int input = -1;          // the block's input [B,S,M]
+  int input = -1;  // the block's input [B,S,M]
+  // Every parameter's Weight record by the golden-format name of its array ("gate_kernel",
+  // "wi_0", "shared_wo", "mlp_wi_1"), in the order the block creates them: what a training
+  // step differentiates with respect to (testdata/golden-format.md, `grad_<name>`).
+  std::vector<std::pair<std::string, int>> parameters;
   int output = -1;         // the block's output [B,S,M]
   int top_k_indices = -1;  // the routing's chosen experts
   int dispatch_mask = -1;  // dense_matmul with capacity: the constrained masks

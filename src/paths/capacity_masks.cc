@@ -93,13 +93,20 @@ Masks GenerateMasks(const MoeContext& ctx, const Value& top_k_indices, const Val
   const Value in_capacity = tr::OneHot(t, combined_position, c + 1, DType::kInt32,
                                        {"expert_token_position_in_capacity", lead + "SED"});
   // combine_mask = softmax_probs[..., None] * one_hot, then drop slot 0 (= not kept).
-  Value combine =
-      t.Apply({OpKind::kMul, "", {{"broadcast", "softmax_probs[..., None]"}}},
-              {&weights, &in_capacity}, {"combine_mask", lead + "SED"}, [](const Args& a) {
-                Shape s = a[0]->shape;
-                s.push_back(1);
-                return Mul(Reshape(*a[0], s), *a[1]);
-              });
+  Value combine = t.Apply(
+      {OpKind::kMul, "", {{"broadcast", "softmax_probs[..., None]"}}}, {&weights, &in_capacity},
+      {"combine_mask", lead + "SED"},
+      [](const Args& a) {
+        Shape s = a[0]->shape;
+        s.push_back(1);
+        return Mul(Reshape(*a[0], s), *a[1]);
+      },
+      [](const Args& a, const Args&, const Args& g) {
+        Shape s = a[0]->shape;
+        s.push_back(1);
+        const Array dw = MulVjp(Reshape(*a[0], s), *a[1], *g[0]).first;
+        return std::vector<Array>{dw.WithShape(a[0]->shape), Array{}};
+      });
   combine = tr::Slice(t, combine, -1 + static_cast<int64_t>(combine.shape().size()), 1, c,
                       {"combine_mask", lead + "SEC"});
   const Value dispatch = tr::Cast(t, combine, DType::kBool, {"dispatch_mask", lead + "SEC"});

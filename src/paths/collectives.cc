@@ -6,8 +6,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "shard/sharding.h"
 #include "paths/tracer.h"
+#include "shard/sharding.h"
 #include "util/error.h"
 
 namespace shardtrace {
@@ -52,6 +52,23 @@ Array SliceAxis(const Array& a, int axis, int64_t start, int64_t size) {
     data.insert(data.end(), base, base + size * inner);
   }
   return Array::FromData(shape, a.dtype, std::move(data));
+}
+
+// The cotangent device `d` holds, zeros where none reached it.
+Array CotangentOf(const Shards& g, int64_t d, const Shape& shape, DType dtype) {
+  const Array& ct = g[static_cast<size_t>(d)];
+  return ct.numeric() ? ct : Array::Filled(shape, dtype, 0.0f);
+}
+
+// The element-wise sum of `parts` (float32, in group order), rounded once to `dtype`.
+Array SumOf(const std::vector<Array>& parts, const Shape& shape, DType dtype) {
+  std::vector<float> sum(static_cast<size_t>(NumElements(shape)), 0.0f);
+  for (const Array& part : parts) {
+    SHARDTRACE_CHECK(part.shape == shape && part.numeric());
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += part.values()[i];
+  }
+  for (float& value : sum) value = RoundTo(dtype, value);
+  return Array::FromData(shape, dtype, std::move(sum));
 }
 
 // The element-wise sum of `x` over the devices of `device`'s group along `axes`, rounded
@@ -129,6 +146,29 @@ Value Tracer::AllGather(const Value& x, const std::vector<std::string>& axes, in
   RecordCollective(CollectiveKind::kAllGather,
                    {{"axis", std::to_string(axis)}, {"tiled", tiled ? "True" : "False"}},
                    {x.tensor}, v.tensor, axes, moved, moved);
+  if (tape_) {
+    // Transpose: psum_scatter. Device d's block of every group member's cotangent, summed.
+    const Shape block = x.shape(), gathered = v.shape();
+    const DType dtype = x.dtype();
+    const Mesh& mesh = mesh_;
+    RecordRule(
+        {&x}, v,
+        [block, gathered, dtype, axes, axis, tiled, &mesh](const std::vector<Shards>& g) {
+          Shards cts;
+          for (size_t d = 0; d < g[0].size(); ++d) {
+            const int64_t index = mesh.AxisIndex(static_cast<int64_t>(d), axes);
+            std::vector<Array> parts;
+            for (const int64_t peer : mesh.Group(static_cast<int64_t>(d), axes)) {
+              const Array ct = CotangentOf(g[0], peer, gathered, dtype);
+              parts.push_back(tiled ? SliceAxis(ct, axis, index * block[axis], block[axis])
+                                    : SliceAxis(ct, axis, index, 1).WithShape(block));
+            }
+            cts.push_back(SumOf(parts, block, dtype));
+          }
+          return std::vector<Shards>{std::move(cts)};
+        },
+        "all_gather");
+  }
   return v;
 }
 
@@ -143,6 +183,25 @@ Value Tracer::Psum(const Value& x, const std::vector<std::string>& axes, const O
   const int64_t bytes = TensorBytes(x.shape(), x.dtype());
   const std::vector<int64_t> moved(mesh_.num_devices(), n > 1 ? 2 * (n - 1) * bytes / n : 0);
   RecordCollective(CollectiveKind::kPsum, {}, {x.tensor}, v.tensor, axes, moved, moved);
+  if (tape_) {
+    // Transpose: psum again (JAX treats psum as psum + pbroadcast).
+    const Shape shape = x.shape();
+    const DType dtype = x.dtype();
+    const Mesh& mesh = mesh_;
+    RecordRule(
+        {&x}, v,
+        [shape, dtype, axes, &mesh](const std::vector<Shards>& g) {
+          Shards cts;
+          for (size_t d = 0; d < g[0].size(); ++d) {
+            std::vector<Array> parts;
+            for (const int64_t peer : mesh.Group(static_cast<int64_t>(d), axes))
+              parts.push_back(CotangentOf(g[0], peer, shape, dtype));
+            cts.push_back(SumOf(parts, shape, dtype));
+          }
+          return std::vector<Shards>{std::move(cts)};
+        },
+        "psum");
+  }
   return v;
 }
 
@@ -174,6 +233,34 @@ Value Tracer::PsumScatter(const Value& x, const std::vector<std::string>& axes,
                    {{"scatter_dimension", std::to_string(scatter_dimension)},
                     {"tiled", tiled ? "True" : "False"}},
                    {x.tensor}, v.tensor, axes, moved, moved);
+  if (tape_) {
+    // Transpose: all_gather of the cotangent blocks along the scattered dim.
+    const Shape scattered = v.shape();
+    const DType dtype = x.dtype();
+    const Mesh& mesh = mesh_;
+    RecordRule(
+        {&x}, v,
+        [scattered, dtype, axes, scatter_dimension, tiled, &mesh](const std::vector<Shards>& g) {
+          Shards cts;
+          for (size_t d = 0; d < g[0].size(); ++d) {
+            std::vector<Array> parts;
+            for (const int64_t peer : mesh.Group(static_cast<int64_t>(d), axes)) {
+              Array part = CotangentOf(g[0], peer, scattered, dtype);
+              if (!tiled) {
+                Shape shape = part.shape;
+                shape.insert(shape.begin() + scatter_dimension, 1);
+                part = part.WithShape(shape);
+              }
+              parts.push_back(std::move(part));
+            }
+            std::vector<const Array*> pointers;
+            for (const Array& p : parts) pointers.push_back(&p);
+            cts.push_back(Concat(pointers, scatter_dimension));
+          }
+          return std::vector<Shards>{std::move(cts)};
+        },
+        "psum_scatter");
+  }
   return v;
 }
 

@@ -35,12 +35,18 @@ Value ReshapeAndUpdateWeights(const MoeContext& ctx, const Value& weights, const
   Value seq_index = tr::Constant(t, index_helper(s, {s, 1}), {"index_length", "S1"});
   seq_index = t.ShardWithLogical(seq_index, "index_length", "S1",
                                  LogicalNames({"activation_length", nullptr}), "");
-  return t.Apply({OpKind::kScatterSet,
-                  "",
-                  {{"index", "(arange(B)[:,None,None], arange(S)[:,None], top_k_indices)"}}},
-                 {&zeros, &indices, &weights}, {"weights", "BSE"}, [](const Args& a) {
-                   return PutAlongAxis(*a[0], *a[1], Cast(*a[2], a[0]->dtype), -1);
-                 });
+  return t.Apply(
+      {OpKind::kScatterSet,
+       "",
+       {{"index", "(arange(B)[:,None,None], arange(S)[:,None], top_k_indices)"}}},
+      {&zeros, &indices, &weights}, {"weights", "BSE"},
+      [](const Args& a) { return PutAlongAxis(*a[0], *a[1], Cast(*a[2], a[0]->dtype), -1); },
+      // The weights land at the indices (distinct per token): their cotangent is
+      // read back from there; the zeros they overwrite carry none.
+      [](const Args& a, const Args&, const Args& g) {
+        return std::vector<Array>{Array{}, Array{},
+                                  Cast(TakeAlongAxis(*g[0], *a[1], -1), a[2]->dtype)};
+      });
 }
 
 namespace {
@@ -351,9 +357,10 @@ Value WeightSum(const MoeContext& ctx, const DenseRouting& r, Value intermediate
   const auto sc = t.Scope("weight_sum");
   std::optional<Value> weights = r.weights;
   if (s.decoder_block == "llama4") {
-    const Value ones =
-        t.Apply({OpKind::kOnesLike, "", {}}, {&r.top.weights}, {"top_k_weights", "BSK"},
-                [](const Args& a) { return FullLike(*a[0], 1.0f, a[0]->dtype); });
+    const Value ones = t.Apply(
+        {OpKind::kOnesLike, "", {}}, {&r.top.weights}, {"top_k_weights", "BSK"},
+        [](const Args& a) { return FullLike(*a[0], 1.0f, a[0]->dtype); },
+        [](const Args&, const Args&, const Args&) { return std::vector<Array>{Array{}}; });
     weights = ReshapeAndUpdateWeights(ctx, ones, r.top.indices);
   }
   Value w = *weights;

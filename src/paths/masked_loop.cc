@@ -27,11 +27,19 @@ PathOutput MaskedLoop(const MoeContext& ctx, const Value& inputs, const Value& g
   for (int64_t e = 0; e < s.num_experts; ++e) {
     const auto expert = t.Iteration("expert", e, s.num_experts);
     auto row = [&](const Value& w, const char* name, const char* dims) {
-      return t.Apply({OpKind::kIndex, "", {{"expr", fmt::format("{}[{}]", name, e)}}}, {&w},
-                     {name, dims, TensorKind::kWeight}, [&](const Args& a) {  // a kernel slice
-                       Shape shape(a[0]->shape.begin() + 1, a[0]->shape.end());
-                       return Reshape(Slice(*a[0], 0, e, 1), shape);
-                     });
+      return t.Apply(
+          {OpKind::kIndex, "", {{"expr", fmt::format("{}[{}]", name, e)}}}, {&w},
+          {name, dims, TensorKind::kWeight},
+          [&](const Args& a) {  // a kernel slice
+            Shape shape(a[0]->shape.begin() + 1, a[0]->shape.end());
+            return Reshape(Slice(*a[0], 0, e, 1), shape);
+          },
+          [e](const Args& a, const Args&, const Args& g) {
+            const Shape shape(a[0]->shape.begin() + 1, a[0]->shape.end());
+            return std::vector<Array>{
+                SelectionVjp([&](const Array& p) { return Reshape(Slice(p, 0, e, 1), shape); },
+                             a[0]->shape, a[0]->dtype, *g[0])};
+          });
     };
     const Value w0 = row(k.w0, "w0_kernel", "MH"), w1 = row(k.w1, "w1_kernel", "MH"),
                 wo = row(k.wo, "wo_kernel", "HM");
@@ -51,12 +59,25 @@ PathOutput MaskedLoop(const MoeContext& ctx, const Value& inputs, const Value& g
         {OpKind::kMaskedWeight,
          "",
          {{"expr", fmt::format("weights[..., {0}] * any(top_k_indices == {0}, -1)", e)}}},
-        {&gating, &top.indices}, {"weighted_mask", "BS1"}, [&](const Args& a) {
+        {&gating, &top.indices}, {"weighted_mask", "BS1"},
+        [&](const Args& a) {
           const Shape bs1 = {a[0]->shape[0], a[0]->shape[1], 1};
           const Array g = Reshape(Slice(*a[0], 2, e, 1), bs1);
           const Array hit =
               Sum(Equal(*a[1], Scalar(static_cast<float>(e), DType::kInt32)), 2, true);
           return Cast(Mul(Cast(g, acc), Cast(Greater(hit, Scalar(0, DType::kInt32)), acc)), acc);
+        },
+        // weights[..., e] where the token chose e: the cotangent goes back to column e there.
+        [e](const Args& a, const Args&, const Args& g) {
+          const Shape bs1 = {a[0]->shape[0], a[0]->shape[1], 1};
+          const Array hit =
+              Sum(Equal(*a[1], Scalar(static_cast<float>(e), DType::kInt32)), 2, true);
+          const Array masked = Mul(Cast(*g[0], DType::kFloat32),
+                                   Cast(Greater(hit, Scalar(0, DType::kInt32)), DType::kFloat32));
+          return std::vector<Array>{
+              SelectionVjp([&](const Array& p) { return Reshape(Slice(p, 2, e, 1), bs1); },
+                           a[0]->shape, a[0]->dtype, masked),
+              Array{}};
         });
     const Value masked = tr::Binary(t, OpKind::kMul, tr::Cast(t, y, acc, {"expert_output", "BSM"}),
                                     scale, {"masked_output", "BSM"});

@@ -16,7 +16,9 @@ namespace shardtrace {
 struct MoeSettings;
 
 // Records the kernels as weights and runs the block on `inputs` [B,S,M]; returns [B,S,M].
+// `param_prefix` names the kernels' golden-format arrays: "mlp_" (a dense layer: mlp_wi_0,
+// mlp_wo) or "shared_" (shared experts: shared_wi_0, shared_wo).
 Value MlpBlock(Tracer& t, const MoeSettings& settings, const Value& inputs, const MlpParams& params,
-               const std::string& scope);
+               const std::string& scope, const std::string& param_prefix);
 
 }  // namespace shardtrace

@@ -75,15 +75,16 @@ PathOutput RoutedMoE(const MoeContext& ctx, const Value& inputs_in, const MoePar
     wi_axes = {"embed_moe", std::nullopt, "expert_only"};
     wo_axes = {"embed_moe", "expert_only", std::nullopt};
   }
-  const Value gate_kernel = t.Weight({"gate.kernel", "ME"}, p.gate_kernel, gate_axes);
+  const Value gate_kernel =
+      t.Weight({"gate.kernel", "ME"}, p.gate_kernel, gate_axes, "gate_kernel");
   std::optional<Value> gate_bias;
   if (settings.routed_bias) {
     const auto cond = t.Condition("routed_bias");
-    gate_bias = t.Weight({"gate.bias", "E"}, *p.gate_bias, LogicalAxes{std::nullopt});
+    gate_bias = t.Weight({"gate.bias", "E"}, *p.gate_bias, LogicalAxes{std::nullopt}, "gate_bias");
   }
-  const Value wi_0 = t.Weight({"wi_0", "EMH"}, p.wi_0, wi_axes);
-  const Value wi_1 = t.Weight({"wi_1", "EMH"}, p.wi_1, wi_axes);
-  const Value wo = t.Weight({"wo", "EHM"}, p.wo, wo_axes);
+  const Value wi_0 = t.Weight({"wi_0", "EMH"}, p.wi_0, wi_axes, "wi_0");
+  const Value wi_1 = t.Weight({"wi_1", "EMH"}, p.wi_1, wi_axes, "wi_1");
+  const Value wo = t.Weight({"wo", "EHM"}, p.wo, wo_axes, "wo");
   // fp8 storage: each routed kernel's float32 scale is a parameter of its own, sharded like
   // its kernel (moe.py: the kernel axes for a block grid, the expert axis alone for [E]).
   std::optional<Value> wi_0_scale, wi_1_scale, wo_scale;
@@ -93,20 +94,21 @@ PathOutput RoutedMoE(const MoeContext& ctx, const Value& inputs_in, const MoePar
     const std::string dims = blocks ? "E--" : "E";
     const LogicalAxes wi_scale_axes = blocks ? wi_axes : LogicalAxes{wi_axes.front()};
     const LogicalAxes wo_scale_axes = blocks ? wo_axes : LogicalAxes{wo_axes.front()};
-    wi_0_scale = t.Weight({"wi_0_scale", dims}, *p.wi_0_scale, wi_scale_axes);
-    wi_1_scale = t.Weight({"wi_1_scale", dims}, *p.wi_1_scale, wi_scale_axes);
-    wo_scale = t.Weight({"wo_scale", dims}, *p.wo_scale, wo_scale_axes);
+    wi_0_scale = t.Weight({"wi_0_scale", dims}, *p.wi_0_scale, wi_scale_axes, "wi_0_scale");
+    wi_1_scale = t.Weight({"wi_1_scale", dims}, *p.wi_1_scale, wi_scale_axes, "wi_1_scale");
+    wo_scale = t.Weight({"wo_scale", dims}, *p.wo_scale, wo_scale_axes, "wo_scale");
   }
   std::optional<Value> wi_0_bias, wi_1_bias, wo_bias, per_expert_scale;
   if (settings.mlp_bias) {
     const auto cond = t.Condition("mlp_bias");
-    wi_0_bias = t.Weight({"wi_0_bias", "EH"}, *p.wi_0_bias, {"exp", "activation_mlp"});
-    wi_1_bias = t.Weight({"wi_1_bias", "EH"}, *p.wi_1_bias, {"exp", "activation_mlp"});
-    wo_bias = t.Weight({"wo_bias", "EM"}, *p.wo_bias, {"exp", "activation_embed"});
+    wi_0_bias = t.Weight({"wi_0_bias", "EH"}, *p.wi_0_bias, {"exp", "activation_mlp"}, "wi_0_bias");
+    wi_1_bias = t.Weight({"wi_1_bias", "EH"}, *p.wi_1_bias, {"exp", "activation_mlp"}, "wi_1_bias");
+    wo_bias = t.Weight({"wo_bias", "EM"}, *p.wo_bias, {"exp", "activation_embed"}, "wo_bias");
   }
   if (s.decoder_block == "gemma4") {
     const auto cond = t.Condition("decoder_block == gemma4");
-    per_expert_scale = t.Weight({"per_expert_scale", "E"}, *p.per_expert_scale, {"exp"});
+    per_expert_scale =
+        t.Weight({"per_expert_scale", "E"}, *p.per_expert_scale, {"exp"}, "per_expert_scale");
   }
 
   const Value inputs = tr::Cast(t, inputs_in, s.dtype, {"inputs", "BSM"});
@@ -130,10 +132,16 @@ PathOutput RoutedMoE(const MoeContext& ctx, const Value& inputs_in, const MoePar
   if (per_expert_scale) {
     const auto cond = t.Condition("decoder_block == gemma4");
     const Value scale = tr::Cast(t, *per_expert_scale, s.dtype, {"per_expert_scale", "E"});
-    k.wo = t.Apply({OpKind::kMul, "", {{"broadcast", "per_expert_scale[:, None, None]"}}},
-                   {&k.wo, &scale}, {"wo_kernel", "EHM"}, [](const std::vector<const Array*>& a) {
-                     return Mul(*a[0], Reshape(*a[1], {a[1]->shape[0], 1, 1}));
-                   });
+    k.wo = t.Apply(
+        {OpKind::kMul, "", {{"broadcast", "per_expert_scale[:, None, None]"}}}, {&k.wo, &scale},
+        {"wo_kernel", "EHM"},
+        [](const std::vector<const Array*>& a) {
+          return Mul(*a[0], Reshape(*a[1], {a[1]->shape[0], 1, 1}));
+        },
+        [](const Tracer::Args& a, const Tracer::Args&, const Tracer::Args& g) {
+          auto [dw, ds] = MulVjp(*a[0], Reshape(*a[1], {a[1]->shape[0], 1, 1}), *g[0]);
+          return std::vector<Array>{std::move(dw), ds.WithShape(a[1]->shape)};
+        });
   }
   if (wi_0_bias) {
     const auto cond = t.Condition("mlp_bias");
@@ -165,12 +173,12 @@ Value SharedExpertGated(const MoeContext& ctx, const Value& inputs, const MoePar
                         const Value& routed) {
   Tracer& t = ctx.t;
   const MoeSetup& s = ctx.setup;
-  const Value shared_out = MlpBlock(t, s.settings, inputs, *p.shared, "shared_expert");
+  const Value shared_out = MlpBlock(t, s.settings, inputs, *p.shared, "shared_expert", "shared_");
   Value gate_out;
   {
     const auto scope = t.Scope("shared_expert_gate");
     const Value kernel = t.Weight({"shared_expert_gate.kernel", "M1"}, *p.shared_expert_gate,
-                                  LogicalAxes{"embed", std::nullopt});
+                                  LogicalAxes{"embed", std::nullopt}, "shared_expert_gate");
     const Value x = tr::Cast(t, inputs, s.dtype, {"inputs", "BSM"});
     const Value k = tr::Cast(t, kernel, s.dtype, {"shared_expert_gate.kernel", "M1"});
     gate_out = tr::Einsum(t, "BSM,MO -> BSO", x, k, s.dtype, {"shared_gate_output", "BS1"});
@@ -184,6 +192,43 @@ Value SharedExpertGated(const MoeContext& ctx, const Value& inputs, const MoePar
   ctx.Capture(Capture::kSharedExpertOutput, shared_out.array());
   ctx.Capture(Capture::kSharedExpertGateOutput, gate_out.array());
   return output;
+}
+
+// The training step's reverse pass over what the tracer recorded on `tape`: the loss
+// sum(float32(output) * cotangent) + lb_loss, seeded with the cotangent (rounded to the
+// output's dtype, as the VJP of the float32 cast does) and 1 for lb_loss.
+Gradients StepGradients(Tracer& t, const Tape& tape, const Array& cotangent,
+                        const Captures& captures, const std::optional<Value>& lb_loss) {
+  const Trace& trace = t.trace();
+  const TensorRecord& out = trace.tensors[trace.output];
+  if (cotangent.shape != out.shape)
+    Fail("array 'cotangent' has shape {}, expected the block output's {}",
+         ShapeToString(cotangent.shape), ShapeToString(out.shape));
+  const Array* output = captures.Find(Capture::kOutput);
+  SHARDTRACE_CHECK(output != nullptr);
+  double loss = 0;
+  for (size_t i = 0; i < cotangent.values().size(); ++i)
+    loss += static_cast<double>(output->values()[i]) * cotangent.values()[i];
+  std::map<int, Shards> seeds = {{trace.output, {Cast(cotangent, out.dtype)}}};
+  if (lb_loss) {
+    loss += lb_loss->array().values()[0];
+    seeds[lb_loss->tensor] = {Array::Filled({}, lb_loss->dtype(), 1.0f)};
+  }
+  std::vector<int> wanted = {trace.input};
+  for (const auto& [name, id] : trace.parameters) wanted.push_back(id);
+  const std::map<int, Shards> cotangents = tape.Backward(std::move(seeds), wanted);
+  Gradients g;
+  g.loss = Array::FromData({}, DType::kFloat32, {static_cast<float>(loss)});
+  auto gradient = [&](int id) {
+    const auto found = cotangents.find(id);
+    const TensorRecord& record = trace.tensors[id];
+    if (found == cotangents.end() || !found->second.front().numeric())
+      return Array::Filled(record.shape, DType::kFloat32, 0.0f);
+    return Cast(found->second.front(), DType::kFloat32);
+  };
+  g.arrays["inputs"] = gradient(trace.input);
+  for (const auto& [name, id] : trace.parameters) g.arrays[name] = gradient(id);
+  return g;
 }
 
 }  // namespace
@@ -210,6 +255,13 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
   }
   t.set_summaries(options.summaries);
   t.set_progress(options.progress);
+  // A training step records the forward pass on a tape for the reverse pass below.
+  std::optional<Tape> tape;
+  if (options.numeric && options.cotangent != nullptr) {
+    tape.emplace();
+    t.set_tape(&*tape);
+  }
+  std::optional<Value> lb_loss;  // what the step's loss adds to the output's part
   BlockRun run;
   t.trace().maxtext_revision = setup.settings.revision.Title();
   t.trace().maxtext_revision_why = setup.settings.revision.why;
@@ -220,7 +272,7 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
     t.trace().block = "mlp";
     t.trace().path = "MlpBlock (dense layer, intermediate mlp_dim)";
     const Value inputs = t.Input({"inputs", "BSM"}, params.inputs);
-    const Value out = MlpBlock(t, setup.settings, inputs, *params.dense, "MlpBlock");
+    const Value out = MlpBlock(t, setup.settings, inputs, *params.dense, "MlpBlock", "mlp_");
     ctx.Capture(Capture::kOutput, out.array());
     t.trace().input = inputs.tensor;
     t.trace().output = out.tensor;
@@ -236,7 +288,7 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
                             : "Qwen3NextSparseMoeBlock.shared_expert (MlpBlock)";
     const Value inputs = t.Input({"inputs", "BSM"}, params.inputs);
     const Value out = MlpBlock(t, setup.settings, inputs, *params.shared,
-                               shared ? "shared_experts" : "shared_expert");
+                               shared ? "shared_experts" : "shared_expert", "shared_");
     ctx.Capture(Capture::kOutput, out.array());
     t.trace().input = inputs.tensor;
     t.trace().output = out.tensor;
@@ -294,7 +346,7 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
       output = SharedExpertGated(ctx, inputs, params, routed.output);
     } else if (shared) {
       const Value shared_out =
-          MlpBlock(t, setup.settings, inputs, *params.shared, "shared_experts");
+          MlpBlock(t, setup.settings, inputs, *params.shared, "shared_experts", "shared_");
       output = tr::Binary(t, OpKind::kAdd, routed.output, shared_out, {"output", "BSM"});
       // The two addends, for the invariant output == routed + shared.
       ctx.Capture(Capture::kRoutedExpertsOutput, routed.output.array());
@@ -316,8 +368,10 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
                  {}});
     }
     if (routed.lb_loss) ctx.Capture(Capture::kLbLoss, routed.lb_loss->array());
+    lb_loss = routed.lb_loss;
     if (routed.bias_updates) ctx.Capture(Capture::kBiasUpdates, routed.bias_updates->array());
   }
+  if (tape) run.gradients = StepGradients(t, *tape, *options.cotangent, run.captures, lb_loss);
   run.trace = std::move(t).Finish();
   return run;
 }

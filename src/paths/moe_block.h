@@ -6,6 +6,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,9 +24,22 @@ class Mesh;
 enum class Block { kMoe, kMlp, kShared };
 Block ParseBlock(const std::string& name);  // "moe" | "mlp" | "shared"
 
+// A training step's gradients (issue 25; testdata/golden-format.md): the loss
+// sum(float32(output) * cotangent) + lb_loss (lb_loss as the block returns it, 0 when it returns
+// none; the bias update is not differentiated) and its gradient with respect to the block input
+// and every parameter, computed by the reverse pass through the simulated devices.
+struct Gradients {
+  Array loss;  // float32 []
+  // float32, by golden-format name: "inputs", then each of Trace::parameters ("gate_kernel",
+  // "wi_0", "shared_wo", ...). A parameter no cotangent reaches (a bias that only decides the
+  // routing) has a zero gradient, as in JAX.
+  std::map<std::string, Array> arrays;
+};
+
 struct BlockRun {
   Trace trace;
-  Captures captures;  // the numeric arrays golden checks and trees read
+  Captures captures;                   // the numeric arrays golden checks and trees read
+  std::optional<Gradients> gradients;  // when RunOptions::cotangent was given
 };
 
 // True when the decoder wraps the routed experts in RoutedAndSharedMoE.
@@ -48,6 +62,9 @@ struct RunOptions {
   Progress* progress = nullptr;
   // What a numeric run may hold (CheckNumericSize over every simulated device); --max-memory.
   int64_t budget_bytes = kNumericBudgetBytes;
+  // A numeric run given the cotangent of the output (float32, the output's shape) also
+  // differentiates the training step's loss (Gradients); not owned.
+  const Array* cotangent = nullptr;
 };
 
 BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,

@@ -17,6 +17,25 @@ using Args = std::vector<const Array*>;
 
 namespace {
 
+// jnp.take(mode="clip")'s indices: clamped into [0, n).
+Array ClipIndices(const Array& indices, int64_t n) {
+  Array idx = indices;
+  for (float& v : idx.mutable_values()) v = std::clamp<float>(v, 0.0f, static_cast<float>(n - 1));
+  return idx;
+}
+
+// where((arange(rows) < sum(group_sizes))[:, None], rows, 0): the rows past the groups zeroed.
+Array ZeroRowsPastGroups(const Array& rows, const Array& group_sizes) {
+  if (!rows.numeric()) return rows;
+  Array out = rows;
+  float kept = 0;
+  for (const float g : group_sizes.values()) kept += g;
+  const int64_t row = out.shape[1];
+  const int64_t first = std::min<int64_t>(static_cast<int64_t>(kept), out.shape[0]);
+  std::fill(out.mutable_values().begin() + first * row, out.mutable_values().end(), 0.0f);
+  return out;
+}
+
 // The letter of a value's last dim: M, or Mc (Q) for one embedding chunk of the pipeline.
 std::string LastLetter(Tracer& t, const Value& v) {
   const std::string& dims = t.trace().tensors[v.tensor].dims;
@@ -178,8 +197,10 @@ Value Unpermute(const MoeContext& ctx, const Value& intermediate,
   const auto ws = t.Scope("weight_sum");
   if (s.decoder_block == "llama4") {
     const auto cond = t.Condition("decoder_block == llama4");
-    w = t.Apply({OpKind::kOnesLike, "", {}}, {&w}, {"reshaped_weights", "TK"},
-                [](const Args& a) { return FullLike(*a[0], 1.0f, a[0]->dtype); });
+    w = t.Apply(
+        {OpKind::kOnesLike, "", {}}, {&w}, {"reshaped_weights", "TK"},
+        [](const Args& a) { return FullLike(*a[0], 1.0f, a[0]->dtype); },
+        [](const Args&, const Args&, const Args&) { return std::vector<Array>{Array{}}; });
     ctx.CapturePerDevice(Capture::kWeightSumWeightsPerDevice, w.shards);
   }
   if (ctx.settings().float32_weight_sum) {
@@ -404,29 +425,40 @@ Value Gmm(const MoeContext& ctx, const Value& inputs, const Value& kernel, const
        {"padded_rows", fmt::format("{} (multiple of wi_tile_fwd_batch_seq {})", padded, tile)},
        {"padding", std::to_string(padded - rows)}});
   op.einsum = ParseEinsum(op.equation);
-  return t.Apply(op, {&inputs, &kernel, &group_sizes}, {name, out_dims}, [&](const Args& a) {
-    // Zero padding rows never reach a group, so the math is ragged_dot's.
-    return RaggedDot(Cast(*a[0], s.dtype), Cast(*a[1], s.dtype), *a[2], s.dtype, t.pool());
-  });
+  const DType dtype = s.dtype;
+  return t.Apply(
+      op, {&inputs, &kernel, &group_sizes}, {name, out_dims},
+      [&](const Args& a) {
+        // Zero padding rows never reach a group, so the math is ragged_dot's.
+        return RaggedDot(Cast(*a[0], dtype), Cast(*a[1], dtype), *a[2], dtype, t.pool());
+      },
+      [dtype](const Args& a, const Args&, const Args& g) {
+        auto [dl, dr] = RaggedDotVjp(Cast(*a[0], dtype), Cast(*a[1], dtype), *a[2], *g[0]);
+        return std::vector<Array>{CastVjp(*a[0], dl), CastVjp(*a[1], dr), Array{}};
+      });
 }
 
 Value TransformBias(const MoeContext& ctx, const Value& expert_ids, const Value& bias,
                     const std::string& name) {
   const std::string row = ctx.t.trace().tensors[expert_ids.tensor].dims.substr(0, 1);
   const std::string col = ctx.t.trace().tensors[bias.tensor].dims.substr(1);
-  return ctx.t.Apply({OpKind::kTake, "", {{"expr", "bias[expert_ids]"}, {"mode", "clip"}}},
-                     {&bias, &expert_ids}, {name, row + col}, [](const Args& a) {
-                       if (!a[0]->numeric() || !a[1]->numeric()) {
-                         Shape s = a[1]->shape;
-                         s.push_back(a[0]->shape[1]);
-                         return Array::Symbolic(s, a[0]->dtype);
-                       }
-                       const int64_t n = a[0]->shape[0];
-                       Array idx = *a[1];
-                       for (float& v : idx.mutable_values())
-                         v = std::clamp<float>(v, 0.0f, static_cast<float>(n - 1));
-                       return Take(*a[0], idx, 0);
-                     });
+  return ctx.t.Apply(
+      {OpKind::kTake, "", {{"expr", "bias[expert_ids]"}, {"mode", "clip"}}}, {&bias, &expert_ids},
+      {name, row + col},
+      [](const Args& a) {
+        if (!a[0]->numeric() || !a[1]->numeric()) {
+          Shape s = a[1]->shape;
+          s.push_back(a[0]->shape[1]);
+          return Array::Symbolic(s, a[0]->dtype);
+        }
+        return Take(*a[0], ClipIndices(*a[1], a[0]->shape[0]), 0);
+      },
+      [](const Args& a, const Args&, const Args& g) {
+        const Array idx = ClipIndices(*a[1], a[0]->shape[0]);
+        return std::vector<Array>{SelectionVjp([&](const Array& p) { return Take(p, idx, 0); },
+                                               a[0]->shape, a[0]->dtype, *g[0]),
+                                  Array{}};
+      });
 }
 
 Value MaskRowsPastGroups(const MoeContext& ctx, const Value& rows, const Value& group_sizes,
@@ -437,15 +469,11 @@ Value MaskRowsPastGroups(const MoeContext& ctx, const Value& rows, const Value& 
        "",
        {{"expr",
          fmt::format("where((arange({0}.shape[0]) < sum(group_sizes))[:, None], {0}, 0)", name)}}},
-      {&rows, &group_sizes}, {name, dims}, [](const Args& a) {
-        if (!a[0]->numeric()) return *a[0];
-        Array out = *a[0];
-        float kept = 0;
-        for (const float g : a[1]->values()) kept += g;
-        const int64_t row = out.shape[1];
-        const int64_t first = std::min<int64_t>(static_cast<int64_t>(kept), out.shape[0]);
-        std::fill(out.mutable_values().begin() + first * row, out.mutable_values().end(), 0.0f);
-        return out;
+      {&rows, &group_sizes}, {name, dims},
+      [](const Args& a) { return ZeroRowsPastGroups(*a[0], *a[1]); },
+      // A mask that does not depend on the rows: the cotangent is masked the same way.
+      [](const Args& a, const Args&, const Args& g) {
+        return std::vector<Array>{ZeroRowsPastGroups(*g[0], *a[1]), Array{}};
       });
 }
 

@@ -140,6 +140,52 @@ void ReportFacts(Tracer& t, const RaggedExchange& x, const std::string& out_name
 
 }  // namespace
 
+void Tracer::RecordRaggedTranspose(const Value& operand, const Value& output,
+                                   const Value& input_offsets, const Value& send_sizes,
+                                   const Value& output_offsets, const Value& recv_sizes,
+                                   const Value& result, std::vector<std::vector<float>> sources) {
+  const Shape operand_shape = operand.shape(), buffer_shape = result.shape();
+  const DType dtype = result.dtype();
+  RecordRule(
+      {&operand, &output, &input_offsets, &send_sizes, &output_offsets, &recv_sizes}, result,
+      [operand_shape, buffer_shape, dtype,
+       sources = std::move(sources)](const std::vector<Shards>& g) {
+        // The exchange reversed (JAX's transpose is a ragged_all_to_all with the offsets
+        // swapped): each received row's cotangent goes back to the sender's row it came from;
+        // the buffer keeps the cotangent of the rows nothing was written to.
+        const int64_t rows = operand_shape[0];
+        const int64_t row = rows > 0 ? NumElements(operand_shape) / rows : 0;
+        const size_t devices = sources.size();
+        std::vector<std::vector<float>> operand_ct(
+            devices, std::vector<float>(static_cast<size_t>(NumElements(operand_shape)), 0.0f));
+        Shards output_ct;
+        for (size_t dst = 0; dst < devices; ++dst) {
+          if (!g[0][dst].numeric()) {
+            output_ct.push_back(Array::Symbolic(buffer_shape, dtype));
+            continue;
+          }
+          std::vector<float> kept = g[0][dst].values();
+          for (size_t r = 0; r < sources[dst].size(); ++r) {
+            if (sources[dst][r] < 0) continue;
+            const auto source = static_cast<int64_t>(sources[dst][r]);
+            const int64_t src = source / rows, src_row = source % rows;
+            for (int64_t i = 0; i < row; ++i) {
+              operand_ct[src][src_row * row + i] += kept[r * row + i];
+              kept[r * row + i] = 0.0f;
+            }
+          }
+          output_ct.push_back(Array::FromData(buffer_shape, dtype, std::move(kept)));
+        }
+        Shards operand_shards;
+        for (std::vector<float>& ct : operand_ct) {
+          for (float& value : ct) value = RoundTo(dtype, value);
+          operand_shards.push_back(Array::FromData(operand_shape, dtype, std::move(ct)));
+        }
+        return std::vector<Shards>{std::move(operand_shards), std::move(output_ct), {}, {}, {}, {}};
+      },
+      "ragged_all_to_all");
+}
+
 Value Tracer::RaggedAllToAll(const Value& operand, const Value& output, const Value& input_offsets,
                              const Value& send_sizes, const Value& output_offsets,
                              const Value& recv_sizes, const std::vector<std::string>& axes,
@@ -154,9 +200,11 @@ Value Tracer::RaggedAllToAll(const Value& operand, const Value& output, const Va
   const int64_t row_bytes = row * ByteSize(operand.dtype());
   const int64_t devices = mesh_.num_devices();
   RaggedExchange exchange;
+  std::vector<std::vector<float>> sources;  // what the transpose sends back
   if (numeric_) {
     exchange = MoveRows(in, name, mesh_, axes, row, row_bytes);
     ReportFacts(*this, exchange, out.name, devices, n, output.shape()[0]);
+    if (tape_) sources = exchange.sources;
     if (row_sources) {
       row_sources->clear();
       for (std::vector<float>& rows : exchange.sources) {
@@ -177,6 +225,9 @@ Value Tracer::RaggedAllToAll(const Value& operand, const Value& output, const Va
                    {operand.tensor, output.tensor, input_offsets.tensor, send_sizes.tensor,
                     output_offsets.tensor, recv_sizes.tensor},
                    v.tensor, axes, std::move(exchange.sent), std::move(exchange.received));
+  if (tape_)
+    RecordRaggedTranspose(operand, output, input_offsets, send_sizes, output_offsets, recv_sizes, v,
+                          std::move(sources));
   return v;
 }
 

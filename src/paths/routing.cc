@@ -112,13 +112,18 @@ TopKOutput GetTopK(const MoeContext& ctx, const Value& gate_logits,
     Value candidates = gate_logits;
     if (ctx.settings().n_routing_groups != -1) {
       const Value mask = ExpertGroupMask(ctx, gate_logits);
-      candidates = t.Apply({OpKind::kWhere, "", {{"else", "-inf"}}}, {&mask, &gate_logits},
-                           {"masked_logits", "BSE"}, [](const std::vector<const Array*>& a) {
-                             const Array zero = Scalar(0.0f, a[0]->dtype);
-                             const Array ninf =
-                                 Scalar(-std::numeric_limits<float>::infinity(), a[1]->dtype);
-                             return Where(Greater(*a[0], zero), *a[1], ninf);
-                           });
+      candidates = t.Apply(
+          {OpKind::kWhere, "", {{"else", "-inf"}}}, {&mask, &gate_logits}, {"masked_logits", "BSE"},
+          [](const std::vector<const Array*>& a) {
+            const Array zero = Scalar(0.0f, a[0]->dtype);
+            const Array ninf = Scalar(-std::numeric_limits<float>::infinity(), a[1]->dtype);
+            return Where(Greater(*a[0], zero), *a[1], ninf);
+          },
+          [](const Tracer::Args& a, const Tracer::Args&, const Tracer::Args& g) {
+            const Array keep = Greater(*a[0], Scalar(0.0f, a[0]->dtype));
+            return std::vector<Array>{
+                Array{}, Cast(Where(keep, *g[0], Scalar(0.0f, g[0]->dtype)), a[1]->dtype)};
+          });
     }
     auto [vals, idx] =
         tr::TopK(t, candidates, k, {"top_k_values", "BSK"}, {"top_k_indices", "BSK"});
@@ -192,16 +197,25 @@ Value LoadBalanceLossImpl(const MoeContext& ctx, const Value& top_k_indices,
   const double k = per_k ? static_cast<double>(ctx.setup.top_k) : 1.0;
   const float scale =
       static_cast<float>(static_cast<double>(e * e) * ctx.settings().load_balance_loss_weight / k);
-  return t.Apply({OpKind::kMean,
-                  "",
-                  {{"scale", per_k ? "num_experts**2 * load_balance_loss_weight / "
-                                     "num_experts_per_tok (release: density / top_k)"
-                                   : "num_experts**2 * load_balance_loss_weight"}}},
-                 {&density, &density_prob}, {"lb_loss", ""},
-                 [&](const std::vector<const Array*>& a) {
-                   const Array m = Mean(Mul(*a[0], *a[1]));
-                   return Mul(m, Scalar(scale, m.dtype));
-                 });
+  return t.Apply(
+      {OpKind::kMean,
+       "",
+       {{"scale", per_k ? "num_experts**2 * load_balance_loss_weight / "
+                          "num_experts_per_tok (release: density / top_k)"
+                        : "num_experts**2 * load_balance_loss_weight"}}},
+      {&density, &density_prob}, {"lb_loss", ""},
+      [&](const std::vector<const Array*>& a) {
+        const Array m = Mean(Mul(*a[0], *a[1]));
+        return Mul(m, Scalar(scale, m.dtype));
+      },
+      [scale](const Tracer::Args& a, const Tracer::Args&, const Tracer::Args& g) {
+        const Array product = Mul(*a[0], *a[1]);
+        std::vector<int64_t> all(static_cast<size_t>(product.rank()));
+        for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+        const Array dm = Mul(*g[0], Scalar(scale, g[0]->dtype));
+        auto [da, db] = MulVjp(*a[0], *a[1], MeanVjp(product, all, false, dm));
+        return std::vector<Array>{std::move(da), std::move(db)};
+      });
 }
 
 }  // namespace

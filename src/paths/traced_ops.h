@@ -14,6 +14,7 @@
 #include "numeric/reduce.h"
 #include "numeric/shape_ops.h"
 #include "numeric/sort_ops.h"
+#include "numeric/vjp.h"
 #include "paths/tracer.h"
 
 namespace shardtrace::traced {

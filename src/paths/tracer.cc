@@ -106,7 +106,8 @@ int Tracer::RecordOp(OpDesc op, std::vector<int> inputs, std::vector<int> output
   return trace_.ops.back().id;
 }
 
-Value Tracer::Weight(const Out& out, Array value, const LogicalAxes& kernel_axes) {
+Value Tracer::Weight(const Out& out, Array value, const LogicalAxes& kernel_axes,
+                     const std::string& param) {
   const Resolution res = ResolveLogicalAxes(kernel_axes, rules_, &mesh_);
   Value v{-1, {std::move(value)}, false};
   v.tensor = Record(out, v.shards, false);
@@ -126,6 +127,8 @@ Value Tracer::Weight(const Out& out, Array value, const LogicalAxes& kernel_axes
         e.what(), LogicalAxesToString(kernel_axes));
   }
   RecordOp({OpKind::kParam, "", {}}, {}, {v.tensor});
+  trace_.parameters.emplace_back(param, v.tensor);
+  if (tape_) tape_->AddLeaf(v.tensor);
   return v;
 }
 
@@ -133,11 +136,12 @@ Value Tracer::Input(const Out& out, Array value) {
   Value v{-1, {std::move(value)}, false};
   v.tensor = Record(out, v.shards, false);
   RecordOp({OpKind::kInput, "", {}}, {}, {v.tensor});
+  if (tape_) tape_->AddLeaf(v.tensor);
   return v;
 }
 
 std::vector<Value> Tracer::ApplyN(const OpDesc& op, const std::vector<const Value*>& inputs,
-                                  const std::vector<Out>& outs, const Fn& fn) {
+                                  const std::vector<Out>& outs, const Fn& fn, Vjp vjp) {
   bool per_device = false;
   size_t shards = 1;
   for (const Value* in : inputs) {
@@ -180,14 +184,22 @@ std::vector<Value> Tracer::ApplyN(const OpDesc& op, const std::vector<const Valu
     values.push_back(std::move(v));
   }
   RecordOp(op, in_ids, out_ids);
+  if (tape_) {
+    std::vector<const Value*> produced_values;
+    for (const Value& v : values) produced_values.push_back(&v);
+    RecordVjp(op, inputs, produced_values, std::move(vjp));
+  }
   return values;
 }
 
 Value Tracer::Apply(const OpDesc& op, const std::vector<const Value*>& inputs, const Out& out,
-                    const std::function<Array(const std::vector<const Array*>&)>& fn) {
-  return std::move(ApplyN(op, inputs, {out}, [&](const std::vector<const Array*>& args) {
-                     return std::vector<Array>{fn(args)};
-                   }).front());
+                    const std::function<Array(const std::vector<const Array*>&)>& fn, Vjp vjp) {
+  return std::move(
+      ApplyN(
+          op, inputs, {out},
+          [&](const std::vector<const Array*>& args) { return std::vector<Array>{fn(args)}; },
+          std::move(vjp))
+          .front());
 }
 
 void Tracer::Dump(const std::string& name, const Array& value, const std::string& logical,
@@ -220,6 +232,7 @@ Value Tracer::Constrain(const Value& x, const std::string& name, const std::stri
   OpDesc op{OpKind::kShardingConstraint, "", {{"spec", spec.ToString()}}};
   if (axes) op.attrs.insert(op.attrs.begin(), {"logical_axes", LogicalAxesToString(*axes)});
   RecordOp(op, {x.tensor}, {v.tensor});
+  RecordVjp(op, {&x}, {&v}, IdentityVjp());
   return v;
 }
 
@@ -244,8 +257,9 @@ Value Tracer::ShardWithPspec(const Value& x, const std::string& name, const std:
 
 Value Tracer::OptimizationBarrier(const Value& x) {
   const TensorRecord& in = trace_.tensors[x.tensor];
-  return Apply({OpKind::kOptimizationBarrier, "", {}}, {&x}, {in.name, in.dims, in.kind},
-               [](const std::vector<const Array*>& a) { return *a[0]; });
+  return Apply(
+      {OpKind::kOptimizationBarrier, "", {}}, {&x}, {in.name, in.dims, in.kind},
+      [](const std::vector<const Array*>& a) { return *a[0]; }, IdentityVjp());
 }
 
 Value Tracer::ShardMapIn(const Value& x, const std::string& name, const std::string& dims,
@@ -270,6 +284,7 @@ Value Tracer::ShardMapIn(const Value& x, const std::string& name, const std::str
             "",
             {{"spec", spec.ToString()}, {"global_shape", ShapeToString(x.shape())}}},
            {x.tensor}, {v.tensor});
+  if (tape_) RecordShardMapInVjp(x, v, spec);
   return v;
 }
 
@@ -309,6 +324,7 @@ Value Tracer::ShardMapOut(const Value& x, const std::string& name, const std::st
   t.constraint = Constraint::kShardMapOut;
   t.partition_spec = spec;
   RecordOp({OpKind::kShardMapOut, "", {{"spec", spec.ToString()}}}, {x.tensor}, {v.tensor});
+  if (tape_) RecordShardMapOutVjp(x, v, spec);
   return v;
 }
 

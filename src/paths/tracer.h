@@ -20,6 +20,7 @@
 
 #include "ir/trace.h"
 #include "numeric/array.h"
+#include "numeric/tape.h"
 #include "shard/axis_rules.h"
 #include "shard/mesh.h"
 
@@ -99,6 +100,11 @@ class Tracer {
     const bool ragged = numeric_ && ragged_buffer_rows_ > 0 && !dims.empty() && dims[0] == 'U';
     return ragged ? ragged_buffer_rows_ : rows;
   }
+  // Numeric runs that take gradients record every op that reads a tracked value (one that
+  // depends on a parameter or the input) onto `tape` with its backward rule
+  // (paths/tracer_vjp.cc); null, the default, records nothing and keeps nothing alive.
+  void set_tape(Tape* tape) { tape_ = tape; }
+  Tape* tape() const { return tape_; }
   // Shows the op and device being computed (numeric runs); null for none.
   void set_progress(Progress* progress) { progress_ = progress; }
   const Mesh& mesh() const { return mesh_; }
@@ -136,18 +142,31 @@ class Tracer {
   // The file stem MaxText's debug dump uses for constraints from here on: "moe", "linears".
   void SetDumpFile(std::string stem) { dump_file_ = std::move(stem); }
 
-  // A parameter with its kernel axes (resolved to a PartitionSpec).
-  Value Weight(const Out& out, Array value, const LogicalAxes& kernel_axes);
+  // A parameter with its kernel axes (resolved to a PartitionSpec). `param` is the
+  // golden-format name of the array it holds ("wi_0", "shared_wo"), listed in
+  // Trace::parameters; gradients are taken with respect to it.
+  Value Weight(const Out& out, Array value, const LogicalAxes& kernel_axes,
+               const std::string& param);
   // An input activation (no constraint).
   Value Input(const Out& out, Array value);
 
   // Runs `fn` on every device's shard of the inputs (inputs with one shard are broadcast
   // to every device) and records one op with one output per returned array.
   using Fn = std::function<std::vector<Array>(const std::vector<const Array*>&)>;
+  // The vector-Jacobian product of one device's op, for the tape: the op's input arrays,
+  // its output arrays and the cotangents of its outputs (zeros where none reached a floating
+  // output; a non-numeric Array for an integer or bool output) in; the cotangent of each
+  // input out (a non-numeric Array where none flows). It runs after the forward pass, so it
+  // must capture by value. An op given none that a cotangent reaches is an internal error.
+  using Args = std::vector<const Array*>;
+  using Vjp = std::function<std::vector<Array>(const Args& inputs, const Args& outputs,
+                                               const Args& cotangents)>;
   std::vector<Value> ApplyN(const OpDesc& op, const std::vector<const Value*>& inputs,
-                            const std::vector<Out>& outs, const Fn& fn);
+                            const std::vector<Out>& outs, const Fn& fn, Vjp vjp = nullptr);
   Value Apply(const OpDesc& op, const std::vector<const Value*>& inputs, const Out& out,
-              const std::function<Array(const std::vector<const Array*>&)>& fn);
+              const std::function<Array(const std::vector<const Array*>&)>& fn, Vjp vjp = nullptr);
+  // The VJP of an op whose output is its first input's value (markers, constraints).
+  static Vjp IdentityVjp();
 
   // _maybe_shard_with_logical(x, axes): resolves with the rules, records the constrained
   // tensor under `name` and a debug-dump entry "<file>/<name>" (MaxText's naming).
@@ -211,6 +230,24 @@ class Tracer {
                        const std::vector<int>& inputs, int output,
                        const std::vector<std::string>& axes, std::vector<int64_t> sent,
                        std::vector<int64_t> received);
+  // Records the op that made `outputs` from `inputs` on the tape (when one is set and an
+  // input is tracked), running `vjp` per device (paths/tracer_vjp.cc).
+  void RecordVjp(const OpDesc& op, const std::vector<const Value*>& inputs,
+                 const std::vector<const Value*>& outputs, Vjp vjp);
+  // shard_map's transpose as JAX defines it (check_vma=False): the cotangent of an input is
+  // psummed over the mesh axes its spec leaves out, and an output's is divided by the
+  // devices its spec replicates it over.
+  void RecordShardMapInVjp(const Value& x, const Value& v, const PartitionSpec& spec);
+  void RecordShardMapOutVjp(const Value& x, const Value& v, const PartitionSpec& spec);
+  // ragged_all_to_all's transpose: `sources` says, per receiving device and buffer row,
+  // which sender's row it holds (sender * operand rows + row, or -1).
+  void RecordRaggedTranspose(const Value& operand, const Value& output, const Value& input_offsets,
+                             const Value& send_sizes, const Value& output_offsets,
+                             const Value& recv_sizes, const Value& result,
+                             std::vector<std::vector<float>> sources);
+  // Records a rule over whole per-device values (collectives, shard_map boundaries).
+  void RecordRule(const std::vector<const Value*>& inputs, const Value& output, Tape::Rule rule,
+                  const std::string& what);
   void Dump(const std::string& name, const Array& value, const std::string& logical,
             const PartitionSpec& spec);
   Value Constrain(const Value& x, const std::string& name, const std::string& dims,
@@ -225,6 +262,7 @@ class Tracer {
   bool summaries_ = true;
   int64_t ragged_buffer_rows_ = 0;  // 0: records keep the arrays' own row count
   Progress* progress_ = nullptr;
+  Tape* tape_ = nullptr;
   std::vector<std::string> scopes_;
   std::vector<std::string> conditions_;
   std::string dump_file_ = "moe";

@@ -50,8 +50,9 @@ RunInputs LoadInputs(const RunRequest& request) {
 RunResult Run(const RunRequest& request) {
   RunSetup s = Prepare(request);
   if (request.step && s.setup.inference)
-    Fail("--step: model_call_mode=inference traces a forward pass only; a training step needs "
-         "model_call_mode other than inference");
+    Fail(
+        "--step: model_call_mode=inference traces a forward pass only; a training step needs "
+        "model_call_mode other than inference");
   const RematPolicy policy = request.step ? RematPolicyOf(s.config) : RematPolicy{};
   RunOptions options;
   options.numeric = request.numeric() || request.arrays != nullptr;
@@ -60,6 +61,7 @@ RunResult Run(const RunRequest& request) {
   options.budget_bytes = request.budget_bytes;
   options.summaries = request.summaries;
   options.progress = request.progress;
+  options.cotangent = request.cotangent;
   BlockRun run = RunBlock(s.config, s.mesh, s.setup, Params(request, s), request.block, options);
   // The decoder layer's constraint on the normed hidden states, which the block receives.
   const LogicalAxes arrival =
@@ -69,8 +71,8 @@ RunResult Run(const RunRequest& request) {
   const TraceTotals totals = ComputeTotals(run.trace, spmd);
   std::optional<StepResult> step;
   if (request.step) step = AnalyzeStep(s.mesh, run.trace, spmd, policy);
-  return {std::move(s),          std::move(run.trace), std::move(spmd), std::move(run.captures),
-          totals,                std::move(step)};
+  return {std::move(s), std::move(run.trace), std::move(spmd),         std::move(run.captures),
+          totals,       std::move(step),      std::move(run.gradients)};
 }
 
 }  // namespace shardtrace

@@ -41,6 +41,8 @@ struct RunResult {
   // RunRequest::step: the training step's backward collectives, gradients and memory
   // (spmd/step_model.h), beside the forward; unset for a forward run.
   std::optional<StepResult> step;
+  // A training step's loss and gradients (RunRequest::cotangent), beside the forward trace.
+  std::optional<Gradients> gradients;
 };
 
 // The config and mesh alone (`explain` and `compare-dump` resolve axes of any config).

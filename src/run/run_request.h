@@ -49,6 +49,10 @@ struct RunRequest {
   // model_call_mode=inference, which has no backward pass.
   bool step = false;
   bool summaries = true;  // per-tensor min/max/mean in numeric traces
+  // A training step (numeric): the cotangent of the block output (float32, its shape), from
+  // which Run differentiates loss = sum(float32(output) * cotangent) + lb_loss into
+  // RunResult::gradients. Not owned; must outlive Run.
+  const Array* cotangent = nullptr;
   Progress* progress = nullptr;
 
   bool numeric() const { return evaluation == Evaluation::kNumeric; }
