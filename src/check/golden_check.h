@@ -48,8 +48,8 @@ struct CheckOptions {
 // The inputs (parameters) a golden case may hold; its expected outputs are GoldenCaptures()
 // (ir/captures.h), and for a training step `loss` and `grad_<input>` (StepArrayNames).
 const std::vector<std::string>& GoldenInputNames();
-// The expected arrays of a training step a case may hold: "loss", "grad_inputs",
-// "grad_gate_kernel", ... (one per GoldenInputNames() entry but the cotangent).
+// The arrays of a training step a case may hold: its input "cotangent", then the expected
+// "loss", "grad_inputs", "grad_gate_kernel", ... (one per GoldenInputNames() entry).
 const std::vector<std::string>& StepArrayNames();
 
 // Compares one expected array with an actual one (shape, then values).

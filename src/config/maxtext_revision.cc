@@ -54,7 +54,8 @@ const std::vector<RevisionInfo>& Revisions() {
                      .batch_split_kernels_expert_first = true,
                      .ragged_buffer_truncates_group_sizes = true,
                      .deepseek_routing_models = {"deepseek3", "deepseek4", "kimi-k2"},
-                     .bias_counts_summed_over_batch_axes = true}},
+                     .bias_counts_summed_over_batch_axes = true,
+                     .sparse_lb_loss_from_pre_bias_logits = true}},
   };
   return kTable;
 }

@@ -69,6 +69,12 @@ struct RevisionBehaviour {
   // excluded on the ring, whose logits are gathered over it) before rate * sign(mean - count)
   // (the release). The seed and main count each device's own tokens.
   bool bias_counts_summed_over_batch_axes = false;
+  // The sparse path's load-balance loss takes its router probabilities from pre_bias_logits
+  // when the routing keeps them (permute: "ensures the router bias does not leak into the
+  // auxiliary loss gradient", the release, moe.py:1521-1523); the seed, main and every dense
+  // path take them from the biased gate_logits. Equal values while the bias is zero; the
+  // bias's gradient tells them apart.
+  bool sparse_lb_loss_from_pre_bias_logits = false;
 };
 
 // One row of the revision table.

@@ -58,7 +58,11 @@ PermuteOutput TopKAndLosses(const MoeContext& ctx, const Value& gate_logits,
     if (precomputed && precomputed->density_prob) {
       out.lb_loss = LoadBalanceLossFromDensityProb(ctx, top.indices, *precomputed->density_prob);
     } else {
-      const Value probs = RouterProbs(ctx, gate_logits);
+      // The release takes the loss's probabilities from the unbiased scores when the routing
+      // keeps them (moe.py:1521-1523), so the router bias gets no gradient from the loss.
+      const bool unbiased =
+          pre_bias_logits && ctx.settings().revision.behaviour.sparse_lb_loss_from_pre_bias_logits;
+      const Value probs = RouterProbs(ctx, unbiased ? *pre_bias_logits : gate_logits);
       out.lb_loss = LoadBalanceLoss(ctx, top.indices, probs);
     }
   }
