@@ -1,9 +1,9 @@
 // MaxText's own training-step gradients (testdata/maxtext/cases/step_*: jax.value_and_grad of
 // MaxText 0.2.5's block, exported by tools/maxtext_oracle/export_step.py) against shardtrace's
 // reverse pass through the simulated devices, through the command a user runs: `check` must
-// pass every step case (the loss and every grad_* array within the forward's tolerances; the
-// bfloat16 case at the tolerance its forward case documents) and say how many gradient arrays
-// it compared, which must be every grad_* array of the case.
+// pass every step case (the loss and every grad_* array at the default tolerance; the bfloat16
+// cases' arrays at the tolerances testdata/maxtext/README.md lists under Known disagreements)
+// and say how many gradient arrays it compared, which must be every grad_* array of the case.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -41,24 +41,55 @@ int GradientArrays(const fs::path& dir) {
 TEST_CASE("check passes MaxText's training-step gradients on every step case", "[maxtext][step]") {
   const std::vector<fs::path> cases = StepCases();
   REQUIRE(cases.size() >= 12);
+  const std::vector<testing::Known> known = testing::KnownDisagreements();
+  int listed = 0;
   for (const fs::path& dir : cases) {
     const std::string name = dir.filename().string();
     INFO("case " << name);
-    std::vector<std::string> args = {"check", "--quiet", dir.string()};
-    // bfloat16 activations: the tolerance the forward bf16 cases document (testdata/maxtext
-    // README, Known disagreements: rounding points differ from XLA's).
-    if (name.find("_bf16") != std::string::npos)
-      args.insert(args.end(), {"--atol", "2e-3", "--rtol", "2e-2"});
-    const testing::CommandResult r = testing::RunShardtrace(args);
+    const testing::CommandResult r = testing::RunShardtrace({"check", "--quiet", dir.string()});
     INFO(r.out << r.err);
-    CHECK(r.status == 0);
-    CHECK(r.out.find("PASS  ") == 0);
     const int grads = GradientArrays(dir);
     CHECK(grads >= 4);
     CHECK(r.out.find(fmt::format("training step: loss and {} gradient arrays compared", grads)) !=
           std::string::npos);
-    CHECK(r.out.find("loss ") != std::string::npos);
+    CHECK(r.out.find("  loss ") != std::string::npos);
+    // Every array either passes at the default tolerance, or is a listed known disagreement
+    // (testdata/maxtext/README.md: the bfloat16 cases) that still fails there and passes at
+    // the tolerance listed.
+    std::vector<const testing::Known*> rows;
+    for (const testing::Known& k : known)
+      if (k.case_name == name) rows.push_back(&k);
+    listed += static_cast<int>(rows.size());
+    if (rows.empty()) {
+      CHECK(r.status == 0);
+      CHECK(r.out.rfind("PASS  ", 0) == 0);
+      continue;
+    }
+    for (const testing::Known* k : rows) {
+      INFO("listed " << k->array);
+      CHECK(r.out.find(fmt::format("\n  {} ", k->array)) != std::string::npos);
+      const size_t at = r.out.find(fmt::format("\n  {} ", k->array));
+      CHECK(r.out.substr(at, r.out.find('\n', at + 1) - at).find("FAIL") != std::string::npos);
+      REQUIRE(k->agrees_at);
+      const testing::CommandResult again = testing::RunShardtrace(
+          {"check", "--quiet", dir.string(), "--atol", fmt::format("{}", k->agrees_at->first),
+           "--rtol", fmt::format("{}", k->agrees_at->second)});
+      const size_t row = again.out.find(fmt::format("\n  {} ", k->array));
+      REQUIRE(row != std::string::npos);
+      CHECK(again.out.substr(row, again.out.find('\n', row + 1) - row).find("pass") !=
+            std::string::npos);
+    }
+    // Nothing fails that is not listed.
+    size_t pos = 0;
+    while ((pos = r.out.find("FAIL  ", pos + 1)) != std::string::npos) {
+      const size_t line = r.out.rfind('\n', pos) + 3;
+      const std::string array = r.out.substr(line, r.out.find(' ', line) - line);
+      INFO("failing array " << array);
+      CHECK(std::any_of(rows.begin(), rows.end(),
+                        [&](const testing::Known* k) { return k->array == array; }));
+    }
   }
+  CHECK(listed >= 7);
 }
 
 TEST_CASE("check fails a step case whose gradient is wrong, naming the array", "[maxtext][step]") {

@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -164,6 +165,40 @@ RunResult SeededRun(const std::vector<std::string>& args, int64_t devices, Block
 
 Trace SymbolicTrace(const std::vector<std::string>& args, int64_t devices, Block block) {
   return Run(SymbolicRequest(args, devices, block)).trace;
+}
+
+namespace {
+
+std::string Trim(const std::string& s) {
+  const size_t a = s.find_first_not_of(" `");
+  const size_t b = s.find_last_not_of(" `");
+  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
+
+}  // namespace
+
+std::vector<Known> KnownDisagreements() {
+  std::istringstream in(ReadFile(SourcePath("testdata/maxtext/README.md")));
+  std::vector<Known> rows;
+  std::string line;
+  bool in_section = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("## ", 0) == 0) in_section = line == "## Known disagreements";
+    if (!in_section || line.rfind("| ", 0) != 0 || line.rfind("| case", 0) == 0 ||
+        line.rfind("|--", 0) == 0 || line.rfind("| --", 0) == 0)
+      continue;
+    std::vector<std::string> cells;
+    std::istringstream row(line.substr(1));
+    std::string cell;
+    while (std::getline(row, cell, '|')) cells.push_back(Trim(cell));
+    REQUIRE(cells.size() >= 3);
+    Known k{cells[0], cells[1], std::nullopt};
+    double atol = 0, rtol = 0;
+    if (std::sscanf(cells[2].c_str(), "atol %lf, rtol %lf", &atol, &rtol) == 2)
+      k.agrees_at = std::pair{atol, rtol};
+    rows.push_back(k);
+  }
+  return rows;
 }
 
 }  // namespace shardtrace::testing

@@ -6,7 +6,9 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "numeric/array.h"
@@ -69,5 +71,15 @@ RunResult SeededRun(const std::vector<std::string>& args, int64_t devices,
 // The symbolic (full-size) trace of `block` for `args` on `devices` devices.
 Trace SymbolicTrace(const std::vector<std::string>& args, int64_t devices,
                     Block block = Block::kMoe);
+
+// One row of the "Known disagreements" table of testdata/maxtext/README.md: an array of a
+// MaxText case that differs from shardtrace's at the default tolerance, and the tolerance it
+// agrees at (none: never).
+struct Known {
+  std::string case_name, array;
+  std::optional<std::pair<double, double>> agrees_at;  // atol, rtol
+};
+// The table's rows: | case | array | agrees at | ... |, "agrees at" being "atol A, rtol R" or "-".
+std::vector<Known> KnownDisagreements();
 
 }  // namespace shardtrace::testing
