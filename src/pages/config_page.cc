@@ -113,7 +113,10 @@ MarkdownExample TotalsExample(const Trace& trace, const SpmdResult& spmd) {
 std::string RenderConfigPage(const ConfigPageRequest& request) {
   const std::vector<std::string>& args = request.args;
   const Block block = ParseBlock(request.block);
-  const RunResult symbolic = Run(SymbolicRequest(args, request.devices, block));
+  RunRequest symbolic_request = SymbolicRequest(args, request.devices, block);
+  // The page shows the training step beside the forward pass wherever there is one.
+  symbolic_request.step = !Prepare(symbolic_request).setup.inference;
+  const RunResult symbolic = Run(symbolic_request);
   const RunSetup& in = symbolic.setup;
   const MoeSetup& setup = in.setup;
   const Trace& trace = symbolic.trace;
@@ -197,6 +200,7 @@ std::string RenderConfigPage(const ConfigPageRequest& request) {
   doc.summary_section = SummaryMarkdown(
       {.trace = &trace,
        .spmd = &spmd,
+       .step = symbolic.step ? &*symbolic.step : nullptr,
        .totals = symbolic.totals,
        .knobs = TraceKnobs({.args = args, .devices = devices, .block = request.block, .extra = {}},
                            trace),

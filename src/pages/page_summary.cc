@@ -54,7 +54,8 @@ std::string PathLine(const Trace& trace) {
                      trace.num_devices, why);
 }
 
-std::string BudgetTable(const Trace& trace, const SpmdResult& spmd, const TraceTotals& totals) {
+std::string BudgetTable(const Trace& trace, const SpmdResult& spmd, const TraceTotals& totals,
+                        const StepResult* step) {
   const MemoryEstimate& m = spmd.memory;
   std::string by_dtype;
   for (const auto& [dtype, bytes] : m.parameter_bytes_by_dtype)
@@ -69,7 +70,8 @@ std::string BudgetTable(const Trace& trace, const SpmdResult& spmd, const TraceT
   }
   int written = 0, implied = 0;
   for (const CollectiveTotal& c : totals.collectives) (c.written ? written : implied) += c.count;
-  std::string out = "| per device, forward pass | bytes | |\n|---|---|---|\n";
+  std::string out = step ? "| per device, forward pass (then the training step) | bytes | |\n|---|---|---|\n"
+                         : "| per device, forward pass | bytes | |\n|---|---|---|\n";
   out += fmt::format("| parameters | {} | {} |\n", HumanBytes(m.parameter_bytes), by_dtype);
   out += fmt::format("| block input | {} | |\n", HumanBytes(m.input_bytes));
   out +=
@@ -88,10 +90,22 @@ std::string BudgetTable(const Trace& trace, const SpmdResult& spmd, const TraceT
   out += fmt::format("| communication per layer, inserted by XLA | {} | {}{} |\n",
                      HumanBytes(totals.implied_bytes_sent_per_device),
                      Plural(implied, "collective"), implied > 0 ? " (" + modelled + ")" : "");
+  if (!step) return out;
+  // The step's rows (spmd/step_model.h; docs/step.md): what the forward keeps under the
+  // config's remat policy, the gradients, and the backward's collectives.
+  const StepMemory& sm = step->memory;
+  out += fmt::format(
+      "| **training step peak** | **{}** | `remat_policy={}`: + gradients {}, step temporaries "
+      "{}; sends {} (backward {}, of which remat {}) |\n",
+      HumanBytes(sm.peak_bytes()), step->policy.name, HumanBytes(sm.gradient_bytes),
+      HumanBytes(sm.peak_temporary_bytes()), HumanBytes(step->step_bytes_per_device()),
+      HumanBytes(step->backward_bytes_per_device), HumanBytes(step->recompute_bytes_per_device));
   return out;
 }
 
-std::string FitLine(int64_t peak, const std::vector<Accelerator>& accelerators) {
+// `what` names the peak: "Peak" (forward) or "Training-step peak".
+std::string FitLine(const std::string& what, int64_t peak,
+                    const std::vector<Accelerator>& accelerators) {
   std::vector<std::string> items;
   for (const Accelerator& a : accelerators) {
     const double share = static_cast<double>(peak) / (a.gib * kGiB);
@@ -99,7 +113,7 @@ std::string FitLine(int64_t peak, const std::vector<Accelerator>& accelerators) 
     items.push_back(fmt::format("{} {:g} GiB {} {}", a.name, a.gib,
                                 share <= 1 ? "fits," : "**does not fit**,", pct));
   }
-  return fmt::format("Peak against HBM per device: {}.", fmt::join(items, " · "));
+  return fmt::format("{} against HBM per device: {}.", what, fmt::join(items, " · "));
 }
 
 std::string CollectiveTable(const Trace& trace, const TraceTotals& totals) {
@@ -189,13 +203,18 @@ std::string SummaryMarkdown(const SummaryInput& in) {
   const Trace& trace = *in.trace;
   std::string out = "## Summary\n\n" + PathLine(trace) + "\n\n";
   if (in.spmd) {
-    out += BudgetTable(trace, *in.spmd, in.totals) + "\n";
-    out += FitLine(in.spmd->memory.peak_bytes(), in.accelerators);
+    out += BudgetTable(trace, *in.spmd, in.totals, in.step) + "\n";
+    out += in.step ? FitLine("Training-step peak", in.step->memory.peak_bytes(), in.accelerators)
+                   : FitLine("Peak", in.spmd->memory.peak_bytes(), in.accelerators);
   }
-  out += fmt::format(
-      "{}Every figure is per device for one layer's **forward pass** (shardtrace traces no "
-      "backward pass), from this run's totals{}.\n\n",
-      in.spmd ? " " : "", in.legend.empty() ? "" : "; " + in.legend);
+  const std::string scope =
+      in.step ? fmt::format(
+                    "one layer: the **forward pass**, and in the last row the **training "
+                    "step** (forward + backward, `remat_policy={}`; `trace --step` lists it, docs/step.md)",
+                    in.step->policy.name)
+              : "one layer's **forward pass** (an inference config has no backward pass)";
+  out += fmt::format("{}Every figure is per device for {}, from this run's totals{}.\n\n",
+                     in.spmd ? " " : "", scope, in.legend.empty() ? "" : "; " + in.legend);
   out += CollectiveTable(trace, in.totals);
   const std::string knobs = KnobTable(trace, in.knobs);
   if (!knobs.empty()) out += "\n" + knobs;

@@ -12,6 +12,7 @@
 
 #include "ir/trace.h"
 #include "pages/knob_variants.h"
+#include "spmd/step_model.h"
 #include "spmd/trace_totals.h"
 
 namespace shardtrace {
@@ -32,6 +33,9 @@ Accelerator ParseAccelerator(const std::string& text);
 struct SummaryInput {
   const Trace* trace = nullptr;      // the page's run
   const SpmdResult* spmd = nullptr;  // its SPMD result (the memory); null: no budget table
+  // The run's training step (RunResult::step), shown beside the forward budget; null for an
+  // inference config, which has no backward pass.
+  const StepResult* step = nullptr;
   TraceTotals totals;                // the run's (RunResult::totals)
   std::vector<KnobRun> knobs;    // TraceKnobs(...): the config as given first
   std::vector<Accelerator> accelerators = DefaultAccelerators();

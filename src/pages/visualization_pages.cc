@@ -362,6 +362,8 @@ RunResult SeededRun(const std::vector<std::string>& args, int64_t devices, const
   request.evaluation = Evaluation::kNumeric;
   request.seed = kSeed;
   request.masked_loop = path == "masked_loop";
+  // Pages show the training step beside the forward pass wherever there is one.
+  request.step = !Prepare(request).setup.inference;
   return Run(request);
 }
 
@@ -456,6 +458,7 @@ RenderedPage RenderPage(const VisualizationPage& v) {
   doc.summary_section =
       SummaryMarkdown({.trace = &run.trace,
                        .spmd = &run.spmd,
+                       .step = run.step ? &*run.step : nullptr,
                        .totals = run.totals,
                        .knobs = TraceKnobs({.args = v.args,
                                             .devices = v.devices,
