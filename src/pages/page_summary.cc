@@ -70,8 +70,9 @@ std::string BudgetTable(const Trace& trace, const SpmdResult& spmd, const TraceT
   }
   int written = 0, implied = 0;
   for (const CollectiveTotal& c : totals.collectives) (c.written ? written : implied) += c.count;
-  std::string out = step ? "| per device, forward pass (then the training step) | bytes | |\n|---|---|---|\n"
-                         : "| per device, forward pass | bytes | |\n|---|---|---|\n";
+  std::string out =
+      step ? "| per device, forward pass (then the training step) | bytes | |\n|---|---|---|\n"
+           : "| per device, forward pass | bytes | |\n|---|---|---|\n";
   out += fmt::format("| parameters | {} | {} |\n", HumanBytes(m.parameter_bytes), by_dtype);
   out += fmt::format("| block input | {} | |\n", HumanBytes(m.input_bytes));
   out +=
@@ -210,7 +211,8 @@ std::string SummaryMarkdown(const SummaryInput& in) {
   const std::string scope =
       in.step ? fmt::format(
                     "one layer: the **forward pass**, and in the last row the **training "
-                    "step** (forward + backward, `remat_policy={}`; `trace --step` lists it, docs/step.md)",
+                    "step** (forward + backward, `remat_policy={}`; `trace --step` lists it, "
+                    "docs/step.md)",
                     in.step->policy.name)
               : "one layer's **forward pass** (an inference config has no backward pass)";
   out += fmt::format("{}Every figure is per device for {}, from this run's totals{}.\n\n",

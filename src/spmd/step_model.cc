@@ -9,111 +9,11 @@
 
 #include "shard/sharding.h"
 #include "spmd/spmd_reshard.h"
+#include "spmd/step_rules.h"
 #include "spmd/trace_totals.h"
 
 namespace shardtrace {
 namespace {
-
-// Ops whose output is no value the loss can be differentiated through (comparisons, index
-// maps, constants): their outputs carry no cotangent.
-bool NonDifferentiable(OpKind k) {
-  switch (k) {
-    case OpKind::kInput:
-    case OpKind::kParam:
-    case OpKind::kConstant:
-    case OpKind::kZeros:
-    case OpKind::kEmpty:
-    case OpKind::kOnesLike:
-    case OpKind::kRandomRandint:
-    case OpKind::kLessEqual:
-    case OpKind::kLess:
-    case OpKind::kEqual:
-    case OpKind::kGreater:
-    case OpKind::kFloorDivide:
-    case OpKind::kMod:
-    case OpKind::kSign:
-    case OpKind::kOneHot:
-    case OpKind::kArgsort:
-    case OpKind::kBincount:
-    case OpKind::kAxisIndex:
-    case OpKind::kRoll:
-      return true;
-    default:
-      return false;
-  }
-}
-
-// The operand positions a cotangent flows into (a gather's indices and a ragged all-to-all's
-// sizes take none; a where's condition is boolean, so no cotangent reaches it anyway).
-bool DifferentiableOperand(const OpRecord& op, size_t k) {
-  switch (op.kind) {
-    case OpKind::kTake:
-    case OpKind::kTakeAlongAxis:
-    case OpKind::kDynamicSliceInDim:
-    case OpKind::kIndex:
-    case OpKind::kRaggedAllToAll:
-      return k == 0;
-    case OpKind::kScatterSet:
-      return k != 1;
-    default:
-      return true;
-  }
-}
-
-// What XLA:CPU compiles a collective of `kind` to, with the bytes each device sends and the
-// result's bytes, from the per-device block before (`in`) and after (`out`) it.
-void SetXlaCpu(StepCollective& c, const Shape& in, const Shape& out) {
-  const DType cpu = XlaCpuCollectiveDType(c.dtype);
-  const int64_t n = c.participants;
-  const int64_t in_bytes = TensorBytes(in, cpu), out_bytes = TensorBytes(out, cpu);
-  switch (c.kind) {
-    case CollectiveKind::kPsumScatter:
-      if (c.written) {  // jax.lax.psum_scatter lowers to an HLO reduce-scatter
-        c.xla_cpu_op = "reduce-scatter";
-        c.xla_cpu_bytes_per_device = in_bytes * (n - 1) / n;
-        c.xla_cpu_result_bytes = out_bytes;
-      } else {  // GSPMD on XLA:CPU: an all-reduce of the whole block and a local slice
-        c.xla_cpu_op = "all-reduce";
-        c.xla_cpu_bytes_per_device = 2 * in_bytes * (n - 1) / n;
-        c.xla_cpu_result_bytes = in_bytes;
-      }
-      return;
-    case CollectiveKind::kPsum:
-      c.xla_cpu_op = "all-reduce";
-      c.xla_cpu_bytes_per_device = 2 * in_bytes * (n - 1) / n;
-      c.xla_cpu_result_bytes = in_bytes;
-      return;
-    case CollectiveKind::kAllGather:
-      c.xla_cpu_op = "all-gather";
-      c.xla_cpu_bytes_per_device = in_bytes * (n - 1);
-      c.xla_cpu_result_bytes = out_bytes;
-      return;
-    default:
-      c.xla_cpu_op = HloName(c.kind);
-      c.xla_cpu_bytes_per_device =
-          c.bytes_per_device * ByteSize(cpu) / std::max<int64_t>(1, ByteSize(c.dtype));
-      c.xla_cpu_result_bytes = out_bytes;
-      return;
-  }
-}
-
-int64_t Elements(const Shape& s) {
-  int64_t n = 1;
-  for (const int64_t d : s) n *= d;
-  return n;
-}
-
-// The kinds of the transposed collective.
-CollectiveKind Transposed(CollectiveKind k) {
-  switch (k) {
-    case CollectiveKind::kAllGather:
-      return CollectiveKind::kPsumScatter;
-    case CollectiveKind::kPsumScatter:
-      return CollectiveKind::kAllGather;
-    default:
-      return k;
-  }
-}
 
 class StepAnalysis {
  public:
@@ -408,8 +308,7 @@ class StepAnalysis {
   PartitionSpec ComputedSpec(const OpRecord& op, int id) const {
     std::optional<PartitionSpec> to;
     for (const ImpliedCollective& f : spmd_.implied_at(op.id))
-      if (f.reason == "einsum operand" && (f.tensor == id || f.tensor == CastSource(id)))
-        to = f.to;
+      if (f.reason == "einsum operand" && (f.tensor == id || f.tensor == CastSource(id))) to = f.to;
     return WithRank(to ? *to : Spec(id), T(id).shape.size());
   }
 
@@ -427,8 +326,7 @@ class StepAnalysis {
       const std::string& mine = eq.operands[k];
       std::string letters;
       for (const char c : eq.operands[1 - k] + eq.output)
-        if (mine.find(c) == std::string::npos && letters.find(c) == std::string::npos)
-          letters += c;
+        if (mine.find(c) == std::string::npos && letters.find(c) == std::string::npos) letters += c;
       std::set<std::string> partial;
       AxesOf(eq.operands[1 - k], ComputedSpec(op, other), letters, partial);
       AxesOf(eq.output, Spec(out), letters, partial);
@@ -461,9 +359,10 @@ class StepAnalysis {
       std::vector<ImpliedCollective> plan = PlanReshard(T(x).shape, T(x).dtype, from, own, mesh_);
       for (ImpliedCollective& p : plan) p.dtype = T(x).dtype;
       const std::string why =
-          weight ? fmt::format("gradient of {}: the contraction over the batch leaves partial "
-                               "sums, reduced into its sharding {}",
-                               T(named).name, own.ToString())
+          weight ? fmt::format(
+                       "gradient of {}: the contraction over the batch leaves partial "
+                       "sums, reduced into its sharding {}",
+                       T(named).name, own.ToString())
                  : fmt::format("gradient of {}: partial sums over '{}' reduced into {}", T(x).name,
                                letters, own.ToString());
       AddPlanned(op, named, plan, why);
@@ -571,8 +470,8 @@ class StepAnalysis {
       } else {
         c.kind = f.kind;
         c.bytes_per_device = f.bytes_per_device;
-        c.reason = fmt::format("transpose of the forward's {} into shard_map's in_specs",
-                               HloName(f.kind));
+        c.reason =
+            fmt::format("transpose of the forward's {} into shard_map's in_specs", HloName(f.kind));
       }
       Add(std::move(c), f.local_after, f.local_before);
     }
@@ -682,8 +581,9 @@ class StepAnalysis {
       (v.second ? m.offloaded_bytes : m.saved_bytes) += bytes;
       kept_.insert(r);
     }
-    std::stable_sort(m.saved.begin(), m.saved.end(),
-                     [](const SavedResidual& a, const SavedResidual& b) { return a.bytes > b.bytes; });
+    std::stable_sort(
+        m.saved.begin(), m.saved.end(),
+        [](const SavedResidual& a, const SavedResidual& b) { return a.bytes > b.bytes; });
     // The forward phase: its peak, plus what it keeps on the device past the last forward
     // read when that read came before the peak.
     const MemoryEstimate& f = spmd_.memory;
@@ -707,8 +607,7 @@ class StepAnalysis {
       delta[num_ops] -= v.first;
     }
     for (const TensorRecord& t : trace_.tensors) {
-      if (!need_[t.id] || IsArgument(t.id) || root_[t.id] != t.id || producer_[t.id] < 0)
-        continue;
+      if (!need_[t.id] || IsArgument(t.id) || root_[t.id] != t.id || producer_[t.id] < 0) continue;
       int last = std::max(last_reader_[t.id], producer_[t.id]);
       for (const int c : consumers_[t.id]) last = std::max(last, c);
       delta[producer_[t.id]] += spmd_.tensor(t.id).bytes_per_device;
@@ -808,8 +707,8 @@ class StepAnalysis {
   std::vector<int> producer_, last_reader_, root_;
   std::vector<std::vector<int>> consumers_;
   std::vector<bool> need_;
-  std::set<int> kept_;      // residual roots the policy keeps (device or host)
-  std::set<int> gathered_;  // ops whose VJP reads a gathered operand
+  std::set<int> kept_;                 // residual roots the policy keeps (device or host)
+  std::set<int> gathered_;             // ops whose VJP reads a gathered operand
   std::vector<StepCollective> again_;  // forward collectives remat runs again
 };
 
