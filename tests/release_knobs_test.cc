@@ -103,6 +103,35 @@ TEST_CASE("num_moe_emb_chunks gathers and routes the ring's tokens in embed-dim 
   CHECK(Has(no_v2.err, "num_moe_emb_chunks=2 needs use_gmm_v2=true and use_ring_of_experts=true"));
 }
 
+TEST_CASE("moe_dispatch_no_expert_sharding peels 'expert' off the dispatch's batch dim", "[keys]") {
+  const std::string config = CaseConfig("dense_drop_train_fsdp2_ep2_no_expert_dispatch");
+  const CommandResult peeled = Trace(config, {"--devices", "4"});
+  const CommandResult plain =
+      Trace(config, {"moe_dispatch_no_expert_sharding=false", "--devices", "4"});
+  REQUIRE(peeled.status == 0);
+  REQUIRE(plain.status == 0);
+  // MaxText's dump of the case: dispatch (and layer_w0, layer_w1) keep 'expert' on the expert
+  // dim and only fsdp on the batch; without the key the batch takes both.
+  CHECK(Has(plain.out, "P(None, ('fsdp', 'expert'), None, None)"));
+  CHECK(Has(peeled.out, "P('expert', 'fsdp', None, None)"));
+  // What XLA then does (the case's compiled HLO): the dispatched tokens move with an
+  // all-to-all over 'expert' and the kernels are no longer all-gathered over it.
+  CHECK(Has(peeled.out,
+            "all-to-all ⇄ xla  expert       2             dispatch            "
+            "RoutedMoE/dense_matmul/dispatch"));
+  CHECK_FALSE(Has(plain.out, "all-to-all ⇄ xla"));
+  CHECK(Has(peeled.out, "moe_dispatch_no_expert_sharding: dispatch, layer_w0 and layer_w1"));
+  // Dropless and inference do not read it: a note says so.
+  const CommandResult dropless = Trace(config, {"capacity_factor=-1", "--devices", "4"});
+  REQUIRE(dropless.status == 0);
+  CHECK(Has(dropless.out,
+            "note   moe_dispatch_no_expert_sharding=True: read only by dense_matmul's training "
+            "branch with capacity_factor > 0"));
+  const CommandResult seed = Trace(config, {"--devices", "4", "--maxtext-revision", "seed"});
+  CHECK(seed.status == 2);
+  CHECK(Has(seed.err, "moe_dispatch_no_expert_sharding=True: the moe.py of MaxText 313890777"));
+}
+
 TEST_CASE("A release knob under a revision whose moe.py lacks it is refused by name", "[keys]") {
   const CommandResult seed =
       Trace(CaseConfig("sparse_ep2_direct_gather"), {"--maxtext-revision", "seed"});

@@ -76,8 +76,12 @@ std::vector<MoeKeyEntry> MakeTable() {
        "partial sum; routing is chunk 0's. Not the chunk count of shardtrace's model of PR "
        "3981's proposed pipeline: that is the pseudo-key shardtrace_pr3981_emb_chunks below",
        "2", "use_ring_of_experts=true use_tokamax_gmm=true use_gmm_v2=true", RevisionId::kMain},
-      {"moe_dispatch_no_expert_sharding", "False", R,
-       "dense_matmul: takes 'expert' off the dispatch's batch dim", "True", "sparse_matmul=false"},
+      {"moe_dispatch_no_expert_sharding", "False", M,
+       "dense_matmul's training branch with capacity_factor > 0: dispatch, layer_w0 and "
+       "layer_w1 constrained with 'expert' taken off their batch dim (the expert dim keeps it), "
+       "so XLA moves the dispatched tokens with all-to-alls instead of all-gathering the expert "
+       "kernels over 'expert'; elsewhere a note says the run does not read it",
+       "True", "sparse_matmul=false capacity_factor=1.0", RevisionId::kMain},
       {"use_ragged_sort", "False", N, "a Pallas kernel for the same permutation", "True"},
       {"moe_use_direct_token_gather", "False", M,
        "permute gathers each expert-ordered row from the tokens (argsort // K) instead of "
@@ -172,11 +176,15 @@ std::vector<MoeKeyEntry> MakeTable() {
       {"use_lineage", "False", R, "Lineage DeepSeek-V3 execution", "True"},
       {"inhomogeneous_layer_cycle_interval", "1", N, "which decoder layers are MoE (layer layout)",
        "2"},
-      {"moe_mlpwi_0", "'remat'", N, "what the backward keeps: trace --step (docs/step.md)", "device"},
-      {"moe_mlpwi_1", "'remat'", N, "what the backward keeps: trace --step (docs/step.md)", "device"},
+      {"moe_mlpwi_0", "'remat'", N, "what the backward keeps: trace --step (docs/step.md)",
+       "device"},
+      {"moe_mlpwi_1", "'remat'", N, "what the backward keeps: trace --step (docs/step.md)",
+       "device"},
       {"moe_mlpwo", "'remat'", N, "what the backward keeps: trace --step (docs/step.md)", "device"},
-      {"moe_x_sorted", "'remat'", N, "what the backward keeps: trace --step (docs/step.md)", "device"},
-      {"moe_routing_maps", "'remat'", N, "what the backward keeps: trace --step (docs/step.md)", "device"},
+      {"moe_x_sorted", "'remat'", N, "what the backward keeps: trace --step (docs/step.md)",
+       "device"},
+      {"moe_routing_maps", "'remat'", N, "what the backward keeps: trace --step (docs/step.md)",
+       "device"},
       {"moe_mlp_tp_size", "1", N,
        "read by the vLLM rollout's weight converter, never by moe.py's forward", "2"},
       {"use_stream_chunking", "None", N,

@@ -130,6 +130,7 @@ MoeSettings ResolveMoeSettings(const Config& c) {
   s.ragged_buffer_factor = c.Float("ragged_buffer_factor");
   s.moe_use_direct_token_gather = BoolOr(c, "moe_use_direct_token_gather", false);
   s.moe_topk_before_ep_all_gather = BoolOr(c, "moe_topk_before_ep_all_gather", false);
+  s.moe_dispatch_no_expert_sharding = BoolOr(c, "moe_dispatch_no_expert_sharding", false);
   s.megablox = c.Bool("megablox");
   s.use_tokamax_gmm = c.Bool("use_tokamax_gmm");
   s.use_gmm_v2 = c.Bool("use_gmm_v2");

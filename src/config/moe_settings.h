@@ -90,6 +90,9 @@ struct MoeSettings {
   // Ring of experts: top-k on the local tokens, then the top-k weights and ids all-gathered
   // instead of the router logits.
   bool moe_topk_before_ep_all_gather = false;
+  // dense_matmul's training capacity branch: 'expert' peeled off the dispatch's batch dim
+  // (main and the release).
+  bool moe_dispatch_no_expert_sharding = false;
   bool megablox = true;
   bool use_tokamax_gmm = false;
   bool use_gmm_v2 = false;  // with use_tokamax_gmm: megablox's gmm on tokamax gmm v2

@@ -71,7 +71,29 @@ struct DroppingLayout {
   // The release constrains dispatch, layer_w0 and layer_w1 through _maybe_shard_moe_dispatch,
   // whose parameter is `inputs`: MaxText's frame inspection names all three "moe/inputs".
   std::optional<std::string> dispatch_helper_variable;
+  // moe_dispatch_no_expert_sharding (training branch only): _maybe_shard_moe_dispatch resolves
+  // each logical dim on its own and takes 'expert' off the batch dim (index 1).
+  bool peel_expert = false;
 };
+
+// _maybe_shard_moe_dispatch(x, axes, peel_expert): without the peel, the whole tuple through
+// the rules (the batch dim takes 'expert' from the expert dim, as flax's resolution goes);
+// with it, each dim resolved alone, then 'expert' removed from the batch dim, constrained by
+// that spec (MaxText's dump: logical "Unknown").
+Value ShardDispatch(const MoeContext& ctx, const DroppingLayout& l, const Value& x,
+                    const std::string& name, const std::string& dims, const LogicalAxes& axes) {
+  Tracer& t = ctx.t;
+  if (!l.peel_expert) return t.ShardWithLogical(x, name, dims, axes, l.dispatch_helper_variable);
+  std::vector<PartitionSpec::Entry> entries;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    PartitionSpec::Entry entry;
+    if (axes[i]) entry = ResolveLogicalAxes({axes[i]}, t.rules(), &t.mesh()).spec[0];
+    if (i == 1) std::erase(entry, std::string("expert"));
+    entries.push_back(std::move(entry));
+  }
+  return t.ShardWithPspec(x, name, dims, PartitionSpec(std::move(entries)),
+                          l.dispatch_helper_variable);
+}
 
 // get_topk, the routing weights, the load-balance loss and bias updates, as dense_matmul
 // computes them before either branch.
@@ -149,6 +171,7 @@ DroppingLayout ConstrainedMasks(const MoeContext& ctx, DenseRouting& r, const Va
         LogicalNames({"activation_exp", "activation_batch_moe", nullptr, "activation_embed_moe"});
     l.mlp_axis =
         LogicalNames({"activation_exp", "activation_batch_moe", nullptr, "activation_mlp"});
+    l.peel_expert = ctx.settings().moe_dispatch_no_expert_sharding;
     l.dispatch_eq = "BSM,BSEC -> EBCM";
     l.up_eq = "EBCM,EMH -> EBCH";
     l.down_eq = "EBCH,EHM -> EBCM";
@@ -225,8 +248,7 @@ Value Dispatch(const MoeContext& ctx, const DroppingLayout& l, const Value& inpu
         LogicalNames({nullptr, "activation_batch_moe", "activation_norm_length_moe", nullptr,
                       "activation_embed_moe"}));
   }
-  return t.ShardWithLogical(dispatch, "dispatch", e_lead + "CM", l.dispatch_axis,
-                            l.dispatch_helper_variable);
+  return ShardDispatch(ctx, l, dispatch, "dispatch", e_lead + "CM", l.dispatch_axis);
 }
 
 // The experts on the dispatched slots: wi_0 and wi_1 (EP all-gathered kernels), the
@@ -260,7 +282,7 @@ Value DroppingExperts(const MoeContext& ctx, const DroppingLayout& l, const Valu
       const auto c3 = t.Condition("activations_in_float32");
       out = tr::Cast(t, out, DType::kFloat32, {name, e_lead + "CH"});
     }
-    out = t.ShardWithLogical(out, name, e_lead + "CH", l.mlp_axis, l.dispatch_helper_variable);
+    out = ShardDispatch(ctx, l, out, name, e_lead + "CH", l.mlp_axis);
     const bool w0 = name == std::string("layer_w0");
     return tr::CheckpointName(t, out, w0 ? "moe_mlpwi_0" : "moe_mlpwi_1",
                               w0 ? "mlpwi_0" : "mlpwi_1");

@@ -141,6 +141,12 @@ MoeSetup MakeMoeSetup(MoeSettings settings, const Mesh& mesh) {
                 "context-parallel subgroup)"
               : fmt::format("model_call_mode '{}' != 'inference': generate_masks",
                             k.model_call_mode));
+    if (s.capacity_factor > 0 && !s.inference && k.moe_dispatch_no_expert_sharding)
+      s.path_reasons.push_back(fmt::format(
+          "moe_dispatch_no_expert_sharding: dispatch, layer_w0 and layer_w1 constrained with "
+          "'expert' taken off their batch dim, each logical dim resolved on its own ({})",
+          MoeRef(k.revision.id,
+                 {MoeStatement::kDispatchPeelExpert, MoeStatement::kMaybeShardMoeDispatch})));
     // The inference masks' layout: get_context_partition_and_sub_seq falls back to one
     // subgroup when the sequence does not split.
     const int64_t cp = s.seq % std::max<int64_t>(s.cp_autoregressive, 1) == 0
@@ -160,6 +166,12 @@ MoeSetup MakeMoeSetup(MoeSettings settings, const Mesh& mesh) {
       Fail("num_experts {} is not divisible by the expert-parallel size {}", s.num_experts, s.ep);
   }
   for (const std::string& note : k.key_notes) s.notes.push_back(note);
+  if (k.moe_dispatch_no_expert_sharding && !(s.path == MoePath::kDenseDropping && !s.inference))
+    s.notes.push_back(fmt::format(
+        "moe_dispatch_no_expert_sharding=True: read only by dense_matmul's training branch "
+        "with capacity_factor > 0 ({}); this run ({}{}) does not take it",
+        MoeRef(k.revision.id, {MoeStatement::kDispatchPeelExpert}), ToString(s.path),
+        s.inference ? ", model_call_mode inference" : ""));
   const std::string quantization = k.quantization;
   if (!quantization.empty() || k.use_qwix_quantization)
     s.notes.push_back(

@@ -173,6 +173,11 @@ CASES = [
          mesh={"fsdp": 2, "fsdp_transpose": 2}, use_2d_fsdp_sharding=True),
     case("dense_drop_train_fsdp2_ep2", 4, "dense_matmul dropping, fsdp=2 x expert=2",
          mesh={"fsdp": 2, "expert": 2}, sparse_matmul=False, capacity_factor=1.0),
+    case("dense_drop_train_fsdp2_ep2_no_expert_dispatch", 4,
+         "dense_matmul dropping, fsdp=2 x expert=2, moe_dispatch_no_expert_sharding: 'expert' peeled "
+         "off the batch dim of dispatch, layer_w0 and layer_w1 (the expert dim keeps it)",
+         mesh={"fsdp": 2, "expert": 2}, sparse_matmul=False, capacity_factor=1.0,
+         moe_dispatch_no_expert_sharding=True),
     case("rule_pure_fsdp", 4, "custom_mesh_and_rule pure-fsdp, sparse_matmul", custom_mesh_and_rule="pure-fsdp",
          mesh={"fsdp": 4}),
     case("qwen3_next_shared_fsdp2_tp2", 4,

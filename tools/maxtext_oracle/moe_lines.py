@@ -413,6 +413,11 @@ STATEMENTS = [
        [r"return routed_experts \+ shared_experts"]),
     St("RoutedAndSharedMoeBody", "RoutedAndSharedMoE.__call__ whole", "2169-2181",
        [r"class RoutedAndSharedMoE\(", fn("__call__")], [r"return routed_experts \+ shared_experts"]),
+    # --- Keys the seed's moe.py does not read (main and the release).
+    St("DispatchPeelExpert", "dense_matmul reads moe_dispatch_no_expert_sharding (training, capacity)", "-",
+       [DENSE, r"moe_peel_expert = self\.config\.moe_dispatch_no_expert_sharding"], seed=None),
+    St("MaybeShardMoeDispatch", "_maybe_shard_moe_dispatch: 'expert' peeled off the batch dim", "-",
+       [fn("_maybe_shard_moe_dispatch")], [r"return self\._maybe_shard_with_pspec\(inputs, pspec\)"], seed=None),
 ]
 
 
