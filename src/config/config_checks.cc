@@ -9,7 +9,6 @@
 
 #include "config/derived_dims.h"
 #include "numeric/activations.h"
-#include "numeric/dtype.h"
 #include "util/checked.h"
 #include "util/error.h"
 
@@ -73,16 +72,18 @@ void CheckIntKeys(const ValueMap& values) {
 }
 
 void CheckDtypeKeys(const ValueMap& values) {
-  // MaxText computes activations and keeps weights in a floating dtype; ParseDType also knows
-  // int32 and bool (npz arrays), which are no model dtype. float8_e4m3fn is a weight storage
-  // type (common_types.is_fp8_dtype: kernels dequantized to `dtype` before each matmul), not
-  // a compute dtype.
+  // MaxText computes activations and keeps weights in a floating dtype; ParseDType
+  // (numeric/dtype.h) also knows int32 and bool (npz arrays), which are no model dtype.
+  // float8_e4m3fn is a weight storage type (common_types.is_fp8_dtype: kernels dequantized to
+  // `dtype` before each matmul), not a compute dtype.
   for (const std::string_view key : {"dtype", "weight_dtype"}) {
     const auto it = values.find(key);
     if (it == values.end() || it->second.type == ConfigValue::Type::kNull) continue;
     const std::string text = ValueAsString(key, it->second);
-    const DType dtype = ParseDType(text, key);
-    if (!IsFloating(dtype) || (key == "dtype" && dtype == DType::kFloat8E4M3Fn))
+    // The names MaxText takes (types.py DType; no 'bf16' or 'fp32' aliases).
+    const bool known = text == "bfloat16" || text == "float16" || text == "float32" ||
+                       (key == "weight_dtype" && text == "float8_e4m3fn");
+    if (!known)
       Fail("{}: unknown dtype {} (expected bfloat16, float16 or float32{})", key,
            it->second.ToString(),
            key == "weight_dtype" ? ", or float8_e4m3fn for fp8 storage" : "");

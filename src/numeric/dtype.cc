@@ -27,9 +27,11 @@ std::string ToString(DType dtype) {
 }
 
 DType ParseDType(std::string_view text, std::string_view key) {
-  if (text == "bfloat16" || text == "bf16") return DType::kBfloat16;
-  if (text == "float16" || text == "fp16" || text == "f16") return DType::kFloat16;
-  if (text == "float32" || text == "fp32" || text == "f32") return DType::kFloat32;
+  // Only the names MaxText takes: the release's config validation (types.py DType) refuses
+  // 'bf16', 'fp32', ... and the seed's jnp.dtype() does not know them either.
+  if (text == "bfloat16") return DType::kBfloat16;
+  if (text == "float16") return DType::kFloat16;
+  if (text == "float32") return DType::kFloat32;
   if (text == "int32") return DType::kInt32;
   if (text == "bool") return DType::kBool;
   if (text == "float8_e4m3fn") return DType::kFloat8E4M3Fn;

@@ -15,8 +15,8 @@ enum class DType { kBfloat16, kFloat16, kFloat32, kInt32, kBool, kFloat8E4M3Fn }
 
 // "bfloat16", "float16", "float32", "int32", "bool", "float8_e4m3fn" (jax's spelling).
 std::string ToString(DType dtype);
-// Parses a MaxText dtype string; also accepts "bf16"/"fp32"/"f32". Throws Error naming
-// `key` on anything else.
+// Parses a dtype name as MaxText spells it (no "bf16"/"fp32" aliases: MaxText refuses them).
+// Throws Error naming `key` on anything else.
 DType ParseDType(std::string_view text, std::string_view key);
 int64_t ByteSize(DType dtype);
 bool IsFloating(DType dtype);
