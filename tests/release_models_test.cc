@@ -3,6 +3,7 @@
 // (Qwen3NextSparseMoeBlock for qwen3_next / qwen3_5), and what MaxText refuses. The model
 // files are the release's own, under testdata/maxtext-moe-models/ (PROVENANCE.md there).
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -85,6 +86,26 @@ TEST_CASE("base_config includes a config file beside the file, then in the confi
   CHECK_THAT(m.out, Catch::Contains("E=512 K=10 H=512") &&
                         Catch::Contains("<- " + outer + " <- " +
                                         dir.File("configs/models/qwen3-next-80b-a3b.yml") + "\n"));
+}
+
+TEST_CASE("A release model file named from inside its own folder finds base.yml one folder up",
+          "[release]") {
+  // `cd configs/models && shardtrace trace qwen3.5-35b-a3b-fp8.yml`: the file's
+  // base_config: "base.yml" is not beside it but one folder up. A file named without a folder
+  // has an empty parent_path(), and the lookup used to climb from "" twice: "found neither at
+  // base.yml nor at base.yml". pyconfig finds it (its configs folder).
+  const TempDir dir;
+  dir.Write("configs/base.yml", ReadFile(ReleaseBase()));
+  dir.Write("configs/models/qwen3.5-35b-a3b-fp8.yml",
+            ReadFile(ReleaseConfigs() + "/models/qwen3.5-35b-a3b-fp8.yml"));
+  const std::filesystem::path before = std::filesystem::current_path();
+  std::filesystem::current_path(dir.path() / "configs" / "models");
+  const CommandResult r = RunShardtrace({"config", "qwen3.5-35b-a3b-fp8.yml", "--devices", "8"});
+  std::filesystem::current_path(before);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.out, Catch::Contains("files      ../base.yml <- qwen3.5-35b-a3b-fp8.yml\n") &&
+                        Catch::Contains("weight_dtype='float8_e4m3fn'"));
 }
 
 TEST_CASE("base_config cycles and missing files are refused naming the files", "[release]") {

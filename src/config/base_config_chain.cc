@@ -35,7 +35,9 @@ std::filesystem::path LocateInclude(const std::filesystem::path& including,
   }
   const std::filesystem::path beside = including.parent_path() / path;
   if (IsFile(beside)) return beside;
-  const std::filesystem::path configs = including.parent_path().parent_path() / path;
+  // One folder up, written relative to the including file's folder: a file named without a
+  // folder (`x.yml`, run from inside models/) has no parent_path() to climb from.
+  const std::filesystem::path configs = (including.parent_path() / ".." / path).lexically_normal();
   if (IsFile(configs)) return configs;
   Fail("base_config '{}' (in {}): found neither at {} nor at {}", named, including.string(),
        beside.string(), configs.string());
