@@ -4,6 +4,8 @@
 // tests/maxtext_oracle_test.cc), MaxText's validation of it is shardtrace's, and a revision
 // whose moe.py lacks the key refuses it by name. Also shardtrace's own pseudo-key of its PR
 // 3981 model, which is not MaxText's num_moe_emb_chunks.
+#include <fmt/format.h>
+
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
@@ -130,6 +132,41 @@ TEST_CASE("moe_dispatch_no_expert_sharding peels 'expert' off the dispatch's bat
   const CommandResult seed = Trace(config, {"--devices", "4", "--maxtext-revision", "seed"});
   CHECK(seed.status == 2);
   CHECK(Has(seed.err, "moe_dispatch_no_expert_sharding=True: the moe.py of MaxText 313890777"));
+}
+
+TEST_CASE("num_moe_token_chunks runs the ring once per sequence chunk", "[keys]") {
+  const std::string config = CaseConfig("sparse_ep2_ring_token_chunks");
+  const CommandResult chunked = Trace(config);
+  const CommandResult plain = Trace(config, {"num_moe_token_chunks=1"});
+  REQUIRE(chunked.status == 0);
+  REQUIRE(plain.status == 0);
+  CHECK(Has(chunked.out, "sparse_matmul/ring_of_experts in 2 token chunks (EP=2, TP=1, megablox)"));
+  // Each chunk gathers its [4,4,16] tokens and [4,4,8] logits and reduce-scatters its output
+  // (the case's compiled HLO: two of each); without the key, one of each, twice the size.
+  for (const char* chunk : {"token_chunk_0", "token_chunk_1"}) {
+    INFO(chunk);
+    CHECK(Has(chunked.out, fmt::format("  all_gather        expert  2             x            "
+                                       "RoutedMoE/sparse_matmul/wrapper/{}  512 B",
+                                       chunk)));
+    CHECK(Has(chunked.out, fmt::format("  psum_scatter      expert  2             output       "
+                                       "RoutedMoE/sparse_matmul/wrapper/{}  512 B",
+                                       chunk)));
+  }
+  CHECK(Has(plain.out,
+            "  all_gather        expert  2             x            "
+            "RoutedMoE/sparse_matmul/wrapper  1.0 KiB"));
+  // MaxText's validation.
+  const CommandResult three = Trace(config, {"num_moe_token_chunks=3"});
+  CHECK(three.status == 2);
+  CHECK(three.err ==
+        "shardtrace: error: num_moe_token_chunks=3 must evenly divide max_target_length=8: "
+        "MaxText's config validation refuses it\n");
+  const CommandResult no_ring = Trace(config, {"use_ring_of_experts=false"});
+  CHECK(no_ring.status == 2);
+  CHECK(Has(no_ring.err, "num_moe_token_chunks=2 needs use_ring_of_experts=true"));
+  const CommandResult seed = Trace(config, {"--maxtext-revision", "seed"});
+  CHECK(seed.status == 2);
+  CHECK(Has(seed.err, "num_moe_token_chunks=2: the moe.py of MaxText 313890777"));
 }
 
 TEST_CASE("A release knob under a revision whose moe.py lacks it is refused by name", "[keys]") {

@@ -49,6 +49,7 @@ void CheckIntKeys(const ValueMap& values) {
       {"interleave_moe_layer_step", 1, kMaxDim, "a layer step"},
       {"inhomogeneous_layer_cycle_interval", 1, kMaxDim, "a layer cycle"},
       {"num_moe_emb_chunks", 0, kMaxEmbChunks, "a count of chunks (0: none)"},
+      {"num_moe_token_chunks", 1, kMaxEmbChunks, "a count of chunks (1: none)"},
       {"shardtrace_pr3981_emb_chunks", 0, kMaxEmbChunks, "a count of chunks (0: none)"},
       {"wi_tile_fwd_batch_seq", 1, kMaxDim, "a tile size"},
       {"wi_tile_fwd_embed_dim", 1, kMaxDim, "a tile size"},
@@ -282,6 +283,26 @@ void CheckReleaseMoeKnobs(const ValueMap& values,
           "moe_x_sorted={} with num_moe_emb_chunks={}: the chunked ring does not tag its routed "
           "input, so MaxText's config validation refuses any moe_x_sorted but remat",
           x_sorted->ToString(), emb_chunks->ToString());
+  }
+  const ConfigValue* token_chunks = defined("num_moe_token_chunks");
+  if (token_chunks != nullptr && ValueAsInt("num_moe_token_chunks", *token_chunks) > 1) {
+    const int64_t n = ValueAsInt("num_moe_token_chunks", *token_chunks);
+    if (!on("use_ring_of_experts"))
+      Fail(
+          "num_moe_token_chunks={} needs use_ring_of_experts=true (it chunks the ring's tokens): "
+          "MaxText's config validation refuses it",
+          n);
+    const int64_t length = ValueAsInt("max_target_length", LookUp(values, "max_target_length"));
+    if (length % n != 0)
+      Fail(
+          "num_moe_token_chunks={} must evenly divide max_target_length={}: MaxText's config "
+          "validation refuses it",
+          n, length);
+    if (emb_chunks != nullptr && ValueAsInt("num_moe_emb_chunks", *emb_chunks) > 0)
+      Fail(
+          "num_moe_token_chunks={} with num_moe_emb_chunks={}: the two chunkings together are "
+          "not modelled by shardtrace (no oracle case holds them)",
+          n, emb_chunks->ToString());
   }
   if (on("use_gmm_v2") && !on("use_tokamax_gmm"))
     Fail("use_gmm_v2=true needs use_tokamax_gmm=true: MaxText's config validation refuses it");

@@ -55,7 +55,8 @@ const std::vector<RevisionInfo>& Revisions() {
                      .ragged_buffer_truncates_group_sizes = true,
                      .deepseek_routing_models = {"deepseek3", "deepseek4", "kimi-k2"},
                      .bias_counts_summed_over_batch_axes = true,
-                     .sparse_lb_loss_from_pre_bias_logits = true}},
+                     .sparse_lb_loss_from_pre_bias_logits = true,
+                     .token_chunks_sum_bias_counts = true}},
   };
   return kTable;
 }

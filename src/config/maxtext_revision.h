@@ -75,6 +75,10 @@ struct RevisionBehaviour {
   // path take them from the biased gate_logits. Equal values while the bias is zero; the
   // bias's gradient tells them apart.
   bool sparse_lb_loss_from_pre_bias_logits = false;
+  // num_moe_token_chunks > 1 on the ring: the bias update is one rate * sign(mean - count) of
+  // the expert counts summed over the chunks (the release's finalize_bias_updates); main
+  // averages the chunks' own updates instead (sum(bias_updates_list) / n_chunks).
+  bool token_chunks_sum_bias_counts = false;
 };
 
 // One row of the revision table.

@@ -22,10 +22,13 @@ std::vector<MoeKeyEntry> MakeTable() {
       {"sparse_matmul", "True", M, "selects the path (sparse_matmul or dense_matmul)", "False"},
       {"capacity_factor", "-1.0", M, "expert capacity: token dropping, the capacity dim C", "2.0",
        "sparse_matmul=false"},
-      {"num_moe_token_chunks", "1", R,
-       "splits the ring-of-experts tokens into chunks whose all-gather overlaps the previous "
-       "chunk's gmm",
-       "2"},
+      {"num_moe_token_chunks", "1", M,
+       "ring of experts: this device's tokens split along the sequence into N chunks, each "
+       "through the whole ring (its own token and logit all-gathers, routing, grouped matmuls "
+       "and psum_scatter; XLA may overlap them), the outputs concatenated; the load-balance "
+       "loss is the chunks' mean, the bias update one sign of the chunks' summed expert counts "
+       "(e591f30: the mean of the chunks' updates)",
+       "2", "use_ring_of_experts=true", RevisionId::kMain},
       {"moe_chunk_barrier", "False", N,
        "an optimization_barrier between token chunks: the same values, and only with "
        "num_moe_token_chunks > 1",

@@ -79,6 +79,9 @@ struct MoeSettings {
   // MaxText's num_moe_emb_chunks (main, the release): the ring's token all-gather in chunks
   // of the embed dim.
   int64_t num_moe_emb_chunks = 0;
+  // MaxText's num_moe_token_chunks (main, the release): the ring's tokens in sequence chunks,
+  // each through the whole ring (1: none).
+  int64_t num_moe_token_chunks = 1;
   // Not a MaxText key: the chunk count of shardtrace's model of PR 3981's proposed pipeline
   // (on the seed's moe.py; 0: moe.py's own wrapper).
   int64_t shardtrace_pr3981_emb_chunks = 0;

@@ -28,6 +28,8 @@ std::string ToString(OpKind kind) {
       return "broadcast_to";
     case OpKind::kSlice:
       return "slice";
+    case OpKind::kConcatenate:
+      return "concatenate";
     case OpKind::kDynamicSliceInDim:
       return "dynamic_slice_in_dim";
     case OpKind::kIndex:

@@ -26,6 +26,7 @@ enum class OpKind {
   kTranspose,
   kBroadcastTo,
   kSlice,
+  kConcatenate,  // jnp.concatenate
   kDynamicSliceInDim,
   kIndex,  // x[e]
   kTake,

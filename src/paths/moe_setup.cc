@@ -33,6 +33,7 @@ std::string MoeSetup::PathLabel() const {
                : "no expert parallelism";
   if (ring_of_experts && settings.num_moe_emb_chunks > 0)
     variant += fmt::format(" in {} emb chunks", settings.num_moe_emb_chunks);
+  if (token_chunks > 1) variant += fmt::format(" in {} token chunks", token_chunks);
   const std::string pipeline = emb_chunks > 0
                                    ? fmt::format(", route/dispatch/gmm pipeline, {} emb chunk{}",
                                                  emb_chunks, emb_chunks == 1 ? "" : "s")
@@ -224,6 +225,15 @@ MoeSetup MakeMoeSetup(MoeSettings settings, const Mesh& mesh) {
           "num_moe_emb_chunks {} > 0 with use_ring_of_experts: the tokens are all-gathered and "
           "routed one embed-dim chunk at a time, the wi gmms accumulate (moe_emb_chunking)",
           k.num_moe_emb_chunks));
+    if (s.ring_of_experts && k.num_moe_token_chunks > 1) {
+      s.token_chunks = k.num_moe_token_chunks;
+      s.path_reasons.push_back(fmt::format(
+          "num_moe_token_chunks {} > 1 with use_ring_of_experts: this device's tokens split "
+          "along the sequence into {} chunks, each gathered, routed, computed and "
+          "reduce-scattered on its own; the outputs concatenated ({})",
+          k.num_moe_token_chunks, k.num_moe_token_chunks,
+          MoeRef(k.revision.id, {MoeStatement::kTokenChunkLoop})));
+    }
     if (s.emb_chunks > 1)
       s.path_reasons.push_back(fmt::format(
           "shardtrace_pr3981_emb_chunks {} > 1: shardtrace's model of PR 3981's chunked "

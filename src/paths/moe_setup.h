@@ -71,6 +71,8 @@ struct MoeSetup {
   // scaled by sigmoid(shared_expert_gate(x))).
   bool qwen3_next_block = false;
   double capacity_factor = -1;
+  // num_moe_token_chunks on the ring of experts (the sparse path's chunked ring); 1: none.
+  int64_t token_chunks = 1;
   int64_t emb_chunks = 0;  // shardtrace_pr3981_emb_chunks: > 0 selects the refactored pipeline
   std::vector<std::string> notes;  // unsupported-in-simulation remarks
 

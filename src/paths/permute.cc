@@ -68,7 +68,15 @@ PermuteOutput TopKAndLosses(const MoeContext& ctx, const Value& gate_logits,
   }
   if (ctx.settings().UpdatesLoadBalanceBias()) {
     const auto cond = t.Condition("routed_bias && routed_bias_update_rate > 0");
-    out.bias_updates = LoadBalanceUpdates(ctx, top.indices, bias_count_axes);
+    if (ctx.setup.token_chunks > 1 &&
+        ctx.settings().revision.behaviour.token_chunks_sum_bias_counts) {
+      const auto scope = t.Scope("calculate_expert_counts");
+      const ExpertCounts counts = CountExperts(ctx, top.indices, bias_count_axes);
+      out.bias_counts = counts.counts;
+      out.bias_rows = counts.rows;
+    } else {
+      out.bias_updates = LoadBalanceUpdates(ctx, top.indices, bias_count_axes);
+    }
   }
   return out;
 }

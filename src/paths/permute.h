@@ -21,6 +21,11 @@ struct PermuteOutput {
   Value top_k_indices;            // [B, S, K]
   std::optional<Value> lb_loss;
   std::optional<Value> bias_updates;
+  // The release's chunked ring (num_moe_token_chunks > 1): the chunk's expert counts, psummed
+  // but not yet turned into an update (the chunks' counts are summed first), over `bias_rows`
+  // rows; bias_updates is then unset.
+  std::optional<Value> bias_counts;
+  int64_t bias_rows = 0;
 };
 
 // The embedding-independent half of permute: top-k, losses, the expert-sorted order of the

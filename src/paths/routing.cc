@@ -230,23 +230,27 @@ Value LoadBalanceLossFromDensityProb(const MoeContext& ctx, const Value& top_k_i
   return LoadBalanceLossImpl(ctx, top_k_indices, nullptr, &density_prob);
 }
 
-Value LoadBalanceUpdates(const MoeContext& ctx, const Value& top_k_indices,
-                         const std::vector<std::string>& count_axes) {
+ExpertCounts CountExperts(const MoeContext& ctx, const Value& top_k_indices,
+                          const std::vector<std::string>& count_axes) {
   Tracer& t = ctx.t;
-  const auto scope = t.Scope("calculate_load_balance_updates");
   const int64_t e = ctx.setup.num_experts;
-  const float rate = static_cast<float>(ctx.settings().routed_bias_update_rate);
   const Value flat =
       tr::Reshape(t, top_k_indices, {top_k_indices.array().size()}, {"flat_indices", "R"});
-  Value counts = tr::Bincount(t, flat, e, {"expert_counts", "E"});
+  ExpertCounts out{tr::Bincount(t, flat, e, {"expert_counts", "E"}), flat.array().size()};
   // The mean load is the counted rows over the experts: this device's, or after the psum
   // every device's of the group (load_balance_updates_from_counts sums the counts).
-  int64_t rows = flat.array().size();
   if (!count_axes.empty()) {
     const auto cond = t.Condition("expert counts psummed over the batch axes");
-    counts = t.Psum(counts, count_axes, {"expert_counts", "E"});
-    rows *= t.mesh().Size(count_axes);
+    out.counts = t.Psum(out.counts, count_axes, {"expert_counts", "E"});
+    out.rows *= t.mesh().Size(count_axes);
   }
+  return out;
+}
+
+Value BiasUpdatesFromCounts(const MoeContext& ctx, const Value& counts, int64_t rows) {
+  Tracer& t = ctx.t;
+  const int64_t e = ctx.setup.num_experts;
+  const float rate = static_cast<float>(ctx.settings().routed_bias_update_rate);
   const double average = static_cast<double>(rows) / static_cast<double>(e);
   return t.Apply({OpKind::kSign, "", {{"rate", std::to_string(rate)}}}, {&counts},
                  {"bias_updates", "E"}, [&](const std::vector<const Array*>& a) {
@@ -254,6 +258,13 @@ Value LoadBalanceUpdates(const MoeContext& ctx, const Value& top_k_indices,
                        Sign(Sub(Scalar(static_cast<float>(average), DType::kFloat32), *a[0]));
                    return Mul(direction, Scalar(rate, DType::kFloat32));
                  });
+}
+
+Value LoadBalanceUpdates(const MoeContext& ctx, const Value& top_k_indices,
+                         const std::vector<std::string>& count_axes) {
+  const auto scope = ctx.t.Scope("calculate_load_balance_updates");
+  const ExpertCounts counts = CountExperts(ctx, top_k_indices, count_axes);
+  return BiasUpdatesFromCounts(ctx, counts.counts, counts.rows);
 }
 
 Value ApplyFfnActivation(const MoeContext& ctx, Value layer_w0, Value layer_w1) {

@@ -38,6 +38,15 @@ Value RouterProbs(const MoeContext& ctx, const Value& gate_logits);
 // psummed over `count_axes` first where moe.py passes it mesh axes (the release's sparse path).
 Value LoadBalanceUpdates(const MoeContext& ctx, const Value& top_k_indices,
                          const std::vector<std::string>& count_axes = {});
+// Its two halves: calculate_expert_counts (psummed over `count_axes` when given; `rows` is
+// how many (token, k) rows the counts cover) and load_balance_updates_from_counts.
+struct ExpertCounts {
+  Value counts;
+  int64_t rows = 0;
+};
+ExpertCounts CountExperts(const MoeContext& ctx, const Value& top_k_indices,
+                          const std::vector<std::string>& count_axes = {});
+Value BiasUpdatesFromCounts(const MoeContext& ctx, const Value& counts, int64_t rows);
 // act(layer_w0) * layer_w1 cast to the compute dtype. Takes its inputs by value so a caller
 // that moves them in lets each buffer go after its last reader: the peak then holds two of
 // the [rows, H] activations besides the product, not four.

@@ -142,21 +142,25 @@ std::pair<Value, Value> EmbChunkedUp(const MoeContext& ctx, const EmbChunks& chu
           bias(ps1, w1_bias, "layer_w1", "moe_mlpwi_1", "")};
 }
 
-}  // namespace
+// What one pass of _moe_body leaves inside the shard_map: this device's [B, S, M] output and
+// the routing of its (gathered) tokens.
+struct BodyResult {
+  Value output;
+  PermuteOutput perm;
+  PartitionSpec routed_batch_spec;
+  int64_t routed_batch_rows = 0;  // ExitSparseShardMap: all rows are the batch
+};
 
-PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Value& gate_logits_in,
-                        const std::optional<Value>& pre_bias_in, const ExpertKernels& k_in) {
+// _moe_body on this device's tokens `x` [B, S, M] and their logits: route (the ring gathers
+// them over the expert axes first; expert parallelism without the ring exchanges rows with
+// ragged all-to-alls), the grouped matmuls, and back to [B, S, M].
+BodyResult MoeBody(const MoeContext& ctx, const ShardMapOperands& op, Value x, Value logits,
+                   std::optional<Value> pre) {
   Tracer& t = ctx.t;
   const MoeSetup& s = ctx.setup;
   const MoeSettings& c = ctx.settings();
-  const auto scope = t.Scope("sparse_matmul");
-  const ShardMapOperands op =
-      EnterSparseShardMap(ctx, inputs_in, gate_logits_in, pre_bias_in, k_in, "wrapper");
   const RoutedShardings& sh = op.shardings;
   const bool batch_sharded = s.batch_sharded_by_ep;
-  const auto wrapper_scope = t.Scope("wrapper");
-  Value x = op.x, logits = op.logits;
-  std::optional<Value> pre = op.pre_bias_logits;
   const Value &w0 = op.w0, &w1 = op.w1, &wo = op.wo;
   std::optional<Value> w0_bias = op.w0_bias, w1_bias = op.w1_bias, wo_bias = op.wo_bias;
   const int64_t batch_size = x.dim(0), sequence_length = x.dim(1);
@@ -169,7 +173,7 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
   PermuteOutput perm;
   Value group_sizes, selected_experts;
   PartitionSpec routed_batch_spec = sh.gate_logits;
-  int64_t routed_batch_rows = 0;  // ExitSparseShardMap: all rows are the batch
+  int64_t routed_batch_rows = 0;
   // The release's num_moe_emb_chunks (moe_emb_chunking): the ring gathers and routes the
   // tokens one chunk of the embed dim at a time, and the wi gmms accumulate over the chunks.
   const int64_t emb_chunks = s.ring_of_experts ? c.num_moe_emb_chunks : 0;
@@ -342,7 +346,93 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
     output = Unpermute(ctx, intermediate_output, perm.sorted_selected_experts, perm.weights,
                        batch_size, sequence_length);
   }
-  return ExitSparseShardMap(ctx, sh, output, perm, routed_batch_spec, routed_batch_rows);
+  return {output, perm, routed_batch_spec, routed_batch_rows};
+}
+
+// num_moe_token_chunks > 1 on the ring (moe.py's chunked ring-of-experts pipeline): this
+// device's tokens split along the sequence into `count` chunks, each through the whole
+// _moe_body (its own all-gathers, routing, grouped matmuls and psum_scatter), the outputs
+// concatenated back along the sequence. The load-balance loss is the chunks' mean; the bias
+// update is one sign of the expert counts summed over the chunks (the release) or the mean
+// of the chunks' updates (e591f30).
+PathOutput TokenChunkedRing(const MoeContext& ctx, const ShardMapOperands& op, int64_t count) {
+  Tracer& t = ctx.t;
+  const auto cond = t.Condition("num_moe_token_chunks > 1 and use_ring_of_experts");
+  const int64_t seq = op.x.dim(1);
+  if (seq % count != 0)
+    Fail(
+        "num_moe_token_chunks={}: this device's sequence of {} tokens does not split into {} "
+        "chunks (moe.py slices seq // {} tokens per chunk and its shard_map output would be "
+        "short); use a count that divides it",
+        count, seq, count, count);
+  const int64_t chunk = seq / count;
+  std::vector<Value> outputs, indices, weights, losses, bias;
+  BodyResult body;
+  for (int64_t i = 0; i < count; ++i) {
+    const auto it = t.Iteration("token_chunk", i, count);
+    const Value x_c = tr::Slice(t, op.x, 1, i * chunk, chunk, {"x_c", "BSM"});
+    const Value logits_c = tr::Slice(t, op.logits, 1, i * chunk, chunk, {"logits_c", "BSE"});
+    std::optional<Value> pre_c;
+    if (op.pre_bias_logits)
+      pre_c = tr::Slice(t, *op.pre_bias_logits, 1, i * chunk, chunk, {"pre_bias_logits_c", "BSE"});
+    body = MoeBody(ctx, op, x_c, logits_c, pre_c);
+    outputs.push_back(body.output);
+    indices.push_back(body.perm.top_k_indices);
+    weights.push_back(body.perm.weights);
+    if (body.perm.lb_loss) losses.push_back(*body.perm.lb_loss);
+    if (body.perm.bias_counts)
+      bias.push_back(*body.perm.bias_counts);
+    else if (body.perm.bias_updates)
+      bias.push_back(*body.perm.bias_updates);
+  }
+  const auto sum = [&](const std::vector<Value>& parts, const char* name, const char* dims) {
+    Value total = parts.front();
+    for (size_t i = 1; i < parts.size(); ++i)
+      total = tr::Binary(t, OpKind::kAdd, total, parts[i], {name, dims});
+    return total;
+  };
+  const auto mean = [&](const std::vector<Value>& parts, const char* name, const char* dims) {
+    const Value total = sum(parts, name, dims);
+    const Value n =
+        tr::Constant(t, Scalar(static_cast<float>(count), total.dtype()), {"n_chunks", ""});
+    return tr::Binary(t, OpKind::kDiv, total, n, {name, dims});
+  };
+  const Value output = tr::Concatenate(t, outputs, 1, {"output", "BSM"});
+  PermuteOutput perm = body.perm;
+  perm.top_k_indices = tr::Concatenate(t, indices, 1, {"top_k_indices", "BSK"});
+  perm.weights = tr::Concatenate(t, weights, 1, {"weights", "BSK"});
+  perm.lb_loss.reset();
+  perm.bias_updates.reset();
+  perm.bias_counts.reset();
+  if (!losses.empty()) perm.lb_loss = mean(losses, "lb_loss", "");
+  if (!bias.empty()) {
+    if (body.perm.bias_counts) {
+      const auto c2 = t.Condition("the expert counts summed over the chunks, one sign");
+      const Value counts = sum(bias, "expert_counts", "E");
+      perm.bias_updates = BiasUpdatesFromCounts(ctx, counts, count * body.perm.bias_rows);
+    } else {
+      const auto c2 = t.Condition("the chunks' bias updates averaged");
+      perm.bias_updates = mean(bias, "bias_updates", "E");
+    }
+  }
+  return ExitSparseShardMap(ctx, op.shardings, output, perm, body.routed_batch_spec,
+                            body.routed_batch_rows);
+}
+
+}  // namespace
+
+PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Value& gate_logits_in,
+                        const std::optional<Value>& pre_bias_in, const ExpertKernels& k_in) {
+  Tracer& t = ctx.t;
+  const MoeSetup& s = ctx.setup;
+  const auto scope = t.Scope("sparse_matmul");
+  const ShardMapOperands op =
+      EnterSparseShardMap(ctx, inputs_in, gate_logits_in, pre_bias_in, k_in, "wrapper");
+  const auto wrapper_scope = t.Scope("wrapper");
+  if (s.token_chunks > 1) return TokenChunkedRing(ctx, op, s.token_chunks);
+  const BodyResult body = MoeBody(ctx, op, op.x, op.logits, op.pre_bias_logits);
+  return ExitSparseShardMap(ctx, op.shardings, body.output, body.perm, body.routed_batch_spec,
+                            body.routed_batch_rows);
 }
 
 }  // namespace shardtrace

@@ -364,4 +364,29 @@ Value Slice(Tracer& t, const Value& x, int64_t axis, int64_t start, int64_t size
       }));
 }
 
+Value Concatenate(Tracer& t, const std::vector<Value>& parts, int64_t axis, const Out& out) {
+  std::vector<const Value*> inputs;
+  std::vector<int64_t> sizes;
+  for (const Value& p : parts) {
+    inputs.push_back(&p);
+    sizes.push_back(p.dim(static_cast<int>(axis)));
+  }
+  return t.Apply(
+      {OpKind::kConcatenate, "", {{"axis", std::to_string(axis)}}}, inputs, out,
+      [axis](const Args& a) {
+        std::vector<Array> arrays;
+        for (const Array* x : a) arrays.push_back(*x);
+        return shardtrace::Concat(arrays, axis);
+      },
+      [axis, sizes](const Args&, const Args&, const Args& g) {
+        std::vector<Array> grads;
+        int64_t start = 0;
+        for (const int64_t n : sizes) {
+          grads.push_back(shardtrace::Slice(*g[0], axis, start, n));
+          start += n;
+        }
+        return grads;
+      });
+}
+
 }  // namespace shardtrace::traced

@@ -67,5 +67,7 @@ Value Where(Tracer& t, const Value& cond, const Value& a, const Value& b, const 
 Value Clip(Tracer& t, const Value& x, std::optional<float> lo, std::optional<float> hi,
            const Out& out);
 Value Slice(Tracer& t, const Value& x, int64_t axis, int64_t start, int64_t size, const Out& out);
+// jnp.concatenate(parts, axis); the cotangent goes back to each part as its slice.
+Value Concatenate(Tracer& t, const std::vector<Value>& parts, int64_t axis, const Out& out);
 
 }  // namespace shardtrace::traced

@@ -88,6 +88,7 @@ Rule ClassifyKind(const OpRecord& op, const Trace& trace) {
     case OpKind::kTakeAlongAxis:
     case OpKind::kTake:
     case OpKind::kSlice:
+    case OpKind::kConcatenate:
     case OpKind::kDynamicSliceInDim:
     case OpKind::kIndex:
     case OpKind::kBincount:

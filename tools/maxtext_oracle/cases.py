@@ -148,6 +148,16 @@ CASES = [
          "chunks of the embed dim, each chunk's wi gmm accumulated (gmm v2 emulated: gmm_v2_emulation.py)",
          mesh={"expert": 2}, use_ring_of_experts=True, megablox=True, use_tokamax_gmm=True, use_gmm_v2=True,
          num_moe_emb_chunks=2),
+    case("sparse_ep2_ring_token_chunks", 2,
+         "ring of experts EP=2 with num_moe_token_chunks=2: each half of the sequence gathered, routed, "
+         "computed and reduce-scattered on its own; the load-balance loss is the chunks' mean",
+         mesh={"expert": 2}, use_ring_of_experts=True, megablox=True, num_moe_token_chunks=2),
+    case("shared_deepseek3_ep2_ring_token_chunks", 2,
+         "deepseek3-tiny routing on the ring EP=2 with num_moe_token_chunks=2 and loss-free bias updates: "
+         "the chunks' expert counts summed, one sign",
+         block="shared", mesh={"expert": 2}, **model("deepseek3-tiny"), n_routing_groups=4, topk_routing_group=2,
+         num_experts=16, num_experts_per_tok=4, routed_bias_update_rate=0.01, use_ring_of_experts=True,
+         megablox=True, num_moe_token_chunks=2),
     # --- four devices.
     case("sparse_fsdp2_tp2", 4, "sparse_matmul, fsdp=2 x tensor=2", mesh={"fsdp": 2, "tensor": 2}),
     case("sparse_ep4", 4, "sparse_matmul EP=4, batch sharded: ragged_all_to_all", mesh={"expert": 4}),

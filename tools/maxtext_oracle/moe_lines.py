@@ -418,6 +418,8 @@ STATEMENTS = [
        [DENSE, r"moe_peel_expert = self\.config\.moe_dispatch_no_expert_sharding"], seed=None),
     St("MaybeShardMoeDispatch", "_maybe_shard_moe_dispatch: 'expert' peeled off the batch dim", "-",
        [fn("_maybe_shard_moe_dispatch")], [r"return self\._maybe_shard_with_pspec\(inputs, pspec\)"], seed=None),
+    St("TokenChunkLoop", "the chunked ring: each sequence chunk through _moe_body, outputs concatenated", "-",
+       [r"chunk = seq_len // n_chunks"], [r"output = jnp\.concatenate\(outs, axis=1\)"], seed=None),
 ]
 
 
