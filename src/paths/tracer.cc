@@ -268,7 +268,21 @@ Value Tracer::ShardMapIn(const Value& x, const std::string& name, const std::str
   if (spec.rank() != x.shape().size())
     Fail("shard_map in_specs for '{}': spec {} has rank {} but the array {} has rank {}", name,
          spec.ToString(), spec.rank(), ShapeToString(x.shape()), x.shape().size());
-  // JAX rejects shard_map inputs whose dims the spec does not divide.
+  // JAX rejects shard_map inputs whose dims the spec does not divide ("argument arrays with
+  // axis sizes that are not evenly divisible by the corresponding mesh axis sizes").
+  for (size_t d = 0; d < spec.rank(); ++d) {
+    const int64_t parts = mesh_.Size(spec[d]);
+    if (parts <= 1 || x.shape()[d] % parts == 0) continue;
+    const bool batch = d < dims.size() && dims[d] == 'B';
+    Fail(
+        "sparse_matmul's shard_map in_specs {} for '{}' {}: dim {} of size {} is not divisible "
+        "by {} = {} devices; JAX refuses it, as MaxText's forward does{}",
+        spec.ToString(), name, ShapeToString(x.shape()), d, x.shape()[d],
+        PartitionSpec::EntryToString(spec[d]), parts,
+        batch ? "; the batch is per_device_batch_size x devices: set per_device_batch_size so "
+                "that it divides"
+              : "");
+  }
   ShardTensor(name, x.shape(), x.dtype(), spec, mesh_, Divisibility::kRequire);
   Value v;
   v.per_device = true;
