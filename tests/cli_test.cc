@@ -240,6 +240,31 @@ TEST_CASE("Impossible MoE runs are one-line errors with exit status 2", "[cli]")
   }
 }
 
+TEST_CASE("A warning about the user's file is printed once per command", "[cli]") {
+  // render traces its config a dozen times (the knobs, the variant table, the reduced run) and
+  // diff twice or more: each load parses the file again, and the repeated-key warning used to
+  // be printed 18 times by render and 4 times by diff.
+  const TempDir dir;
+  const std::string config = dir.Write(
+      "dup.yml",
+      "base_config: \"" + testing::SourcePath("testdata/maxtext-moe-models/configs/base.yml") +
+          "\"\nmodel_name: mixtral-8x7b\nici_expert_parallelism: 2\nici_expert_parallelism: 4\n");
+  const std::string warning = "shardtrace: warning: " + config +
+                              ":4: key 'ici_expert_parallelism' repeats the one on line 3; the "
+                              "later value is used, as MaxText's loader does\n";
+  const std::vector<std::vector<std::string>> commands = {
+      {"render", config, "--devices", "8", "-o", dir.File("page.md")},
+      {"diff", config, "--devices", "8", "--a", "sparse_matmul=false"},
+      {"render", config, "--devices", "8", "-o", dir.File("page.md")},  // the next command warns
+  };
+  for (const std::vector<std::string>& args : commands) {
+    const CommandResult r = RunShardtrace(args);
+    INFO(Describe(args, r));
+    CHECK(r.status == (args[0] == "diff" ? 1 : 0));
+    CHECK(r.err == warning);
+  }
+}
+
 TEST_CASE("The binary exits 2 with one error line on stderr for bad input", "[cli][e2e]") {
   const std::vector<std::string> args = {"trace", "model_name=mixtral-8x7b", "--block", "shared"};
   const CommandResult r = testing::RunShardtraceBinary(args);

@@ -14,6 +14,7 @@
 #include "config/maxtext_revision.h"
 #include "util/error.h"
 #include "util/printable.h"
+#include "util/warnings.h"
 
 namespace shardtrace {
 namespace {
@@ -35,6 +36,7 @@ class RedirectCerr {
 
 int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   const RedirectCerr redirect(err);
+  ResetWarnings();
   CLI::App app{"shardtrace: how tensors and their shardings flow through MaxText MoE layers"};
   std::string models;  // the revisions of moe.py shardtrace models (--maxtext-revision)
   for (const RevisionInfo& r : Revisions())

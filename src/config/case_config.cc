@@ -1,7 +1,6 @@
 #include "config/case_config.h"
 
 #include <filesystem>
-#include <iostream>
 #include <sstream>
 #include <system_error>
 
@@ -9,7 +8,7 @@
 #include "config/config_files.h"
 #include "config/yaml_value.h"
 #include "util/error.h"
-#include "util/printable.h"
+#include "util/warnings.h"
 
 namespace shardtrace {
 namespace {
@@ -36,8 +35,7 @@ CaseConfig ReadCaseConfig(const std::string& path) {
   std::vector<std::string> warnings;
   const std::vector<config_internal::YamlEntry> entries =
       config_internal::ParseConfigYaml(file.text, file.name, &warnings);
-  for (const std::string& w : warnings)
-    std::cerr << "shardtrace: warning: " << PrintableMessage(w) << "\n";
+  for (const std::string& w : warnings) Warn(w);
   CaseConfig c;
   for (const config_internal::YamlEntry& e : entries) {
     if (e.key != "base_config") {

@@ -1,7 +1,6 @@
 #include "config/config.h"
 
 #include <filesystem>
-#include <iostream>
 #include <optional>
 #include <set>
 #include <string>
@@ -18,7 +17,7 @@
 #include "config/sharding_keys.h"
 #include "config/yaml_value.h"
 #include "util/error.h"
-#include "util/printable.h"
+#include "util/warnings.h"
 
 namespace shardtrace {
 namespace {
@@ -174,8 +173,7 @@ class Resolver {
   }
 
   static void PrintWarnings(const std::vector<std::string>& warnings) {
-    for (const std::string& w : warnings)
-      std::cerr << "shardtrace: warning: " << PrintableMessage(w) << "\n";
+    for (const std::string& w : warnings) Warn(w);
   }
 
   // Parses, key-checks and type-checks one config file.

@@ -1,11 +1,9 @@
 #include "config/override_file.h"
 
-#include <iostream>
-
 #include "config/yaml_value.h"
 #include "io/input_file.h"
 #include "util/error.h"
-#include "util/printable.h"
+#include "util/warnings.h"
 
 namespace shardtrace {
 
@@ -14,8 +12,7 @@ std::vector<std::string> OverridesFromYamlFile(const std::string& path) {
   std::vector<std::string> warnings;
   const std::vector<config_internal::YamlEntry> entries =
       config_internal::ParseConfigYaml(text, path, &warnings);
-  for (const std::string& w : warnings)
-    std::cerr << "shardtrace: warning: " << PrintableMessage(w) << "\n";
+  for (const std::string& w : warnings) Warn(w);
   std::vector<std::string> overrides;
   overrides.reserve(entries.size());
   for (const config_internal::YamlEntry& e : entries)
