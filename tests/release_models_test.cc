@@ -108,6 +108,27 @@ TEST_CASE("A release model file named from inside its own folder finds base.yml 
                         Catch::Contains("weight_dtype='float8_e4m3fn'"));
 }
 
+TEST_CASE("A parallelism key for an axis the model's mesh_axes lack is named in a warning",
+          "[release]") {
+  // deepseek3-671b-2dfsdp.yml sets mesh_axes without 'tensor': MaxText builds the mesh from
+  // mesh_axes only (types.py _resolve_parallelism) and drops ici_tensor_parallelism=4 without
+  // a word; so did shardtrace, tracing 64 devices of pure fsdp.
+  const CommandResult r =
+      RunShardtrace({"config", ReleaseBase(), "model_name=deepseek3-671b-2dfsdp",
+                     "ici_tensor_parallelism=4", "ici_fsdp_parallelism=64", "--devices", "64"});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.out, Catch::Contains("mesh       mesh['fsdp'=64] (64 devices, 1 slice)"));
+  CHECK(r.err ==
+        "shardtrace: warning: ici_tensor_parallelism=4 has no effect: mesh_axes [diloco, data, "
+        "stage, fsdp, fsdp_transpose, expert, context] has no 'tensor' axis, and MaxText builds "
+        "the mesh from mesh_axes only\n");
+  // The base.yml's own mesh has every axis: no warning.
+  CHECK(RunShardtrace({"config", ReleaseBase(), "model_name=deepseek3-671b",
+                       "ici_tensor_parallelism=4", "ici_fsdp_parallelism=16", "--devices", "64"})
+            .err.empty());
+}
+
 TEST_CASE("base_config cycles and missing files are refused naming the files", "[release]") {
   const TempDir dir;
   const std::string a = dir.Write("a.yml", "base_config: b.yml\n");

@@ -1,6 +1,7 @@
 #include "config/mesh_config.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <string>
 #include <string_view>
@@ -8,6 +9,7 @@
 
 #include "config/config.h"
 #include "util/error.h"
+#include "util/warnings.h"
 
 namespace shardtrace {
 namespace {
@@ -19,6 +21,30 @@ std::string ParallelismKey(std::string_view prefix, const std::string& axis) {
   if (axis == "stage") name = "pipeline";
   if (axis == "model") name = "tensor";
   return fmt::format("{}_{}_parallelism", prefix, name);
+}
+
+// A size > 1 in an ici_/dcn_<axis>_parallelism key whose axis the config's mesh_axes lack:
+// MaxText builds the mesh from mesh_axes only (types.py _resolve_parallelism) and ignores the
+// key without a word, so `ici_tensor_parallelism=4` with a model file whose mesh has no
+// 'tensor' axis traces without tensor parallelism. Said once the mesh is built (a mesh that
+// cannot be built fails with its one error line).
+void WarnUnusedParallelism(const Config& config, const std::vector<std::string>& axes) {
+  constexpr std::string_view kSuffix = "_parallelism";
+  for (const auto& [key, value] : config.values()) {
+    if (value.type != ConfigValue::Type::kInt || value.i <= 1) continue;
+    const bool ici = key.starts_with("ici_"), dcn = key.starts_with("dcn_");
+    if ((!ici && !dcn) || !key.ends_with(kSuffix) || key.size() <= 4 + kSuffix.size()) continue;
+    bool used = false;
+    for (const std::string& axis : axes)
+      used = used || ParallelismKey(ici ? "ici" : "dcn", axis) == key;
+    if (used) continue;
+    std::string axis = key.substr(4, key.size() - 4 - kSuffix.size());
+    if (axis == "pipeline") axis = "stage";  // ParallelismKey's one renamed axis
+    Warn(fmt::format(
+        "{}={} has no effect: mesh_axes [{}] has no '{}' axis, and MaxText builds the mesh from "
+        "mesh_axes only",
+        key, value.i, fmt::join(axes, ", "), axis));
+  }
 }
 
 }  // namespace
@@ -44,7 +70,10 @@ MeshParallelism ReadMeshParallelism(const Config& config) {
 }
 
 Mesh MeshFromConfig(const Config& config, std::optional<int64_t> devices) {
-  return Mesh::Build(ReadMeshParallelism(config), devices);
+  const MeshParallelism parallelism = ReadMeshParallelism(config);
+  Mesh mesh = Mesh::Build(parallelism, devices);
+  WarnUnusedParallelism(config, parallelism.axes);
+  return mesh;
 }
 
 }  // namespace shardtrace
