@@ -213,6 +213,37 @@ using testing::CommandResult;
 
 }  // namespace
 
+TEST_CASE("The numeric budget counts the BSEH activation only on the dense dropless path",
+          "[cli]") {
+  // E=64 experts, K=2, B=4 S=256 on 4 devices: dense dropless computes "BSM,EMH -> BSEH"
+  // (16777216 floats); sparse_matmul never does (its routed rows are B*S*K), and its run holds
+  // about 6 MiB per device. The sparse run used to be refused for that activation.
+  const std::vector<std::string> args = {"trace",
+                                         "base_emb_dim=64",
+                                         "base_mlp_dim=256",
+                                         "base_moe_mlp_dim=256",
+                                         "num_experts=64",
+                                         "num_experts_per_tok=2",
+                                         "max_target_length=256",
+                                         "per_device_batch_size=1",
+                                         "decoder_block=mixtral",
+                                         "ici_expert_parallelism=4",
+                                         "--devices",
+                                         "4",
+                                         "--numeric",
+                                         "--quiet",
+                                         "--max-memory",
+                                         "0.25"};
+  const CommandResult sparse = RunShardtrace(args);
+  INFO(sparse.err);
+  CHECK(sparse.status == 0);
+  CHECK_THAT(sparse.out, Catch::Contains("path   sparse_matmul/ragged_all_to_all"));
+  std::vector<std::string> dense = args;
+  dense.push_back("sparse_matmul=false");
+  CHECK_THAT(ExpectUserError(dense).err,
+             Catch::Contains("largest: a [B,S,E,H] activation, 16777216 floats"));
+}
+
 TEST_CASE("Impossible MoE runs are one-line errors with exit status 2", "[cli]") {
   struct Case {
     std::vector<std::string> args;

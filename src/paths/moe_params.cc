@@ -94,13 +94,18 @@ void CheckNumericSize(const MoeSetup& s, int64_t devices, int64_t budget_bytes) 
        product({3, s.num_experts, s.emb, std::max(s.hidden, s.wi_hidden)}),
        std::max<int64_t>(s.ep, 1)},
       {"the dense MLP kernels", "base_emb_dim, base_mlp_dim", product({3, s.emb, s.mlp_dim}), 1},
-      {"a [B,S,E,H] activation", "per_device_batch_size, max_target_length, num_experts, dims",
-       product({s.batch, s.seq, s.num_experts, wide}), 0},
       // A device's ragged receive buffer holds at most every routed row (it is sized by the
       // rows actually received, not allocated at get_ragged_buffer_size's worst case).
       {"the routed rows", "per_device_batch_size, max_target_length, num_experts_per_tok, dims",
        product({s.batch, s.seq, s.top_k, wide}), 0},
   };
+  if (s.path == MoePath::kDenseDropless) {
+    // Only dense dropless runs every token through every expert ("BSM,EMH -> BSEH"); the
+    // sparse paths hold the routed rows above, the dropping path its capacity slots below.
+    candidates.push_back({"a [B,S,E,H] activation",
+                          "per_device_batch_size, max_target_length, num_experts, dims",
+                          product({s.batch, s.seq, s.num_experts, wide}), 0});
+  }
   if (s.path == MoePath::kDenseDropping) {
     // generate_masks' [B,S,E,C] masks and the [E,B,C,M] expert inputs they dispatch to.
     const int64_t c = Capacity(s.seq * s.top_k, s.num_experts, s.capacity_factor);
