@@ -63,12 +63,12 @@ void RunTraceCommand(const TraceOptions& options, std::ostream& out) {
   const Trace& trace = run.trace;
   const StepResult* step = run.step ? &*run.step : nullptr;
   const std::string text =
-      common.format == "json"      ? TraceToJson(trace, run.spmd, step)
-      : common.format == "dot"     ? TraceToDot(trace)
-      : common.format == "svg"     ? TraceToSvg(trace)
-      : common.format == "mermaid" ? MermaidFlow(trace, run.spmd)
-                                   : TraceToTable(trace, run.spmd) +
-                                         (step ? StepToText(trace, *step) : std::string());
+      common.format == "json"  ? TraceToJson(trace, run.spmd, step)
+      : common.format == "dot" ? TraceToDot(trace)
+      : common.format == "svg" ? TraceToSvg(trace)
+      : common.format == "mermaid"
+          ? MermaidFlow(trace, run.spmd)
+          : TraceToTable(trace, run.spmd) + (step ? StepToText(trace, *step) : std::string());
   WriteOutput(common, text, out);
 }
 
@@ -109,22 +109,26 @@ Command AddTraceCommand(CLI::App& app) {
   cmd->footer(
       "Example: shardtrace trace model_name=deepseek3-671b --devices 256 "
       "ici_expert_parallelism=64");
-  return {cmd, std::shared_ptr<CommonOptions>(options, &options->common),
-          [options, cmd] {
-            if (cmd->count("--golden") > 0 && options->golden.empty())
-              Fail("--golden: expected a golden case directory, found an empty name");
-            if (options->step && (options->common.format == "dot" ||
-                                  options->common.format == "svg" ||
-                                  options->common.format == "mermaid"))
-              Fail("--step: the {} output draws the forward pass only; use --format table or json",
-                   options->common.format);
-            return options->golden.empty() ? std::vector<std::string>()
-                                           : std::vector<std::string>{options->golden};
-          },
-          [options](std::ostream& out) {
-            RunTraceCommand(*options, out);
-            return kExitOk;
-          }};
+  return {
+      cmd, std::shared_ptr<CommonOptions>(options, &options->common),
+      [options, cmd] {
+        if (cmd->count("--golden") > 0 && options->golden.empty())
+          Fail("--golden: expected a golden case directory, found an empty name");
+        // A symbolic trace has no values: a numeric option alone would be ignored.
+        for (const char* flag : {"--seed", "--threads", "--max-memory"})
+          if (cmd->count(flag) > 0 && !options->numeric && options->golden.empty())
+            Fail("{}: only a numeric run reads it; add --numeric (or --golden CASE_DIR)", flag);
+        if (options->step && (options->common.format == "dot" || options->common.format == "svg" ||
+                              options->common.format == "mermaid"))
+          Fail("--step: the {} output draws the forward pass only; use --format table or json",
+               options->common.format);
+        return options->golden.empty() ? std::vector<std::string>()
+                                       : std::vector<std::string>{options->golden};
+      },
+      [options](std::ostream& out) {
+        RunTraceCommand(*options, out);
+        return kExitOk;
+      }};
 }
 
 Command AddDumpCommand(CLI::App& app) {
