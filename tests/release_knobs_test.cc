@@ -169,6 +169,28 @@ TEST_CASE("num_moe_token_chunks runs the ring once per sequence chunk", "[keys]"
   CHECK(Has(seed.err, "num_moe_token_chunks=2: the moe.py of MaxText 313890777"));
 }
 
+TEST_CASE("defer_small_all_reduces returns the ring's local expert counts", "[keys]") {
+  const std::string config = CaseConfig("shared_deepseek3_fsdp2_ep2_ring_defer");
+  const CommandResult deferred = Trace(config);
+  const CommandResult plain = Trace(config, {"defer_small_all_reduces=false"});
+  REQUIRE(deferred.status == 0);
+  REQUIRE(plain.status == 0);
+  // Without the key the counts are psummed over fsdp in the layer (the case's HLO: psum
+  // s32[16]); with it no psum, and bias_updates is the [2, 1, 16] counts, one row per fsdp
+  // shard, as MaxText's layer returns them.
+  const std::string psum = "  psum              fsdp         2             expert_counts";
+  CHECK(Has(plain.out, psum));
+  CHECK_FALSE(Has(deferred.out, psum));
+  CHECK(Has(deferred.out, "  bias_updates  act   int32    [2,1,16] PNE"));
+  CHECK(Has(deferred.out, "P('fsdp', None, None)"));
+  const CommandResult no_ring = Trace(config, {"use_ring_of_experts=false"});
+  CHECK(no_ring.status == 2);
+  CHECK(Has(no_ring.err, "defer_small_all_reduces=true needs use_ring_of_experts=true"));
+  const CommandResult main = Trace(config, {"--maxtext-revision", "main"});
+  CHECK(main.status == 2);
+  CHECK(Has(main.err, "defer_small_all_reduces=True: the moe.py of MaxText e591f30"));
+}
+
 TEST_CASE("A release knob under a revision whose moe.py lacks it is refused by name", "[keys]") {
   const CommandResult seed =
       Trace(CaseConfig("sparse_ep2_direct_gather"), {"--maxtext-revision", "seed"});

@@ -304,6 +304,18 @@ void CheckReleaseMoeKnobs(const ValueMap& values,
           "not modelled by shardtrace (no oracle case holds them)",
           n, emb_chunks->ToString());
   }
+  if (on("defer_small_all_reduces")) {
+    if (!on("use_ring_of_experts") || !on("sparse_matmul"))
+      Fail(
+          "defer_small_all_reduces=true needs use_ring_of_experts=true and sparse_matmul=true (the "
+          "deferral is the ring's): MaxText's config validation refuses it");
+    const ConfigValue* fallback = defined("moe_dropless_fallback");
+    if (fallback != nullptr && fallback->type == ConfigValue::Type::kString &&
+        ValueAsString("moe_dropless_fallback", *fallback) == "layer")
+      Fail(
+          "defer_small_all_reduces=true with moe_dropless_fallback=layer: MaxText's config "
+          "validation refuses it");
+  }
   if (on("use_gmm_v2") && !on("use_tokamax_gmm"))
     Fail("use_gmm_v2=true needs use_tokamax_gmm=true: MaxText's config validation refuses it");
   if (on("moe_use_direct_token_gather") && on("use_gather_mosaic_kernel"))

@@ -160,9 +160,15 @@ std::vector<MoeKeyEntry> MakeTable() {
       {"routed_bias", "False", M, "the routing bias added before top-k", "True"},
       {"routed_bias_update_rate", "0.0", M, "the bias updates the layer returns", "0.01",
        "routed_bias=true"},
-      {"defer_small_all_reduces", "False", R,
-       "ring of experts: moves the bias-count all-reduce out of the layer", "True",
-       "use_ring_of_experts=true"},
+      {"defer_small_all_reduces", "False", M,
+       "ring of experts with loss-free bias updates: no all-reduce of the expert counts in the "
+       "layer; its bias_updates output is each shard's local counts [shards, token chunks, E] "
+       "(sharded over the batch axes the psum would have used), which the training step sums "
+       "once after the layer loop before the one sign",
+       "True",
+       "use_ring_of_experts=true model_name=deepseek3-tiny override_model_config=true "
+       "routed_bias_update_rate=0.01",
+       RevisionId::kRelease},
       {"mlp_bias", "False", M, "expert biases", "True"},
       {"n_routing_groups", "-1", M, "DeepSeek-V3 group routing", "2",
        "model_name=deepseek3-tiny override_model_config=true topk_routing_group=1"},

@@ -121,6 +121,7 @@ MoeSettings ResolveMoeSettings(const Config& c) {
   s.use_ring_of_experts = c.Bool("use_ring_of_experts");
   s.num_moe_emb_chunks = c.Int("num_moe_emb_chunks");
   s.num_moe_token_chunks = c.Has("num_moe_token_chunks") ? c.Int("num_moe_token_chunks") : 1;
+  s.defer_small_all_reduces = BoolOr(c, "defer_small_all_reduces", false);
   s.shardtrace_pr3981_emb_chunks = c.Int("shardtrace_pr3981_emb_chunks");
   if (s.shardtrace_pr3981_emb_chunks > 0 && !s.revision.behaviour.pr3981_proposal_applies)
     Fail(

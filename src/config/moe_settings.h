@@ -82,6 +82,9 @@ struct MoeSettings {
   // MaxText's num_moe_token_chunks (main, the release): the ring's tokens in sequence chunks,
   // each through the whole ring (1: none).
   int64_t num_moe_token_chunks = 1;
+  // The release's defer_small_all_reduces (ring of experts): the layer returns its local
+  // expert counts instead of all-reducing them into the bias update.
+  bool defer_small_all_reduces = false;
   // Not a MaxText key: the chunk count of shardtrace's model of PR 3981's proposed pipeline
   // (on the seed's moe.py; 0: moe.py's own wrapper).
   int64_t shardtrace_pr3981_emb_chunks = 0;

@@ -234,6 +234,14 @@ MoeSetup MakeMoeSetup(MoeSettings settings, const Mesh& mesh) {
           k.num_moe_token_chunks, k.num_moe_token_chunks,
           MoeRef(k.revision.id, {MoeStatement::kTokenChunkLoop})));
     }
+    if (s.ring_of_experts && k.defer_small_all_reduces && k.UpdatesLoadBalanceBias()) {
+      s.defer_bias_counts = true;
+      s.path_reasons.push_back(fmt::format(
+          "defer_small_all_reduces with use_ring_of_experts: the layer returns each shard's "
+          "local expert counts [shards, chunks, E] (no all-reduce in the layer); the training "
+          "step sums them once after the layer loop and takes one sign ({})",
+          MoeRef(k.revision.id, {MoeStatement::kDeferSmallAllReduces})));
+    }
     if (s.emb_chunks > 1)
       s.path_reasons.push_back(fmt::format(
           "shardtrace_pr3981_emb_chunks {} > 1: shardtrace's model of PR 3981's chunked "

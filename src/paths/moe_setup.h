@@ -73,6 +73,9 @@ struct MoeSetup {
   double capacity_factor = -1;
   // num_moe_token_chunks on the ring of experts (the sparse path's chunked ring); 1: none.
   int64_t token_chunks = 1;
+  // defer_small_all_reduces on the ring with bias updates: the layer's bias_updates output is
+  // the [shards, chunks, E] local expert counts, reduced after the layer loop (train.py).
+  bool defer_bias_counts = false;
   int64_t emb_chunks = 0;  // shardtrace_pr3981_emb_chunks: > 0 selects the refactored pipeline
   std::vector<std::string> notes;  // unsupported-in-simulation remarks
 

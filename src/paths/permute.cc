@@ -68,8 +68,14 @@ PermuteOutput TopKAndLosses(const MoeContext& ctx, const Value& gate_logits,
   }
   if (ctx.settings().UpdatesLoadBalanceBias()) {
     const auto cond = t.Condition("routed_bias && routed_bias_update_rate > 0");
-    if (ctx.setup.token_chunks > 1 &&
-        ctx.settings().revision.behaviour.token_chunks_sum_bias_counts) {
+    if (ctx.setup.defer_bias_counts) {
+      // defer_small_all_reduces: this shard's own counts, no psum (calculate_expert_counts).
+      const auto scope = t.Scope("calculate_expert_counts");
+      const ExpertCounts counts = CountExperts(ctx, top.indices);
+      out.bias_counts = counts.counts;
+      out.bias_rows = counts.rows;
+    } else if (ctx.setup.token_chunks > 1 &&
+               ctx.settings().revision.behaviour.token_chunks_sum_bias_counts) {
       const auto scope = t.Scope("calculate_expert_counts");
       const ExpertCounts counts = CountExperts(ctx, top.indices, bias_count_axes);
       out.bias_counts = counts.counts;

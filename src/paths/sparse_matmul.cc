@@ -349,6 +349,19 @@ BodyResult MoeBody(const MoeContext& ctx, const ShardMapOperands& op, Value x, V
   return {output, perm, routed_batch_spec, routed_batch_rows};
 }
 
+// defer_small_all_reduces: the shard_map returns the [1, chunks, E] local counts of each
+// shard of the axes the per-layer psum would have used (out_spec P(those axes, None, None)),
+// as the layer's bias_updates; train.py reduces them after the layer loop.
+PathOutput DeferredCountsOut(const MoeContext& ctx, const ShardMapOperands& op,
+                             const std::optional<Value>& counts, PathOutput result) {
+  if (!ctx.setup.defer_bias_counts || !counts) return result;
+  std::vector<PartitionSpec::Entry> entries(3);
+  entries[0] = BiasCountAxes(ctx, op.shardings.gate_logits, true);
+  result.bias_updates =
+      ctx.t.ShardMapOut(*counts, "bias_updates", "PNE", PartitionSpec(std::move(entries)));
+  return result;
+}
+
 // num_moe_token_chunks > 1 on the ring (moe.py's chunked ring-of-experts pipeline): this
 // device's tokens split along the sequence into `count` chunks, each through the whole
 // _moe_body (its own all-gathers, routing, grouped matmuls and psum_scatter), the outputs
@@ -406,7 +419,13 @@ PathOutput TokenChunkedRing(const MoeContext& ctx, const ShardMapOperands& op, i
   perm.bias_counts.reset();
   if (!losses.empty()) perm.lb_loss = mean(losses, "lb_loss", "");
   if (!bias.empty()) {
-    if (body.perm.bias_counts) {
+    if (ctx.setup.defer_bias_counts) {
+      // jnp.stack(bias_updates_list)[None]: this shard's [1, chunks, E] counts.
+      std::vector<Value> rows;
+      for (const Value& b : bias)
+        rows.push_back(tr::Reshape(t, b, {1, 1, b.dim(0)}, {"expert_counts", "11E"}));
+      perm.bias_counts = tr::Concatenate(t, rows, 1, {"bias_updates", "1NE"});
+    } else if (body.perm.bias_counts) {
       const auto c2 = t.Condition("the expert counts summed over the chunks, one sign");
       const Value counts = sum(bias, "expert_counts", "E");
       perm.bias_updates = BiasUpdatesFromCounts(ctx, counts, count * body.perm.bias_rows);
@@ -415,8 +434,9 @@ PathOutput TokenChunkedRing(const MoeContext& ctx, const ShardMapOperands& op, i
       perm.bias_updates = mean(bias, "bias_updates", "E");
     }
   }
-  return ExitSparseShardMap(ctx, op.shardings, output, perm, body.routed_batch_spec,
-                            body.routed_batch_rows);
+  return DeferredCountsOut(ctx, op, perm.bias_counts,
+                           ExitSparseShardMap(ctx, op.shardings, output, perm,
+                                              body.routed_batch_spec, body.routed_batch_rows));
 }
 
 }  // namespace
@@ -431,8 +451,15 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
   const auto wrapper_scope = t.Scope("wrapper");
   if (s.token_chunks > 1) return TokenChunkedRing(ctx, op, s.token_chunks);
   const BodyResult body = MoeBody(ctx, op, op.x, op.logits, op.pre_bias_logits);
-  return ExitSparseShardMap(ctx, op.shardings, body.output, body.perm, body.routed_batch_spec,
-                            body.routed_batch_rows);
+  std::optional<Value> counts;
+  if (ctx.setup.defer_bias_counts && body.perm.bias_counts) {
+    // bias_updates[None, :][None]: one chunk.
+    const Value& b = *body.perm.bias_counts;
+    counts = tr::Reshape(t, b, {1, 1, b.dim(0)}, {"bias_updates", "1NE"});
+  }
+  return DeferredCountsOut(ctx, op, counts,
+                           ExitSparseShardMap(ctx, op.shardings, body.output, body.perm,
+                                              body.routed_batch_spec, body.routed_batch_rows));
 }
 
 }  // namespace shardtrace

@@ -159,6 +159,17 @@ CASES = [
          num_experts=16, num_experts_per_tok=4, routed_bias_update_rate=0.01, use_ring_of_experts=True,
          megablox=True, num_moe_token_chunks=2),
     # --- four devices.
+    case("shared_deepseek3_fsdp2_ep2_ring_defer", 4,
+         "deepseek3-tiny routing on the ring, fsdp=2 x EP=2, loss-free bias updates with defer_small_all_reduces: "
+         "the layer returns each fsdp shard's local expert counts (no all-reduce); the step reduces them once",
+         block="shared", mesh={"fsdp": 2, "expert": 2}, **model("deepseek3-tiny"), n_routing_groups=4,
+         topk_routing_group=2, num_experts=16, num_experts_per_tok=4, routed_bias_update_rate=0.01,
+         use_ring_of_experts=True, megablox=True, defer_small_all_reduces=True),
+    case("shared_deepseek3_fsdp2_ep2_ring", 4,
+         "deepseek3-tiny routing on the ring, fsdp=2 x EP=2, loss-free bias updates: the expert counts psummed over fsdp",
+         block="shared", mesh={"fsdp": 2, "expert": 2}, **model("deepseek3-tiny"), n_routing_groups=4,
+         topk_routing_group=2, num_experts=16, num_experts_per_tok=4, routed_bias_update_rate=0.01,
+         use_ring_of_experts=True, megablox=True),
     case("sparse_fsdp2_tp2", 4, "sparse_matmul, fsdp=2 x tensor=2", mesh={"fsdp": 2, "tensor": 2}),
     case("sparse_ep4", 4, "sparse_matmul EP=4, batch sharded: ragged_all_to_all", mesh={"expert": 4}),
     case("sparse_ep2_tp2", 4, "sparse_matmul EP=2 x TP=2", mesh={"expert": 2, "tensor": 2}),

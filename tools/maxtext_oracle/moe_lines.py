@@ -420,6 +420,8 @@ STATEMENTS = [
        [fn("_maybe_shard_moe_dispatch")], [r"return self\._maybe_shard_with_pspec\(inputs, pspec\)"], seed=None),
     St("TokenChunkLoop", "the chunked ring: each sequence chunk through _moe_body, outputs concatenated", "-",
        [r"chunk = seq_len // n_chunks"], [r"output = jnp\.concatenate\(outs, axis=1\)"], seed=None),
+    St("DeferSmallAllReduces", "defer_small_all_reduces: local expert counts out of the ring's shard_map", "-",
+       [r"defer_small_ars = bool\(getattr\(self\.config, \"defer_small_all_reduces\""], seed=None, main=None),
 ]
 
 
