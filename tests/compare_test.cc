@@ -253,6 +253,17 @@ TEST_CASE("diff: identical sides exit 0; bad arguments exit 2", "[compare][diff]
   const auto bad = RunShardtrace({"diff", "--a", "ici_expert_parallelism"});
   CHECK(bad.status == 2);
   CHECK(bad.err == "shardtrace: error: --a ici_expert_parallelism: expected key=value\n");
+  // A side that cannot be traced is named (the error used to be the same for either side).
+  const auto side_a = RunShardtrace(
+      {"diff", "model_name=mixtral-8x7b", "--devices", "4", "--a", "ici_expert_parallelism=3"});
+  CHECK(side_a.status == 2);
+  CHECK(side_a.err ==
+        "shardtrace: error: diff side A: ICI parallelism: 4 devices per slice is not divisible by "
+        "expert=3 = 3, so 'fsdp' (-1) cannot be filled\n");
+  const auto side_b = RunShardtrace(
+      {"diff", "model_name=mixtral-8x7b", "--devices", "4", "--b", "ici_expert_paralelism=2"});
+  CHECK_THAT(side_b.err, Catch::StartsWith("shardtrace: error: diff side B: unknown config key "
+                                           "'ici_expert_paralelism'"));
   testing::TempDir dir;
   const auto written = RunShardtrace({"diff", "model_name=mixtral-8x7b", "--devices", "8", "--a",
                                       "ici_expert_parallelism=1", "--b", "ici_expert_parallelism=4",

@@ -233,8 +233,16 @@ bool TraceDiff::same() const {
 }
 
 TraceDiff DiffConfigs(const DiffRequest& request) {
-  const Side a = Load(request.args_a, request.block, request.devices);
-  const Side b = Load(request.args_b, request.block, request.devices);
+  // A side that cannot be traced says which one: `--a ici_expert_parallelism=3` fails on A only.
+  const auto load = [&](const std::vector<std::string>& args, const char* name) {
+    try {
+      return Load(args, request.block, request.devices);
+    } catch (const Error& e) {
+      Fail("diff side {}: {}", name, e.what());
+    }
+  };
+  const Side a = load(request.args_a, "A");
+  const Side b = load(request.args_b, "B");
   const std::vector<std::string> keys_a = AlignmentKeys(a.trace), keys_b = AlignmentKeys(b.trace);
   TraceDiff d;
   d.block = request.block;
