@@ -191,6 +191,42 @@ TEST_CASE("defer_small_all_reduces returns the ring's local expert counts", "[ke
   CHECK(Has(main.err, "defer_small_all_reduces=True: the moe.py of MaxText e591f30"));
 }
 
+TEST_CASE("return_routed_experts is noted, shard_embed_moe_on_fsdp refused as MaxText does",
+          "[keys]") {
+  const std::string config = CaseConfig("sparse_ep2_direct_gather");
+  // The release reads return_routed_experts only in fused_moe_matmul (vllm_rpa), which
+  // shardtrace refuses: the sparse trace is the same, with a note.
+  const CommandResult plain = Trace(config);
+  const CommandResult routed = Trace(config, {"return_routed_experts=true"});
+  REQUIRE(routed.status == 0);
+  const std::string note =
+      "\nnote   return_routed_experts=True: forward-neutral, not traced: read only by "
+      "fused_moe_matmul";
+  const size_t at = routed.out.find(note);
+  REQUIRE(at != std::string::npos);
+  std::string without = routed.out;
+  without.erase(at, without.find('\n', at + 1) - at);
+  CHECK(without == plain.out);
+  // shard_embed_moe_on_fsdp: MaxText's validation without quantization, and with it the
+  // quantized path shardtrace does not model.
+  const CommandResult bare = Trace(config, {"shard_embed_moe_on_fsdp=true"});
+  CHECK(bare.status == 2);
+  CHECK(bare.err ==
+        "shardtrace: error: shard_embed_moe_on_fsdp=true needs quantization set and "
+        "weight_quantization_calibration_method fixed (static scaling): MaxText's config "
+        "validation refuses it\n");
+  const CommandResult quantized =
+      Trace(config, {"shard_embed_moe_on_fsdp=true", "quantization=fp8_full",
+                     "use_qwix_quantization=true", "weight_quantization_calibration_method=fixed"});
+  CHECK(quantized.status == 2);
+  CHECK(Has(quantized.err, "shardtrace: error: shard_embed_moe_on_fsdp=True is not modelled"));
+  const CommandResult both =
+      Trace(config, {"shard_embed_moe_on_fsdp=true", "shard_exp_on_fsdp=true",
+                     "quantization=fp8_full", "weight_quantization_calibration_method=fixed"});
+  CHECK(both.status == 2);
+  CHECK(Has(both.err, "only one of shard_exp_on_fsdp, use_2d_fsdp_sharding and"));
+}
+
 TEST_CASE("A release knob under a revision whose moe.py lacks it is refused by name", "[keys]") {
   const CommandResult seed =
       Trace(CaseConfig("sparse_ep2_direct_gather"), {"--maxtext-revision", "seed"});

@@ -304,6 +304,23 @@ void CheckReleaseMoeKnobs(const ValueMap& values,
           "not modelled by shardtrace (no oracle case holds them)",
           n, emb_chunks->ToString());
   }
+  if (on("shard_embed_moe_on_fsdp")) {
+    const ConfigValue* quantization = defined("quantization");
+    const ConfigValue* calibration = defined("weight_quantization_calibration_method");
+    if (quantization == nullptr || ValueAsString("quantization", *quantization).empty() ||
+        calibration == nullptr ||
+        !ValueAsString("weight_quantization_calibration_method", *calibration).starts_with("fixed"))
+      Fail(
+          "shard_embed_moe_on_fsdp=true needs quantization set and "
+          "weight_quantization_calibration_method fixed (static scaling): MaxText's config "
+          "validation refuses it");
+    if (on("shard_exp_on_fsdp") || on("use_2d_fsdp_sharding"))
+      Fail(
+          "shard_embed_moe_on_fsdp=true with {}=true: only one of shard_exp_on_fsdp, "
+          "use_2d_fsdp_sharding and shard_embed_moe_on_fsdp may be set; MaxText's config "
+          "validation refuses it",
+          on("shard_exp_on_fsdp") ? "shard_exp_on_fsdp" : "use_2d_fsdp_sharding");
+  }
   if (on("defer_small_all_reduces")) {
     if (!on("use_ring_of_experts") || !on("sparse_matmul"))
       Fail(

@@ -143,13 +143,22 @@ std::vector<MoeKeyEntry> MakeTable() {
        "True", "use_tokamax_gmm=true"},
       {"use_gmm_v2_heuristic_tiling", "False", N, "tiling of the same grouped matmul", "True"},
       {"norm_topk_prob", "False", M, "renormalises the top-k weights", "True"},
-      {"return_routed_experts", "False", R, "the layer also returns the routed expert ids", "True"},
+      {"return_routed_experts", "False", N,
+       "read only by fused_moe_matmul (attention=vllm_rpa: tpu_inference's fused kernel, which "
+       "shardtrace refuses), where it keeps the top-k expert ids as an nnx.Intermediate for "
+       "router replay; sparse_matmul and dense_matmul never read it",
+       "True", "", RevisionId::kRelease},
       {"moe_fsdp_use_two_stage_all_gather", "False", M,
        "two kernel constraints with a barrier between them", "True"},
       {"shard_exp_on_fsdp", "False", M, "the kernels' expert dim on fsdp (the kernel specs)",
        "True"},
       {"shard_embed_moe_on_fsdp", "False", R,
-       "keeps embed_moe sharded on fsdp for a quantized weight all-gather", "True"},
+       "acts only through qwix's fixed-calibration gmm rule (quantization=fp8_full with "
+       "use_qwix_quantization): the sparse path's kernels enter shard_map with embed_moe still "
+       "on fsdp and the tokamax gmm all-gathers their fp8 values; shardtrace traces weights "
+       "unquantized. Without quantization and a fixed weight calibration MaxText's config "
+       "validation refuses it, and so does shardtrace",
+       "True", "", RevisionId::kRelease},
       {"use_2d_fsdp_sharding", "False", M, "2-D fsdp kernel specs", "True"},
       {"first_num_dense_layers", "0", M, "which layers are dense (dump, diff)", "1"},
       {"shared_experts", "0", M, "RoutedAndSharedMoE's shared MlpBlock", "1",
