@@ -70,6 +70,19 @@ std::string StepToText(const Trace& trace, const StepResult& step) {
   }
   out += "\nstep per device (one layer)\n";
   for (const std::string& line : StepSummaryLines(step)) out += "  " + line + "\n";
+  if (!m.at_peak.empty() && m.backward_peak_op >= 0) {
+    std::vector<std::string> held;
+    for (size_t i = 0; i < m.at_peak.size() && i < 4; ++i) {
+      const StepBuffer& b = m.at_peak[i];
+      const std::string& name = trace.tensors[static_cast<size_t>(b.tensor)].name;
+      held.push_back(fmt::format("{} {}", b.cotangent ? "d_" + name : name, HumanBytes(b.bytes)));
+    }
+    if (m.at_peak.size() > 4) held.push_back(fmt::format("{} smaller", m.at_peak.size() - 4));
+    out += fmt::format("  backward peak at the VJP of op {} ({}): {}\n", m.backward_peak_op,
+                       trace.ops[static_cast<size_t>(m.backward_peak_op)].Name(),
+                       fmt::join(held, ", "));
+  }
+  for (const std::string& note : m.xla_cpu_notes) out += "  (against XLA:CPU: " + note + ")\n";
   return out;
 }
 

@@ -97,6 +97,9 @@ Json StepJson(const Trace& trace, const StepResult& step) {
                      {"offloaded", r.offloaded},
                      {"bytes", r.bytes}});
   const StepMemory& m = step.memory;
+  Json at_peak = Json::array();
+  for (const StepBuffer& b : m.at_peak)
+    at_peak.push_back({{"tensor", b.tensor}, {"bytes", b.bytes}, {"cotangent", b.cotangent}});
   Json j;
   j["remat_policy"] = {{"name", step.policy.name},
                        {"wrapped", step.policy.wrapped},
@@ -116,6 +119,8 @@ Json StepJson(const Trace& trace, const StepResult& step) {
                  {"forward_temporary_bytes", m.forward_temporary_bytes},
                  {"backward_temporary_bytes", m.backward_temporary_bytes},
                  {"backward_peak_op", m.backward_peak_op},
+                 {"backward_at_peak", at_peak},
+                 {"xla_cpu_notes", m.xla_cpu_notes},
                  {"peak_temporary_bytes", m.peak_temporary_bytes()},
                  {"peak_bytes", m.peak_bytes()}};
   j["totals"] = {{"forward_bytes_sent_per_device", step.forward_bytes_per_device},

@@ -33,6 +33,7 @@ bool Aliases(const Trace& trace, const SpmdResult& spmd, const OpRecord& op) {
 MemoryEstimate EstimateMemory(const Trace& trace, const SpmdResult& spmd,
                               const std::vector<bool>& fused) {
   MemoryEstimate m;
+  m.fused = fused;
   const size_t n = trace.tensors.size();
   const int num_ops = static_cast<int>(trace.ops.size());
   std::vector<int> root(n), def(n, -1), last(n, -1);

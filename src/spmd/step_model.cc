@@ -9,6 +9,7 @@
 
 #include "shard/sharding.h"
 #include "spmd/spmd_reshard.h"
+#include "spmd/step_memory.h"
 #include "spmd/step_rules.h"
 #include "spmd/trace_totals.h"
 
@@ -19,22 +20,22 @@ class StepAnalysis {
  public:
   StepAnalysis(const Mesh& mesh, const Trace& trace, const SpmdResult& spmd,
                const RematPolicy& policy)
-      : mesh_(mesh), trace_(trace), spmd_(spmd) {
+      : mesh_(mesh), trace_(trace), spmd_(spmd), g_(mesh, trace, spmd) {
     result_.policy = policy;
     const size_t n = trace.tensors.size();
-    producer_.assign(n, -1);
-    last_reader_.assign(n, -1);
-    consumers_.assign(n, {});
-    root_.resize(n);
-    for (size_t i = 0; i < n; ++i) root_[i] = static_cast<int>(i);
+    g_.producer.assign(n, -1);
+    g_.last_reader.assign(n, -1);
+    g_.consumers.assign(n, {});
+    g_.root.resize(n);
+    for (size_t i = 0; i < n; ++i) g_.root[i] = static_cast<int>(i);
     for (const OpRecord& op : trace.ops) {
-      for (const int o : op.outputs) producer_[o] = op.id;
+      for (const int o : op.outputs) g_.producer[o] = op.id;
       for (const int in : op.inputs) {
-        last_reader_[in] = std::max(last_reader_[in], op.id);
-        consumers_[in].push_back(op.id);
+        g_.last_reader[in] = std::max(g_.last_reader[in], op.id);
+        g_.consumers[in].push_back(op.id);
       }
       if (Aliases(op))
-        for (const int o : op.outputs) root_[o] = root_[op.inputs.front()];
+        for (const int o : op.outputs) g_.root[o] = g_.root[op.inputs.front()];
     }
   }
 
@@ -65,6 +66,12 @@ class StepAnalysis {
       return true;
     if (k == OpKind::kShardingConstraint || k == OpKind::kShardMapIn)
       return spmd_.implied_at(op.id).empty();
+    // A convert to the operand's own dtype is an identity XLA removes (as EstimateMemory).
+    if (k == OpKind::kAstype && op.inputs.size() == 1 && op.outputs.size() == 1 &&
+        spmd_.implied_at(op.id).empty())
+      return T(op.inputs[0]).dtype == T(op.outputs[0]).dtype &&
+             spmd_.tensor(op.inputs[0]).bytes_per_device ==
+                 spmd_.tensor(op.outputs[0]).bytes_per_device;
     return false;
   }
 
@@ -73,7 +80,7 @@ class StepAnalysis {
     return WithRank(s ? *s : PartitionSpec::Replicated(T(id).shape.size()), T(id).shape.size());
   }
 
-  // need_[t]: t depends differentiably on a parameter or the input, and the loss (the block
+  // g_.need[t]: t depends differentiably on a parameter or the input, and the loss (the block
   // output and any load-balance loss) depends differentiably on t.
   void MarkDifferentiable() {
     const size_t n = trace_.tensors.size();
@@ -93,7 +100,7 @@ class StepAnalysis {
     // The loss reads the output and every scalar loss the block returns (lb_loss).
     if (trace_.output >= 0) bwd[trace_.output] = true;
     for (const TensorRecord& t : trace_.tensors)
-      if (consumers_[t.id].empty() && t.name.find("loss") != std::string::npos && fwd[t.id])
+      if (g_.consumers[t.id].empty() && t.name.find("loss") != std::string::npos && fwd[t.id])
         bwd[t.id] = true;
     for (auto it = trace_.ops.rbegin(); it != trace_.ops.rend(); ++it) {
       const OpRecord& op = *it;
@@ -104,8 +111,8 @@ class StepAnalysis {
       for (size_t k = 0; k < op.inputs.size(); ++k)
         if (DifferentiableOperand(op, k)) bwd[op.inputs[k]] = true;
     }
-    need_.assign(n, false);
-    for (size_t i = 0; i < n; ++i) need_[i] = fwd[i] && bwd[i];
+    g_.need.assign(n, false);
+    for (size_t i = 0; i < n; ++i) g_.need[i] = fwd[i] && bwd[i];
   }
 
   void Gradients() {
@@ -120,17 +127,8 @@ class StepAnalysis {
     for (const OpRecord& op : trace_.ops)
       if (op.kind == OpKind::kParam)
         for (const int o : op.outputs)
-          if (need_[o]) m.gradient_bytes += add(o);
-    if (trace_.input >= 0 && need_[trace_.input]) m.input_gradient_bytes = add(trace_.input);
-  }
-
-  // The weight `id` is a cast copy of, or `id`.
-  int CastSource(int id) const {
-    const int p = producer_[id];
-    if (p < 0) return id;
-    const OpRecord& op = trace_.ops[p];
-    if (op.kind != OpKind::kAstype || op.inputs.size() != 1) return id;
-    return T(op.inputs[0]).shape == T(id).shape ? op.inputs[0] : id;
+          if (g_.need[o]) m.gradient_bytes += add(o);
+    if (trace_.input >= 0 && g_.need[trace_.input]) m.input_gradient_bytes = add(trace_.input);
   }
 
   void Add(StepCollective c, const Shape& in, const Shape& out) {
@@ -159,7 +157,7 @@ class StepAnalysis {
 
   void Backward(const OpRecord& op) {
     bool live = false;
-    for (const int o : op.outputs) live = live || need_[o];
+    for (const int o : op.outputs) live = live || g_.need[o];
     if (!live) return;
     if (op.collective) WrittenTranspose(op);
     if (op.kind == OpKind::kShardMapIn) {
@@ -177,7 +175,7 @@ class StepAnalysis {
     for (const ImpliedCollective& f : spmd_.implied_at(op.id)) {
       if (einsum && f.reason == "einsum operand") continue;
       const int moved = f.tensor;
-      if (moved < 0 || !need_[moved]) continue;
+      if (moved < 0 || !g_.need[moved]) continue;
       StepCollective c;
       c.forward_op = op.id;
       c.tensor = moved;
@@ -217,7 +215,7 @@ class StepAnalysis {
   void ElementwiseOperands(const OpRecord& op) {
     const int out = op.outputs.front();
     for (const int x : op.inputs) {
-      if (!need_[x] || T(x).shape != T(out).shape || T(x).in_shard_map) continue;
+      if (!g_.need[x] || T(x).shape != T(out).shape || T(x).in_shard_map) continue;
       const PartitionSpec from = Spec(out), to = Spec(x);
       if (from == to) continue;
       std::vector<ImpliedCollective> plan =
@@ -243,7 +241,7 @@ class StepAnalysis {
     for (const ImpliedCollective& f : spmd_.implied_at(op.id))
       replicated |= f.kind == CollectiveKind::kAllGather;
     const int out = op.outputs.front();
-    if (!replicated || op.inputs.size() < 3 || !need_[op.inputs[2]]) return;
+    if (!replicated || op.inputs.size() < 3 || !g_.need[op.inputs[2]]) return;
     std::vector<ImpliedCollective> plan =
         PlanReshard(T(out).shape, T(out).dtype, ShardState{Spec(out), {}},
                     PartitionSpec::Replicated(T(out).shape.size()), mesh_);
@@ -259,7 +257,7 @@ class StepAnalysis {
   void WrittenTranspose(const OpRecord& op) {
     const CollectiveRecord& w = *op.collective;
     const int data = op.inputs.empty() ? -1 : op.inputs.front();
-    if (data < 0 || !need_[data]) return;
+    if (data < 0 || !g_.need[data]) return;
     StepCollective c;
     c.kind = Transposed(w.kind);
     c.written = true;
@@ -308,7 +306,8 @@ class StepAnalysis {
   PartitionSpec ComputedSpec(const OpRecord& op, int id) const {
     std::optional<PartitionSpec> to;
     for (const ImpliedCollective& f : spmd_.implied_at(op.id))
-      if (f.reason == "einsum operand" && (f.tensor == id || f.tensor == CastSource(id))) to = f.to;
+      if (f.reason == "einsum operand" && (f.tensor == id || f.tensor == g_.CastSource(id)))
+        to = f.to;
     return WithRank(to ? *to : Spec(id), T(id).shape.size());
   }
 
@@ -322,7 +321,7 @@ class StepAnalysis {
     const int out = op.outputs.front();
     for (size_t k = 0; k < 2; ++k) {
       const int x = op.inputs[k], other = op.inputs[1 - k];
-      if (!need_[x]) continue;
+      if (!g_.need[x]) continue;
       const std::string& mine = eq.operands[k];
       std::string letters;
       for (const char c : eq.operands[1 - k] + eq.output)
@@ -354,7 +353,7 @@ class StepAnalysis {
       for (const std::string& a : computed.UsedAxes()) partial.erase(a);
       if (partial.empty() && computed == own) continue;
       const ShardState from{computed, std::vector<std::string>(partial.begin(), partial.end())};
-      const int named = CastSource(x);
+      const int named = g_.CastSource(x);
       const bool weight = T(named).kind == TensorKind::kWeight;
       std::vector<ImpliedCollective> plan = PlanReshard(T(x).shape, T(x).dtype, from, own, mesh_);
       for (ImpliedCollective& p : plan) p.dtype = T(x).dtype;
@@ -376,7 +375,7 @@ class StepAnalysis {
   // to an all-gather, an all-to-all to the reverse all-to-all.
   void ShardMapIn(const OpRecord& op) {
     const int x = op.inputs.front(), inner = op.outputs.front();
-    if (!need_[x]) return;
+    if (!g_.need[x]) return;
     const PartitionSpec& in_spec = *T(inner).partition_spec;
     const std::vector<std::string> used = in_spec.UsedAxes();
     std::vector<std::string> unmentioned, gathered;
@@ -390,8 +389,8 @@ class StepAnalysis {
     // A weight constrained to the in_spec first (the sparse path's kernels, gathered over
     // fsdp at _maybe_shard_with_pspec): those gathers are sliced back after the psum too.
     Shape scattered = T(inner).shape;
-    for (int v = x; producer_[v] >= 0;) {
-      const OpRecord& p = trace_.ops[producer_[v]];
+    for (int v = x; g_.producer[v] >= 0;) {
+      const OpRecord& p = trace_.ops[g_.producer[v]];
       if (p.kind != OpKind::kShardingConstraint && p.kind != OpKind::kAstype) break;
       for (const ImpliedCollective& f : spmd_.implied_at(p.id))
         if (f.kind == CollectiveKind::kAllGather) {
@@ -402,7 +401,7 @@ class StepAnalysis {
     }
     const DType dtype = T(x).dtype;
     const Shape block = T(inner).shape;
-    const std::string name = T(CastSource(x)).name;
+    const std::string name = T(g_.CastSource(x)).name;
     if (!unmentioned.empty()) {
       std::vector<std::string> rest;
       for (const std::string& a : unmentioned)
@@ -421,7 +420,7 @@ class StepAnalysis {
         c.kind = kind;
         c.written = true;
         c.forward_op = op.id;
-        c.tensor = CastSource(x);
+        c.tensor = g_.CastSource(x);
         c.axes = axes;
         c.participants = mesh_.Size(axes);
         c.dtype = dtype;
@@ -459,7 +458,7 @@ class StepAnalysis {
       if (f.kind == CollectiveKind::kAllGather) continue;
       StepCollective c;
       c.forward_op = op.id;
-      c.tensor = CastSource(x);
+      c.tensor = g_.CastSource(x);
       c.axes = f.axes;
       c.participants = f.participants;
       c.dtype = f.dtype;
@@ -477,155 +476,10 @@ class StepAnalysis {
     }
   }
 
-  // --- memory -------------------------------------------------------------------------
-
-  // What each op's VJP reads of the forward.
-  std::vector<int> ResidualsOf(const OpRecord& op) const {
-    auto need = [&](size_t k) { return k < op.inputs.size() && need_[op.inputs[k]]; };
-    switch (op.kind) {
-      case OpKind::kEinsum:
-      case OpKind::kGmm: {
-        std::vector<int> r;
-        if (need(1)) r.push_back(op.inputs[0]);
-        if (need(0)) r.push_back(op.inputs[1]);
-        if (op.kind == OpKind::kGmm && op.inputs.size() > 2) r.push_back(op.inputs[2]);
-        return r;
-      }
-      case OpKind::kMul:
-      case OpKind::kDiv: {
-        std::vector<int> r;
-        if (need(1) || op.kind == OpKind::kDiv) r.push_back(op.inputs[0]);
-        if (need(0) || op.kind == OpKind::kDiv) r.push_back(op.inputs[1]);
-        return r;
-      }
-      case OpKind::kActivation:
-      case OpKind::kClip:
-        return {op.inputs.front()};
-      case OpKind::kSoftmax:
-        return {op.outputs.front()};
-      case OpKind::kWhere:  // the condition: its non-float operand
-        for (const int in : op.inputs)
-          if (!IsFloating(T(in).dtype)) return {in};
-        return {};
-      case OpKind::kTake:
-      case OpKind::kTakeAlongAxis:
-      case OpKind::kScatterSet:
-        return op.inputs.size() > 1 ? std::vector<int>{op.inputs[1]} : std::vector<int>{};
-      case OpKind::kTopK:
-        return op.outputs.size() > 1 ? std::vector<int>{op.outputs[1]} : std::vector<int>{};
-      case OpKind::kRaggedAllToAll:
-        return std::vector<int>(op.inputs.begin() + std::min<size_t>(2, op.inputs.size()),
-                                op.inputs.end());
-      default:
-        return {};
-    }
-  }
-
-  // Bytes of `id` as op `op` reads it: an einsum operand the forward gathered is read as the
-  // gathered copy (what JAX keeps, or XLA gathers again).
-  int64_t ReadBytes(const OpRecord& op, int id) const {
-    int64_t bytes = spmd_.tensor(id).bytes_per_device;
-    for (const ImpliedCollective& f : spmd_.implied_at(op.id))
-      if ((f.tensor == id || f.tensor == CastSource(id)) &&
-          (f.kind == CollectiveKind::kAllGather || f.kind == CollectiveKind::kAllToAll))
-        bytes = std::max(bytes, Elements(f.local_after) * ByteSize(T(id).dtype));
-    return bytes;
-  }
-
-  bool IsArgument(int id) const {
-    const int p = producer_[root_[id]];
-    return p < 0 || trace_.ops[p].kind == OpKind::kParam || trace_.ops[p].kind == OpKind::kInput;
-  }
-
   void Memory() {
-    StepMemory& m = result_.memory;
-    const RematPolicy& policy = result_.policy;
-    const int num_ops = static_cast<int>(trace_.ops.size());
-    // Residual buffers by root: bytes, the first op whose VJP reads it, whether gathered.
-    std::map<int, std::pair<int64_t, int>> residual;  // root -> (bytes, first reader)
-    gathered_.clear();
-    for (const OpRecord& op : trace_.ops) {
-      bool live = false;
-      for (const int o : op.outputs) live = live || need_[o];
-      if (!live) continue;
-      for (const int r : ResidualsOf(op)) {
-        const int64_t bytes = ReadBytes(op, r);
-        if (IsArgument(r) && bytes == spmd_.tensor(r).bytes_per_device) continue;
-        if (bytes != spmd_.tensor(r).bytes_per_device) gathered_.insert(op.id);
-        auto [it, fresh] = residual.try_emplace(root_[r], bytes, op.id);
-        if (!fresh) it->second.first = std::max(it->second.first, bytes);
-      }
-    }
-    // The names a buffer carries.
-    std::map<int, std::pair<std::string, bool>> kept;  // root -> (name, offloaded)
-    // A named value is saved only where the backward reads it (jax.checkpoint's policy
-    // chooses among residuals): mlpwo's output is not, unless a later VJP reads it.
-    for (const CheckpointTag& t : trace_.checkpoint_tags) {
-      const int r = root_[t.tensor];
-      if (!residual.count(r)) continue;
-      const auto in = [&](const std::vector<std::string>& names) {
-        return std::find(names.begin(), names.end(), t.name) != names.end();
-      };
-      if (!policy.wrapped) continue;
-      if (in(policy.saved))
-        kept[r] = {t.name, false};
-      else if (in(policy.offloaded) && !kept.count(r))
-        kept[r] = {t.name, true};
-    }
-    if (!policy.wrapped)
-      for (const auto& [r, v] : residual) kept[r] = {"", false};
-    kept_.clear();
-    for (const auto& [r, v] : kept) {
-      const int64_t bytes = residual.at(r).first;
-      m.saved.push_back({r, bytes, v.first, v.second});
-      (v.second ? m.offloaded_bytes : m.saved_bytes) += bytes;
-      kept_.insert(r);
-    }
-    std::stable_sort(
-        m.saved.begin(), m.saved.end(),
-        [](const SavedResidual& a, const SavedResidual& b) { return a.bytes > b.bytes; });
-    // The forward phase: its peak, plus what it keeps on the device past the last forward
-    // read when that read came before the peak.
-    const MemoryEstimate& f = spmd_.memory;
-    m.forward_temporary_bytes = f.peak_temporary_bytes;
-    for (const SavedResidual& s : m.saved) {
-      if (s.offloaded) continue;
-      const int def = producer_[s.tensor];
-      int last = last_reader_[s.tensor];
-      for (size_t i = 0; i < trace_.tensors.size(); ++i)
-        if (root_[i] == s.tensor) last = std::max(last, last_reader_[i]);
-      if (def <= f.peak_op && last < f.peak_op) m.forward_temporary_bytes += s.bytes;
-    }
-    // The backward phase, walking the forward in reverse: every residual is live (kept, or
-    // recomputed when the layer's backward starts) until the VJP of its first reader;
-    // a cotangent from its last reader's VJP to its producer's.
-    std::vector<int64_t> delta(num_ops + 2, 0);
-    for (const auto& [r, v] : residual) {
-      m.residual_bytes += v.first;
-      if (!kept_.count(r)) m.recomputed_bytes += v.first;
-      delta[v.second] += v.first;  // live for ops >= first reader
-      delta[num_ops] -= v.first;
-    }
-    for (const TensorRecord& t : trace_.tensors) {
-      if (!need_[t.id] || IsArgument(t.id) || root_[t.id] != t.id || producer_[t.id] < 0) continue;
-      int last = std::max(last_reader_[t.id], producer_[t.id]);
-      for (const int c : consumers_[t.id]) last = std::max(last, c);
-      delta[producer_[t.id]] += spmd_.tensor(t.id).bytes_per_device;
-      delta[last + 1] -= spmd_.tensor(t.id).bytes_per_device;
-    }
-    int64_t live = 0;
-    for (int i = 0; i < num_ops; ++i) {
-      live += delta[i];
-      int64_t transient = 0;  // a gathered weight's cotangent before its reduce-scatter
-      if (gathered_.count(i))
-        for (const int in : trace_.ops[i].inputs)
-          if (T(CastSource(in)).kind == TensorKind::kWeight)
-            transient += ReadBytes(trace_.ops[i], in);
-      if (live + transient > m.backward_temporary_bytes) {
-        m.backward_temporary_bytes = live + transient;
-        m.backward_peak_op = i;
-      }
-    }
+    StepMemoryPlan plan = PlanStepMemory(g_, result_.policy, result_.memory);
+    kept_ = std::move(plan.kept);
+    gathered_ = std::move(plan.gathered);
   }
 
   // Forward collectives the backward runs again: those producing a residual the policy does
@@ -636,10 +490,10 @@ class StepAnalysis {
     std::vector<int> stack;
     for (const OpRecord& op : trace_.ops) {
       bool live = false;
-      for (const int o : op.outputs) live = live || need_[o];
+      for (const int o : op.outputs) live = live || g_.need[o];
       if (!live) continue;
-      for (const int r : ResidualsOf(op)) {
-        if (kept_.count(root_[r])) continue;
+      for (const int r : g_.ResidualsOf(op)) {
+        if (kept_.count(g_.root[r])) continue;
         if (gathered_.count(op.id)) again[op.id] = true;  // the gather of its weight operand
         stack.push_back(r);
       }
@@ -648,9 +502,9 @@ class StepAnalysis {
     while (!stack.empty()) {
       const int t = stack.back();
       stack.pop_back();
-      if (seen[t] || kept_.count(root_[t])) continue;
+      if (seen[t] || kept_.count(g_.root[t])) continue;
       seen[t] = true;
-      const int p = producer_[t];
+      const int p = g_.producer[t];
       if (p < 0) continue;
       const OpRecord& op = trace_.ops[p];
       if (op.kind == OpKind::kParam || op.kind == OpKind::kInput) continue;
@@ -703,10 +557,8 @@ class StepAnalysis {
   const Mesh& mesh_;
   const Trace& trace_;
   const SpmdResult& spmd_;
+  StepGraph g_;
   StepResult result_;
-  std::vector<int> producer_, last_reader_, root_;
-  std::vector<std::vector<int>> consumers_;
-  std::vector<bool> need_;
   std::set<int> kept_;                 // residual roots the policy keeps (device or host)
   std::set<int> gathered_;             // ops whose VJP reads a gathered operand
   std::vector<StepCollective> again_;  // forward collectives remat runs again

@@ -65,6 +65,13 @@ struct SavedResidual {
   bool offloaded = false;
 };
 
+// A buffer live at the backward's peak: a residual of the forward or a cotangent.
+struct StepBuffer {
+  int tensor = -1;
+  int64_t bytes = 0;
+  bool cotangent = false;
+};
+
 struct StepMemory {
   int64_t parameter_bytes = 0;
   int64_t input_bytes = 0;
@@ -80,6 +87,10 @@ struct StepMemory {
   int64_t forward_temporary_bytes = 0;   // the forward's peak plus what it keeps past its use
   int64_t backward_temporary_bytes = 0;  // residuals and cotangents live, at their peak
   int backward_peak_op = -1;             // the forward op whose transpose runs at that peak
+  std::vector<StepBuffer> at_peak;       // what is live there, largest first
+  // How XLA:CPU's memory_analysis() on fake devices differs from these TPU figures (what it
+  // allocates that this model does not count, or counts wider).
+  std::vector<std::string> xla_cpu_notes;
   int64_t peak_temporary_bytes() const {
     return std::max(forward_temporary_bytes, backward_temporary_bytes);
   }

@@ -79,6 +79,8 @@ struct MemoryEstimate {
   std::vector<MemoryHolder> largest;  // the largest temporaries of the whole program
   int64_t gathered_weight_bytes = 0;  // weight copies (casts, gathers) live at the peak
   int64_t unresolved_bytes = 0;       // of the peak, from tensors counted replicated
+  // fused[t]: XLA computes t inside a loop fusion and never writes it (EstimateMemory's rule).
+  std::vector<bool> fused;
   int64_t peak_bytes() const { return parameter_bytes + input_bytes + peak_temporary_bytes; }
 };
 

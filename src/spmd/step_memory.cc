@@ -1,0 +1,268 @@
+#include "spmd/step_memory.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "spmd/step_rules.h"
+
+namespace shardtrace {
+
+bool StepGraph::Live(const OpRecord& op) const {
+  for (const int o : op.outputs)
+    if (need[o]) return true;
+  return false;
+}
+
+int StepGraph::CastSource(int id) const {
+  const int p = producer[id];
+  if (p < 0) return id;
+  const OpRecord& op = trace.ops[p];
+  if (op.kind != OpKind::kAstype || op.inputs.size() != 1) return id;
+  return T(op.inputs[0]).shape == T(id).shape ? op.inputs[0] : id;
+}
+
+bool StepGraph::IsArgument(int id) const {
+  const int p = producer[root[id]];
+  return p < 0 || trace.ops[p].kind == OpKind::kParam || trace.ops[p].kind == OpKind::kInput;
+}
+
+std::vector<int> StepGraph::ResidualsOf(const OpRecord& op) const {
+  auto needs = [&](size_t k) { return k < op.inputs.size() && need[op.inputs[k]]; };
+  switch (op.kind) {
+    case OpKind::kEinsum:
+    case OpKind::kGmm: {
+      std::vector<int> r;
+      if (needs(1)) r.push_back(op.inputs[0]);
+      if (needs(0)) r.push_back(op.inputs[1]);
+      if (op.kind == OpKind::kGmm && op.inputs.size() > 2) r.push_back(op.inputs[2]);
+      return r;
+    }
+    case OpKind::kMul:
+    case OpKind::kDiv: {
+      std::vector<int> r;
+      if (needs(1) || op.kind == OpKind::kDiv) r.push_back(op.inputs[0]);
+      if (needs(0) || op.kind == OpKind::kDiv) r.push_back(op.inputs[1]);
+      return r;
+    }
+    case OpKind::kActivation:
+    case OpKind::kClip:
+      return {op.inputs.front()};
+    case OpKind::kSoftmax:
+      return {op.outputs.front()};
+    case OpKind::kWhere:  // the condition: its non-float operand
+      for (const int in : op.inputs)
+        if (!IsFloating(T(in).dtype)) return {in};
+      return {};
+    case OpKind::kTake:
+    case OpKind::kTakeAlongAxis:
+    case OpKind::kScatterSet:
+      return op.inputs.size() > 1 ? std::vector<int>{op.inputs[1]} : std::vector<int>{};
+    case OpKind::kTopK:
+      return op.outputs.size() > 1 ? std::vector<int>{op.outputs[1]} : std::vector<int>{};
+    case OpKind::kRaggedAllToAll:
+      return std::vector<int>(op.inputs.begin() + std::min<size_t>(2, op.inputs.size()),
+                              op.inputs.end());
+    default:
+      return {};
+  }
+}
+
+int64_t StepGraph::ReadBytes(const OpRecord& op, int id) const {
+  int64_t bytes = spmd.tensor(id).bytes_per_device;
+  for (const ImpliedCollective& f : spmd.implied_at(op.id))
+    if ((f.tensor == id || f.tensor == CastSource(id)) &&
+        (f.kind == CollectiveKind::kAllGather || f.kind == CollectiveKind::kAllToAll))
+      bytes = std::max(bytes, Elements(f.local_after) * ByteSize(T(id).dtype));
+  return bytes;
+}
+
+namespace {
+
+// A residual buffer: its bytes as read, and the first and last forward ops whose VJPs read it.
+struct Residual {
+  int64_t bytes = 0;
+  int first = -1, last = -1;
+};
+
+// How XLA:CPU's memory_analysis() of the same step differs, by what it does that TPU does not.
+void XlaCpuNotes(const StepGraph& g, StepMemory& m) {
+  bool dot = false, gmm = false, half = false;
+  for (const OpRecord& op : g.trace.ops) {
+    if (!g.Live(op)) continue;
+    dot = dot || op.kind == OpKind::kEinsum || op.kind == OpKind::kGmm;
+    gmm = gmm || op.kind == OpKind::kGmm;
+    for (const int o : op.outputs)
+      half = half || (g.T(o).kind == TensorKind::kAct &&
+                      (g.T(o).dtype == DType::kBfloat16 || g.T(o).dtype == DType::kFloat16));
+  }
+  if (dot)
+    m.xla_cpu_notes.push_back(
+        "XLA:CPU's temp also holds the layout copies of its dots (operands and results "
+        "transposed into the row-major order its dot kernels take, several operand-sized "
+        "buffers around each einsum's VJP) and its heap's fragmentation; not counted here");
+  if (half)
+    m.xla_cpu_notes.push_back(
+        "XLA:CPU widens 16-bit floats to float32: its temp counts these activations at twice "
+        "the bytes");
+  if (gmm)
+    m.xla_cpu_notes.push_back(
+        "XLA:CPU lowers ragged_dot (the grouped matmul) with megabytes of scratch; TPU's "
+        "kernel does not");
+}
+
+}  // namespace
+
+StepMemoryPlan PlanStepMemory(const StepGraph& g, const RematPolicy& policy, StepMemory& m) {
+  StepMemoryPlan plan;
+  const Trace& trace = g.trace;
+  const int num_ops = static_cast<int>(trace.ops.size());
+  std::map<int, Residual> residual;  // by root
+  for (const OpRecord& op : trace.ops) {
+    if (!g.Live(op)) continue;
+    for (const int r : g.ResidualsOf(op)) {
+      const int64_t bytes = g.ReadBytes(op, r);
+      if (g.IsArgument(r) && bytes == g.spmd.tensor(r).bytes_per_device) continue;
+      if (bytes != g.spmd.tensor(r).bytes_per_device) plan.gathered.insert(op.id);
+      auto [it, fresh] = residual.try_emplace(g.root[r], Residual{bytes, op.id, op.id});
+      it->second.bytes = std::max(it->second.bytes, bytes);
+      it->second.last = std::max(it->second.last, op.id);
+    }
+  }
+  // The names a buffer carries. A named value is saved only where the backward reads it
+  // (jax.checkpoint's policy chooses among residuals).
+  std::map<int, std::pair<std::string, bool>> kept;  // root -> (name, offloaded)
+  if (policy.wrapped) {
+    for (const CheckpointTag& t : trace.checkpoint_tags) {
+      const int r = g.root[t.tensor];
+      if (!residual.count(r)) continue;
+      const auto in = [&](const std::vector<std::string>& names) {
+        return std::find(names.begin(), names.end(), t.name) != names.end();
+      };
+      if (in(policy.saved))
+        kept[r] = {t.name, false};
+      else if (in(policy.offloaded) && !kept.count(r))
+        kept[r] = {t.name, true};
+    }
+  } else {
+    for (const auto& [r, v] : residual) kept[r] = {"", false};
+  }
+  for (const auto& [r, v] : kept) {
+    const int64_t bytes = residual.at(r).bytes;
+    m.saved.push_back({r, bytes, v.first, v.second});
+    (v.second ? m.offloaded_bytes : m.saved_bytes) += bytes;
+    plan.kept.insert(r);
+  }
+  std::stable_sort(
+      m.saved.begin(), m.saved.end(),
+      [](const SavedResidual& a, const SavedResidual& b) { return a.bytes > b.bytes; });
+  auto on_device = [&](int r) { return kept.count(r) && !kept.at(r).second; };
+
+  // The forward phase: its peak, plus what it keeps on the device past the last forward read
+  // when that read came before the peak.
+  const MemoryEstimate& f = g.spmd.memory;
+  m.forward_temporary_bytes = f.peak_temporary_bytes;
+  for (const SavedResidual& s : m.saved) {
+    if (s.offloaded) continue;
+    int last = g.last_reader[s.tensor];
+    for (size_t i = 0; i < trace.tensors.size(); ++i)
+      if (g.root[i] == s.tensor) last = std::max(last, g.last_reader[i]);
+    if (g.producer[s.tensor] <= f.peak_op && last < f.peak_op) m.forward_temporary_bytes += s.bytes;
+  }
+
+  // A residual recomputed in the backward is computed again from its producer's operands when
+  // the first VJP reads it: residuals among those operands (through values that are no
+  // residuals) must still be live then.
+  bool changed = true;
+  for (int round = 0; changed && round < 8; ++round) {
+    changed = false;
+    for (auto& [r, v] : residual) {
+      if (on_device(r) || g.producer[r] < 0) continue;
+      std::vector<int> stack(trace.ops[g.producer[r]].inputs);
+      std::set<int> seen;
+      while (!stack.empty()) {
+        const int t = g.root[stack.back()];
+        stack.pop_back();
+        if (!seen.insert(t).second || g.IsArgument(t) || g.producer[t] < 0) continue;
+        auto it = residual.find(t);
+        if (it == residual.end()) {
+          const OpRecord& p = trace.ops[g.producer[t]];
+          stack.insert(stack.end(), p.inputs.begin(), p.inputs.end());
+          continue;
+        }
+        if (it->second.last < v.last) {
+          it->second.last = v.last;
+          changed = true;
+        }
+      }
+    }
+  }
+
+  // The backward phase: delta[i] changes what is live while the VJP of forward op i runs
+  // (the backward walks i from the last op down to 0).
+  std::vector<int64_t> delta(num_ops + 2, 0);
+  struct Range {
+    int tensor, lo, hi;
+    int64_t bytes;
+    bool cotangent;
+  };
+  std::vector<Range> ranges;
+  auto live_between = [&](int tensor, int lo, int hi, int64_t bytes, bool cotangent) {
+    if (lo < 0 || hi < lo) return;  // live while the VJPs of ops lo..hi run
+    delta[lo] += bytes;
+    delta[hi + 1] -= bytes;
+    ranges.push_back({tensor, lo, hi, bytes, cotangent});
+  };
+  for (const auto& [r, v] : residual) {
+    m.residual_bytes += v.bytes;
+    if (!plan.kept.count(r)) m.recomputed_bytes += v.bytes;
+    // Kept on the device: held from the forward until the VJP of its first reader; else
+    // computed again (or fetched from the host) for its last VJP reader.
+    live_between(r, v.first, on_device(r) ? num_ops - 1 : v.last, v.bytes, false);
+  }
+  // Cotangents, one per buffer: from the VJP of the last reader of the value (or an alias of
+  // it) to the VJP of its producer. A value XLA fuses into its one elementwise reader has its
+  // cotangent fused into that reader's VJP; the output's cotangent is the step's argument.
+  std::vector<int> last_use(trace.tensors.size(), -1);
+  for (const TensorRecord& t : trace.tensors)
+    for (const int c : g.consumers[t.id])
+      last_use[g.root[t.id]] = std::max(last_use[g.root[t.id]], c);
+  const std::vector<bool>& fused = f.fused;
+  std::vector<bool> read_by_alias(trace.tensors.size(), false);  // an identity reads it
+  for (const OpRecord& op : trace.ops)
+    for (const int in : op.inputs)
+      for (const int o : op.outputs)
+        if (o != in && g.root[o] == g.root[in]) read_by_alias[in] = true;
+  for (const TensorRecord& t : trace.tensors) {
+    if (!g.need[t.id] || g.IsArgument(t.id) || g.root[t.id] != t.id || g.producer[t.id] < 0 ||
+        t.id == trace.output)
+      continue;
+    if (static_cast<size_t>(t.id) < fused.size() && fused[t.id] && !read_by_alias[t.id]) continue;
+    live_between(t.id, g.producer[t.id], std::max(last_use[t.id], g.producer[t.id]),
+                 g.spmd.tensor(t.id).bytes_per_device, true);
+  }
+  // Prefix sums over i give what is live at VJP i (ranges are [lo, hi] in op order).
+  int64_t live = 0;
+  for (int i = 0; i < num_ops; ++i) {
+    live += delta[i];
+    int64_t transient = 0;  // a gathered weight's cotangent before its reduce-scatter
+    if (plan.gathered.count(i))
+      for (const int in : trace.ops[i].inputs)
+        if (g.T(g.CastSource(in)).kind == TensorKind::kWeight)
+          transient += g.ReadBytes(trace.ops[i], in);
+    if (live + transient > m.backward_temporary_bytes) {
+      m.backward_temporary_bytes = live + transient;
+      m.backward_peak_op = i;
+    }
+  }
+  // What holds the backward's peak, largest first.
+  for (const Range& r : ranges)
+    if (r.lo <= m.backward_peak_op && m.backward_peak_op <= r.hi)
+      m.at_peak.push_back({r.tensor, r.bytes, r.cotangent});
+  std::stable_sort(m.at_peak.begin(), m.at_peak.end(),
+                   [](const StepBuffer& a, const StepBuffer& b) { return a.bytes > b.bytes; });
+  XlaCpuNotes(g, m);
+  return plan;
+}
+
+}  // namespace shardtrace
