@@ -12,6 +12,7 @@
 #include "config/config_files.h"
 #include "config/config_value.h"
 #include "config/derived_dims.h"
+#include "config/embedded_configs.h"
 #include "config/key_defaults.h"
 #include "config/key_suggest.h"
 #include "config/sharding_keys.h"
@@ -258,8 +259,17 @@ class Resolver {
     const std::string relative = fmt::format("models/{}.yml", model_name);
     const std::optional<FileText> file = files_.Find(relative, /*configs_fallback=*/true);
     if (!file) {
-      Fail("model_name '{}': model file not found: {}", model_name,
-           files_.Where(relative, /*configs_fallback=*/true));
+      const std::vector<std::string> close = config_internal::SuggestKeys(
+          model_name, files_.Names("models", /*configs_fallback=*/true));
+      Fail("model_name '{}': model file not found: {}{}{}", model_name,
+           files_.Where(relative, /*configs_fallback=*/true),
+           close.empty() ? "" : fmt::format(" (did you mean {}?)", fmt::join(close, ", ")),
+           files_.embedded()
+               ? fmt::format("; the embedded configs are MaxText {}'s: for a model of another "
+                             "MaxText, give its base.yml first ("
+                             "path/to/maxtext/configs/base.yml model_name={})",
+                             kEmbeddedMaxTextRevision, model_name)
+               : "");
     }
     Layer model = CheckedLayer(*file);
 

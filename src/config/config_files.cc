@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -53,6 +54,28 @@ std::optional<FileText> ConfigFiles::Find(std::string_view relative, bool config
     if (std::filesystem::is_regular_file(path, error)) return ReadConfigFile(path);
   }
   return std::nullopt;
+}
+
+std::vector<std::string> ConfigFiles::Names(std::string_view folder, bool configs_fallback) const {
+  std::set<std::string> names;
+  const std::string prefix = fmt::format("{}/", folder);
+  if (embedded_) {
+    for (const EmbeddedFile& f : EmbeddedConfigFiles())
+      if (f.path.starts_with(prefix) && f.path.ends_with(".yml"))
+        names.insert(std::string(f.path.substr(prefix.size(), f.path.size() - prefix.size() - 4)));
+    return {names.begin(), names.end()};
+  }
+  std::vector<std::filesystem::path> dirs = {base_path_.parent_path() / folder};
+  if (configs_fallback) dirs.push_back(base_path_.parent_path().parent_path() / folder);
+  if (!fallback_path_.empty()) dirs.push_back(fallback_path_.parent_path() / folder);
+  for (const std::filesystem::path& dir : dirs) {
+    std::error_code error;
+    int listed = 0;  // a config folder holds tens of files; stop at a sane bound
+    for (std::filesystem::directory_iterator it(dir, error), end;
+         !error && it != end && listed < 10000; it.increment(error), ++listed)
+      if (it->path().extension() == ".yml") names.insert(it->path().stem().string());
+  }
+  return {names.begin(), names.end()};
 }
 
 std::string ConfigFiles::Where(std::string_view relative, bool configs_fallback) const {

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace shardtrace::config_internal {
 
@@ -34,6 +35,10 @@ class ConfigFiles {
   std::optional<FileText> Find(std::string_view relative, bool configs_fallback = false) const;
   // Where Find looked, for "not found" messages.
   std::string Where(std::string_view relative, bool configs_fallback = false) const;
+  // The names (without .yml) of the files in `folder` ("models") where Find would look,
+  // sorted and distinct: the candidates a "did you mean" picks from.
+  std::vector<std::string> Names(std::string_view folder, bool configs_fallback = false) const;
+  bool embedded() const { return embedded_; }
   // A last place to look, as pyconfig falls back to its installed configs folder: the folder
   // of the base.yml a base_config chain ends in, when the started file lives elsewhere.
   ConfigFiles WithFallback(std::filesystem::path base_path) const {
