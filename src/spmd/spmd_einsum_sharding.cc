@@ -27,6 +27,108 @@ Entry Effective(const Entry& e, const Mesh& mesh) {
   return out;
 }
 
+// GSPMD's dot handler (xla/service/spmd/dot_handler.cc, PartitionDot) first tries the
+// patterns where operands and the output already agree: both operands partitioned over all
+// devices on the same batch dims; an operand and the output over all devices on the same
+// batch or non-contracting dims; then grouping devices on dims partitioned the same number
+// of ways in an operand and the output (batch, non-contracting) or in both operands
+// (contracting). Only when none applies does it fall back to the output's sharding
+// (PartitionBaseCase with may_reshard_without_detecting_match): an output partitioned over
+// all devices on its batch dims has both operands resharded to it; on one operand's
+// non-contracting dims, that operand is resharded to it and the other one gathered whole.
+// Returns that plan when the output sharding propagation gave the einsum (`want`, the
+// constraint that reads it) takes the fallback, nullopt otherwise.
+std::optional<EinsumPlan> OutputLayoutFallback(const ParsedEinsum& eq,
+                                               const std::vector<std::vector<Entry>>& target,
+                                               const std::vector<Entry>& want, const Mesh& mesh) {
+  const int64_t n = mesh.num_devices();
+  if (n <= 1) return std::nullopt;
+  auto dim = [&](int i, char c) { return static_cast<int>(eq.operands[i].find(c)); };
+  auto in_output = [&](char c) { return eq.output.find(c) != std::string::npos; };
+  // Letter classes: 'b' batch, 'l'/'r' non-contracting of operand 0/1, 'c' contracting.
+  auto klass = [&](char c) {
+    const bool a = dim(0, c) >= 0, b = dim(1, c) >= 0;
+    if (a && b) return in_output(c) ? 'b' : 'c';
+    if (!in_output(c)) return 'x';  // summed within one operand
+    return a ? 'l' : 'r';
+  };
+  std::string letters = eq.operands[0] + eq.operands[1];
+  std::sort(letters.begin(), letters.end());
+  letters.erase(std::unique(letters.begin(), letters.end()), letters.end());
+  auto operand_parts = [&](int i, char k) {
+    int64_t p = 1;
+    for (const char c : letters)
+      if (klass(c) == k && dim(i, c) >= 0) p *= mesh.Size(target[i][dim(i, c)]);
+    return p;
+  };
+  auto output_parts = [&](char k) {
+    int64_t p = 1;
+    for (size_t d = 0; d < eq.output.size(); ++d)
+      if (klass(eq.output[d]) == k) p *= mesh.Size(want[d]);
+    return p;
+  };
+  // Operand i and the output shard class k's letters alike (operand i's dims of other classes
+  // follow, since n parts leave none for them).
+  auto matches_output = [&](int i, char k) {
+    for (size_t d = 0; d < eq.output.size(); ++d) {
+      const char c = eq.output[d];
+      if (klass(c) == k && target[i][dim(i, c)] != want[d]) return false;
+    }
+    return true;
+  };
+  const int64_t lb = operand_parts(0, 'b'), rb = operand_parts(1, 'b'), ob = output_parts('b');
+  const int64_t lc = operand_parts(0, 'c'), rc = operand_parts(1, 'c');
+  const int64_t ln = operand_parts(0, 'l'), rn = operand_parts(1, 'r');
+  const int64_t oln = output_parts('l'), orn = output_parts('r');
+  bool batch_alike = true;
+  for (const char c : letters)
+    if (klass(c) == 'b') batch_alike &= target[0][dim(0, c)] == target[1][dim(1, c)];
+  // The base cases that need no fallback.
+  if (lb == n && rb == n && batch_alike) return std::nullopt;
+  if (ob == n && ((lb == n && matches_output(0, 'b')) || (rb == n && matches_output(1, 'b'))))
+    return std::nullopt;
+  if (lc == n && rc == n) return std::nullopt;
+  if ((ln == n && oln == n && matches_output(0, 'l')) ||
+      (rn == n && orn == n && matches_output(1, 'r')))
+    return std::nullopt;
+  // Grouping on dims partitioned alike.
+  if (ob > 1 && (lb == ob || rb == ob)) return std::nullopt;
+  if ((ln > 1 && ln == oln) || (rn > 1 && rn == orn)) return std::nullopt;
+  for (size_t d = 0; d < eq.output.size(); ++d) {
+    const char c = eq.output[d];
+    const char k = klass(c);
+    if (k != 'l' && k != 'r') continue;
+    const int64_t p = mesh.Size(target[k == 'l' ? 0 : 1][dim(k == 'l' ? 0 : 1, c)]);
+    if (p > 1 && p == mesh.Size(want[d])) return std::nullopt;
+  }
+  for (const char c : letters)
+    if (klass(c) == 'c') {
+      const int64_t p = mesh.Size(target[0][dim(0, c)]);
+      if (p > 1 && p == mesh.Size(target[1][dim(1, c)])) return std::nullopt;
+    }
+  // The fallback: compute in the output's sharding.
+  char k = 0;
+  if (ob == n)
+    k = 'b';
+  else if (oln == n)
+    k = 'l';
+  else if (orn == n)
+    k = 'r';
+  else
+    return std::nullopt;
+  EinsumPlan plan;
+  for (int i = 0; i < 2; ++i) {
+    std::vector<Entry> e(eq.operands[i].size());
+    for (size_t d = 0; d < eq.output.size(); ++d) {
+      const char c = eq.output[d];
+      if (klass(c) == k && dim(i, c) >= 0) e[dim(i, c)] = want[d];
+    }
+    plan.operands.emplace_back(e);
+  }
+  plan.output = PartitionSpec(want);
+  return plan;
+}
+
 }  // namespace
 
 EinsumPlan PlanEinsum(const ParsedEinsum& eq, const std::vector<Shape>& shapes,
@@ -38,6 +140,12 @@ EinsumPlan PlanEinsum(const ParsedEinsum& eq, const std::vector<Shape>& shapes,
   for (int i = 0; i < 2; ++i) {
     const PartitionSpec s = WithRank(specs[i], shapes[i].size());
     for (const Entry& e : s.entries()) target[i].push_back(Effective(e, mesh));
+  }
+  if (constrained_output) {
+    std::vector<Entry> want;
+    const PartitionSpec spec = WithRank(*constrained_output, eq.output.size());
+    for (const Entry& e : spec.entries()) want.push_back(Effective(e, mesh));
+    if (std::optional<EinsumPlan> plan = OutputLayoutFallback(eq, target, want, mesh)) return *plan;
   }
   auto dim = [&](int i, char c) {
     return static_cast<int>(eq.operands[i].find(c));  // npos -> -1

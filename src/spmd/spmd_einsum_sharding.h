@@ -10,6 +10,9 @@
 // - a mesh axis may shard one output dim only: on a clash the axis stays on the letter a
 //   sharding constraint right after the einsum puts it on (GSPMD propagates that
 //   constraint back into the einsum's output), else on the larger operand's letter.
+// - when that constrained output and the operands share no partitioning (GSPMD's base and
+//   grouping cases all fail) and the output is split over all devices on one class of dims,
+//   the einsum is computed in the output's sharding (GSPMD's fallback).
 #pragma once
 
 #include <optional>
