@@ -206,12 +206,24 @@ CASES = [
          block="qwen3_next", mesh={"fsdp": 2, "tensor": 2}, **model("qwen3-next-80b-a3b")),
     case("rule_shard_exp_on_fsdp", 4, "custom_mesh_and_rule shard-exp-on-fsdp", mesh={"fsdp": 4},
          custom_mesh_and_rule="shard-exp-on-fsdp"),
+    # deepseek3-671b-2dfsdp's own logical rules (no 'exp' rule) under expert parallelism (issue 27,
+    # D1): the experts reach shard_map replicated and megablox reads the first E/EP of them on
+    # every shard (replicated_experts.py measures what that computes against one device).
+    case("shared_2dfsdp_fsdp2_ep2", 4,
+         "RoutedAndSharedMoE of deepseek3-671b-2dfsdp (its logical rules map no mesh axis to 'exp') on "
+         "fsdp=2 x expert=2: every EP shard gets all experts, megablox (Pallas interpret) reads groups "
+         "0..E/EP-1",
+         block="shared", mesh={"fsdp": 2, "expert": 2}, **model("deepseek3-671b-2dfsdp"), megablox=True),
     # --- eight devices.
     case("sparse_fsdp4_tp2", 8, "sparse_matmul, fsdp=4 x tensor=2", mesh={"fsdp": 4, "tensor": 2}),
     case("sparse_ep2_tp4", 8, "sparse_matmul EP=2 x TP=4 (the shape of MaxText PR 4910's CPU test)",
          mesh={"expert": 2, "tensor": 4}),
     case("dense_drop_train_fsdp8", 8, "dense_matmul dropping, fsdp=8", mesh={"fsdp": 8}, sparse_matmul=False,
          capacity_factor=1.0),
+    case("shared_2dfsdp_fsdp2_ep4", 8,
+         "RoutedAndSharedMoE of deepseek3-671b-2dfsdp on fsdp=2 x expert=4 (the sweep's fsdp2_ep4 mesh, "
+         "tiny dims): every EP shard gets all experts, megablox (Pallas interpret) reads groups 0..E/EP-1",
+         block="shared", mesh={"fsdp": 2, "expert": 4}, **model("deepseek3-671b-2dfsdp"), megablox=True),
 ]
 CASES += [bf16(c) for c in CASES if c["name"] in ("sparse_ep1", "dense_dropless", "dense_drop_train_fsdp2",
                                                    "mlp_dense", "sparse_ep2")]
