@@ -185,7 +185,7 @@ TEST_CASE(
   std::sort(files.begin(), files.end());
   CHECK(files.size() == 35);
 
-  std::string table, refusals, outside;
+  std::string table, refusals, outside, warnings;
   int exact = 0, both_refuse = 0, listed_cases = 0;
   for (const fs::path& file : files) {
     const json sweep = json::parse(ReadFile(file));
@@ -253,6 +253,13 @@ TEST_CASE(
       ++exact;
       ++traced;
       cells[mesh] = "exact, " + Bytes(bytes);
+      // Where MaxText on this mesh computes something else than on one device, the trace says
+      // so (Trace::warnings); the page shows it beside the bytes.
+      if (trace.contains("warnings")) {
+        cells[mesh] += ", warns";
+        for (const json& w : trace.at("warnings"))
+          warnings += fmt::format("| {} | {} | {} |\n", model, mesh, Escape(w.get<std::string>()));
+      }
     }
     if (labels.empty() && traced == 0)
       summary = fmt::format("refuses all {} cases, as MaxText does", refused);
@@ -312,7 +319,13 @@ TEST_CASE(
       "## Known differences\n\n"
       "Listed in `testdata/maxtext-moe-models/sweep_differences.json`. The test requires each "
       "one to still differ exactly as listed.\n\n"
-      "| | model file | cases | what each does | reason |\n|---|---|---|---|---|\n{}\n"
+      "{}\n"
+      "## Warnings\n\n"
+      "Cases marked **warns** trace exactly, but on that mesh MaxText computes a different block "
+      "than on one device; `trace` prints the warning (text `warning:`, JSON `warnings`, the "
+      "page's summary). The oracle case `testdata/maxtext/cases/shared_2dfsdp_fsdp2_ep2` "
+      "(and `_ep4`) measures it on fake CPU devices (`replicated_experts.json` there).\n\n"
+      "| model file | case | warning |\n|---|---|---|\n{}\n"
       "## Refused by both\n\n"
       "MaxText's column is its error building the block, or for the cases "
       "`tools/maxtext_oracle/forward_check.py` ran (deepseek3-671b-2dfsdp and -batchsplit on "
@@ -328,7 +341,11 @@ TEST_CASE(
       "not checked. shardtrace models the MoE block only and does not report these.\n\n"
       "| model file | variable: error |\n|---|---|\n{}",
       exact, both_refuse, listed_cases, diffs.size(), diffs.size() == 1 ? "entry" : "entries",
-      mesh_head, mesh_rule, table, known, refusals, outside);
+      mesh_head, mesh_rule, table,
+      diffs.empty()
+          ? "None: every case agrees.\n"
+          : "| | model file | cases | what each does | reason |\n|---|---|---|---|---|\n" + known,
+      warnings, refusals, outside);
   testing::CompareWithGolden("../docs/release-models.md", page);
 }
 

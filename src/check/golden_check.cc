@@ -129,6 +129,7 @@ GoldenReport CheckGoldenCase(const std::string& case_dir, const std::vector<std:
                       block == Block::kMlp ? run.trace.path : setup.PathLabel(),
                       in.config.revision().Title(),
                       {},
+                      run.trace.warnings,
                       step,
                       0};
   for (const Capture id : GoldenCaptures()) {

@@ -30,6 +30,9 @@ struct GoldenReport {
   std::string path;              // the MoE path the config selected
   std::string maxtext_revision;  // MaxTextRevision::Title(): whose moe.py ran
   std::vector<ArrayCheck> checks;
+  // The trace's warnings (Trace::warnings): where this mesh makes MaxText compute something
+  // else than one device would, which the case's arrays then hold too.
+  std::vector<std::string> warnings;
   // A training-step case: the loss and the grad_* arrays were compared (checks lists them).
   bool step = false;
   int gradients_compared = 0;  // grad_* arrays compared (pass or fail)

@@ -44,6 +44,7 @@ std::string GoldenReportsToJson(const std::vector<GoldenReport>& reports) {
                                      {"path", r.path},
                                      {"maxtext_revision", r.maxtext_revision},
                                      {"passed", r.passed()}};
+    if (!r.warnings.empty()) report["warnings"] = r.warnings;
     if (r.step) report["gradients_compared"] = r.gradients_compared;
     report["arrays"] = checks;
     j.push_back(report);
@@ -57,6 +58,7 @@ std::string GoldenReportsToText(const std::vector<GoldenReport>& reports) {
   for (const GoldenReport& r : reports) {
     text += fmt::format("{}  {}\n  path: {}\n  moe.py: {}\n", r.passed() ? "PASS" : "FAIL",
                         r.case_dir, r.path, r.maxtext_revision);
+    for (const std::string& w : r.warnings) text += fmt::format("  warning: {}\n", w);
     TextTable table({"array", "status", "detail"});
     for (const ArrayCheck& c : r.checks) table.AddRow({c.name, StatusText(c.status), c.detail});
     text += table.Render("  ") + "\n";

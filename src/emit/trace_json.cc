@@ -92,10 +92,8 @@ Json StepJson(const Trace& trace, const StepResult& step) {
                      {"bytes_per_device", g.bytes_per_device}});
   Json saved = Json::array();
   for (const SavedResidual& r : step.memory.saved)
-    saved.push_back({{"tensor", r.tensor},
-                     {"name", r.name},
-                     {"offloaded", r.offloaded},
-                     {"bytes", r.bytes}});
+    saved.push_back(
+        {{"tensor", r.tensor}, {"name", r.name}, {"offloaded", r.offloaded}, {"bytes", r.bytes}});
   const StepMemory& m = step.memory;
   Json at_peak = Json::array();
   for (const StepBuffer& b : m.at_peak)
@@ -143,6 +141,7 @@ std::string TraceToJson(const Trace& trace, const SpmdResult& spmd, const StepRe
   j["maxtext_revision"] = trace.maxtext_revision;
   j["maxtext_revision_why"] = trace.maxtext_revision_why;
   j["notes"] = trace.notes;
+  if (!trace.warnings.empty()) j["warnings"] = trace.warnings;
   Json tensors = Json::array();
   for (const TensorRecord& t : trace.tensors) tensors.push_back(TensorJson(t, spmd.tensor(t.id)));
   j["tensors"] = tensors;

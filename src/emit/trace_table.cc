@@ -31,6 +31,7 @@ std::string TraceToTable(const Trace& trace, const SpmdResult& spmd) {
                      trace.block, trace.path, trace.mesh, trace.num_devices,
                      trace.num_devices == 1 ? "" : "s", trace.numeric ? "numeric" : "symbolic",
                      trace.maxtext_revision, trace.maxtext_revision_why);
+  for (const std::string& w : trace.warnings) out += fmt::format("warning: {}\n", w);
   for (const std::string& note : trace.notes) out += fmt::format("note   {}\n", note);
   std::string scope = "\x01";
   TextTable* table = nullptr;

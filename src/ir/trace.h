@@ -179,6 +179,10 @@ struct Trace {
   std::vector<Fact> facts;
   std::vector<DumpEntry> dump;
   std::vector<std::string> notes;  // path selection reasons, kernel choice, ...
+  // Where what MaxText computes on this mesh differs from the same block on one device (its
+  // shardings change the math, not only where it runs): one sentence each, naming the rule or
+  // axis. Every output shows them (text `warning`, JSON `warnings`, the page's summary).
+  std::vector<std::string> warnings;
   // shardtrace's masked-loop reference (`--path masked_loop`): no branch of moe.py selects
   // it, so the trace has no path reasons and the pages say how it is selected instead.
   bool reference_path = false;

@@ -203,6 +203,7 @@ Accelerator ParseAccelerator(const std::string& text) {
 std::string SummaryMarkdown(const SummaryInput& in) {
   const Trace& trace = *in.trace;
   std::string out = "## Summary\n\n" + PathLine(trace) + "\n\n";
+  for (const std::string& w : trace.warnings) out += "> **Warning:** " + w + "\n\n";
   if (in.spmd) {
     out += BudgetTable(trace, *in.spmd, in.totals, in.step) + "\n";
     out += in.step ? FitLine("Training-step peak", in.step->memory.peak_bytes(), in.accelerators)

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "config/moe_lines.h"
+#include "numeric/shape_ops.h"
 #include "paths/routing.h"
 #include "paths/traced_ops.h"
 #include "util/checked.h"
@@ -442,17 +443,31 @@ Value Gmm(const MoeContext& ctx, const Value& inputs, const Value& kernel, const
        {"rows", std::to_string(rows)},
        {"padded_rows", fmt::format("{} (multiple of wi_tile_fwd_batch_seq {})", padded, tile)},
        {"padding", std::to_string(padded - rows)}});
+  // Experts replicated into shard_map (EnterSparseShardMap allows it for megablox only): rhs
+  // holds every expert, group_sizes the local ones, and megablox with group_offset 0 reads rhs
+  // groups 0 .. len(group_sizes)-1 (backend.py's rhs index group_id - group_offset).
+  const int64_t groups = group_sizes.dim(0);
+  const int64_t extra = kernel.dim(0) - groups;
+  if (extra > 0) {
+    op.attrs.push_back({"group_offset", "0"});
+    op.attrs.push_back({"rhs_groups_read", fmt::format("0-{} of {}", groups - 1, kernel.dim(0))});
+  }
   op.einsum = ParseEinsum(op.equation);
   const DType dtype = s.dtype;
+  const auto used = [groups, extra](const Array& rhs) {
+    return extra > 0 ? Slice(rhs, 0, 0, groups) : rhs;
+  };
   return t.Apply(
       op, {&inputs, &kernel, &group_sizes}, {name, out_dims},
       [&](const Args& a) {
         // Zero padding rows never reach a group, so the math is ragged_dot's.
-        return RaggedDot(Cast(*a[0], dtype), Cast(*a[1], dtype), *a[2], dtype, t.pool());
+        return RaggedDot(Cast(*a[0], dtype), Cast(used(*a[1]), dtype), *a[2], dtype, t.pool());
       },
-      [dtype](const Args& a, const Args&, const Args& g) {
-        auto [dl, dr] = RaggedDotVjp(Cast(*a[0], dtype), Cast(*a[1], dtype), *a[2], *g[0]);
-        return std::vector<Array>{CastVjp(*a[0], dl), CastVjp(*a[1], dr), Array{}};
+      [dtype, used, extra](const Args& a, const Args&, const Args& g) {
+        auto [dl, dr] = RaggedDotVjp(Cast(*a[0], dtype), Cast(used(*a[1]), dtype), *a[2], *g[0]);
+        Array d_rhs = CastVjp(used(*a[1]), dr);
+        if (extra > 0) d_rhs = Pad(d_rhs, 0, 0, extra, 0.0f);
+        return std::vector<Array>{CastVjp(*a[0], dl), std::move(d_rhs), Array{}};
       });
 }
 

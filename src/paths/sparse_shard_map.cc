@@ -39,6 +39,39 @@ void CheckGmmContraction(const MoeContext& ctx, const RoutedShardings& r) {
       r.input.ToString(), kernels, r.w0.ToString(), m / tokens, m / kernels);
 }
 
+// Rules that map no mesh axis to the expert dim under expert parallelism (deepseek3-671b-2dfsdp:
+// no 'exp' rule) hand every EP shard all E experts, P(None, ...). moe.py's megablox gmm then gets
+// rhs of E groups with the shard's E/EP local group sizes and group_offset 0
+// (get_gmm_for_local_experts), and reads rhs group j for local group j: shard s multiplies the
+// tokens it received for expert s*E/EP+j by expert j's kernel. MaxText lowers and runs this
+// (tools/maxtext_oracle/replicated_experts.py measured it on fake CPU devices, case
+// shared_2dfsdp_fsdp2_ep2); shardtrace traces it with those semantics (Gmm) and warns. The
+// other grouped matmuls are not established there and stay refused.
+bool ExpertsReplicatedIntoMegablox(const MoeContext& ctx, const Value& w0) {
+  const MoeSetup& s = ctx.setup;
+  const MoeSettings& c = ctx.settings();
+  return s.ep > 1 && w0.dim(0) == s.num_experts && s.gmm_kernel == "megablox" &&
+         !s.ring_of_experts && !c.mlp_bias && !c.shard_exp_on_fsdp && !c.use_2d_fsdp_sharding &&
+         !c.use_batch_split_schedule;
+}
+
+void WarnWrongExperts(const MoeContext& ctx, const PartitionSpec& w0_spec) {
+  const MoeSetup& s = ctx.setup;
+  const int64_t local = s.num_experts / s.ep;
+  ctx.t.Warn(fmt::format(
+      "the logical rules map no mesh axis to 'exp', so sparse_matmul's in_specs ({}) give each "
+      "of the {} shards of {} all {} experts and moe.py's megablox gmm (group_offset 0) "
+      "multiplies the tokens a shard s receives for its local expert j by expert j's kernel "
+      "instead of expert s*{}+j's: with this mesh MaxText computes a different block than on "
+      "one device (only the tokens routed to experts 0-{} get their own experts)",
+      w0_spec.ToString(), s.ep, PartitionSpec::EntryToString(s.expert_axes), s.num_experts, local,
+      local - 1));
+  ctx.t.Note(fmt::format(
+      "experts replicated into shard_map: every device holds all {} experts' kernels; the gmm "
+      "reads groups 0-{} of them",
+      s.num_experts, local - 1));
+}
+
 }  // namespace
 
 // get_routed_moe_shardings. The seed resolves these with config.logical_axis_rules (the
@@ -214,7 +247,9 @@ ShardMapOperands EnterSparseShardMap(const MoeContext& ctx, const Value& inputs_
   }
   // The gmm needs every local expert's kernel on the device: E/EP of them.
   const int64_t local_experts = s.num_experts / s.ep;
-  if (op.w0.dim(0) != local_experts)
+  if (op.w0.dim(0) != local_experts && ExpertsReplicatedIntoMegablox(ctx, op.w0))
+    WarnWrongExperts(ctx, sh.w0);
+  else if (op.w0.dim(0) != local_experts)
     Fail(
         "sparse_matmul: w0 enters shard_map as {} per device ({} of the {} experts) but expert "
         "parallelism {} over {} needs {} local experts; the logical rules shard 'exp' as {}{}",

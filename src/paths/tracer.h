@@ -216,6 +216,7 @@ class Tracer {
 
   void AddFact(Fact fact);
   void Note(std::string note) { trace_.notes.push_back(std::move(note)); }
+  void Warn(std::string warning) { trace_.warnings.push_back(std::move(warning)); }
   std::string CurrentScope() const;
 
   Trace& trace() { return trace_; }
