@@ -416,7 +416,7 @@ int64_t RaggedBufferSize(int64_t local_batch, int64_t ep_degree, int64_t global_
 }
 
 Value Gmm(const MoeContext& ctx, const Value& inputs, const Value& kernel, const Value& group_sizes,
-          const std::string& name, bool wo_tiles) {
+          const std::string& name, bool wo_tiles, bool rhs_holds_all_experts) {
   Tracer& t = ctx.t;
   const MoeSettings& c = ctx.settings();
   const MoeSetup& s = ctx.setup;
@@ -447,7 +447,7 @@ Value Gmm(const MoeContext& ctx, const Value& inputs, const Value& kernel, const
   // holds every expert, group_sizes the local ones, and megablox with group_offset 0 reads rhs
   // groups 0 .. len(group_sizes)-1 (backend.py's rhs index group_id - group_offset).
   const int64_t groups = group_sizes.dim(0);
-  const int64_t extra = kernel.dim(0) - groups;
+  const int64_t extra = rhs_holds_all_experts ? kernel.dim(0) - groups : 0;
   if (extra > 0) {
     op.attrs.push_back({"group_offset", "0"});
     op.attrs.push_back({"rhs_groups_read", fmt::format("0-{} of {}", groups - 1, kernel.dim(0))});

@@ -93,9 +93,11 @@ AllToAllParams GetAllToAllParams(const MoeContext& ctx, const Value& all_shards_
 int64_t RaggedBufferSize(int64_t local_batch, int64_t ep_degree, int64_t global_experts,
                          int64_t top_k, double ragged_buffer_factor);
 
-// gmm(inputs [R,K'], kernel [G,K',N], group_sizes [G]) -> [R,N] in dtype.
+// gmm(inputs [R,K'], kernel [G,K',N], group_sizes [G]) -> [R,N] in dtype. With
+// `rhs_holds_all_experts` (EnterSparseShardMap's experts_replicated: megablox only) the kernel
+// holds every expert and the gmm reads groups 0..G-1 of it, as megablox does with group_offset 0.
 Value Gmm(const MoeContext& ctx, const Value& inputs, const Value& kernel, const Value& group_sizes,
-          const std::string& name, bool wo_tiles);
+          const std::string& name, bool wo_tiles, bool rhs_holds_all_experts = false);
 
 // transform_bias: each row's bias, bias[expert_ids] (indices clamped as jnp indexing does).
 Value TransformBias(const MoeContext& ctx, const Value& expert_ids, const Value& bias,

@@ -277,7 +277,7 @@ BodyResult MoeBody(const MoeContext& ctx, const ShardMapOperands& op, Value x, V
   auto up = [&](const Value& kernel, const std::optional<Value>& bias, const char* name,
                 const char* ckpt, const char* inner) {
     const auto sc = t.Scope(name == std::string("layer_w0") ? "gmm_wi_0" : "gmm_wi_1");
-    Value out = Gmm(ctx, x, kernel, group_sizes, name, false);
+    Value out = Gmm(ctx, x, kernel, group_sizes, name, false, op.experts_replicated);
     if (tensor_transpose) {
       const auto c2 = t.Condition("tensor_transpose > 1");
       out = t.Psum(out, {"tensor_transpose"}, {name, t.trace().tensors[out.tensor].dims});
@@ -311,8 +311,8 @@ BodyResult MoeBody(const MoeContext& ctx, const ShardMapOperands& op, Value x, V
   Value intermediate_output;
   {
     const auto sc = t.Scope("gmm_wo");
-    intermediate_output =
-        Gmm(ctx, intermediate_layer, wo, group_sizes, "intermediate_output", true);
+    intermediate_output = Gmm(ctx, intermediate_layer, wo, group_sizes, "intermediate_output", true,
+                              op.experts_replicated);
     ReleaseData(intermediate_layer);
     const std::string dims = t.trace().tensors[intermediate_output.tensor].dims;
     if (s.tp > 1) {

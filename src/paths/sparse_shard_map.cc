@@ -247,7 +247,9 @@ ShardMapOperands EnterSparseShardMap(const MoeContext& ctx, const Value& inputs_
   }
   // The gmm needs every local expert's kernel on the device: E/EP of them.
   const int64_t local_experts = s.num_experts / s.ep;
-  if (op.w0.dim(0) != local_experts && ExpertsReplicatedIntoMegablox(ctx, op.w0))
+  op.experts_replicated =
+      op.w0.dim(0) != local_experts && ExpertsReplicatedIntoMegablox(ctx, op.w0);
+  if (op.experts_replicated)
     WarnWrongExperts(ctx, sh.w0);
   else if (op.w0.dim(0) != local_experts)
     Fail(

@@ -34,6 +34,9 @@ struct ShardMapOperands {
   std::optional<Value> pre_bias_logits;
   Value w0, w1, wo;
   std::optional<Value> w0_bias, w1_bias, wo_bias;
+  // The rules left the experts unsharded under expert parallelism: w0/w1/wo hold all E experts
+  // and the megablox gmm reads the first E/EP (Gmm's rhs_holds_all_experts); the trace warns.
+  bool experts_replicated = false;
 };
 
 // Applies the pre-shard_map constraints and slices every operand; `wi_spec_override`
