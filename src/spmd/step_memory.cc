@@ -100,7 +100,7 @@ void XlaCpuNotes(const StepGraph& g, StepMemory& m) {
     m.xla_cpu_notes.push_back(
         "XLA:CPU's temp also holds the layout copies of its dots (operands and results "
         "transposed into the row-major order its dot kernels take, several operand-sized "
-        "buffers around each einsum's VJP) and its heap's fragmentation; not counted here");
+        "buffers around each einsum's VJP), and its heap's packing; not counted here");
   if (half)
     m.xla_cpu_notes.push_back(
         "XLA:CPU widens 16-bit floats to float32: its temp counts these activations at twice "
