@@ -199,3 +199,40 @@ TEST_CASE("XLA's backward collectives are the step model's, or differ exactly as
 }
 
 }  // namespace shardtrace
+
+namespace shardtrace {
+
+// What the remat policy keeps for the backward: the model's saved residuals (per device, times
+// the devices: each kept residual of these cases is split over all of them) against JAX's own
+// saved_residuals of the same jax.checkpoint-wrapped block, leaving out the block's arguments
+// and constants (kept by the caller, not the policy). A difference must be listed under
+// "saved" in step_differences.json with the two figures.
+TEST_CASE("The remat policy keeps what JAX's saved_residuals lists", "[maxtext][step]") {
+  const nlohmann::json expected = nlohmann::json::parse(
+      testing::ReadFile(testing::SourcePath("testdata/maxtext/step_differences.json")));
+  int compared = 0;
+  for (const StepCase& c : StepCases()) {
+    if (c.step["remat"].is_null()) continue;
+    INFO("case " << c.name);
+    int64_t jax = 0;
+    for (const nlohmann::json& e : c.step["saved_residuals"]["entries"]) {
+      const std::string source = e["source"].get<std::string>();
+      if (source.rfind("from the argument", 0) == 0 || source.rfind("from a constant", 0) == 0)
+        continue;
+      jax += e["bytes"].get<int64_t>();
+    }
+    const int64_t ours = c.run.step->memory.saved_bytes * c.run.setup.mesh.num_devices();
+    ++compared;
+    if (expected["saved"].contains(c.name)) {
+      const nlohmann::json& e = expected["saved"][c.name];
+      CHECK(e["shardtrace"].get<int64_t>() == ours);
+      CHECK(e["jax"].get<int64_t>() == jax);
+      CHECK_FALSE(e["why"].get<std::string>().empty());
+    } else {
+      CHECK(ours == jax);
+    }
+  }
+  CHECK(compared >= 6);
+}
+
+}  // namespace shardtrace

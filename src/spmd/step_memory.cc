@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 
 #include "spmd/step_rules.h"
@@ -129,20 +130,53 @@ StepMemoryPlan PlanStepMemory(const StepGraph& g, const RematPolicy& policy, Ste
       it->second.last = std::max(it->second.last, op.id);
     }
   }
-  // The names a buffer carries. A named value is saved only where the backward reads it
-  // (jax.checkpoint's policy chooses among residuals).
-  std::map<int, std::pair<std::string, bool>> kept;  // root -> (name, offloaded)
+  // The names a buffer carries that the policy saves (or offloads).
+  std::map<int, std::pair<std::string, bool>> named;  // root -> (name, offloaded)
   if (policy.wrapped) {
     for (const CheckpointTag& t : trace.checkpoint_tags) {
       const int r = g.root[t.tensor];
-      if (!residual.count(r)) continue;
       const auto in = [&](const std::vector<std::string>& names) {
         return std::find(names.begin(), names.end(), t.name) != names.end();
       };
       if (in(policy.saved))
-        kept[r] = {t.name, false};
-      else if (in(policy.offloaded) && !kept.count(r))
-        kept[r] = {t.name, true};
+        named[r] = {t.name, false};
+      else if (in(policy.offloaded) && !named.count(r))
+        named[r] = {t.name, true};
+    }
+  }
+  // jax.checkpoint saves a named value the backward needs: one a VJP reads, and one the
+  // recomputation of an unsaved residual starts from (the sparse path's wo output, which the
+  // unsort between it and the combine's VJP is recomputed from: JAX's saved_residuals of
+  // step_sparse_fsdp2_remat_minimal lists it).
+  std::map<int, std::pair<std::string, bool>> kept;  // root -> (name, offloaded)
+  if (policy.wrapped) {
+    for (const auto& [r, v] : named)
+      if (residual.count(r)) kept[r] = v;
+    std::map<int, Residual> sources;  // named values a recomputation reads
+    for (const auto& [r, v] : residual) {
+      if (kept.count(r) || g.producer[r] < 0) continue;
+      std::vector<int> stack(trace.ops[g.producer[r]].inputs);
+      std::set<int> seen;
+      while (!stack.empty()) {
+        const int t = g.root[stack.back()];
+        stack.pop_back();
+        if (!seen.insert(t).second || g.IsArgument(t) || g.producer[t] < 0) continue;
+        if (named.count(t)) {
+          auto [it, fresh] = sources.try_emplace(t, Residual{g.spmd.tensor(t).bytes_per_device,
+                                                             v.first, v.last});
+          it->second.first = std::min(it->second.first, v.first);
+          it->second.last = std::max(it->second.last, v.last);
+          continue;
+        }
+        if (residual.count(t)) continue;
+        const OpRecord& p = trace.ops[g.producer[t]];
+        stack.insert(stack.end(), p.inputs.begin(), p.inputs.end());
+      }
+    }
+    for (const auto& [t, v] : sources) {
+      if (residual.count(t)) continue;
+      residual.emplace(t, v);
+      kept[t] = named.at(t);
     }
   } else {
     for (const auto& [r, v] : residual) kept[r] = {"", false};
