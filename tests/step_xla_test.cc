@@ -39,8 +39,8 @@ int64_t ResultBytes(const std::string& type) {
   const size_t open = type.find('[');
   const std::string dtype = type.substr(0, open);
   int64_t bytes = dtype == "f32" || dtype == "s32" || dtype == "u32" ? 4
-                  : dtype == "bf16" || dtype == "f16"                 ? 2
-                                                                      : 1;
+                  : dtype == "bf16" || dtype == "f16"                ? 2
+                                                                     : 1;
   std::string dims = type.substr(open + 1, type.find(']') - open - 1);
   size_t start = 0;
   while (start < dims.size()) {
@@ -120,9 +120,10 @@ std::vector<StepCase> StepCases() {
 
 }  // namespace
 
-TEST_CASE("XLA's backward collectives are the step model's, or differ exactly as listed with a "
-          "reason",
-          "[maxtext][step]") {
+TEST_CASE(
+    "XLA's backward collectives are the step model's, or differ exactly as listed with a "
+    "reason",
+    "[maxtext][step]") {
   const nlohmann::json expected = nlohmann::json::parse(
       testing::ReadFile(testing::SourcePath("testdata/maxtext/step_differences.json")));
   nlohmann::json found = nlohmann::json::object();
@@ -164,10 +165,10 @@ TEST_CASE("XLA's backward collectives are the step model's, or differ exactly as
       temps = fmt::format("{:.1f}", step.memory.peak_temporary_bytes() / 1024.0);
       xla_temp = fmt::format("{:.1f}", m["temp_size_in_bytes"].get<int64_t>() / 1024.0);
     }
-    table += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", c.name,
-                         c.step["remat"].is_null() ? "none"
-                                                   : c.step["remat"]["remat_policy"].get<std::string>(),
-                         xla.size(), same ? "yes" : "no", args, xla_args, temps, xla_temp);
+    table += fmt::format(
+        "| {} | {} | {} | {} | {} | {} | {} | {} |\n", c.name,
+        c.step["remat"].is_null() ? "none" : c.step["remat"]["remat_policy"].get<std::string>(),
+        xla.size(), same ? "yes" : "no", args, xla_args, temps, xla_temp);
     if (same) {
       ++exact;
       CHECK_FALSE(expected["collectives"].contains(c.name));  // gone: unlist it

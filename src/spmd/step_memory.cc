@@ -162,8 +162,8 @@ StepMemoryPlan PlanStepMemory(const StepGraph& g, const RematPolicy& policy, Ste
         stack.pop_back();
         if (!seen.insert(t).second || g.IsArgument(t) || g.producer[t] < 0) continue;
         if (named.count(t)) {
-          auto [it, fresh] = sources.try_emplace(t, Residual{g.spmd.tensor(t).bytes_per_device,
-                                                             v.first, v.last});
+          auto [it, fresh] =
+              sources.try_emplace(t, Residual{g.spmd.tensor(t).bytes_per_device, v.first, v.last});
           it->second.first = std::min(it->second.first, v.first);
           it->second.last = std::max(it->second.last, v.last);
           continue;

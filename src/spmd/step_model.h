@@ -102,13 +102,13 @@ struct StepMemory {
 
 struct StepResult {
   RematPolicy policy;
-  std::vector<StepGradient> gradients;    // parameters in program order, then the input
+  std::vector<StepGradient> gradients;  // parameters in program order, then the input
   // In the order the backward runs them: remat's re-run forward collectives first (program
   // order), then the transposes from the last forward op back to the first.
   std::vector<StepCollective> backward;
   StepMemory memory;
-  int64_t forward_bytes_per_device = 0;   // the forward's written + implied (TraceTotals)
-  int64_t backward_bytes_per_device = 0;  // every backward collective, recompute included
+  int64_t forward_bytes_per_device = 0;    // the forward's written + implied (TraceTotals)
+  int64_t backward_bytes_per_device = 0;   // every backward collective, recompute included
   int64_t recompute_bytes_per_device = 0;  // of which forward collectives run again
   int64_t step_bytes_per_device() const {
     return forward_bytes_per_device + backward_bytes_per_device;
