@@ -86,6 +86,27 @@ struct Residual {
   int first = -1, last = -1;
 };
 
+// Walks back from the operands of `r`'s producer (what recomputing `r` starts from) through
+// values that are computed again too, and calls `visit` on each value where `stop` holds
+// (arguments end the walk unvisited).
+template <typename Stop, typename Visit>
+void RecomputedFrom(const StepGraph& g, int r, const Stop& stop, const Visit& visit) {
+  if (g.producer[r] < 0) return;
+  std::vector<int> stack(g.trace.ops[g.producer[r]].inputs);
+  std::set<int> seen;
+  while (!stack.empty()) {
+    const int t = g.root[stack.back()];
+    stack.pop_back();
+    if (!seen.insert(t).second || g.IsArgument(t) || g.producer[t] < 0) continue;
+    if (stop(t)) {
+      visit(t);
+      continue;
+    }
+    const OpRecord& p = g.trace.ops[g.producer[t]];
+    stack.insert(stack.end(), p.inputs.begin(), p.inputs.end());
+  }
+}
+
 // How XLA:CPU's memory_analysis() of the same step differs, by what it does that TPU does not.
 void XlaCpuNotes(const StepGraph& g, StepMemory& m) {
   bool dot = false, gmm = false, half = false;
@@ -154,24 +175,16 @@ StepMemoryPlan PlanStepMemory(const StepGraph& g, const RematPolicy& policy, Ste
       if (residual.count(r)) kept[r] = v;
     std::map<int, Residual> sources;  // named values a recomputation reads
     for (const auto& [r, v] : residual) {
-      if (kept.count(r) || g.producer[r] < 0) continue;
-      std::vector<int> stack(trace.ops[g.producer[r]].inputs);
-      std::set<int> seen;
-      while (!stack.empty()) {
-        const int t = g.root[stack.back()];
-        stack.pop_back();
-        if (!seen.insert(t).second || g.IsArgument(t) || g.producer[t] < 0) continue;
-        if (named.count(t)) {
-          auto [it, fresh] =
-              sources.try_emplace(t, Residual{g.spmd.tensor(t).bytes_per_device, v.first, v.last});
-          it->second.first = std::min(it->second.first, v.first);
-          it->second.last = std::max(it->second.last, v.last);
-          continue;
-        }
-        if (residual.count(t)) continue;
-        const OpRecord& p = trace.ops[g.producer[t]];
-        stack.insert(stack.end(), p.inputs.begin(), p.inputs.end());
-      }
+      if (kept.count(r)) continue;
+      RecomputedFrom(
+          g, r, [&](int t) { return named.count(t) || residual.count(t); },
+          [&](int t) {
+            if (!named.count(t)) return;
+            const auto [it, fresh] = sources.try_emplace(
+                t, Residual{g.spmd.tensor(t).bytes_per_device, v.first, v.last});
+            it->second.first = std::min(it->second.first, v.first);
+            it->second.last = std::max(it->second.last, v.last);
+          });
     }
     for (const auto& [t, v] : sources) {
       if (residual.count(t)) continue;
@@ -211,24 +224,16 @@ StepMemoryPlan PlanStepMemory(const StepGraph& g, const RematPolicy& policy, Ste
   for (int round = 0; changed && round < 8; ++round) {
     changed = false;
     for (auto& [r, v] : residual) {
-      if (on_device(r) || g.producer[r] < 0) continue;
-      std::vector<int> stack(trace.ops[g.producer[r]].inputs);
-      std::set<int> seen;
-      while (!stack.empty()) {
-        const int t = g.root[stack.back()];
-        stack.pop_back();
-        if (!seen.insert(t).second || g.IsArgument(t) || g.producer[t] < 0) continue;
-        auto it = residual.find(t);
-        if (it == residual.end()) {
-          const OpRecord& p = trace.ops[g.producer[t]];
-          stack.insert(stack.end(), p.inputs.begin(), p.inputs.end());
-          continue;
-        }
-        if (it->second.last < v.last) {
-          it->second.last = v.last;
-          changed = true;
-        }
-      }
+      if (on_device(r)) continue;
+      RecomputedFrom(
+          g, r, [&](int t) { return residual.count(t) > 0; },
+          [&, last = v.last](int t) {
+            Residual& source = residual.at(t);
+            if (source.last < last) {
+              source.last = last;
+              changed = true;
+            }
+          });
     }
   }
 
