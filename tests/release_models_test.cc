@@ -2,6 +2,8 @@
 // command line (issue 27): pyconfig's base_config include, the block each decoder builds
 // (Qwen3NextSparseMoeBlock for qwen3_next / qwen3_5), and what MaxText refuses. The model
 // files are the release's own, under testdata/maxtext-moe-models/ (PROVENANCE.md there).
+#include <fmt/format.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -127,6 +129,25 @@ TEST_CASE("A parallelism key for an axis the model's mesh_axes lack is named in 
   CHECK(RunShardtrace({"config", ReleaseBase(), "model_name=deepseek3-671b",
                        "ici_tensor_parallelism=4", "ici_fsdp_parallelism=16", "--devices", "64"})
             .err.empty());
+}
+
+TEST_CASE("A logical rule naming a mesh axis mesh_axes lack is named in a warning", "[release]") {
+  // MaxText drops the unknown axis from the rule without a word, so a typo leaves 'exp'
+  // unsharded; shardtrace traces what MaxText runs and names the rule.
+  const TempDir dir;
+  const std::string config = dir.Write(
+      "typo.yml", fmt::format("base_config: \"{}\"\nlogical_axis_rules: [['exp', 'expertt']]\n",
+                              ReleaseBase()));
+  const CommandResult r =
+      RunShardtrace({"config", config, "model_name=mixtral-8x7b", "ici_fsdp_parallelism=2",
+                     "ici_expert_parallelism=2", "--devices", "4"});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.err ==
+        "shardtrace: warning: logical_axis_rules: the rule for 'exp' names mesh axis 'expertt', "
+        "which mesh_axes [diloco, data, stage, fsdp, fsdp_transpose, context, "
+        "context_usp_ulysses, context_autoregressive, tensor, tensor_sequence, expert, "
+        "autoregressive] lacks; MaxText drops it, so 'exp' is not sharded over it\n");
 }
 
 TEST_CASE("base_config cycles and missing files are refused naming the files", "[release]") {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,6 +48,20 @@ void WarnUnusedParallelism(const Config& config, const std::vector<std::string>&
   }
 }
 
+// A logical rule naming a mesh axis the config's mesh_axes lack: MaxText drops that axis from
+// the rule without a word (flax's logical_to_mesh_axes finds no such axis), so a typo such as
+// `['exp', 'expertt']` leaves 'exp' unsharded and surfaces only where something needs it
+// sharded. Said once per rule, naming it.
+void WarnUnknownRuleAxes(const Config& config, const std::vector<std::string>& axes) {
+  for (const AxisRule& rule : config.logical_axis_rules())
+    for (const std::string& axis : rule.mesh_axes)
+      if (std::find(axes.begin(), axes.end(), axis) == axes.end())
+        Warn(fmt::format(
+            "logical_axis_rules: the rule for '{}' names mesh axis '{}', which mesh_axes [{}] "
+            "lacks; MaxText drops it, so '{}' is not sharded over it",
+            rule.logical, axis, fmt::join(axes, ", "), rule.logical));
+}
+
 }  // namespace
 
 MeshParallelism ReadMeshParallelism(const Config& config) {
@@ -73,6 +88,7 @@ Mesh MeshFromConfig(const Config& config, std::optional<int64_t> devices) {
   const MeshParallelism parallelism = ReadMeshParallelism(config);
   Mesh mesh = Mesh::Build(parallelism, devices);
   WarnUnusedParallelism(config, parallelism.axes);
+  WarnUnknownRuleAxes(config, parallelism.axes);
   return mesh;
 }
 
