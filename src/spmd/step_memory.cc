@@ -173,8 +173,10 @@ StepMemoryPlan PlanStepMemory(const StepGraph& g, const RematPolicy& policy, Ste
   if (policy.wrapped) {
     for (const auto& [r, v] : named)
       if (residual.count(r)) kept[r] = v;
-    std::map<int, Residual> sources;  // named values a recomputation reads
-    for (const auto& [r, v] : residual) {
+    std::map<int, Residual> sources;      // named values a recomputation reads
+    for (const auto& entry : residual) {  // not a structured binding: the lambda reads it
+      const int r = entry.first;
+      const Residual& v = entry.second;
       if (kept.count(r)) continue;
       RecomputedFrom(
           g, r, [&](int t) { return named.count(t) || residual.count(t); },
