@@ -176,7 +176,9 @@ MoeSetup MakeMoeSetup(MoeSettings settings, const Mesh& mesh) {
   const std::string quantization = k.quantization;
   if (!quantization.empty() || k.use_qwix_quantization)
     s.notes.push_back(
-        fmt::format("quantization '{}' is not modeled: weights are traced unquantized in dtype",
+        fmt::format("quantization '{}' is not modeled: weights are traced unquantized in dtype, "
+                    "and --step differentiates that unquantized block (qwix's quantized "
+                    "residuals and float8_e5m2 gradient matmuls are not modeled; docs/step.md)",
                     quantization.empty() ? "qwix" : quantization));
   if (k.shard_mode == "explicit")
     s.notes.push_back(

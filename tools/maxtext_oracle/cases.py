@@ -303,3 +303,25 @@ STEP_CASES = [
     step("sparse_fsdp2", "sparse_matmul fsdp=2 step wrapped in jax.checkpoint, remat_policy=minimal",
          suffix="_remat_minimal", remat_policy="minimal"),
 ]
+
+# --- steprelease (issue 25): the step of a model file with fp8 weight storage. qwen3.5-35b-a3b-fp8's
+# block on the small dims with its weight_dtype (float8_e4m3fn) and unquantized_modules, blocks of 8
+# (M=16: 2 blocks, H=32: 4), fsdp=2. MaxText's training forward dequantizes each kernel with plain jnp
+# ops (quantizations.dequantize_weight: a cast and a multiply by the scale, no custom VJP), so the
+# step is JAX's own transpose of those: no forward fixture of its own (the step case carries the
+# forward arrays).
+FP8_STEP_FORWARD = case("qwen3_5_fp8_fsdp2", 2,
+                        "Qwen3NextSparseMoeBlock of qwen3.5-35b-a3b-fp8 (float8_e4m3fn kernels, 8x8 blocks), fsdp=2",
+                        block="qwen3_next", mesh={"fsdp": 2}, **model("qwen3.5-35b-a3b-fp8"),
+                        weight_dtype="float8_e4m3fn", weight_block_size=8)
+STEP_CASES.append(dict(FP8_STEP_FORWARD, name="step_qwen3_5_fp8_fsdp2", forward="qwen3_5_fp8_fsdp2", remat=False,
+                       what="qwen3.5-35b-a3b-fp8's block step on fsdp=2: gradients through dequantize_weight"))
+# MaxText's remat wrapper calls the layer with the input alone, which Qwen3NextSparseMoeBlock does not
+# take: the remat case is the RoutedMoE block (mixtral routing) with the same fp8 storage, its gate
+# kernel stored in fp8 too (base.yml's unquantized_modules is empty).
+FP8_MOE_FORWARD = case("sparse_fp8_fsdp2", 2, "RoutedMoE with float8_e4m3fn kernels (8x8 blocks), fsdp=2",
+                       mesh={"fsdp": 2}, weight_dtype="float8_e4m3fn", weight_block_size=8)
+STEP_CASES.append(dict(FP8_MOE_FORWARD, name="step_sparse_fp8_fsdp2_remat_minimal", forward="sparse_fp8_fsdp2",
+                       remat=True, overrides=dict(FP8_MOE_FORWARD["overrides"], remat_policy="minimal", scan_layers=False),
+                       what="RoutedMoE step with fp8 kernels on fsdp=2 wrapped in jax.checkpoint, remat_policy=minimal: "
+                            "the dequantized kernels are recomputed in the backward, not kept"))
