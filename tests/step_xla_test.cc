@@ -206,23 +206,29 @@ namespace shardtrace {
 // What the remat policy keeps for the backward: the model's saved residuals (per device, times
 // the devices: each kept residual of these cases is split over all of them) against JAX's own
 // saved_residuals of the same jax.checkpoint-wrapped block, leaving out the block's arguments
-// and constants (kept by the caller, not the policy). A difference must be listed under
-// "saved" in step_differences.json with the two figures.
+// and constants (kept by the caller, not the policy). What a policy offloads JAX lists as
+// the outputs of its device_put to pinned_host: those are held to the model's offloaded bytes,
+// the rest to its saved bytes. A difference must be listed under "saved" in
+// step_differences.json with the two figures.
 TEST_CASE("The remat policy keeps what JAX's saved_residuals lists", "[maxtext][step]") {
   const nlohmann::json expected = nlohmann::json::parse(
       testing::ReadFile(testing::SourcePath("testdata/maxtext/step_differences.json")));
-  int compared = 0;
+  int compared = 0, offloaded = 0;
   for (const StepCase& c : StepCases()) {
     if (c.step["remat"].is_null()) continue;
     INFO("case " << c.name);
-    int64_t jax = 0;
+    int64_t jax = 0, jax_offloaded = 0;
     for (const nlohmann::json& e : c.step["saved_residuals"]["entries"]) {
       const std::string source = e["source"].get<std::string>();
       if (source.rfind("from the argument", 0) == 0 || source.rfind("from a constant", 0) == 0)
         continue;
-      jax += e["bytes"].get<int64_t>();
+      (source.rfind("output of device_put", 0) == 0 ? jax_offloaded : jax) +=
+          e["bytes"].get<int64_t>();
     }
-    const int64_t ours = c.run.step->memory.saved_bytes * c.run.setup.mesh.num_devices();
+    const int64_t devices = c.run.setup.mesh.num_devices();
+    const int64_t ours = c.run.step->memory.saved_bytes * devices;
+    CHECK(c.run.step->memory.offloaded_bytes * devices == jax_offloaded);
+    offloaded += jax_offloaded > 0 ? 1 : 0;
     ++compared;
     if (expected["saved"].contains(c.name)) {
       const nlohmann::json& e = expected["saved"][c.name];
@@ -234,6 +240,7 @@ TEST_CASE("The remat policy keeps what JAX's saved_residuals lists", "[maxtext][
     }
   }
   CHECK(compared >= 6);
+  CHECK(offloaded >= 1);
 }
 
 }  // namespace shardtrace

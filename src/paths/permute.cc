@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "config/moe_lines.h"
 #include "numeric/shape_ops.h"
@@ -466,7 +467,10 @@ Value Gmm(const MoeContext& ctx, const Value& inputs, const Value& kernel, const
       [dtype, used, extra](const Args& a, const Args&, const Args& g) {
         auto [dl, dr] = RaggedDotVjp(Cast(*a[0], dtype), Cast(used(*a[1]), dtype), *a[2], *g[0]);
         Array d_rhs = CastVjp(used(*a[1]), dr);
-        if (extra > 0) d_rhs = Pad(d_rhs, 0, 0, extra, 0.0f);
+        // megablox's tgmm writes the gradient of the groups it visits only: the rest of its
+        // [G, K, N] output is never written (uninitialized memory on TPU, NaN in Pallas
+        // interpret mode, which MaxText's step on CPU shows), so it is NaN here too.
+        if (extra > 0) d_rhs = Pad(d_rhs, 0, 0, extra, std::numeric_limits<float>::quiet_NaN());
         return std::vector<Array>{CastVjp(*a[0], dl), std::move(d_rhs), Array{}};
       });
 }

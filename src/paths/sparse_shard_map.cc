@@ -68,8 +68,10 @@ void WarnWrongExperts(const MoeContext& ctx, const PartitionSpec& w0_spec) {
       local - 1));
   ctx.t.Note(fmt::format(
       "experts replicated into shard_map: every device holds all {} experts' kernels; the gmm "
-      "reads groups 0-{} of them",
-      s.num_experts, local - 1));
+      "reads groups 0-{} of them, and in the training step megablox's tgmm writes their "
+      "gradients only: the weight gradients of experts {}-{} are never written (uninitialized "
+      "memory; NaN in shardtrace's numeric gradients, as in Pallas interpret mode)",
+      s.num_experts, local - 1, local, s.num_experts - 1));
 }
 
 }  // namespace

@@ -110,13 +110,19 @@ std::vector<ImpliedCollective> PlanReshard(const Shape& shape, DType dtype, cons
   };
 
   // 1. Partial sums: reduce-scatter into the dim the target shards on the axis, else
-  //    all-reduce. One collective per target dim (XLA combines the axes of one dim).
+  //    all-reduce. One collective per target dim (XLA combines the axes of one dim). A
+  //    reduce-scatter splits each device's block, so it serves only an axis the target puts
+  //    minor to the dim's current axes; one it puts major (the gate kernel's gradient computed
+  //    on P('tensor', None), partial over 'expert', into P('expert', None) with EP=2 x TP=2)
+  //    is all-reduced, and the block then moves to its owner (a collective-permute below, as
+  //    in the compiled step's HLO).
   std::map<int, std::vector<std::string>> scatter;
   std::vector<std::string> reduce;
   for (const std::string& axis : from.partial) {
     if (mesh.Size(axis) <= 1) continue;
     const int d = DimOf(to, axis);
-    if (d >= 0 && DimOf(cur, axis) < 0)
+    PartitionSpec::Entry probe = d >= 0 ? cur[d] : PartitionSpec::Entry{};
+    if (d >= 0 && DimOf(cur, axis) < 0 && InsertOrdered(probe, axis, to[d]))
       scatter[d].push_back(axis);
     else
       reduce.push_back(axis);

@@ -131,6 +131,10 @@ void XlaCpuNotes(const StepGraph& g, StepMemory& m) {
     m.xla_cpu_notes.push_back(
         "XLA:CPU lowers ragged_dot (the grouped matmul) with megabytes of scratch; TPU's "
         "kernel does not");
+  if (m.offloaded_bytes > 0)
+    m.xla_cpu_notes.push_back(
+        "XLA:CPU has one memory space: what the policy offloads to pinned_host stays in its "
+        "temp (host_temp_size 0)");
 }
 
 }  // namespace

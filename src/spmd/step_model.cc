@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "shard/sharding.h"
@@ -140,8 +141,18 @@ class StepAnalysis {
   // Collectives from an ImpliedCollective-style plan, moved into the backward record.
   void AddPlanned(const OpRecord& op, int tensor, const std::vector<ImpliedCollective>& plan,
                   const std::string& why) {
+    // XLA:CPU has no reduce-scatter: GSPMD's reduce-scatters of one array there are
+    // all-reduces of the whole block, sliced after the last of them (the compiled step of
+    // deepseek3-671b-2dfsdp's shared experts on fsdp=2 x EP=2 all-reduces wi_0's whole
+    // gradient over fsdp, then over expert); an all-reduce after them reads the slice.
+    std::optional<Shape> unsliced;
     for (const ImpliedCollective& p : plan) {
       if (p.kind == CollectiveKind::kSlice) continue;
+      Shape in = p.local_before;
+      if (p.kind == CollectiveKind::kPsumScatter) {
+        if (unsliced) in = *unsliced;
+        unsliced = in;
+      }
       StepCollective c;
       c.kind = p.kind;
       c.forward_op = op.id;
@@ -151,7 +162,7 @@ class StepAnalysis {
       c.bytes_per_device = p.bytes_per_device;
       c.dtype = p.dtype;
       c.reason = why;
-      Add(std::move(c), p.local_before, p.local_after);
+      Add(std::move(c), in, p.local_after);
     }
   }
 

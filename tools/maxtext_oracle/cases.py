@@ -1,8 +1,8 @@
 """The declared matrix of oracle cases: which MaxText block runs, on how many CPU devices, with
 which pyconfig overrides over the release's base.yml, and what each case proves.
 
-Every case keeps dims tiny (M=16, H=32, E=8, K=2, S=8) so the fixtures stay small and all of
-them export in a few minutes. megablox/tokamax are Pallas TPU kernels: every sparse case but
+Every case keeps dims tiny (M=16, H=32, E=8, K=2, S=8; the "stepgen" step variants other small
+dims) so the fixtures stay small and all of them export in a few minutes. megablox/tokamax are Pallas TPU kernels: every sparse case but
 the ring ones runs with megablox=false, i.e. jax.lax.ragged_dot, the CPU-capable grouped
 matmul MaxText offers (the release runs megablox in Pallas interpret mode on a CPU mesh).
 """
@@ -325,3 +325,46 @@ STEP_CASES.append(dict(FP8_MOE_FORWARD, name="step_sparse_fp8_fsdp2_remat_minima
                        remat=True, overrides=dict(FP8_MOE_FORWARD["overrides"], remat_policy="minimal", scan_layers=False),
                        what="RoutedMoE step with fp8 kernels on fsdp=2 wrapped in jax.checkpoint, remat_policy=minimal: "
                             "the dequantized kernels are recomputed in the backward, not kept"))
+
+# --- stepgen: step cases off the fixtures' beaten track (other dims, meshes, routings, remat
+# policies), so the step model is checked where it was not built. A variant keeps its forward
+# case's block and config and changes the keys given (dims, mesh, capacity factor); its forward
+# differs from the forward case's, so export_step.py compares no forward collectives for it.
+def step_variant(forward_name, suffix, what, devices=None, mesh=None, **overrides):
+  d = step(forward_name, what, suffix=suffix)
+  over = dict(d["overrides"])
+  for k, v in (mesh or {}).items():
+    over[f"ici_{k}_parallelism"] = v
+  over.update(overrides)
+  return dict(d, devices=devices or d["devices"], overrides=over, variant=True)
+
+
+ODD_DIMS = {"base_emb_dim": 48, "base_mlp_dim": 24, "base_moe_mlp_dim": 24, "num_experts": 4,
+            "num_experts_per_tok": 3, "max_target_length": 16, "per_device_batch_size": 3}
+WIDE_DIMS = {"base_emb_dim": 24, "base_mlp_dim": 16, "base_moe_mlp_dim": 16, "num_experts": 16,
+             "num_experts_per_tok": 4, "max_target_length": 16, "per_device_batch_size": 1}
+
+STEP_CASES += [
+    step_variant("sparse_ep1", "_odd", "sparse_matmul step, emb 48, mlp 24, E 4, top-3, seq 16, batch 3",
+                 **ODD_DIMS),
+    step_variant("dense_dropless", "_wide", "dense_matmul dropless step, emb 24, mlp 16, E 16, top-4, seq 16, "
+                 "batch 1", **WIDE_DIMS),
+    step("sparse_ep1_norm_topk", "sparse_matmul step with norm_topk_prob (qwen3 routing)"),
+    step("sparse_ep1", "sparse_matmul step wrapped in jax.checkpoint, remat_policy=save_out_proj (no MoE name)",
+         suffix="_remat_save_out_proj", remat_policy="save_out_proj"),
+    step("dense_drop_train", "dense_matmul dropping step wrapped in jax.checkpoint, "
+         "remat_policy=save_dot_with_context_except_mlp", suffix="_remat_save_dot_with_context_except_mlp",
+         remat_policy="save_dot_with_context_except_mlp"),
+    step("dense_dropless", "dense_matmul dropless step wrapped in jax.checkpoint, remat_policy=minimal_offloaded "
+         "(the minimal names to pinned_host)", suffix="_remat_minimal_offloaded", remat_policy="minimal_offloaded"),
+    step_variant("dense_drop_train_ep2", "_cf05", "dense_matmul dropping step, expert=2, capacity_factor=0.5 "
+                 "(drops tokens)", capacity_factor=0.5),
+    step_variant("sparse_ep2", "_wide", "sparse_matmul EP=2 step, emb 24, mlp 16, E 16, top-4, seq 16, batch 1",
+                 **WIDE_DIMS),
+    step("sparse_ep2_tp2", "sparse_matmul EP=2 x TP=2 step"),
+    step("sparse_2d_fsdp", "sparse_matmul step with use_2d_fsdp_sharding (fsdp=2 x fsdp_transpose=2)"),
+    step("shared_deepseek3_fsdp2_ep2_ring", "ring of experts step, deepseek3-tiny routing, fsdp=2 x EP=2"),
+    step("shared_2dfsdp_fsdp2_ep2", "deepseek3-671b-2dfsdp's rules step, fsdp=2 x EP=2 (experts replicated "
+         "into shard_map)"),
+    step_variant("sparse_ep4", "_fsdp2", "sparse_matmul EP=4 x fsdp=2 step", devices=8, mesh={"fsdp": 2}),
+]
