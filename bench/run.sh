@@ -105,7 +105,16 @@ for emb in 7168 71680; do
   measure dump "$BIN" dump model_name=deepseek3-671b ici_expert_parallelism=64 --devices 256 override_model_config=true "base_emb_dim=$emb"
   echo "| dump, emb_dim $emb | $(awk -v s="$dump_s" 'BEGIN{printf "%.0f", s*1000}') | $dump_mb |"
 done
-echo "(target: < 100 ms and < 50 MB, the same at 10x emb_dim)"
+measure step "$BIN" trace --step model_name=deepseek3-671b --devices 256 ici_expert_parallelism=32 ici_fsdp_parallelism=8
+echo "| trace --step, EP32 x FSDP8 | $(awk -v s="$step_s" 'BEGIN{printf "%.0f", s*1000}') | $step_mb |"
+start=$(date +%s%N)
+for f in testdata/maxtext-moe-models/configs/models/*.yml; do
+  m=$(basename "$f" .yml)
+  "$BIN" trace --step testdata/maxtext-moe-models/configs/base.yml "model_name=$m" max_target_length=4096 \
+    per_device_batch_size=1 ici_fsdp_parallelism=8 --devices 8 --format json --quiet >/dev/null 2>&1 || true
+done
+echo "| trace --step, each of the 35 release model files on fsdp=8 | $(( ($(date +%s%N) - start) / 1000000 )) (all 35) | - |"
+echo "(target: < 100 ms and < 50 MB, the same at 10x emb_dim; the issue 25 step: well under a second)"
 echo
 
 avail_gb=$(awk '/MemAvailable/ {printf "%d", $2 / 1048576}' /proc/meminfo)

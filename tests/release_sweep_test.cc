@@ -310,6 +310,8 @@ TEST_CASE(
       "parameter bytes (the number shown, which is also XLA's `argument_size_in_bytes` for "
       "those leaves). The test fails if shardtrace stops agreeing, or if this page is out of "
       "date.\n\n"
+      "The training step (`trace --step`) of every case, and what is checked of it: "
+      "[release-steps.md](release-steps.md).\n\n"
       "Measured: {} cases exact, {} refused by both, {} known differences (in {} {}).\n\n"
       "Files that MaxText's config validation refuses as given (deepseek4-*, deepseek3.2-671b, "
       "deepseek-custom) are run on their meshes with `attention=dot_product`. "
