@@ -296,6 +296,28 @@ TEST_CASE("A warning about the user's file is printed once per command", "[cli]"
   }
 }
 
+TEST_CASE("A golden case's config.yml warnings are printed once by check and trace --golden",
+          "[cli]") {
+  // The case's keys arrive as overrides (config/override_file.h): its own parse warnings ride
+  // with the run (RunRequest::case_config) to the command's one print.
+  const TempDir dir;
+  const std::string golden = testing::SourcePath("testdata/goldens/sparse_ep2_mixtral");
+  const std::string config =
+      dir.Write("case/config.yml", testing::ReadFile(golden + "/config.yml") + "num_experts: 8\n");
+  std::filesystem::copy_file(golden + "/tensors.npz", dir.File("case/tensors.npz"));
+  const std::string warning = "shardtrace: warning: " + config +
+                              ":25: key 'num_experts' repeats the one on line 12; the later "
+                              "value is used, as MaxText's loader does\n";
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"check", dir.File("case"), dir.File("case"), "--quiet"},
+        std::vector<std::string>{"trace", "--golden", dir.File("case"), "--quiet"}}) {
+    const CommandResult r = RunShardtrace(args);
+    INFO(Describe(args, r));
+    CHECK(r.status == 0);
+    CHECK(r.err == warning);
+  }
+}
+
 TEST_CASE("The binary exits 2 with one error line on stderr for bad input", "[cli][e2e]") {
   const std::vector<std::string> args = {"trace", "model_name=mixtral-8x7b", "--block", "shared"};
   const CommandResult r = testing::RunShardtraceBinary(args);

@@ -131,6 +131,22 @@ TEST_CASE("A parallelism key for an axis the model's mesh_axes lack is named in 
             .err.empty());
 }
 
+TEST_CASE("A warning found before a failure is printed once, before the error line", "[release]") {
+  // The unused ici_tensor_parallelism is found with the mesh; the expert count fails after it,
+  // in the MoE setup: the Error carries the warning to main (util/error.h).
+  const CommandResult r = RunShardtrace(
+      {"config", ReleaseBase(), "model_name=deepseek3-671b-2dfsdp", "ici_tensor_parallelism=4",
+       "ici_expert_parallelism=3", "ici_fsdp_parallelism=1", "--devices", "3"});
+  CHECK(r.status == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err ==
+        "shardtrace: warning: ici_tensor_parallelism=4 has no effect: mesh_axes [diloco, data, "
+        "stage, fsdp, fsdp_transpose, expert, context] has no 'tensor' axis, and MaxText builds "
+        "the mesh from mesh_axes only\n"
+        "shardtrace: error: num_experts 256 is not divisible by the expert-parallel size 3 (mesh "
+        "axes expert); set ici_expert_parallelism to a divisor of 256\n");
+}
+
 TEST_CASE("A logical rule naming a mesh axis mesh_axes lack is named in a warning", "[release]") {
   // MaxText drops the unknown axis from the rule without a word, so a typo leaves 'exp'
   // unsharded; shardtrace traces what MaxText runs and names the rule.

@@ -122,6 +122,7 @@ DumpComparison CompareWithDump(const ShardingDump& dump, const RunRequest& reque
   out.maxtext_revision = config.revision().Title();
   out.dump_mesh = DumpMeshString(dump);
   out.trace_mesh = mesh.ToString();
+  out.warnings = run_setup.warnings;
 
   const MoeSetup& setup = run_setup.setup;
   // Kernel weights of every traced block, by (block, name), in trace order.

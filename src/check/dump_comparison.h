@@ -17,6 +17,7 @@
 #include "config/config.h"
 #include "run/run_request.h"
 #include "shard/mesh.h"
+#include "util/warnings.h"
 
 namespace shardtrace {
 
@@ -41,6 +42,8 @@ struct DumpComparison {
   std::vector<std::string> config_files;  // Config::loaded_files()
   std::string maxtext_revision;           // MaxTextRevision::Title(): whose moe.py traced
   std::string dump_mesh, trace_mesh;
+  // The traced config's warnings (RunSetup::warnings): `compare-dump` prints them on stderr.
+  std::vector<Warning> warnings;
   std::vector<std::string> blocks;  // "moe: sparse_matmul/ragged_all_to_all (...)"
   std::vector<TensorComparison> tensors;
   int params_not_compared = 0;  // attention, norms, embeddings: not traced

@@ -90,14 +90,14 @@ GoldenReport CheckGoldenCase(const std::string& case_dir, const std::vector<std:
   if (IsCaseConfig(case_file))
     request.args.push_back(case_file);
   else
-    request.case_overrides = OverridesFromYamlFile(case_file);
+    request.case_config = OverridesFromYamlFile(case_file);
   request.args.insert(request.args.end(), options.extra_args.begin(), options.extra_args.end());
   const std::optional<RunInputs> loaded = [&]() -> std::optional<RunInputs> {
     try {
       return LoadInputs(request);
     } catch (const Error& e) {
       // Name the case file: its keys arrive as overrides, so the loader cannot.
-      throw Error(fmt::format("{}/config.yml: {}", case_dir, e.what()));
+      throw Error(fmt::format("{}/config.yml: {}", case_dir, e.what()), e.warnings());
     }
   }();
   const RunInputs& in = *loaded;
@@ -138,7 +138,8 @@ GoldenReport CheckGoldenCase(const std::string& case_dir, const std::vector<std:
                       {},
                       run.trace.warnings,
                       step,
-                      0};
+                      0,
+                      run.setup.warnings};
   for (const Capture id : GoldenCaptures()) {
     const std::string name(CaptureName(id));
     const auto expected = arrays.find(name);

@@ -13,6 +13,7 @@
 
 #include "numeric/array.h"
 #include "paths/moe_params.h"
+#include "util/warnings.h"
 
 namespace shardtrace {
 
@@ -36,6 +37,8 @@ struct GoldenReport {
   // A training-step case: the loss and the grad_* arrays were compared (checks lists them).
   bool step = false;
   int gradients_compared = 0;  // grad_* arrays compared (pass or fail)
+  // The case's config warnings (RunSetup::warnings): `check` prints them on stderr.
+  std::vector<Warning> config_warnings;
   bool passed() const;
 };
 

@@ -238,16 +238,18 @@ TraceDiff DiffConfigs(const DiffRequest& request) {
     try {
       return Load(args, request.block, request.devices);
     } catch (const Error& e) {
-      Fail("diff side {}: {}", name, e.what());
+      throw Error(fmt::format("diff side {}: {}", name, e.what()), e.warnings());
     }
   };
   const Side a = load(request.args_a, "A");
-  const Side b = load(request.args_b, "B");
+  const Side b = WarnedBefore(a.in.warnings, [&] { return load(request.args_b, "B"); });
   const std::vector<std::string> keys_a = AlignmentKeys(a.trace), keys_b = AlignmentKeys(b.trace);
   TraceDiff d;
   d.block = request.block;
   d.a = InfoOf(request.args_a, a, keys_a);
   d.b = InfoOf(request.args_b, b, keys_b);
+  d.warnings = a.in.warnings;
+  AddWarnings(d.warnings, b.in.warnings);
   d.config_keys = ChangedKeys(ValuesOf(a.in.config), ValuesOf(b.in.config));
   d.axis_rules = ChangedKeys(RulesByName(a.in.config.logical_axis_rules()),
                              RulesByName(b.in.config.logical_axis_rules()));

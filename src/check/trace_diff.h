@@ -23,6 +23,7 @@
 #include "shard/axis_rules.h"
 #include "shard/partition_spec.h"
 #include "spmd/spmd_result.h"
+#include "util/warnings.h"
 
 namespace shardtrace {
 
@@ -115,6 +116,8 @@ struct TraceDiff {
   std::vector<std::string> path_selected_by;  // changed keys behind a path change
   std::vector<TensorDiff> tensors;            // by impact, then program order
   std::vector<CollectiveDiff> collectives;    // by impact, then program order
+  // Both sides' config warnings (RunSetup::warnings), A's first: `diff` prints them on stderr.
+  std::vector<Warning> warnings;
 
   bool path_changed() const { return a.path != b.path; }
   bool mesh_changed() const { return a.mesh != b.mesh; }

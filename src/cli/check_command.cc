@@ -25,7 +25,7 @@ struct CheckCommandOptions {
   int64_t budget_bytes = int64_t{2} << 30;  // what a case's run may hold (--max-memory)
 };
 
-bool RunCheckCommand(const CheckCommandOptions& options, std::ostream& out) {
+CommandOutcome RunCheckCommand(const CheckCommandOptions& options, std::ostream& out) {
   // Directories are cases; CONFIG files go before each case's config.yml (a base.yml), and
   // key=value overrides after it, so they win over the case's own values.
   std::vector<std::string> cases, base_args, overrides;
@@ -65,14 +65,19 @@ bool RunCheckCommand(const CheckCommandOptions& options, std::ostream& out) {
   Progress progress(options.quiet);
   check_options.progress = &progress;
   std::vector<GoldenReport> reports;
-  for (const std::string& c : cases)
-    reports.push_back(CheckGoldenCase(c, base_args, check_options));
+  CommandOutcome outcome;
+  for (const std::string& c : cases) {
+    reports.push_back(WarnedBefore(outcome.warnings,
+                                   [&] { return CheckGoldenCase(c, base_args, check_options); }));
+    AddWarnings(outcome.warnings, reports.back().config_warnings);
+  }
   WriteOutput(
       options.common,
       options.common.format == "json" ? GoldenReportsToJson(reports) : GoldenReportsToText(reports),
       out);
-  return std::all_of(reports.begin(), reports.end(),
-                     [](const GoldenReport& r) { return r.passed(); });
+  for (const GoldenReport& r : reports)
+    if (!r.passed()) outcome.status = kExitMismatch;
+  return outcome;
 }
 
 }  // namespace
@@ -109,9 +114,7 @@ Command AddCheckCommand(CLI::App& app) {
               if (a.find('=') == std::string::npos) dirs.push_back(a);
             return dirs;
           },
-          [options](std::ostream& out) {
-            return RunCheckCommand(*options, out) ? kExitOk : kExitMismatch;
-          }};
+          [options](std::ostream& out) { return RunCheckCommand(*options, out); }};
 }
 
 }  // namespace shardtrace

@@ -4,8 +4,8 @@
 
 #include <CLI/CLI.hpp>
 #include <filesystem>
-#include <iostream>
 #include <new>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -17,26 +17,8 @@
 #include "util/warnings.h"
 
 namespace shardtrace {
-namespace {
-
-// Warnings (config loading prints them to std::cerr as they arise) go to the caller's `err`
-// for the duration of one run, so in-process callers capture them like errors.
-class RedirectCerr {
- public:
-  explicit RedirectCerr(std::ostream& err) : saved_(std::cerr.rdbuf(err.rdbuf())) {}
-  ~RedirectCerr() { std::cerr.rdbuf(saved_); }
-  RedirectCerr(const RedirectCerr&) = delete;
-  RedirectCerr& operator=(const RedirectCerr&) = delete;
-
- private:
-  std::streambuf* saved_;
-};
-
-}  // namespace
 
 int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
-  const RedirectCerr redirect(err);
-  ResetWarnings();
   CLI::App app{"shardtrace: how tensors and their shardings flow through MaxText MoE layers"};
   std::string models;  // the revisions of moe.py shardtrace models (--maxtext-revision)
   for (const RevisionInfo& r : Revisions())
@@ -90,7 +72,9 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
       // Checks that need no work done, before anything is computed.
       const std::vector<std::string> dirs = c.validate();
       if (c.common) CheckOutputs(*c.common, dirs);
-      return c.run(out);
+      const CommandOutcome outcome = c.run(out);
+      err << WarningLines(outcome.warnings);
+      return outcome.status;
     }
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e, out, err);
@@ -102,7 +86,8 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
     err << "shardtrace: error: " << PrintableMessage(e.what()) << " (see shardtrace --help)\n";
     return kExitBadInput;
   } catch (const Error& e) {
-    err << "shardtrace: error: " << PrintableMessage(e.what()) << "\n";
+    err << WarningLines(e.warnings()) << "shardtrace: error: " << PrintableMessage(e.what())
+        << "\n";
     return kExitBadInput;
   } catch (const std::filesystem::filesystem_error& e) {
     // The file system refused something the user named: input, not a bug. (Reads and writes

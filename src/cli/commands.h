@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cli/cli.h"
+#include "util/warnings.h"
 
 namespace CLI {
 class App;
@@ -31,6 +32,13 @@ struct CommonOptions {
   std::string maxtext_revision;
 };
 
+// What a command's work returns: the exit status (kExitOk, or kExitMismatch when a check
+// failed) and the warnings of the configs the user asked for, which RunCli prints once.
+struct CommandOutcome {
+  int status = kExitOk;
+  std::vector<Warning> warnings;
+};
+
 struct Command {
   CLI::App* app = nullptr;
   // The command's CommonOptions (null for generate, which takes none): RunCli checks its -o
@@ -39,20 +47,20 @@ struct Command {
   // After parsing, before any work: refuses options that parse but would mean nothing, and
   // returns the directories (golden cases, dumps) the command will read besides its args.
   std::function<std::vector<std::string>()> validate;
-  // Does the work; returns the exit status (kExitOk, or kExitMismatch when a check failed).
-  std::function<int(std::ostream& out)> run;
+  // Does the work.
+  std::function<CommandOutcome(std::ostream& out)> run;
 };
 
 // The row of a command that reads no directory besides its arguments and exits 0 once `work`
 // has written its output (config, explain, dump, render); `common` is the options' own.
+// `work` returns the warnings of the config it ran.
 template <typename Options>
 Command PlainCommand(CLI::App* cmd, std::shared_ptr<Options> options,
                      std::shared_ptr<CommonOptions> common,
-                     void (*work)(const Options&, std::ostream&)) {
+                     std::vector<Warning> (*work)(const Options&, std::ostream&)) {
   return {cmd, std::move(common), [] { return std::vector<std::string>(); },
           [options, work](std::ostream& out) {
-            work(*options, out);
-            return kExitOk;
+            return CommandOutcome{kExitOk, work(*options, out)};
           }};
 }
 

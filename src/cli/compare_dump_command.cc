@@ -23,7 +23,7 @@ std::string KeyOf(const std::string& override_arg) {
   return override_arg.substr(0, override_arg.find('='));
 }
 
-bool RunCompareDumpCommand(const CompareDumpOptions& options, std::ostream& out) {
+CommandOutcome RunCompareDumpCommand(const CompareDumpOptions& options, std::ostream& out) {
   const ShardingDump dump = ReadShardingDump(options.dump_dir);
   const InferredRun inferred = InferRun(dump);
   std::vector<std::string> files, user_overrides, args;
@@ -54,7 +54,7 @@ bool RunCompareDumpCommand(const CompareDumpOptions& options, std::ostream& out)
               : format == "markdown" ? DumpComparisonToMarkdown(comparison)
                                      : DumpComparisonToText(comparison),
               out);
-  return comparison.agrees();
+  return {comparison.agrees() ? kExitOk : kExitMismatch, comparison.warnings};
 }
 
 }  // namespace
@@ -77,9 +77,7 @@ Command AddCompareDumpCommand(CLI::App& app) {
       "maxtext/src/maxtext/configs/base.yml");
   return {cmd, std::shared_ptr<CommonOptions>(options, &options->common),
           [options] { return std::vector<std::string>{options->dump_dir}; },
-          [options](std::ostream& out) {
-            return RunCompareDumpCommand(*options, out) ? kExitOk : kExitMismatch;
-          }};
+          [options](std::ostream& out) { return RunCompareDumpCommand(*options, out); }};
 }
 
 }  // namespace shardtrace

@@ -9,12 +9,13 @@
 namespace shardtrace {
 namespace {
 
-void RunConfigCommand(const CommonOptions& options, std::ostream& out) {
+std::vector<Warning> RunConfigCommand(const CommonOptions& options, std::ostream& out) {
   const RunSetup in = Prepare(SymbolicRequest(options.args, options.devices));
   const std::vector<std::string> overrides = SplitArgs(options.args).overrides;
   WriteOutput(options,
               options.format == "json" ? ConfigToJson(in, overrides) : ConfigToText(in, overrides),
               out);
+  return in.warnings;
 }
 
 }  // namespace

@@ -20,7 +20,7 @@ struct DiffOptions {
   std::string block = "moe";
 };
 
-bool RunDiffCommand(const DiffOptions& options, std::ostream& out) {
+CommandOutcome RunDiffCommand(const DiffOptions& options, std::ostream& out) {
   std::vector<std::string> files, common;
   for (const std::string& a : options.common.args)
     (a.find('=') == std::string::npos ? files : common).push_back(a);
@@ -49,7 +49,7 @@ bool RunDiffCommand(const DiffOptions& options, std::ostream& out) {
               : format == "markdown" ? TraceDiffToMarkdown(diff)
                                      : TraceDiffToText(diff),
               out);
-  return diff.same();
+  return {diff.same() ? kExitOk : kExitMismatch, diff.warnings};
 }
 
 }  // namespace
@@ -73,9 +73,7 @@ Command AddDiffCommand(CLI::App& app) {
       "ici_expert_parallelism=1 --b ici_expert_parallelism=4");
   return {cmd, std::shared_ptr<CommonOptions>(options, &options->common),
           [] { return std::vector<std::string>(); },
-          [options](std::ostream& out) {
-            return RunDiffCommand(*options, out) ? kExitOk : kExitMismatch;
-          }};
+          [options](std::ostream& out) { return RunDiffCommand(*options, out); }};
 }
 
 }  // namespace shardtrace

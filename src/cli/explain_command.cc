@@ -38,7 +38,7 @@ Shape ParseShape(const std::string& text, size_t rank) {
   return shape;
 }
 
-void RunExplainCommand(const ExplainOptions& options, std::ostream& out) {
+std::vector<Warning> RunExplainCommand(const ExplainOptions& options, std::ostream& out) {
   const RunInputs in = LoadInputs(SymbolicRequest(options.common.args, options.common.devices));
   if (options.axes.find_first_not_of(" ,()") == std::string::npos)
     Fail("--axes '{}': expected logical axis names separated by commas, e.g. exp,embed_moe,mlp_moe",
@@ -57,6 +57,7 @@ void RunExplainCommand(const ExplainOptions& options, std::ostream& out) {
       options.common,
       options.common.format == "json" ? ExplainToJson(explanation) : ExplainToText(explanation),
       out);
+  return in.warnings;
 }
 
 }  // namespace

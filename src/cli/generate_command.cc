@@ -24,7 +24,7 @@ struct GenerateOptions {
   bool check = false;                  // compare with the files in `out`, write nothing
 };
 
-bool RunGenerateCommand(const GenerateOptions& options, std::ostream& out) {
+CommandOutcome RunGenerateCommand(const GenerateOptions& options, std::ostream& out) {
   namespace fs = std::filesystem;
   const fs::path dir = options.out;
   const std::string shown =
@@ -58,10 +58,17 @@ bool RunGenerateCommand(const GenerateOptions& options, std::ostream& out) {
     else if (fs::symlink_status(path, ec).type() != fs::file_type::not_found)
       on_disk[i] = ReadInputFile(path, "visualization page");
   }
+  CommandOutcome outcome;  // the pages' config warnings
   for (size_t i = 0; i < names.size(); ++i) {
     const fs::path path = dir / names[i];
-    const std::string text =
-        i < pages.size() ? RenderPage(pages[i]).text : VisualizationIndex(pages);
+    std::string text;
+    if (i < pages.size()) {
+      RenderedPage page = WarnedBefore(outcome.warnings, [&] { return RenderPage(pages[i]); });
+      AddWarnings(outcome.warnings, page.warnings);
+      text = std::move(page.text);
+    } else {
+      text = VisualizationIndex(pages);
+    }
     if (options.check) {
       if (!on_disk[i]) {
         out << fmt::format("missing  {}\n", path.string());
@@ -77,17 +84,18 @@ bool RunGenerateCommand(const GenerateOptions& options, std::ostream& out) {
   }
   if (!options.check) {
     out << fmt::format("{} visualizations and their index in {}\n", pages.size(), shown);
-    return true;
+    return outcome;
   }
   if (stale.empty()) {
     out << fmt::format("{} is up to date ({} files)\n", shown, names.size());
-    return true;
+    return outcome;
   }
   const std::string fix = options.out == GenerateOptions().out
                               ? "shardtrace generate"
                               : "shardtrace generate --out " + options.out;
   out << fmt::format("{} is stale: {}; run {}\n", shown, fmt::join(stale, ", "), fix);
-  return false;
+  outcome.status = kExitMismatch;
+  return outcome;
 }
 
 }  // namespace
@@ -105,9 +113,7 @@ Command AddGenerateCommand(CLI::App& app) {
             if (!options->check) CheckOutputDirectory(options->out, "generate --out");
             return std::vector<std::string>();
           },
-          [options](std::ostream& out) {
-            return RunGenerateCommand(*options, out) ? kExitOk : kExitMismatch;
-          }};
+          [options](std::ostream& out) { return RunGenerateCommand(*options, out); }};
 }
 
 }  // namespace shardtrace

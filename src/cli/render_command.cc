@@ -15,11 +15,13 @@ struct RenderOptions {
   std::vector<std::string> hbm;  // --hbm NAME=GIB: accelerators the summary fits the peak to
 };
 
-void RunRenderCommand(const RenderOptions& options, std::ostream& out) {
+std::vector<Warning> RunRenderCommand(const RenderOptions& options, std::ostream& out) {
   ConfigPageRequest request{
       .args = options.common.args, .devices = options.common.devices, .block = options.block};
   for (const std::string& hbm : options.hbm) request.accelerators.push_back(ParseAccelerator(hbm));
-  WriteOutput(options.common, RenderConfigPage(request), out);
+  ConfigPage page = RenderConfigPage(request);
+  WriteOutput(options.common, page.text, out);
+  return std::move(page.warnings);
 }
 
 }  // namespace

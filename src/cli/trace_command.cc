@@ -33,7 +33,7 @@ struct TraceOptions {
   int64_t budget_bytes = int64_t{2} << 30;  // numeric: what the run may hold (--max-memory)
 };
 
-void RunTraceCommand(const TraceOptions& options, std::ostream& out) {
+std::vector<Warning> RunTraceCommand(const TraceOptions& options, std::ostream& out) {
   const CommonOptions& common = options.common;
   Progress progress(options.quiet);
   RunRequest request = SymbolicRequest(common.args, common.devices, ParseBlock(options.block));
@@ -53,7 +53,7 @@ void RunTraceCommand(const TraceOptions& options, std::ostream& out) {
     if (IsCaseConfig(case_file))
       request.args.insert(request.args.begin(), case_file);
     else
-      request.case_overrides = OverridesFromYamlFile(case_file);
+      request.case_config = OverridesFromYamlFile(case_file);
     request.arrays_source = options.golden + "/tensors.npz";
     arrays = ReadNpz(request.arrays_source, &progress);
     request.arrays = &arrays;
@@ -70,13 +70,14 @@ void RunTraceCommand(const TraceOptions& options, std::ostream& out) {
           ? MermaidFlow(trace, run.spmd)
           : TraceToTable(trace, run.spmd) + (step ? StepToText(trace, *step) : std::string());
   WriteOutput(common, text, out);
+  return run.setup.warnings;
 }
 
-void RunDumpCommand(const CommonOptions& options, std::ostream& out) {
+std::vector<Warning> RunDumpCommand(const CommonOptions& options, std::ostream& out) {
   const RunRequest request = SymbolicRequest(options.args, options.devices);
-  WriteOutput(options,
-              DumpToMaxtextJson(DumpModel(request), LoadInputs(request).config.revision().Title()),
-              out);
+  const RunInputs in = LoadInputs(request);
+  WriteOutput(options, DumpToMaxtextJson(DumpModel(request), in.config.revision().Title()), out);
+  return in.warnings;
 }
 
 }  // namespace
@@ -126,8 +127,7 @@ Command AddTraceCommand(CLI::App& app) {
                                        : std::vector<std::string>{options->golden};
       },
       [options](std::ostream& out) {
-        RunTraceCommand(*options, out);
-        return kExitOk;
+        return CommandOutcome{kExitOk, RunTraceCommand(*options, out)};
       }};
 }
 

@@ -55,7 +55,7 @@ std::string Identity(const std::filesystem::path& path) {
 }  // namespace
 
 std::vector<ChainFile> ResolveBaseConfigChain(const std::filesystem::path& top,
-                                              std::vector<std::string>* warnings) {
+                                              std::vector<Warning>* warnings) {
   std::vector<ChainFile> chain;  // `top` first while walking; reversed at the end
   std::vector<std::string> seen;
   std::filesystem::path current = top;

@@ -32,6 +32,6 @@ std::filesystem::path LocateInclude(const std::filesystem::path& including,
                                     const std::string& named);
 
 std::vector<ChainFile> ResolveBaseConfigChain(const std::filesystem::path& top,
-                                              std::vector<std::string>* warnings);
+                                              std::vector<Warning>* warnings);
 
 }  // namespace shardtrace::config_internal

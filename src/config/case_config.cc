@@ -8,7 +8,6 @@
 #include "config/config_files.h"
 #include "config/yaml_value.h"
 #include "util/error.h"
-#include "util/warnings.h"
 
 namespace shardtrace {
 namespace {
@@ -32,11 +31,9 @@ bool IsCaseConfig(const std::string& path) {
 
 CaseConfig ReadCaseConfig(const std::string& path) {
   const config_internal::FileText file = config_internal::ReadConfigFile(path);
-  std::vector<std::string> warnings;
-  const std::vector<config_internal::YamlEntry> entries =
-      config_internal::ParseConfigYaml(file.text, file.name, &warnings);
-  for (const std::string& w : warnings) Warn(w);
   CaseConfig c;
+  const std::vector<config_internal::YamlEntry> entries =
+      config_internal::ParseConfigYaml(file.text, file.name, &c.warnings);
   for (const config_internal::YamlEntry& e : entries) {
     if (e.key != "base_config") {
       c.overrides.push_back(e.key + "=" + config_internal::ToYamlFlow(e.value));

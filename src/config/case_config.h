@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "util/warnings.h"
+
 namespace shardtrace {
 
 inline constexpr std::string_view kCaseMarker =
@@ -22,6 +24,7 @@ inline constexpr std::string_view kCaseMarker =
 struct CaseConfig {
   std::optional<std::string> base;     // base_config resolved beside the file; none: embedded
   std::vector<std::string> overrides;  // "key=value" in file order, base_config left out
+  std::vector<Warning> warnings;       // what parsing the file found (a repeated key, ...)
 };
 
 // True when the file at `path` is a readable file holding kCaseMarker as a line of its own.

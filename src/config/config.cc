@@ -62,8 +62,10 @@ const ConfigValue* FindEntry(const Layer& layer, std::string_view key) {
 // derived values and the MoE checks.
 class Resolver {
  public:
-  explicit Resolver(const ConfigSource& source)
+  // Warnings found while loading are appended to `warnings`.
+  Resolver(const ConfigSource& source, std::vector<Warning>* warnings)
       : source_(source),
+        warnings_(warnings),
         files_(source.files.empty() ? ConfigFiles::Embedded()
                                     : ConfigFiles::BesideBase(source.files[0])) {}
 
@@ -113,9 +115,7 @@ class Resolver {
       std::vector<YamlEntry> entries = Parse(base);
       chain.push_back({base, std::move(entries)});
     } else {
-      std::vector<std::string> warnings;
-      chain = config_internal::ResolveBaseConfigChain(source_.files[0], &warnings);
-      PrintWarnings(warnings);
+      chain = config_internal::ResolveBaseConfigChain(source_.files[0], warnings_);
     }
     LoadRoot(chain.front().file, chain.front().entries);
     if (chain.size() > 1) files_ = files_.WithFallback(chain.front().file.name);
@@ -163,18 +163,10 @@ class Resolver {
   }
 
   // Parses one file. What is legal for MaxText but likely a mistake (a repeated key, a second
-  // YAML document) is printed at once as a warning on stderr: it never changes the result,
-  // and it must show even when a later check fails.
-  static std::vector<YamlEntry> Parse(const FileText& file) {
-    std::vector<std::string> warnings;
-    std::vector<YamlEntry> entries =
-        config_internal::ParseConfigYaml(file.text, file.name, &warnings);
-    PrintWarnings(warnings);
-    return entries;
-  }
-
-  static void PrintWarnings(const std::vector<std::string>& warnings) {
-    for (const std::string& w : warnings) Warn(w);
+  // YAML document) is a warning: it never changes the result, and it shows even when a later
+  // check fails (Config::Load passes it on with the Error).
+  std::vector<YamlEntry> Parse(const FileText& file) const {
+    return config_internal::ParseConfigYaml(file.text, file.name, warnings_);
   }
 
   // Parses, key-checks and type-checks one config file.
@@ -321,6 +313,7 @@ class Resolver {
   }
 
   const ConfigSource& source_;
+  std::vector<Warning>* warnings_;
   ConfigFiles files_;  // gains the base_config chain's folder as a fallback in LoadBase
   ValueMap defaults_;  // every known key -> its default (type source)
   std::vector<std::string> known_keys_;  // defaults_' keys, for suggestions
@@ -337,20 +330,25 @@ Config Config::Load(const ConfigSource& source, std::string_view maxtext_revisio
   // A bad --maxtext-revision fails before any file is read.
   std::optional<MaxTextRevision> named;
   if (!maxtext_revision.empty()) named = NamedRevision(maxtext_revision);
-  Resolver resolver(source);
-  resolver.Run();
+  std::vector<Warning> warnings = source.warnings;
+  // Read when an Error passes: every warning found up to the failure.
+  return WarnedBefore(warnings, [&] {
+    Resolver resolver(source, &warnings);
+    resolver.Run();
 
-  Config config;
-  config.values_ = std::move(resolver.values());
-  config.loaded_files_ = std::move(resolver.loaded_files());
-  config.revision_ = named ? *named : DetectRevision(resolver.base_keys(), resolver.base_name());
-  for (const std::string_view key : {"mesh_axes", "data_sharding", "logical_axis_rules"}) {
-    if (!config.Has(key)) Fail("{} defines no {}", resolver.base_name(), key);
-  }
-  config.rules_ = config_internal::ToAxisRules(config.Get("logical_axis_rules"));
-  config.mesh_axes_ = config_internal::ToMeshAxes(config.Get("mesh_axes"));
-  config.data_sharding_ = config_internal::ToDataSharding(config.Get("data_sharding"));
-  return config;
+    Config config;
+    config.values_ = std::move(resolver.values());
+    config.loaded_files_ = std::move(resolver.loaded_files());
+    config.revision_ = named ? *named : DetectRevision(resolver.base_keys(), resolver.base_name());
+    for (const std::string_view key : {"mesh_axes", "data_sharding", "logical_axis_rules"}) {
+      if (!config.Has(key)) Fail("{} defines no {}", resolver.base_name(), key);
+    }
+    config.rules_ = config_internal::ToAxisRules(config.Get("logical_axis_rules"));
+    config.mesh_axes_ = config_internal::ToMeshAxes(config.Get("mesh_axes"));
+    config.data_sharding_ = config_internal::ToDataSharding(config.Get("data_sharding"));
+    config.warnings_ = warnings;
+    return config;
+  });
 }
 
 bool Config::Has(std::string_view key) const { return values_.contains(key); }

@@ -5,6 +5,8 @@
 // and global_parameter_scale; using_pipeline_parallelism). With no config file the
 // embedded seed-era base.yml (MaxText 313890777) and its model / custom_mesh_and_rule
 // files are used. Every lookup of a missing or mistyped key throws Error naming the key.
+// What is legal but suspicious comes back as warnings() (util/warnings.h), and with an Error
+// thrown after it.
 // Facts: ../shared/research/maxtext-facts.md sections 1.4-1.5.
 #pragma once
 
@@ -16,6 +18,7 @@
 
 #include "config/maxtext_revision.h"
 #include "shard/axis_rules.h"
+#include "util/warnings.h"
 
 namespace shardtrace {
 
@@ -46,6 +49,8 @@ struct ConfigSource {
   std::vector<std::string> overrides;  // "key=value" strings, in command-line order
   // Case files (config/case_config.h) whose keys lead `overrides`: listed in loaded_files().
   std::vector<std::string> case_files = {};
+  // Warnings found reading the case files: the config's warnings start with them.
+  std::vector<Warning> warnings = {};
 };
 
 class Config {
@@ -72,6 +77,8 @@ class Config {
   const std::map<std::string, ConfigValue, std::less<>>& values() const { return values_; }
   // The MaxText revision whose moe.py runs this config (config/maxtext_revision.h).
   const MaxTextRevision& revision() const { return revision_; }
+  // What loading found legal but suspicious (a repeated key, ...), the source's first.
+  const std::vector<Warning>& warnings() const { return warnings_; }
 
  private:
   std::map<std::string, ConfigValue, std::less<>> values_;
@@ -80,6 +87,7 @@ class Config {
   std::vector<std::vector<std::string>> data_sharding_;
   std::vector<std::string> loaded_files_;
   MaxTextRevision revision_;
+  std::vector<Warning> warnings_;
 };
 
 }  // namespace shardtrace

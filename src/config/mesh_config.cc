@@ -10,7 +10,6 @@
 
 #include "config/config.h"
 #include "util/error.h"
-#include "util/warnings.h"
 
 namespace shardtrace {
 namespace {
@@ -27,9 +26,9 @@ std::string ParallelismKey(std::string_view prefix, const std::string& axis) {
 // A size > 1 in an ici_/dcn_<axis>_parallelism key whose axis the config's mesh_axes lack:
 // MaxText builds the mesh from mesh_axes only (types.py _resolve_parallelism) and ignores the
 // key without a word, so `ici_tensor_parallelism=4` with a model file whose mesh has no
-// 'tensor' axis traces without tensor parallelism. Said once the mesh is built (a mesh that
-// cannot be built fails with its one error line).
-void WarnUnusedParallelism(const Config& config, const std::vector<std::string>& axes) {
+// 'tensor' axis traces without tensor parallelism.
+void WarnUnusedParallelism(const Config& config, const std::vector<std::string>& axes,
+                           std::vector<Warning>& warnings) {
   constexpr std::string_view kSuffix = "_parallelism";
   for (const auto& [key, value] : config.values()) {
     if (value.type != ConfigValue::Type::kInt || value.i <= 1) continue;
@@ -41,10 +40,10 @@ void WarnUnusedParallelism(const Config& config, const std::vector<std::string>&
     if (used) continue;
     std::string axis = key.substr(4, key.size() - 4 - kSuffix.size());
     if (axis == "pipeline") axis = "stage";  // ParallelismKey's one renamed axis
-    Warn(fmt::format(
-        "{}={} has no effect: mesh_axes [{}] has no '{}' axis, and MaxText builds the mesh from "
-        "mesh_axes only",
-        key, value.i, fmt::join(axes, ", "), axis));
+    AddWarning(warnings, {WarningKind::kUnusedParallelism, key,
+                          fmt::format("{}={} has no effect: mesh_axes [{}] has no '{}' axis, "
+                                      "and MaxText builds the mesh from mesh_axes only",
+                                      key, value.i, fmt::join(axes, ", "), axis)});
   }
 }
 
@@ -52,14 +51,17 @@ void WarnUnusedParallelism(const Config& config, const std::vector<std::string>&
 // the rule without a word (flax's logical_to_mesh_axes finds no such axis), so a typo such as
 // `['exp', 'expertt']` leaves 'exp' unsharded and surfaces only where something needs it
 // sharded. Said once per rule, naming it.
-void WarnUnknownRuleAxes(const Config& config, const std::vector<std::string>& axes) {
+void WarnUnknownRuleAxes(const Config& config, const std::vector<std::string>& axes,
+                         std::vector<Warning>& warnings) {
   for (const AxisRule& rule : config.logical_axis_rules())
     for (const std::string& axis : rule.mesh_axes)
       if (std::find(axes.begin(), axes.end(), axis) == axes.end())
-        Warn(fmt::format(
-            "logical_axis_rules: the rule for '{}' names mesh axis '{}', which mesh_axes [{}] "
-            "lacks; MaxText drops it, so '{}' is not sharded over it",
-            rule.logical, axis, fmt::join(axes, ", "), rule.logical));
+        AddWarning(warnings,
+                   {WarningKind::kUnknownRuleAxis, "logical_axis_rules",
+                    fmt::format("logical_axis_rules: the rule for '{}' names mesh axis '{}', "
+                                "which mesh_axes [{}] lacks; MaxText drops it, so '{}' is not "
+                                "sharded over it",
+                                rule.logical, axis, fmt::join(axes, ", "), rule.logical)});
 }
 
 }  // namespace
@@ -86,10 +88,14 @@ MeshParallelism ReadMeshParallelism(const Config& config) {
 
 Mesh MeshFromConfig(const Config& config, std::optional<int64_t> devices) {
   const MeshParallelism parallelism = ReadMeshParallelism(config);
-  Mesh mesh = Mesh::Build(parallelism, devices);
-  WarnUnusedParallelism(config, parallelism.axes);
-  WarnUnknownRuleAxes(config, parallelism.axes);
-  return mesh;
+  return Mesh::Build(parallelism, devices);
+}
+
+std::vector<Warning> MeshWarnings(const Config& config) {
+  std::vector<Warning> warnings;
+  WarnUnusedParallelism(config, config.mesh_axes(), warnings);
+  WarnUnknownRuleAxes(config, config.mesh_axes(), warnings);
+  return warnings;
 }
 
 }  // namespace shardtrace

@@ -5,8 +5,10 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "shard/mesh.h"
+#include "util/warnings.h"
 
 namespace shardtrace {
 
@@ -19,5 +21,9 @@ MeshParallelism ReadMeshParallelism(const Config& config);
 
 // Mesh::Build(ReadMeshParallelism(config), devices).
 Mesh MeshFromConfig(const Config& config, std::optional<int64_t> devices);
+
+// What the mesh's keys say that MaxText ignores without a word: a parallelism > 1 for an axis
+// mesh_axes lack (kUnusedParallelism), a logical rule naming such an axis (kUnknownRuleAxis).
+std::vector<Warning> MeshWarnings(const Config& config);
 
 }  // namespace shardtrace

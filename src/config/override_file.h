@@ -6,8 +6,15 @@
 #include <string>
 #include <vector>
 
+#include "util/warnings.h"
+
 namespace shardtrace {
 
-std::vector<std::string> OverridesFromYamlFile(const std::string& path);
+struct FileOverrides {
+  std::vector<std::string> overrides;  // "key=value", in file order
+  std::vector<Warning> warnings;       // what parsing the file found (a repeated key, ...)
+};
+
+FileOverrides OverridesFromYamlFile(const std::string& path);
 
 }  // namespace shardtrace

@@ -4,6 +4,7 @@
 
 #include "config/case_config.h"
 #include "config/mesh_config.h"
+#include "util/error.h"
 
 namespace shardtrace {
 
@@ -16,7 +17,8 @@ ConfigSource SplitArgs(const std::vector<std::string>& args) {
     if (arg.find('=') != std::string::npos) {
       source.overrides.push_back(arg);
     } else if (IsCaseConfig(arg)) {
-      CaseConfig c = ReadCaseConfig(arg);
+      CaseConfig c = WarnedBefore(source.warnings, [&] { return ReadCaseConfig(arg); });
+      AddWarnings(source.warnings, c.warnings);
       case_overrides.insert(case_overrides.end(), c.overrides.begin(), c.overrides.end());
       if (!case_base && c.base) case_base = c.base;
       source.case_files.push_back(arg);
@@ -52,10 +54,17 @@ std::string RevisionArg(const std::vector<std::string>& args) {
   return name;
 }
 
-RunInputs LoadRunInputs(const std::vector<std::string>& args, std::optional<int64_t> devices) {
-  Config config = Config::Load(SplitArgs(args), RevisionArg(args));
-  Mesh mesh = MeshFromConfig(config, devices);
-  return {std::move(config), std::move(mesh)};
+RunInputs LoadRunInputs(const std::vector<std::string>& args, std::optional<int64_t> devices,
+                        const std::vector<Warning>& earlier) {
+  ConfigSource source = WarnedBefore(earlier, [&] { return SplitArgs(args); });
+  std::vector<Warning> warnings = earlier;
+  AddWarnings(warnings, source.warnings);
+  source.warnings = warnings;
+  Config config = Config::Load(source, RevisionArg(args));
+  Mesh mesh = WarnedBefore(config.warnings(), [&] { return MeshFromConfig(config, devices); });
+  warnings = config.warnings();
+  AddWarnings(warnings, MeshWarnings(config));
+  return {std::move(config), std::move(mesh), std::move(warnings)};
 }
 
 }  // namespace shardtrace

@@ -10,12 +10,15 @@
 
 #include "config/config.h"
 #include "shard/mesh.h"
+#include "util/warnings.h"
 
 namespace shardtrace {
 
 struct RunInputs {
   Config config;
   Mesh mesh;
+  // The config's warnings (Config::warnings) and the mesh's (MeshWarnings).
+  std::vector<Warning> warnings;
 };
 
 // An argument `--maxtext-revision=NAME` among the others names the MaxText revision: the CLI
@@ -34,6 +37,9 @@ std::string RevisionArg(const std::vector<std::string>& args);
 // appended.
 std::vector<std::string> WithOverrides(std::vector<std::string> args,
                                        const std::vector<std::string>& more);
-RunInputs LoadRunInputs(const std::vector<std::string>& args, std::optional<int64_t> devices);
+// `earlier`: warnings found before (a golden case's config.yml); the inputs' warnings start
+// with them, and so do those of an Error thrown on the way.
+RunInputs LoadRunInputs(const std::vector<std::string>& args, std::optional<int64_t> devices,
+                        const std::vector<Warning>& earlier = {});
 
 }  // namespace shardtrace

@@ -277,7 +277,7 @@ ConfigValue ResolvePlainScalar(std::string_view text) {
 }
 
 std::vector<YamlEntry> ParseConfigYaml(std::string_view text, std::string_view display_path,
-                                       std::vector<std::string>* warnings) {
+                                       std::vector<Warning>* warnings) {
   // YAML::Load, not LoadAll: yaml-cpp 0.7's LoadAll loops forever on some malformed
   // input (a 10-byte case found by fuzzing, testdata/bad/yaml-loadall-hang.case); the
   // second-document warning comes from SecondDocumentLine instead.
@@ -295,10 +295,11 @@ std::vector<YamlEntry> ParseConfigYaml(std::string_view text, std::string_view d
   }
   std::vector<YamlEntry> entries;
   if (const int second = SecondDocumentLine(text); second > 0 && warnings)
-    warnings->push_back(fmt::format(
-        "{}:{}: a second YAML document ('---') follows the first; only the first is read, as "
-        "MaxText reads it",
-        display_path, second));
+    AddWarning(*warnings,
+               {WarningKind::kSecondDocument, "",
+                fmt::format("{}:{}: a second YAML document ('---') follows the first; only the "
+                            "first is read, as MaxText reads it",
+                            display_path, second)});
   const YAML::Node& root = documents[0];
   if (root.IsNull()) return entries;  // an empty (or all-comment) file sets nothing
   if (!root.IsMap()) {
@@ -315,10 +316,10 @@ std::vector<YamlEntry> ParseConfigYaml(std::string_view text, std::string_view d
     const int line = item.first.Mark().line + 1;
     const auto [it, fresh] = first_line.emplace(key, line);
     if (!fresh && warnings)
-      warnings->push_back(fmt::format(
-          "{}:{}: key '{}' repeats the one on line {}; the later value is used, as MaxText's "
-          "loader does",
-          display_path, line, key, it->second));
+      AddWarning(*warnings, {WarningKind::kRepeatedKey, key,
+                             fmt::format("{}:{}: key '{}' repeats the one on line {}; the later "
+                                         "value is used, as MaxText's loader does",
+                                         display_path, line, key, it->second)});
     entries.push_back(YamlEntry{key, CheckedNodeToValue(item.second, display_path, key)});
   }
   return entries;

@@ -26,7 +26,7 @@ struct YamlEntry {
 // document is legal for MaxText's loader, so it is appended to `warnings` (when given)
 // rather than refused.
 std::vector<YamlEntry> ParseConfigYaml(std::string_view text, std::string_view display_path,
-                                       std::vector<std::string>* warnings = nullptr);
+                                       std::vector<Warning>* warnings = nullptr);
 
 // `value` as flow YAML that ParseOverrideValue reads back to the same value (strings
 // double-quoted so they stay strings).

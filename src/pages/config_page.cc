@@ -108,15 +108,10 @@ MarkdownExample TotalsExample(const Trace& trace, const SpmdResult& spmd) {
           text};
 }
 
-}  // namespace
-
-std::string RenderConfigPage(const ConfigPageRequest& request) {
+// The page of the user's config from its symbolic run (a step wherever there is one).
+std::string PageMarkdown(const ConfigPageRequest& request, const RunResult& symbolic) {
   const std::vector<std::string>& args = request.args;
   const Block block = ParseBlock(request.block);
-  RunRequest symbolic_request = SymbolicRequest(args, request.devices, block);
-  // The page shows the training step beside the forward pass wherever there is one.
-  symbolic_request.step = !Prepare(symbolic_request).setup.inference;
-  const RunResult symbolic = Run(symbolic_request);
   const RunSetup& in = symbolic.setup;
   const MoeSetup& setup = in.setup;
   const Trace& trace = symbolic.trace;
@@ -223,6 +218,19 @@ std::string RenderConfigPage(const ConfigPageRequest& request) {
              page.substr(end + 4);
   }
   return page;
+}
+
+}  // namespace
+
+ConfigPage RenderConfigPage(const ConfigPageRequest& request) {
+  RunRequest symbolic_request =
+      SymbolicRequest(request.args, request.devices, ParseBlock(request.block));
+  // The page shows the training step beside the forward pass wherever there is one.
+  symbolic_request.step = !Prepare(symbolic_request).setup.inference;
+  const RunResult symbolic = Run(symbolic_request);
+  // The variants the page traces are shardtrace's, not the user's: their warnings are not.
+  const std::vector<Warning>& warnings = symbolic.setup.warnings;
+  return {WarnedBefore(warnings, [&] { return PageMarkdown(request, symbolic); }), warnings};
 }
 
 }  // namespace shardtrace

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "pages/page_summary.h"
+#include "util/warnings.h"
 
 namespace shardtrace {
 
@@ -26,7 +27,11 @@ struct ConfigPageRequest {
   std::vector<Accelerator> accelerators = DefaultAccelerators();  // the summary's HBM fits
 };
 
-// The page's markdown.
-std::string RenderConfigPage(const ConfigPageRequest& request);
+struct ConfigPage {
+  std::string text;               // the page's markdown
+  std::vector<Warning> warnings;  // the config's (RunSetup::warnings): render prints them
+};
+
+ConfigPage RenderConfigPage(const ConfigPageRequest& request);
 
 }  // namespace shardtrace

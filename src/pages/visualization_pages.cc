@@ -475,6 +475,7 @@ RenderedPage RenderPage(const VisualizationPage& v) {
   page.trace = run.trace;
   page.spmd = run.spmd;
   page.invariants = doc.invariants;
+  page.warnings = in.warnings;
   return page;
 }
 

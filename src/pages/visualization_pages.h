@@ -11,6 +11,7 @@
 
 #include "check/trace_invariants.h"
 #include "ir/trace.h"
+#include "util/warnings.h"
 
 namespace shardtrace {
 
@@ -82,6 +83,7 @@ struct RenderedPage {
   Trace trace;                        // the trace it was rendered from
   SpmdResult spmd;                    // and its SPMD result
   std::vector<Invariant> invariants;  // as the page lists them
+  std::vector<Warning> warnings;      // the page's config's (RunSetup::warnings)
 };
 
 // The page's Mermaid graphs, one per phase of the flow (MermaidFlowParts), titled by phase:

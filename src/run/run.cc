@@ -13,7 +13,7 @@ namespace {
 // The case's keys first, so every override the user typed still applies after them
 // (SplitArgs keeps files apart and overrides in order).
 std::vector<std::string> Arguments(const RunRequest& request) {
-  std::vector<std::string> args = request.case_overrides;
+  std::vector<std::string> args = request.case_config.overrides;
   args.insert(args.end(), request.args.begin(), request.args.end());
   return args;
 }
@@ -35,20 +35,8 @@ MoeParams Params(const RunRequest& request, const RunSetup& s) {
   return params;
 }
 
-}  // namespace
-
-RunSetup Prepare(const RunRequest& request) {
-  RunInputs in = LoadRunInputs(Arguments(request), request.devices);
-  MoeSetup setup = MakeMoeSetup(in.config, in.mesh);
-  return {std::move(in.config), std::move(in.mesh), std::move(setup)};
-}
-
-RunInputs LoadInputs(const RunRequest& request) {
-  return LoadRunInputs(Arguments(request), request.devices);
-}
-
-RunResult Run(const RunRequest& request) {
-  RunSetup s = Prepare(request);
+// The rest of Run once the setup is made.
+RunResult RunPrepared(const RunRequest& request, RunSetup s) {
   if (request.step && s.setup.inference)
     Fail(
         "--step: model_call_mode=inference traces a forward pass only; a training step needs "
@@ -73,6 +61,24 @@ RunResult Run(const RunRequest& request) {
   if (request.step) step = AnalyzeStep(s.mesh, run.trace, spmd, policy);
   return {std::move(s), std::move(run.trace), std::move(spmd),         std::move(run.captures),
           totals,       std::move(step),      std::move(run.gradients)};
+}
+
+}  // namespace
+
+RunSetup Prepare(const RunRequest& request) {
+  RunInputs in = LoadInputs(request);
+  MoeSetup setup = WarnedBefore(in.warnings, [&] { return MakeMoeSetup(in.config, in.mesh); });
+  return {std::move(in.config), std::move(in.mesh), std::move(setup), std::move(in.warnings)};
+}
+
+RunInputs LoadInputs(const RunRequest& request) {
+  return LoadRunInputs(Arguments(request), request.devices, request.case_config.warnings);
+}
+
+RunResult Run(const RunRequest& request) {
+  RunSetup s = Prepare(request);
+  const std::vector<Warning> warnings = s.warnings;  // `s` moves into the run
+  return WarnedBefore(warnings, [&] { return RunPrepared(request, std::move(s)); });
 }
 
 }  // namespace shardtrace

@@ -19,6 +19,7 @@
 #include "spmd/spmd_result.h"
 #include "spmd/step_model.h"
 #include "spmd/trace_totals.h"
+#include "util/warnings.h"
 
 namespace shardtrace {
 
@@ -27,6 +28,9 @@ struct RunSetup {
   Config config;
   Mesh mesh;
   MoeSetup setup;
+  // What the config and mesh found legal but suspicious (RunInputs::warnings): the CLI prints
+  // them once per command. An Error thrown by the run after them carries them too.
+  std::vector<Warning> warnings;
 };
 
 struct RunResult {

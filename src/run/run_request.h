@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "config/override_file.h"
 #include "numeric/array.h"
 #include "paths/moe_block.h"
 
@@ -27,8 +28,8 @@ struct RunRequest {
   // MaxText's CLI order: config files first, then key=value overrides.
   std::vector<std::string> args;
   // A golden case's config.yml keys: they go after the config files and before `args`'
-  // overrides, so a user's key=value still wins.
-  std::vector<std::string> case_overrides;
+  // overrides, so a user's key=value still wins; its warnings lead the run's.
+  FileOverrides case_config;
   std::optional<int64_t> devices;  // --devices; unset: the mesh's own product
   Block block = Block::kMoe;
   Evaluation evaluation = Evaluation::kSymbolic;

@@ -1,5 +1,7 @@
 #include "util/error.h"
 
+#include <utility>
+
 namespace shardtrace {
 
 std::string Error::WithVisibleNul(const std::string& message) {
@@ -13,6 +15,12 @@ std::string Error::WithVisibleNul(const std::string& message) {
       out.push_back(c);
   }
   return out;
+}
+
+void Error::PrependWarnings(const std::vector<Warning>& earlier) {
+  std::vector<Warning> all = earlier;
+  AddWarnings(all, warnings_);
+  warnings_ = std::move(all);
 }
 
 }  // namespace shardtrace

@@ -2,13 +2,19 @@
 // impossible mesh, mismatched einsum, malformed npz) throws Error with a one-line message
 // that names the key/file/tensor and what was expected. It is caught once, in main, which
 // prints "shardtrace: error: <message>" and exits with status 2. Internal invariants that
-// only a bug in shardtrace could break use SHARDTRACE_CHECK instead.
+// only a bug in shardtrace could break use SHARDTRACE_CHECK instead. An Error also carries the
+// warnings (util/warnings.h) that arose before it, so main prints them ahead of its line:
+// whatever returns warnings with its result passes them on through WarnedBefore.
 #pragma once
 
 #include <fmt/format.h>
 
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include "util/warnings.h"
 
 namespace shardtrace {
 
@@ -17,10 +23,32 @@ namespace shardtrace {
 class Error : public std::runtime_error {
  public:
   explicit Error(const std::string& message) : std::runtime_error(WithVisibleNul(message)) {}
+  // A caller that says where a failure happened rethrows its message in a new Error with the
+  // old one's warnings.
+  Error(const std::string& message, std::vector<Warning> warnings)
+      : std::runtime_error(WithVisibleNul(message)), warnings_(std::move(warnings)) {}
+
+  // The warnings found before the failure, in the order they arose.
+  const std::vector<Warning>& warnings() const { return warnings_; }
+  // Puts `earlier` (found before the warnings already held) first.
+  void PrependWarnings(const std::vector<Warning>& earlier);
 
  private:
   static std::string WithVisibleNul(const std::string& message);  // error.cc
+  std::vector<Warning> warnings_;
 };
+
+// Runs `work()`; an Error it throws leaves carrying `earlier` ahead of its own warnings. It
+// is rethrown unchanged otherwise: main still catches Error once.
+template <typename Work>
+decltype(auto) WarnedBefore(const std::vector<Warning>& earlier, Work&& work) {
+  try {
+    return std::forward<Work>(work)();
+  } catch (Error& e) {
+    e.PrependWarnings(earlier);
+    throw;
+  }
+}
 
 // Throws Error with an fmt-formatted message.
 template <typename... Args>

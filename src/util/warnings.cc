@@ -1,37 +1,26 @@
 #include "util/warnings.h"
 
-#include <iostream>
-#include <mutex>
-#include <set>
-#include <string>
+#include <algorithm>
+#include <utility>
 
 #include "util/printable.h"
 
 namespace shardtrace {
-namespace {
 
-std::mutex& WarningsMutex() {
-  static std::mutex mutex;
-  return mutex;
+void AddWarning(std::vector<Warning>& warnings, Warning warning) {
+  if (std::find(warnings.begin(), warnings.end(), warning) == warnings.end())
+    warnings.push_back(std::move(warning));
 }
 
-std::set<std::string>& Printed() {
-  static std::set<std::string> printed;
-  return printed;
+void AddWarnings(std::vector<Warning>& warnings, const std::vector<Warning>& more) {
+  for (const Warning& w : more) AddWarning(warnings, w);
 }
 
-}  // namespace
-
-void Warn(std::string_view message) {
-  const std::string line = PrintableMessage(message);
-  const std::lock_guard<std::mutex> lock(WarningsMutex());
-  if (!Printed().insert(line).second) return;
-  std::cerr << "shardtrace: warning: " << line << "\n";
-}
-
-void ResetWarnings() {
-  const std::lock_guard<std::mutex> lock(WarningsMutex());
-  Printed().clear();
+std::string WarningLines(const std::vector<Warning>& warnings) {
+  std::string out;
+  for (const Warning& w : warnings)
+    out += "shardtrace: warning: " + PrintableMessage(w.message) + "\n";
+  return out;
 }
 
 }  // namespace shardtrace

@@ -1,17 +1,36 @@
-// Warnings: legal-but-suspicious input (a repeated YAML key, ...) printed on stderr as one
-// line "shardtrace: warning: <message>" (made printable, util/printable.h), each distinct
-// message once per command: render and diff load their config once per traced variant, and a
-// warning about the user's file is still one line.
+// Warnings: legal-but-suspicious input (a repeated YAML key, a parallelism key for an axis the
+// mesh lacks, ...) as plain data. What finds one returns it with its result (Config,
+// RunInputs, RunSetup); an Error thrown after a warning arose carries it too, since a warning
+// must show even when a later check fails. The CLI prints a command's warnings once, each as
+// the line "shardtrace: warning: <message>" (made printable, util/printable.h).
 #pragma once
 
-#include <string_view>
+#include <string>
+#include <vector>
 
 namespace shardtrace {
 
-// Prints the warning unless this command already printed the same one. Thread-safe.
-void Warn(std::string_view message);
+enum class WarningKind {
+  kRepeatedKey,        // a key given twice in one YAML file: the later value is used
+  kSecondDocument,     // a second YAML document ('---'): only the first is read
+  kUnusedParallelism,  // an ici_/dcn_<axis>_parallelism > 1 for an axis mesh_axes lack
+  kUnknownRuleAxis,    // a logical rule naming a mesh axis mesh_axes lack
+};
 
-// Forgets the warnings printed so far: the start of a command (cli/cli.cc RunCli).
-void ResetWarnings();
+struct Warning {
+  WarningKind kind = WarningKind::kRepeatedKey;
+  std::string key;      // the config key it is about
+  std::string message;  // the text after "shardtrace: warning: "
+
+  friend bool operator==(const Warning&, const Warning&) = default;
+};
+
+// Appends `warning` unless `warnings` already holds the same one: a file parsed twice (a case
+// file, the base of every variant a page traces) warns once.
+void AddWarning(std::vector<Warning>& warnings, Warning warning);
+void AddWarnings(std::vector<Warning>& warnings, const std::vector<Warning>& more);
+
+// "shardtrace: warning: <message>\n" for each, in order.
+std::string WarningLines(const std::vector<Warning>& warnings);
 
 }  // namespace shardtrace

@@ -42,7 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (line.find('=') != std::string::npos) overrides.push_back(line);
   }
   try {
-    std::vector<std::string> warnings;
+    std::vector<Warning> warnings;
     config_internal::ParseConfigYaml(yaml, "fuzz.yml", &warnings);
   } catch (const Error&) {
   }
