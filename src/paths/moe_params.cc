@@ -252,6 +252,9 @@ MoeParams ParamsFromArrays(const MoeSetup& s, int num_mlp_activations,
     for (size_t i = 0; i < p.shared->wi.size(); ++i)
       take(fmt::format("shared_wi_{}", i), p.shared->wi[i], true);
     take("shared_wo", p.shared->wo, true);
+    for (size_t i = 0; i < p.shared->wi_scale.size(); ++i)
+      take(fmt::format("shared_wi_{}_scale", i), p.shared->wi_scale[i], false);
+    if (p.shared->wo_scale) take("shared_wo_scale", *p.shared->wo_scale, false);
   }
   if (p.shared_expert_gate) take("shared_expert_gate", *p.shared_expert_gate, true);
   return p;

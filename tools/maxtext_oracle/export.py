@@ -201,7 +201,14 @@ def param_golden_names(case):
              "shared_experts/wi_0/kernel": "shared_wi_0", "shared_experts/wi_1/kernel": "shared_wi_1",
              "shared_experts/wo/kernel": "shared_wo",
              "shared_expert/wi_0/kernel": "shared_wi_0", "shared_expert/wi_1/kernel": "shared_wi_1",
-             "shared_expert/wo/kernel": "shared_wo", "shared_expert_gate/kernel": "shared_expert_gate"}
+             "shared_expert/wo/kernel": "shared_wo", "shared_expert_gate/kernel": "shared_expert_gate",
+             # fp8 weight storage: the scales beside the kernels (every one starts at 1).
+             f"{prefix}wi_0_scale": "wi_0_scale", f"{prefix}wi_1_scale": "wi_1_scale",
+             f"{prefix}wo_scale": "wo_scale"}
+    for shared in ("shared_experts", "shared_expert"):
+      names.update({f"{shared}/wi_0/kernel_scale": "shared_wi_0_scale",
+                    f"{shared}/wi_1/kernel_scale": "shared_wi_1_scale",
+                    f"{shared}/wo/kernel_scale": "shared_wo_scale"})
   return names
 
 
