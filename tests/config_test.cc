@@ -189,7 +189,7 @@ TEST_CASE("current-main base.yml loads with models beside it", "[config]") {
 TEST_CASE("override values parse as YAML scalars and flow sequences", "[config]") {
   const Config config = LoadEmbedded(
       {"mlp_activations=[gelu,linear]", "dtype=float32", "capacity_factor=2", "sparse_matmul=false",
-       "megablox=False", "mlp_bias=True", "run_name=123", "per_device_batch_size=0.5"});
+       "megablox=False", "mlp_bias=True", "run_name='123'", "per_device_batch_size=0.5"});
   CHECK(config.StrList("mlp_activations") == std::vector<std::string>{"gelu", "linear"});
   CHECK(config.Str("dtype") == "float32");
   CHECK(config.Get("capacity_factor").type == ConfigValue::Type::kFloat);
@@ -405,7 +405,7 @@ TEST_CASE("values of the wrong type are rejected", "[config]") {
                     Catch::Contains("num_experts: expected an integer"));
   CHECK_THROWS_WITH(LoadEmbedded({"capacity_factor=high"}),
                     Catch::Contains("capacity_factor: expected a float"));
-  CHECK_THROWS_WITH(LoadEmbedded({"sparse_matmul=1"}),
+  CHECK_THROWS_WITH(LoadEmbedded({"sparse_matmul=2"}),
                     Catch::Contains("sparse_matmul: expected a boolean"));
   CHECK_THROWS_WITH(LoadEmbedded({"mlp_activations=silu"}),
                     Catch::Contains("mlp_activations: expected a list"));

@@ -47,6 +47,10 @@ ConfigValue EmptyList() {
 struct Layer {
   std::string name;
   std::vector<YamlEntry> entries;  // in source order; a repeated key: the last wins
+  // Each key's value as the layer spells it, before CheckLayer converts it to the key's type
+  // ("8" stays a string): what pyconfig compares when a model file and an override both set
+  // a key.
+  ValueMap spelled;
 };
 
 const ConfigValue* FindEntry(const Layer& layer, std::string_view key) {
@@ -121,7 +125,7 @@ class Resolver {
     if (chain.size() > 1) files_ = files_.WithFallback(chain.front().file.name);
     for (size_t k = 1; k < chain.size(); ++k) {
       loaded_files_.push_back(chain[k].file.display);
-      Layer layer{chain[k].file.name, chain[k].entries};
+      Layer layer{chain[k].file.name, chain[k].entries, {}};
       CheckLayer(layer);
       for (const YamlEntry& entry : layer.entries) {
         if (entry.key == kRulesKey)
@@ -171,7 +175,7 @@ class Resolver {
 
   // Parses, key-checks and type-checks one config file.
   Layer CheckedLayer(const FileText& file) const {
-    Layer layer{file.name, Parse(file)};
+    Layer layer{file.name, Parse(file), {}};
     CheckLayer(layer);
     return layer;
   }
@@ -180,6 +184,7 @@ class Resolver {
     const std::string in = layer.name.empty() ? "" : fmt::format(" in {}", layer.name);
     const std::string where = layer.name.empty() ? "" : fmt::format(" (in {})", layer.name);
     for (YamlEntry& entry : layer.entries) {
+      layer.spelled.insert_or_assign(entry.key, entry.value);
       const auto known = defaults_.find(entry.key);
       if (known == defaults_.end()) {
         const std::vector<std::string> close = config_internal::SuggestKeys(entry.key, known_keys_);
@@ -274,14 +279,16 @@ class Resolver {
       });
     } else {
       for (const YamlEntry& entry : model.entries) {
-        const ConfigValue* override_value = FindEntry(overrides, entry.key);
-        // pyconfig only objects when the two values differ.
-        if (override_value != nullptr &&
-            !config_internal::SameValue(entry.value, *override_value)) {
+        const auto override_value = overrides.spelled.find(entry.key);
+        // pyconfig only objects when the two values differ as spelled, before pydantic
+        // converts them: a model's 8 and an override's "8" differ.
+        const ConfigValue& model_value = model.spelled.at(entry.key);
+        if (override_value != overrides.spelled.end() &&
+            !config_internal::SameValue(model_value, override_value->second)) {
           Fail(
               "{} is set both by {} ({}) and by the overrides ({}); add override_model_config=true "
               "to let the override win",
-              entry.key, file->name, entry.value.ToString(), override_value->ToString());
+              entry.key, file->name, model_value.ToString(), override_value->second.ToString());
         }
       }
     }

@@ -6,8 +6,10 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
+#include "config/lax_scalars.h"
 #include "util/error.h"
 
 namespace shardtrace {
@@ -195,35 +197,62 @@ ConfigValue CoerceToDefaultType(std::string_view key, const ConfigValue& value,
   using Type = ConfigValue::Type;
   const Type want = default_value.type;
   if (want == Type::kNull || value.type == want) return value;
+  ConfigValue out;
+  out.type = want;
   switch (want) {
     case Type::kFloat:
-      if (value.type == Type::kInt) {
-        ConfigValue out;
-        out.type = Type::kFloat;
-        out.f = static_cast<double>(value.i);
+      if (value.type == Type::kInt || value.type == Type::kBool) {
+        out.f = value.type == Type::kInt ? static_cast<double>(value.i) : (value.b ? 1.0 : 0.0);
         return out;
+      }
+      if (value.type == Type::kString) {
+        if (const std::optional<double> f = LaxFloatFromString(value.s)) {
+          out.f = *f;
+          return out;
+        }
       }
       break;
     case Type::kInt:
-      // Pydantic accepts 2.0 for an int field but not 2.5.
+      // Pydantic accepts 2.0 for an int field but not 2.5, True as 1, and "4" or "4.0".
       if (value.type == Type::kFloat && std::isfinite(value.f) && std::trunc(value.f) == value.f &&
           std::fabs(value.f) < 9.2e18) {
-        ConfigValue out;
-        out.type = Type::kInt;
         out.i = static_cast<int64_t>(value.f);
         return out;
       }
-      break;
-    case Type::kString:
-      // A string key may be unset (None) like pyconfig's Optional[str] fields, and a bare
-      // number such as run_name=123 is meant as text.
-      if (value.type == Type::kNull) return value;
-      if (value.type == Type::kInt || value.type == Type::kFloat || value.type == Type::kBool) {
-        ConfigValue out;
-        out.type = Type::kString;
-        out.s = value.ToString();
+      if (value.type == Type::kBool) {
+        out.i = value.b ? 1 : 0;
         return out;
       }
+      if (value.type == Type::kString) {
+        if (const std::optional<int64_t> i = LaxIntFromString(value.s)) {
+          out.i = *i;
+          return out;
+        }
+      }
+      break;
+    case Type::kBool:
+      // 0 and 1 (ints or floats) and the words LaxBoolFromString reads; 2 is refused.
+      if ((value.type == Type::kInt && (value.i == 0 || value.i == 1)) ||
+          (value.type == Type::kFloat && (value.f == 0.0 || value.f == 1.0))) {
+        out.b = NumericValue(value) == 1.0;
+        return out;
+      }
+      if (value.type == Type::kString) {
+        if (const std::optional<bool> b = LaxBoolFromString(value.s)) {
+          out.b = *b;
+          return out;
+        }
+      }
+      break;
+    case Type::kString:
+      // A string key may be unset (None) like pyconfig's Optional[str] fields. A number or a
+      // boolean is refused, as pydantic refuses it (run_name=123 is the int 123 to OmegaConf).
+      if (value.type == Type::kNull) return value;
+      if (value.type == Type::kInt || value.type == Type::kFloat || value.type == Type::kBool)
+        Fail(
+            "{}: expected a string, got {}{}; MaxText's config refuses a number or boolean for a "
+            "string key: quote it ({}: \"{}\" in YAML, {}='\"{}\"' on the command line)",
+            key, value.ToString(), where, key, value.ToString(), key, value.ToString());
       break;
     default:
       break;

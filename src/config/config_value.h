@@ -28,10 +28,12 @@ using ValueMap = std::map<std::string, ConfigValue, std::less<>>;
 // pyconfig turns every top-level string spelled "none" (any case) into None.
 ConfigValue NoneStringToNull(ConfigValue value);
 
-// `value` converted to the YAML type of `default_value`, as pydantic's lax mode would:
-// int -> float, integral float -> int, scalar -> string; a null default or a null value
-// for a string key accepts anything. Throws "key: expected an integer, got 'abc'" plus
-// `where` (e.g. " (in models/x.yml)") otherwise.
+// `value` converted to the YAML type of `default_value`, as pydantic's lax mode converts it
+// for MaxText's typed field: int or bool -> float, integral float or bool -> int, 0/1 ->
+// bool, and a string read as the number or boolean it spells (config/lax_scalars.h); a
+// number or boolean for a string key is refused. A null default, or a null value for a
+// string key, accepts anything. Throws "key: expected an integer, got 'abc'" plus `where`
+// (e.g. " (in models/x.yml)") otherwise.
 ConfigValue CoerceToDefaultType(std::string_view key, const ConfigValue& value,
                                 const ConfigValue& default_value, std::string_view where);
 
