@@ -368,3 +368,12 @@ STEP_CASES += [
          "into shard_map)"),
     step_variant("sparse_ep4", "_fsdp2", "sparse_matmul EP=4 x fsdp=2 step", devices=8, mesh={"fsdp": 2}),
 ]
+# deepseek3-671b-2dfsdp's own rules on the mesh they are written for, fsdp x fsdp_transpose (mlp on
+# fsdp_transpose, embed on fsdp), without expert parallelism: the backward reduce-scatters over both
+# axes what the forward gathered, and the router kernel's gradient is all-reduced over fsdp_transpose.
+D1_STEP_FORWARD = case("shared_2dfsdp_fsdp2_fsdpt2", 4,
+                       "RoutedAndSharedMoE of deepseek3-671b-2dfsdp on fsdp=2 x fsdp_transpose=2",
+                       block="shared", mesh={"fsdp": 2, "fsdp_transpose": 2}, **model("deepseek3-671b-2dfsdp"))
+STEP_CASES.append(dict(D1_STEP_FORWARD, name="step_shared_2dfsdp_fsdp2_fsdpt2", forward="shared_2dfsdp_fsdp2_fsdpt2",
+                       remat=False, what="deepseek3-671b-2dfsdp's rules step on its own 2D FSDP mesh, "
+                                         "fsdp=2 x fsdp_transpose=2"))
