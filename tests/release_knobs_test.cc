@@ -169,6 +169,34 @@ TEST_CASE("num_moe_token_chunks runs the ring once per sequence chunk", "[keys]"
   CHECK(Has(seed.err, "num_moe_token_chunks=2: the moe.py of MaxText 313890777"));
 }
 
+TEST_CASE("num_moe_token_chunks with num_moe_emb_chunks runs each token chunk in emb chunks",
+          "[keys]") {
+  // The release's config validation accepts the two together (measured with
+  // pyconfig.initialize): moe.py runs _moe_body per token chunk, and each body chunks the
+  // embed dim. The case's numbers are MaxText's (check passes it with the other cases).
+  const std::string config = CaseConfig("sparse_ep2_ring_token_emb_chunks");
+  const CommandResult both = Trace(config);
+  REQUIRE(both.status == 0);
+  CHECK(Has(both.out,
+            "sparse_matmul/ring_of_experts in 2 emb chunks in 2 token chunks (EP=2, TP=1, "
+            "megablox (tokamax gmm v2))"));
+  // Per token chunk: [2,4,8] tokens gathered per emb chunk (256 B per device), the logits once,
+  // and the chunk's output reduce-scattered.
+  for (const char* chunk : {"token_chunk_0", "token_chunk_1"}) {
+    INFO(chunk);
+    CHECK(Has(both.out, fmt::format("  all_gather        expert  2             x            "
+                                    "RoutedMoE/sparse_matmul/wrapper/{}/emb_chunk_0  256 B",
+                                    chunk)));
+    CHECK(Has(both.out, fmt::format("  psum_scatter      expert  2             output       "
+                                    "RoutedMoE/sparse_matmul/wrapper/{}              512 B",
+                                    chunk)));
+  }
+  const CommandResult check = RunShardtrace(
+      {"check", SourcePath("testdata/maxtext/cases/sparse_ep2_ring_token_emb_chunks"), "--quiet"});
+  CHECK(check.status == 0);
+  CHECK(Has(check.out, "output           pass"));
+}
+
 TEST_CASE("defer_small_all_reduces returns the ring's local expert counts", "[keys]") {
   const std::string config = CaseConfig("shared_deepseek3_fsdp2_ep2_ring_defer");
   const CommandResult deferred = Trace(config);

@@ -298,11 +298,6 @@ void CheckReleaseMoeKnobs(const ValueMap& values,
           "num_moe_token_chunks={} must evenly divide max_target_length={}: MaxText's config "
           "validation refuses it",
           n, length);
-    if (emb_chunks != nullptr && ValueAsInt("num_moe_emb_chunks", *emb_chunks) > 0)
-      Fail(
-          "num_moe_token_chunks={} with num_moe_emb_chunks={}: the two chunkings together are "
-          "not modelled by shardtrace (no oracle case holds them)",
-          n, emb_chunks->ToString());
   }
   if (on("shard_embed_moe_on_fsdp")) {
     const ConfigValue* quantization = defined("quantization");

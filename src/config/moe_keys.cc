@@ -27,7 +27,8 @@ std::vector<MoeKeyEntry> MakeTable() {
        "through the whole ring (its own token and logit all-gathers, routing, grouped matmuls "
        "and psum_scatter; XLA may overlap them), the outputs concatenated; the load-balance "
        "loss is the chunks' mean, the bias update one sign of the chunks' summed expert counts "
-       "(e591f30: the mean of the chunks' updates)",
+       "(e591f30: the mean of the chunks' updates); with num_moe_emb_chunks each chunk's body "
+       "runs in embed-dim chunks",
        "2", "use_ring_of_experts=true", RevisionId::kMain},
       {"moe_chunk_barrier", "False", N,
        "an optimization_barrier between token chunks: the same values, and only with "

@@ -227,6 +227,14 @@ CASES = [
 ]
 CASES += [bf16(c) for c in CASES if c["name"] in ("sparse_ep1", "dense_dropless", "dense_drop_train_fsdp2",
                                                    "mlp_dense", "sparse_ep2")]
+# cleanup (session 33): the two ring chunkings together, which the release's config validation accepts.
+CASES.append(
+    case("sparse_ep2_ring_token_emb_chunks", 2,
+         "ring of experts EP=2 with num_moe_token_chunks=2 and num_moe_emb_chunks=2: each half of the "
+         "sequence runs _moe_body on its own, and each body gathers and routes its tokens in embed-dim "
+         "chunks (gmm v2 emulated: gmm_v2_emulation.py)",
+         mesh={"expert": 2}, use_ring_of_experts=True, megablox=True, use_tokamax_gmm=True, use_gmm_v2=True,
+         num_moe_emb_chunks=2, num_moe_token_chunks=2))
 
 # Declared but not exportable on CPU with this release; listed in testdata/maxtext/README.md.
 NOT_EXPORTABLE = [
