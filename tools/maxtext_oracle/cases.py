@@ -385,3 +385,8 @@ D1_STEP_FORWARD = case("shared_2dfsdp_fsdp2_fsdpt2", 4,
 STEP_CASES.append(dict(D1_STEP_FORWARD, name="step_shared_2dfsdp_fsdp2_fsdpt2", forward="shared_2dfsdp_fsdp2_fsdpt2",
                        remat=False, what="deepseek3-671b-2dfsdp's rules step on its own 2D FSDP mesh, "
                                          "fsdp=2 x fsdp_transpose=2"))
+FP8_DENSE_FORWARD = case("dense_dropless_fp8_fsdp2", 2, "dense_matmul dropless with float8_e4m3fn kernels (8x8 blocks), fsdp=2",
+                         mesh={"fsdp": 2}, sparse_matmul=False, weight_dtype="float8_e4m3fn", weight_block_size=8)
+STEP_CASES.append(dict(FP8_DENSE_FORWARD, name="step_dense_dropless_fp8_fsdp2", forward="dense_dropless_fp8_fsdp2",
+                       remat=False, what="dense_matmul dropless step with fp8 kernels on fsdp=2: the dequantized kernels are "
+                                         "einsum operands outside shard_map"))
