@@ -35,6 +35,17 @@ bool Has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+// Each of the two token chunks has every row of `rows`: trace-table lines with {} where the
+// chunk's scope name (token_chunk_0, token_chunk_1) goes.
+void CheckEachTokenChunk(const std::string& out, const std::vector<std::string>& rows) {
+  for (const char* chunk : {"token_chunk_0", "token_chunk_1"}) {
+    for (const std::string& row : rows) {
+      INFO(chunk);
+      CHECK(Has(out, fmt::format(fmt::runtime(row), chunk)));
+    }
+  }
+}
+
 TEST_CASE("moe_use_direct_token_gather gathers the rows from the tokens", "[keys]") {
   const std::string config = CaseConfig("sparse_ep2_direct_gather");
   const CommandResult direct = Trace(config);
@@ -143,15 +154,10 @@ TEST_CASE("num_moe_token_chunks runs the ring once per sequence chunk", "[keys]"
   CHECK(Has(chunked.out, "sparse_matmul/ring_of_experts in 2 token chunks (EP=2, TP=1, megablox)"));
   // Each chunk gathers its [4,4,16] tokens and [4,4,8] logits and reduce-scatters its output
   // (the case's compiled HLO: two of each); without the key, one of each, twice the size.
-  for (const char* chunk : {"token_chunk_0", "token_chunk_1"}) {
-    INFO(chunk);
-    CHECK(Has(chunked.out, fmt::format("  all_gather        expert  2             x            "
-                                       "RoutedMoE/sparse_matmul/wrapper/{}  512 B",
-                                       chunk)));
-    CHECK(Has(chunked.out, fmt::format("  psum_scatter      expert  2             output       "
-                                       "RoutedMoE/sparse_matmul/wrapper/{}  512 B",
-                                       chunk)));
-  }
+  CheckEachTokenChunk(chunked.out, {"  all_gather        expert  2             x            "
+                                    "RoutedMoE/sparse_matmul/wrapper/{}  512 B",
+                                    "  psum_scatter      expert  2             output       "
+                                    "RoutedMoE/sparse_matmul/wrapper/{}  512 B"});
   CHECK(Has(plain.out,
             "  all_gather        expert  2             x            "
             "RoutedMoE/sparse_matmul/wrapper  1.0 KiB"));
@@ -182,15 +188,10 @@ TEST_CASE("num_moe_token_chunks with num_moe_emb_chunks runs each token chunk in
             "megablox (tokamax gmm v2))"));
   // Per token chunk: [2,4,8] tokens gathered per emb chunk (256 B per device), the logits once,
   // and the chunk's output reduce-scattered.
-  for (const char* chunk : {"token_chunk_0", "token_chunk_1"}) {
-    INFO(chunk);
-    CHECK(Has(both.out, fmt::format("  all_gather        expert  2             x            "
-                                    "RoutedMoE/sparse_matmul/wrapper/{}/emb_chunk_0  256 B",
-                                    chunk)));
-    CHECK(Has(both.out, fmt::format("  psum_scatter      expert  2             output       "
-                                    "RoutedMoE/sparse_matmul/wrapper/{}              512 B",
-                                    chunk)));
-  }
+  CheckEachTokenChunk(both.out, {"  all_gather        expert  2             x            "
+                                 "RoutedMoE/sparse_matmul/wrapper/{}/emb_chunk_0  256 B",
+                                 "  psum_scatter      expert  2             output       "
+                                 "RoutedMoE/sparse_matmul/wrapper/{}              512 B"});
   const CommandResult check = RunShardtrace(
       {"check", SourcePath("testdata/maxtext/cases/sparse_ep2_ring_token_emb_chunks"), "--quiet"});
   CHECK(check.status == 0);

@@ -91,6 +91,13 @@ double NumericValue(const ConfigValue& v) {
   }
 }
 
+// Sets `to` to the value `read` holds, if any; says whether it held one.
+template <typename T, typename U>
+bool Assign(const std::optional<T>& read, U& to) {
+  if (read) to = *read;
+  return read.has_value();
+}
+
 }  // namespace
 
 std::string ConfigValue::ToString() const {
@@ -199,21 +206,21 @@ ConfigValue CoerceToDefaultType(std::string_view key, const ConfigValue& value,
   if (want == Type::kNull || value.type == want) return value;
   ConfigValue out;
   out.type = want;
+  // A string: what pydantic's lax mode reads in it for this type (config/lax_scalars.h).
+  if (value.type == Type::kString &&
+      ((want == Type::kInt && Assign(LaxIntFromString(value.s), out.i)) ||
+       (want == Type::kFloat && Assign(LaxFloatFromString(value.s), out.f)) ||
+       (want == Type::kBool && Assign(LaxBoolFromString(value.s), out.b))))
+    return out;
   switch (want) {
     case Type::kFloat:
       if (value.type == Type::kInt || value.type == Type::kBool) {
         out.f = value.type == Type::kInt ? static_cast<double>(value.i) : (value.b ? 1.0 : 0.0);
         return out;
       }
-      if (value.type == Type::kString) {
-        if (const std::optional<double> f = LaxFloatFromString(value.s)) {
-          out.f = *f;
-          return out;
-        }
-      }
       break;
     case Type::kInt:
-      // Pydantic accepts 2.0 for an int field but not 2.5, True as 1, and "4" or "4.0".
+      // Pydantic accepts 2.0 for an int field but not 2.5, and True as 1.
       if (value.type == Type::kFloat && std::isfinite(value.f) && std::trunc(value.f) == value.f &&
           std::fabs(value.f) < 9.2e18) {
         out.i = static_cast<int64_t>(value.f);
@@ -223,25 +230,13 @@ ConfigValue CoerceToDefaultType(std::string_view key, const ConfigValue& value,
         out.i = value.b ? 1 : 0;
         return out;
       }
-      if (value.type == Type::kString) {
-        if (const std::optional<int64_t> i = LaxIntFromString(value.s)) {
-          out.i = *i;
-          return out;
-        }
-      }
       break;
     case Type::kBool:
-      // 0 and 1 (ints or floats) and the words LaxBoolFromString reads; 2 is refused.
+      // 0 and 1, ints or floats; 2 is refused.
       if ((value.type == Type::kInt && (value.i == 0 || value.i == 1)) ||
           (value.type == Type::kFloat && (value.f == 0.0 || value.f == 1.0))) {
         out.b = NumericValue(value) == 1.0;
         return out;
-      }
-      if (value.type == Type::kString) {
-        if (const std::optional<bool> b = LaxBoolFromString(value.s)) {
-          out.b = *b;
-          return out;
-        }
       }
       break;
     case Type::kString:

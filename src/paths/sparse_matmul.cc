@@ -362,6 +362,19 @@ PathOutput DeferredCountsOut(const MoeContext& ctx, const ShardMapOperands& op,
   return result;
 }
 
+// defer_small_all_reduces: each chunk's local [E] expert counts as the layer's [1, chunks, E]
+// bias_updates (moe.py: bias_updates[None, :][None] for the one chunk of an unchunked body,
+// jnp.stack(bias_updates_list)[None] for token chunks).
+Value DeferredCounts(Tracer& t, const std::vector<Value>& chunks) {
+  const auto row = [&t](const Value& counts, const char* name, const char* dims) {
+    return tr::Reshape(t, counts, {1, 1, counts.dim(0)}, {name, dims});
+  };
+  if (chunks.size() == 1) return row(chunks.front(), "bias_updates", "1NE");
+  std::vector<Value> rows;
+  for (const Value& counts : chunks) rows.push_back(row(counts, "expert_counts", "11E"));
+  return tr::Concatenate(t, rows, 1, {"bias_updates", "1NE"});
+}
+
 // num_moe_token_chunks > 1 on the ring (moe.py's chunked ring-of-experts pipeline): this
 // device's tokens split along the sequence into `count` chunks, each through the whole
 // _moe_body (its own all-gathers, routing, grouped matmuls and psum_scatter), the outputs
@@ -420,11 +433,7 @@ PathOutput TokenChunkedRing(const MoeContext& ctx, const ShardMapOperands& op, i
   if (!losses.empty()) perm.lb_loss = mean(losses, "lb_loss", "");
   if (!bias.empty()) {
     if (ctx.setup.defer_bias_counts) {
-      // jnp.stack(bias_updates_list)[None]: this shard's [1, chunks, E] counts.
-      std::vector<Value> rows;
-      for (const Value& b : bias)
-        rows.push_back(tr::Reshape(t, b, {1, 1, b.dim(0)}, {"expert_counts", "11E"}));
-      perm.bias_counts = tr::Concatenate(t, rows, 1, {"bias_updates", "1NE"});
+      perm.bias_counts = DeferredCounts(t, bias);
     } else if (body.perm.bias_counts) {
       const auto c2 = t.Condition("the expert counts summed over the chunks, one sign");
       const Value counts = sum(bias, "expert_counts", "E");
@@ -452,11 +461,8 @@ PathOutput SparseMatmul(const MoeContext& ctx, const Value& inputs_in, const Val
   if (s.token_chunks > 1) return TokenChunkedRing(ctx, op, s.token_chunks);
   const BodyResult body = MoeBody(ctx, op, op.x, op.logits, op.pre_bias_logits);
   std::optional<Value> counts;
-  if (ctx.setup.defer_bias_counts && body.perm.bias_counts) {
-    // bias_updates[None, :][None]: one chunk.
-    const Value& b = *body.perm.bias_counts;
-    counts = tr::Reshape(t, b, {1, 1, b.dim(0)}, {"bias_updates", "1NE"});
-  }
+  if (ctx.setup.defer_bias_counts && body.perm.bias_counts)
+    counts = DeferredCounts(t, {*body.perm.bias_counts});
   return DeferredCountsOut(ctx, op, counts,
                            ExitSparseShardMap(ctx, op.shardings, body.output, body.perm,
                                               body.routed_batch_spec, body.routed_batch_rows));
