@@ -42,19 +42,8 @@ from maxtext.utils import maxtext_utils  # pylint: disable=wrong-import-position
 
 def build(config, mesh):
   """The MoE decoder layer, abstract, split into graphdef and state (sweep_models' choice of
-  layer and constructor arguments)."""
-  import importlib  # pylint: disable=import-outside-toplevel
-  import inspect  # pylint: disable=import-outside-toplevel
-  module_name, class_name = sm.LAYER_CLASS[sm._block_name(config)]  # pylint: disable=protected-access
-  module = importlib.import_module(module_name)
-  cls = getattr(module, class_name)
-  idx = sm.moe_layer_index(config)
-  params = inspect.signature(cls.__init__).parameters
-  kwargs = {}
-  if "layer_idx" in params:
-    kwargs["layer_idx"] = idx
-  if "is_moe_layer" in params:
-    kwargs["is_moe_layer"] = True
+  layer and constructor arguments, attention_type and is_nope_layer included)."""
+  cls, kwargs = sm.layer_class(config)
   quant = quantizations.configure_quantization(config)
 
   found = {}

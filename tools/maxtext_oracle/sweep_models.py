@@ -122,9 +122,10 @@ def moe_layer_index(config):
   return 0
 
 
-def build_layer(config, mesh):
-  """MaxText's MoE decoder layer for the config, abstract: its state (jax.eval_shape, no arrays,
-  RNG state left out), the layer class and arguments, and the path and class of its MoE block."""
+def layer_class(config):
+  """MaxText's MoE decoder-layer class for the config and the constructor arguments its MoE
+  layer takes besides config, mesh, model_mode, rngs and quant: layer_idx, is_moe_layer, and
+  where the class asks for them is_nope_layer (llama4) and attention_type (gpt-oss)."""
   module_name, class_name = LAYER_CLASS[_block_name(config)]
   module = importlib.import_module(module_name)
   cls = getattr(module, class_name)
@@ -139,6 +140,14 @@ def build_layer(config, mesh):
     kwargs["is_nope_layer"] = module.determine_is_nope_layer(idx, config.nope_layer_interval)
   if "attention_type" in params and hasattr(module, "get_attention_type"):
     kwargs["attention_type"] = module.get_attention_type(layer_id=idx)
+  return cls, kwargs
+
+
+def build_layer(config, mesh):
+  """MaxText's MoE decoder layer for the config, abstract: its state (jax.eval_shape, no arrays,
+  RNG state left out), the layer class and arguments, and the path and class of its MoE block."""
+  cls, kwargs = layer_class(config)
+  class_name = cls.__name__
   quant = quantizations.configure_quantization(config)
   found = {}
 
