@@ -65,15 +65,19 @@ Shape LocalShapeOf(const Shape& shape, const PartitionSpec& spec, const Mesh& me
 }
 
 std::vector<ImpliedCollective> PlanReshard(const Shape& shape, DType dtype, const ShardState& from,
-                                           const PartitionSpec& to_in, const Mesh& mesh) {
+                                           const PartitionSpec& to_in, const Mesh& mesh,
+                                           bool regroup) {
   const Entries to = Effective(WithRank(to_in, shape.size()), mesh);
   Entries cur = Effective(WithRank(from.spec, shape.size()), mesh);
   std::vector<ImpliedCollective> out;
   // Appends one collective and applies it to `cur`.
-  auto emit = [&](CollectiveKind kind, const std::vector<std::string>& axes, const Entries& next) {
-    // A permute's blocks travel in cycles over the old axis's size (2: pairs of devices).
-    const int64_t n =
-        kind == CollectiveKind::kCollectivePermute ? mesh.Size(axes.front()) : mesh.Size(axes);
+  auto emit = [&](CollectiveKind kind, const std::vector<std::string>& axes, const Entries& next,
+                  int64_t group = 0) {
+    // A permute's blocks travel in cycles over the old axis's size (2: pairs of devices);
+    // `group` overrides the devices per group (a gather over part of an axis).
+    const int64_t n = group > 0 ? group
+                      : kind == CollectiveKind::kCollectivePermute ? mesh.Size(axes.front())
+                                                                   : mesh.Size(axes);
     const Shape before = LocalShapeOf(shape, PartitionSpec(cur), mesh);
     const int64_t bytes = TensorBytes(before, dtype);
     ImpliedCollective c;
@@ -97,8 +101,8 @@ std::vector<ImpliedCollective> PlanReshard(const Shape& shape, DType dtype, cons
       case CollectiveKind::kSlice:
         c.bytes_per_device = 0;
         break;
-      case CollectiveKind::kCollectivePermute:
-        c.bytes_per_device = bytes;
+      case CollectiveKind::kCollectivePermute:  // each device receives its new block
+        c.bytes_per_device = TensorBytes(LocalShapeOf(shape, PartitionSpec(next), mesh), dtype);
         break;
     }
     c.from = PartitionSpec(cur);
@@ -134,21 +138,44 @@ std::vector<ImpliedCollective> PlanReshard(const Shape& shape, DType dtype, cons
   }
   if (!reduce.empty()) emit(CollectiveKind::kPsum, reduce, cur);
 
-  // 2p. A dim held on one mesh axis that the target holds on another axis of the same size,
-  //     neither used elsewhere: device (.., i on the old axis, j on the new, ..) needs block
-  //     j, which the devices with i = j hold, so XLA sends each block whole to its new owner
-  //     (a collective-permute: the gate kernel P('fsdp', None) meeting an input whose M is on
-  //     'tensor' in the fsdp=2 x tensor=2 cases' HLO), not gather and slice.
+  // 2p. A dim held on one mesh axis that the target holds on another axis of the same size
+  //     or a multiple of it, neither used elsewhere: device (.., i on the old axis, j on the
+  //     new, ..) needs block j, which lies inside the block the devices with i = j / (new
+  //     size / old size) hold, so XLA sends each new block whole to its owner (a
+  //     collective-permute: the gate kernel P('fsdp', None) meeting an input whose M is on
+  //     'tensor' in the fsdp=2 x tensor=2 cases' HLO; its gradient, computed on
+  //     P('tensor', None), sent back to P('fsdp', None) as [4,8] blocks with fsdp=4 x
+  //     tensor=2), not gather and slice.
   for (size_t d = 0; d < to.size(); ++d) {
     if (cur[d].size() != 1 || to[d].size() != 1 || cur[d] == to[d]) continue;
     const std::string& old_axis = cur[d][0];
     const std::string& new_axis = to[d][0];
-    if (mesh.Size(old_axis) != mesh.Size(new_axis) || DimOf(to, old_axis) >= 0 ||
+    if (mesh.Size(new_axis) % mesh.Size(old_axis) != 0 || DimOf(to, old_axis) >= 0 ||
         DimOf(cur, new_axis) >= 0)
       continue;
     Entries next = cur;
     next[d] = to[d];
     emit(CollectiveKind::kCollectivePermute, {old_axis, new_axis}, next);
+  }
+
+  // 2q. The same with the old axis a multiple r of the new one: device (.., i, j, ..) needs
+  //     new block j, made of old blocks j*r .. j*r+r-1. XLA moves old blocks between devices
+  //     (a collective-permute in pairs) so that r devices that need the same new block hold
+  //     its r old blocks, then all-gathers over those r (the gate kernel's gradient computed on
+  //     P('tensor', None), sent to P('expert', None) with EP=2 x TP=4: a [4,8] permute, then a
+  //     [8,8] all-gather over 2 devices), not a gather of the whole dim. Only with
+  //     `regroup`: the forward cases' gate kernel, P('fsdp', None) with fsdp=4 meeting an
+  //     input whose M is on 'tensor' (2), is gathered whole (2a).
+  for (size_t d = 0; regroup && d < to.size(); ++d) {
+    if (cur[d].size() != 1 || to[d].size() != 1 || cur[d] == to[d]) continue;
+    const std::string old_axis = cur[d][0];
+    const std::string& new_axis = to[d][0];
+    const int64_t k = mesh.Size(old_axis), m = mesh.Size(new_axis);
+    if (k <= m || k % m != 0 || DimOf(to, old_axis) >= 0 || DimOf(cur, new_axis) >= 0) continue;
+    emit(CollectiveKind::kCollectivePermute, {old_axis, new_axis}, cur, 2);
+    Entries next = cur;
+    next[d] = to[d];
+    emit(CollectiveKind::kAllGather, {old_axis}, next, k / m);
   }
 
   // 2a. A dim whose new axis would land major to axes the target drops anyway: XLA gathers

@@ -366,7 +366,8 @@ class StepAnalysis {
       const ShardState from{computed, std::vector<std::string>(partial.begin(), partial.end())};
       const int named = g_.CastSource(x);
       const bool weight = T(named).kind == TensorKind::kWeight;
-      std::vector<ImpliedCollective> plan = PlanReshard(T(x).shape, T(x).dtype, from, own, mesh_);
+      std::vector<ImpliedCollective> plan =
+          PlanReshard(T(x).shape, T(x).dtype, from, own, mesh_, /*regroup=*/true);
       for (ImpliedCollective& p : plan) p.dtype = T(x).dtype;
       const std::string why =
           weight ? fmt::format(

@@ -390,3 +390,24 @@ FP8_DENSE_FORWARD = case("dense_dropless_fp8_fsdp2", 2, "dense_matmul dropless w
 STEP_CASES.append(dict(FP8_DENSE_FORWARD, name="step_dense_dropless_fp8_fsdp2", forward="dense_dropless_fp8_fsdp2",
                        remat=False, what="dense_matmul dropless step with fp8 kernels on fsdp=2: the dequantized kernels are "
                                          "einsum operands outside shard_map"))
+
+# stepgen, second batch: the release's sparse knobs, more meshes of 4 and 8 devices, top-1, TP with
+# odd dims, remat with tensor parallelism.
+STEP_CASES += [
+    step_variant("sparse_ep2", "_top1", "sparse_matmul EP=2 step, top-1 routing, batch 3", num_experts_per_tok=1,
+                 per_device_batch_size=3),
+    step_variant("sparse_tp2", "_odd", "sparse_matmul TP=2 step, emb 48, mlp 24, E 4, top-3, seq 16, batch 3",
+                 **ODD_DIMS),
+    step("sparse_ep2_direct_gather", "sparse_matmul EP=2 step with moe_use_direct_token_gather"),
+    step("sparse_ep2_ring_token_chunks", "ring of experts EP=2 step with num_moe_token_chunks=2"),
+    step("sparse_fsdp2", "sparse_matmul fsdp=2 step wrapped in jax.checkpoint, remat_policy=qkv_proj_offloaded "
+         "(offloads no MoE name)", suffix="_remat_qkv_proj_offloaded", remat_policy="qkv_proj_offloaded"),
+    step("dense_drop_train_fsdp2_ep2", "dense_matmul dropping step, fsdp=2 x expert=2"),
+    step("dense_shard_exp_on_fsdp_ep2", "dense_matmul dropless step with shard_exp_on_fsdp, EP=2 x fsdp=2"),
+    step("sparse_rule_shard_exp_on_fsdp_ep2", "custom_mesh_and_rule shard-exp-on-fsdp step, EP=2 x fsdp=2"),
+    step("sparse_fsdp2_tp2", "sparse_matmul fsdp=2 x TP=2 step wrapped in jax.checkpoint, remat_policy=minimal",
+         suffix="_remat_minimal", remat_policy="minimal"),
+    step("sparse_fsdp4_tp2", "sparse_matmul fsdp=4 x TP=2 step"),
+    step("sparse_ep2_tp4", "sparse_matmul EP=2 x TP=4 step"),
+    step("dense_drop_train_fsdp8", "dense_matmul dropping step, fsdp=8"),
+]
