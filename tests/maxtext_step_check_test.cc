@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -34,6 +35,17 @@ int GradientArrays(const fs::path& dir) {
   for (const auto& entry : ReadNpz((dir / "tensors.npz").string()))
     n += entry.first.rfind("grad_", 0) == 0;
   return n;
+}
+
+// The config.yml of the case at `source`, copied into `dir`: it names its base relative to
+// itself, so the copy points at the original's.
+void WriteCaseConfig(const fs::path& source, const testing::TempDir& dir) {
+  std::string config = testing::ReadFile(source / "config.yml");
+  const std::string relative = "\"../../configs/base.yml\"";
+  REQUIRE(config.find(relative) != std::string::npos);
+  config.replace(config.find(relative), relative.size(),
+                 "\"" + testing::SourcePath("testdata/maxtext/configs/base.yml") + "\"");
+  dir.Write("config.yml", config);
 }
 
 }  // namespace
@@ -101,13 +113,7 @@ TEST_CASE("check fails a step case whose gradient is wrong, naming the array", "
   for (float& v : halved) v *= 0.5f;
   wo = Array::FromData(wo.shape, wo.dtype, std::move(halved));
   testing::TempDir dir;
-  // The case's config names its base relative to itself: point it at the original's.
-  std::string config = testing::ReadFile(source / "config.yml");
-  const std::string relative = "\"../../configs/base.yml\"";
-  REQUIRE(config.find(relative) != std::string::npos);
-  config.replace(config.find(relative), relative.size(),
-                 "\"" + testing::SourcePath("testdata/maxtext/configs/base.yml") + "\"");
-  dir.Write("config.yml", config);
+  WriteCaseConfig(source, dir);
   WriteNpz(dir.File("tensors.npz"), arrays);
   const testing::CommandResult r =
       testing::RunShardtrace({"check", "--quiet", dir.path().string()});
@@ -121,6 +127,71 @@ TEST_CASE("check fails a step case whose gradient is wrong, naming the array", "
       testing::RunShardtrace({"check", "--quiet", dir.path().string()});
   CHECK(missing.status == 2);
   CHECK(missing.err.find("'cotangent'") != std::string::npos);
+}
+
+TEST_CASE("check refuses a step case's malformed arrays in one line naming the array",
+          "[maxtext][step]") {
+  // A hostile user's step case: each array of a real case altered one way. What makes the
+  // expected gradients meaningless is bad input (exit 2, one line naming the array and what
+  // was expected), found before anything runs; a gradient that merely differs is a failed
+  // check (exit 1).
+  const fs::path source = testing::SourcePath("testdata/maxtext/cases/step_dense_dropless");
+  const std::map<std::string, Array> original = ReadNpz((source / "tensors.npz").string());
+  testing::TempDir dir;
+  WriteCaseConfig(source, dir);
+  const std::string npz = dir.File("tensors.npz");
+  const auto check = [&](const std::map<std::string, Array>& arrays) {
+    WriteNpz(npz, arrays);
+    return testing::RunShardtrace({"check", "--quiet", dir.path().string()});
+  };
+  const auto with = [&](const std::string& name, const Array& array) {
+    std::map<std::string, Array> arrays = original;
+    arrays.insert_or_assign(name, array);
+    return arrays;
+  };
+  const Array& wo = original.at("grad_wo");
+  const Array& cotangent = original.at("cotangent");
+  struct Case {
+    std::string what;
+    std::map<std::string, Array> arrays;
+    std::string error;
+  };
+  std::vector<float> nan_first = cotangent.values();
+  nan_first[0] = std::nanf("");
+  const std::vector<Case> refused = {
+      {"a gradient of the wrong shape",
+       with("grad_wo", Array::FromData({8, 16, 32}, wo.dtype, wo.values())),
+       "(array 'grad_wo'): expected the shape of 'wo', [8,32,16], found [8,16,32]"},
+      {"an integer gradient",
+       with("grad_wo",
+            Array::FromData(wo.shape, DType::kInt32, std::vector<float>(wo.values().size(), 0.0f))),
+       "(array 'grad_wo'): expected float32 values (golden-format.md), found int32"},
+      {"a loss that is not a scalar", with("loss", Array::Filled({1}, DType::kFloat32, 0.5f)),
+       "(array 'loss'): expected a scalar, shape [], found shape [1]"},
+      {"a gradient of a parameter the case lacks",
+       with("grad_gate_bias", Array::Filled({8}, DType::kFloat32, 0.0f)),
+       "(array 'grad_gate_bias'): the case holds no 'gate_bias' array, so it has no gradient to "
+       "compare"},
+      {"a cotangent of the wrong shape",
+       with("cotangent", Array::Filled({2, 4, 16}, DType::kFloat32, 1.0f)),
+       "(array 'cotangent'): expected the shape of 'output', [2,8,16], found [2,4,16]"},
+      {"a cotangent holding NaN",
+       with("cotangent", Array::FromData(cotangent.shape, cotangent.dtype, nan_first)),
+       "(array 'cotangent'): expected finite values, found nan at flat index 0"},
+  };
+  for (const Case& c : refused) {
+    INFO(c.what);
+    const testing::CommandResult r = check(c.arrays);
+    CHECK(r.status == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err == "shardtrace: error: " + npz + " " + c.error + "\n");
+  }
+  // A gradient name golden-format.md does not define is a failed check, as any unknown array.
+  const testing::CommandResult unknown = check(with("grad_foo", wo));
+  CHECK(unknown.status == 1);
+  CHECK(
+      unknown.out.find("grad_foo          UNKNOWN  unknown array name (not in golden-format.md)") !=
+      std::string::npos);
 }
 
 }  // namespace shardtrace

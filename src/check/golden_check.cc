@@ -13,6 +13,43 @@
 #include "util/error.h"
 
 namespace shardtrace {
+namespace {
+
+// A training-step case's own arrays, checked before anything runs (golden-format.md,
+// "Training step"): each holds floats; the cotangent is finite and shaped like `output`, the
+// loss a scalar, and each grad_<name> shaped like the case's parameter array <name>, which the
+// case must hold (its gradient means nothing otherwise).
+void CheckStepArrays(const std::string& npz, const std::map<std::string, Array>& arrays) {
+  for (const std::string& name : StepArrayNames()) {
+    const auto found = arrays.find(name);
+    if (found == arrays.end()) continue;
+    const Array& array = found->second;
+    if (!IsFloating(array.dtype))
+      Fail("{} (array '{}'): expected float32 values (golden-format.md), found {}", npz, name,
+           ToString(array.dtype));
+    if (name == "loss") {
+      if (!array.shape.empty())
+        Fail("{} (array 'loss'): expected a scalar, shape [], found shape {}", npz,
+             ShapeToString(array.shape));
+      continue;
+    }
+    const std::string of = name == "cotangent" ? "output" : name.substr(5);
+    const auto base = arrays.find(of);
+    if (base == arrays.end())
+      Fail("{} (array '{}'): the case holds no '{}' array, so it has no gradient to compare", npz,
+           name, of);
+    if (array.shape != base->second.shape)
+      Fail("{} (array '{}'): expected the shape of '{}', {}, found {}", npz, name, of,
+           ShapeToString(base->second.shape), ShapeToString(array.shape));
+  }
+  const std::vector<float>& cotangent = arrays.at("cotangent").values();
+  for (size_t i = 0; i < cotangent.size(); ++i)
+    if (!std::isfinite(cotangent[i]))
+      Fail("{} (array 'cotangent'): expected finite values, found {} at flat index {}", npz,
+           cotangent[i], i);
+}
+
+}  // namespace
 
 bool GoldenReport::passed() const {
   return std::none_of(checks.begin(), checks.end(), [](const ArrayCheck& c) {
@@ -129,7 +166,10 @@ GoldenReport CheckGoldenCase(const std::string& case_dir, const std::vector<std:
             "{} (array '{}'): a training step's expected arrays need the 'cotangent' they were "
             "computed with; found none",
             npz, name);
-  if (step) request.cotangent = &cotangent->second;
+  if (step) {
+    CheckStepArrays(npz, arrays);
+    request.cotangent = &cotangent->second;
+  }
   const RunResult run = Run(request);
   const Block block = request.block;
   const MoeSetup& setup = run.setup.setup;
