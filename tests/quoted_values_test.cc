@@ -103,5 +103,19 @@ TEST_CASE("A model file's value and an override's differ when spelled differentl
                     "num_experts=8"})["keys"]["model"]["num_experts"] == 8);
 }
 
+TEST_CASE("override_model_config is read by Python's truth before pydantic reads it", "[config]") {
+  // pyconfig asks temp_cfg.get("override_model_config") of the overrides as spelled: the
+  // string "false" is true there, so the override wins over the model file (measured: MaxText
+  // runs num_experts=4); unquoted false keeps the model's 8 and refuses the clash.
+  const testing::TempDir dir;
+  const std::string base = ReleaseFile(dir, "");
+  const nlohmann::json quoted = ConfigJson(
+      {base, "model_name=mixtral-8x7b", "override_model_config=\"false\"", "num_experts=4"});
+  CHECK(quoted["keys"]["model"]["num_experts"] == 4);
+  CHECK_THAT(
+      Refusal({base, "model_name=mixtral-8x7b", "override_model_config=false", "num_experts=4"}),
+      Catch::StartsWith("shardtrace: error: num_experts is set both by "));
+}
+
 }  // namespace
 }  // namespace shardtrace

@@ -270,8 +270,14 @@ class Resolver {
     }
     Layer model = CheckedLayer(*file);
 
-    const bool override_model = config_internal::ValueAsBool(
-        "override_model_config", BeforeModel(overrides, "override_model_config"));
+    // pyconfig reads it as the overrides spell it, before pydantic converts it, by Python's
+    // truth: the string "false" lets the overrides win (and the key is False afterwards).
+    const auto spelled = overrides.spelled.find("override_model_config");
+    const bool override_model =
+        spelled != overrides.spelled.end()
+            ? config_internal::PythonTruth(spelled->second)
+            : config_internal::ValueAsBool("override_model_config",
+                                           LookUp(values_, "override_model_config"));
     if (override_model) {
       // The override wins: drop the model's value (its rules too) for every overridden key.
       std::erase_if(model.entries, [&overrides](const YamlEntry& entry) {

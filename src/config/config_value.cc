@@ -171,6 +171,25 @@ bool SameValue(const ConfigValue& a, const ConfigValue& b) {
   }
 }
 
+bool PythonTruth(const ConfigValue& value) {
+  switch (value.type) {
+    case ConfigValue::Type::kNull:
+      return false;
+    case ConfigValue::Type::kBool:
+      return value.b;
+    case ConfigValue::Type::kInt:
+      return value.i != 0;
+    case ConfigValue::Type::kFloat:
+      return value.f != 0.0;
+    case ConfigValue::Type::kString:
+      return !value.s.empty();
+    case ConfigValue::Type::kList:
+    case ConfigValue::Type::kMap:
+      return !value.list.empty();
+  }
+  return false;
+}
+
 std::string_view TypeDescription(ConfigValue::Type type) {
   switch (type) {
     case ConfigValue::Type::kNull:

@@ -19,6 +19,10 @@ namespace shardtrace::config_internal {
 // bool/int/float, lists element-wise, mappings by key set).
 bool SameValue(const ConfigValue& a, const ConfigValue& b);
 
+// Python's truth value (bool(v)) of a value as pyconfig holds it: False, 0, 0.0, None, "" and
+// empty lists and mappings are false; any other string, "false" included, is true.
+bool PythonTruth(const ConfigValue& value);
+
 // "an integer", "a float", "a boolean", "a string", "a list", "a mapping", "null".
 std::string_view TypeDescription(ConfigValue::Type type);
 
