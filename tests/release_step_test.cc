@@ -71,16 +71,6 @@ void CheckStep(const json& trace, int64_t not_differentiated) {
         totals.at("forward_bytes_sent_per_device").get<int64_t>() + backward);
 }
 
-const std::vector<std::pair<std::string, std::string>>& Meshes() {
-  static const std::vector<std::pair<std::string, std::string>> kMeshes = {
-      {"fsdp8", "fsdp=8"},
-      {"fsdp2_ep4", "fsdp=2 x expert=4"},
-      {"fsdp4_tp2", "fsdp=4 x tensor=2"},
-      {"fsdp16", "fsdp=16"},
-      {"fsdp2_ep8", "fsdp=2 x expert=8"}};
-  return kMeshes;
-}
-
 }  // namespace
 
 TEST_CASE(
@@ -88,10 +78,7 @@ TEST_CASE(
     "docs/release-models.md lists",
     "[release][step]") {
   const std::string documented = testing::ReadFile(SourcePath("docs/release-models.md"));
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(SourcePath("testdata/maxtext-moe-models/sweep")))
-    if (e.path().extension() == ".json") files.push_back(e.path());
-  std::sort(files.begin(), files.end());
+  const std::vector<fs::path> files = testing::ReleaseSweepFiles();
   CHECK(files.size() == 35);
   int ran = 0, refused = 0;
   std::string table;
@@ -132,14 +119,14 @@ TEST_CASE(
                                 HumanBytes(totals.at("step_bytes_sent_per_device")));
     }
     std::string row = "| " + model + " |";
-    for (const auto& mesh : Meshes())
+    for (const auto& mesh : testing::ReleaseSweepMeshes())
       row += " " + (cells.count(mesh.first) ? cells[mesh.first] : "-") + " |";
     table += row + "\n";
   }
   CHECK(ran == 167);
   CHECK(refused == 12);
   std::string head = "| model file |", rule = "|---|";
-  for (const auto& mesh : Meshes()) {
+  for (const auto& mesh : testing::ReleaseSweepMeshes()) {
     head += " " + mesh.second + " |";
     rule += "---|";
   }

@@ -30,8 +30,6 @@ using testing::ReadFile;
 using testing::RunShardtrace;
 using testing::SourcePath;
 
-std::string SweepDir() { return SourcePath("testdata/maxtext-moe-models/sweep"); }
-
 // A PartitionSpec entry (null, an axis, or a list of axes) without the mesh axes of size 1,
 // which shard nothing: MaxText's specs name every axis of its 12-axis mesh.
 json Entry(const json& entry, const json& mesh_shape) {
@@ -163,26 +161,13 @@ struct CaseRow {
   std::string mesh, cell;
 };
 
-const std::vector<std::pair<std::string, std::string>>& Meshes() {
-  static const std::vector<std::pair<std::string, std::string>> kMeshes = {
-      {"fsdp8", "fsdp=8"},
-      {"fsdp2_ep4", "fsdp=2 x expert=4"},
-      {"fsdp4_tp2", "fsdp=4 x tensor=2"},
-      {"fsdp16", "fsdp=16"},
-      {"fsdp2_ep8", "fsdp=2 x expert=8"}};
-  return kMeshes;
-}
-
 TEST_CASE(
     "Every MoE model file of the release traces the MaxText block exactly or is refused where "
     "MaxText fails or differs as listed",
     "[maxtext][release]") {
   const std::vector<Difference> diffs = Differences();
   std::set<std::string> seen_listed;
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(SweepDir()))
-    if (e.path().extension() == ".json") files.push_back(e.path());
-  std::sort(files.begin(), files.end());
+  const std::vector<fs::path> files = testing::ReleaseSweepFiles();
   CHECK(files.size() == 35);
 
   std::string table, refusals, outside, warnings;
@@ -276,7 +261,7 @@ TEST_CASE(
       if (refused) summary += fmt::format("; refuses {} as MaxText does", refused);
     }
     std::string mesh_cells;
-    for (const auto& m : Meshes())
+    for (const auto& m : testing::ReleaseSweepMeshes())
       mesh_cells += " " + (cells.count(m.first) ? cells[m.first] : "-") + " |";
     table += fmt::format("| {} | {} |{} {} |\n", model, block, mesh_cells, summary);
   }
@@ -291,7 +276,7 @@ TEST_CASE(
     known += fmt::format("| D{} | {} | {} | MaxText {}, shardtrace {} | {} |\n", d.label, d.model,
                          fmt::join(d.cases, ", "), d.maxtext, d.shardtrace, Escape(d.reason));
   std::string mesh_head, mesh_rule;
-  for (const auto& m : Meshes()) {
+  for (const auto& m : testing::ReleaseSweepMeshes()) {
     mesh_head += " " + m.second + " |";
     mesh_rule += "---|";
   }

@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
@@ -32,6 +33,24 @@ namespace fs = std::filesystem;
 
 std::string SourcePath(const std::string& relative) {
   return std::string(SHARDTRACE_SOURCE_DIR) + "/" + relative;
+}
+
+std::vector<fs::path> ReleaseSweepFiles() {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(SourcePath("testdata/maxtext-moe-models/sweep")))
+    if (e.path().extension() == ".json") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+const std::vector<std::pair<std::string, std::string>>& ReleaseSweepMeshes() {
+  static const std::vector<std::pair<std::string, std::string>> kMeshes = {
+      {"fsdp8", "fsdp=8"},
+      {"fsdp2_ep4", "fsdp=2 x expert=4"},
+      {"fsdp4_tp2", "fsdp=4 x tensor=2"},
+      {"fsdp16", "fsdp=16"},
+      {"fsdp2_ep8", "fsdp=2 x expert=8"}};
+  return kMeshes;
 }
 
 std::string ReadFile(const fs::path& path) {

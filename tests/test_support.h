@@ -64,6 +64,12 @@ CommandResult RunShardtraceBinary(const std::vector<std::string>& args);
 // per device), as key=value overrides.
 const std::vector<std::string>& SmallMoeDims();
 
+// The release sweep (testdata/maxtext-moe-models/sweep/, one JSON file per MoE model file of
+// MaxText 0.2.5): its files, sorted, and its meshes as (case name, label) in the order the
+// release pages show them.
+std::vector<std::filesystem::path> ReleaseSweepFiles();
+const std::vector<std::pair<std::string, std::string>>& ReleaseSweepMeshes();
+
 // A numeric run with seed 1 (the pages' seed) of the config `args` on `devices` devices.
 RunResult SeededRun(const std::vector<std::string>& args, int64_t devices,
                     Block block = Block::kMoe, bool masked_loop = false);
