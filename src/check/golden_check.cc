@@ -62,6 +62,8 @@ const std::vector<std::string>& GoldenInputNames() {
       "inputs", "gate_kernel", "gate_bias", "wi_0", "wi_1", "wo", "wi_0_bias", "wi_1_bias",
       "wo_bias", "shared_wi_0", "shared_wi_1", "shared_wo", "mlp_wi_0", "mlp_wi_1", "mlp_wo",
       "shared_expert_gate",
+      // gemma4's per-expert scale (ones when absent).
+      "per_expert_scale",
       // fp8 weight storage: the scales beside the kernels (docs/fp8-storage.md).
       "wi_0_scale", "wi_1_scale", "wo_scale", "shared_wi_0_scale", "shared_wi_1_scale",
       "shared_wo_scale"};

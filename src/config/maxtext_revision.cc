@@ -34,7 +34,8 @@ const std::vector<RevisionInfo>& Revisions() {
                      .pr3981_proposal_applies = false,
                      .batch_split_kernels_expert_first = true,
                      .ragged_buffer_truncates_group_sizes = true,
-                     .deepseek_routing_models = {"deepseek3", "deepseek4"}}},
+                     .deepseek_routing_models = {"deepseek3", "deepseek4"},
+                     .deepseek_swiglu_clamped = true}},
       {.id = RevisionId::kRelease,
        .name = "0.2.5",
        .aliases = "release",
@@ -56,7 +57,8 @@ const std::vector<RevisionInfo>& Revisions() {
                      .deepseek_routing_models = {"deepseek3", "deepseek4", "kimi-k2"},
                      .bias_counts_summed_over_batch_axes = true,
                      .sparse_lb_loss_from_pre_bias_logits = true,
-                     .token_chunks_sum_bias_counts = true}},
+                     .token_chunks_sum_bias_counts = true,
+                     .deepseek_swiglu_clamped = true}},
   };
   return kTable;
 }

@@ -79,6 +79,10 @@ struct RevisionBehaviour {
   // the expert counts summed over the chunks (the release's finalize_bias_updates); main
   // averages the chunks' own updates instead (sum(bias_updates_list) / n_chunks).
   bool token_chunks_sum_bias_counts = false;
+  // apply_ffn_activation clamps the deepseek/deepseek4 SwiGLU with mlp_activations_limit > 0
+  // (wi_0's output from above, wi_1's both ways), as it clamps gpt-oss's (main, the release);
+  // the seed clamps gpt-oss's only.
+  bool deepseek_swiglu_clamped = false;
 };
 
 // One row of the revision table.

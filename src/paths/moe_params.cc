@@ -257,6 +257,8 @@ MoeParams ParamsFromArrays(const MoeSetup& s, int num_mlp_activations,
     if (p.shared->wo_scale) take("shared_wo_scale", *p.shared->wo_scale, false);
   }
   if (p.shared_expert_gate) take("shared_expert_gate", *p.shared_expert_gate, true);
+  // gemma4's per-expert scale: a case may carry it (a step case, for its gradient).
+  if (moe) take("per_expert_scale", *p.per_expert_scale, false);
   return p;
 }
 

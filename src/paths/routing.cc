@@ -288,6 +288,16 @@ Value ApplyFfnActivation(const MoeContext& ctx, Value layer_w0, Value layer_w1) 
                    {"layer_w1", dims});
     out = tr::Binary(t, OpKind::kMul, glu, w1p, {"intermediate_layer", dims});
   } else {
+    // DeepSeek V4's bounds (moe.py: decoder_block deepseek or deepseek4 with
+    // mlp_activations_limit > 0): the same clamps as gpt-oss's, then the plain SwiGLU.
+    const double limit = ctx.settings().mlp_activations_limit;
+    if ((ctx.setup.decoder_block == "deepseek" || ctx.setup.decoder_block == "deepseek4") &&
+        limit > 0.0 && ctx.settings().revision.behaviour.deepseek_swiglu_clamped) {
+      const auto cond = t.Condition("decoder_block == deepseek4 and mlp_activations_limit > 0");
+      const float bound = static_cast<float>(limit);
+      layer_w0 = tr::Clip(t, layer_w0, std::nullopt, bound, {"layer_w0", dims});
+      layer_w1 = tr::Clip(t, layer_w1, -bound, bound, {"layer_w1", dims});
+    }
     Value layer_act = tr::Activation(t, act, layer_w0, {"layer_act", dims});
     ReleaseData(layer_w0);
     out = tr::Binary(t, OpKind::kMul, layer_act, layer_w1, {"intermediate_layer", dims});

@@ -312,6 +312,35 @@ STEP_CASES = [
          suffix="_remat_minimal", remat_policy="minimal"),
 ]
 
+# --- stepmodels (issue 25): the release's model families (their forward cases above), differentiated:
+# gpt-oss's biases and clamped SwiGLU, llama4's sigmoid top-1 on the inputs, qwen3-next's shared
+# expert gate, deepseek2/4 and kimi-k2 routing, gemma4's per-expert scale, envy's top-1 (stepgen has
+# norm_topk_prob). At the small dims the wi outputs stay within +-1, far below the model files'
+# limits (7 and 10): the _limit05 cases set mlp_activations_limit 0.5, which clamps about half of
+# them, so the clamps' subgradients are checked (a variant as stepgen's step_variant marks one).
+def _limited(forward_name, what):
+  d = step(forward_name, what, suffix="_limit05")
+  return dict(d, overrides=dict(d["overrides"], mlp_activations_limit=0.5), variant=True)
+
+
+STEP_CASES += [
+    step("moe_gpt_oss", "RoutedMoE of gpt-oss-20b step: expert biases, clamped SwiGLU (alpha, limit)"),
+    step("shared_llama4", "RoutedAndSharedMoE of llama4-17b-16e step: sigmoid top-1 applied to the inputs"),
+    step("qwen3_next_shared", "Qwen3NextSparseMoeBlock of qwen3-next-80b-a3b step: sigmoid(gate) * shared expert"),
+    step("qwen3_5_shared", "Qwen3NextSparseMoeBlock of qwen3.5-35b-a3b step"),
+    step("shared_deepseek2", "RoutedAndSharedMoE of deepseek2-16b step: softmax scores, no bias"),
+    step("shared_deepseek4", "RoutedAndSharedMoE of deepseek4-tiny step: sqrtsoftplus scores, biased top-k, "
+         "clamped SwiGLU"),
+    step("shared_gemma4", "RoutedAndSharedMoE of gemma4-26b step: softmax top-k, norm_topk_prob, per-expert scale"),
+    step("shared_kimi_k2", "RoutedAndSharedMoE of kimi-k2-1t step: deepseek_routing without groups"),
+    step("moe_envy", "RoutedMoE of envy-switch-base step: top-1"),
+    _limited("moe_gpt_oss", "RoutedMoE of gpt-oss-20b step with mlp_activations_limit=0.5: the clamped SwiGLU "
+             "clamps (moe_gpt_oss's keys otherwise)"),
+    _limited("shared_deepseek4", "RoutedAndSharedMoE of deepseek4-tiny step with mlp_activations_limit=0.5: the "
+             "SwiGLU clamps (shared_deepseek4's keys otherwise)"),
+    step("qwen3_next_shared_fsdp2_tp2", "Qwen3NextSparseMoeBlock of qwen3-next-80b-a3b step on fsdp=2 x tensor=2"),
+]
+
 # --- steprelease (issue 25): the step of a model file with fp8 weight storage. qwen3.5-35b-a3b-fp8's
 # block on the small dims with its weight_dtype (float8_e4m3fn) and unquantized_modules, blocks of 8
 # (M=16: 2 blocks, H=32: 4), fsdp=2. MaxText's training forward dequantizes each kernel with plain jnp

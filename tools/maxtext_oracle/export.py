@@ -198,6 +198,7 @@ def param_golden_names(case):
     names = {f"{prefix}gate/kernel": "gate_kernel", f"{prefix}gate/bias": "gate_bias", f"{prefix}wi_0": "wi_0",
              f"{prefix}wi_1": "wi_1", f"{prefix}wo": "wo", f"{prefix}wi_0_bias": "wi_0_bias",
              f"{prefix}wi_1_bias": "wi_1_bias", f"{prefix}wo_bias": "wo_bias",
+             f"{prefix}per_expert_scale": "per_expert_scale",
              "shared_experts/wi_0/kernel": "shared_wi_0", "shared_experts/wi_1/kernel": "shared_wi_1",
              "shared_experts/wo/kernel": "shared_wo",
              "shared_expert/wi_0/kernel": "shared_wi_0", "shared_expert/wi_1/kernel": "shared_wi_1",
