@@ -161,30 +161,34 @@ TEST_CASE("check refuses a step case's malformed arrays in one line naming the a
   const std::vector<Case> refused = {
       {"a gradient of the wrong shape",
        with("grad_wo", Array::FromData({8, 16, 32}, wo.dtype, wo.values())),
-       "(array 'grad_wo'): expected the shape of 'wo', [8,32,16], found [8,16,32]"},
+       ": array 'grad_wo' has shape [8,16,32] but the config implies [8,32,16]"},
+      // A parameter array of the wrong shape is named itself, not through its gradient.
+      {"a parameter of the wrong shape",
+       with("inputs", Array::Filled({2, 4, 16}, DType::kFloat32, 1.0f)),
+       ": array 'inputs' has shape [2,4,16] but the config implies [2,8,16]"},
       {"an integer gradient",
        with("grad_wo",
             Array::FromData(wo.shape, DType::kInt32, std::vector<float>(wo.values().size(), 0.0f))),
-       "(array 'grad_wo'): expected float32 values (golden-format.md), found int32"},
+       " (array 'grad_wo'): expected float32 values (golden-format.md), found int32"},
       {"a loss that is not a scalar", with("loss", Array::Filled({1}, DType::kFloat32, 0.5f)),
-       "(array 'loss'): expected a scalar, shape [], found shape [1]"},
+       " (array 'loss'): expected a scalar, shape [], found shape [1]"},
       {"a gradient of a parameter the case lacks",
        with("grad_gate_bias", Array::Filled({8}, DType::kFloat32, 0.0f)),
-       "(array 'grad_gate_bias'): the case holds no 'gate_bias' array, so it has no gradient to "
+       " (array 'grad_gate_bias'): the case holds no 'gate_bias' array, so it has no gradient to "
        "compare"},
       {"a cotangent of the wrong shape",
        with("cotangent", Array::Filled({2, 4, 16}, DType::kFloat32, 1.0f)),
-       "(array 'cotangent'): expected the shape of 'output', [2,8,16], found [2,4,16]"},
+       " (array 'cotangent'): expected the shape of 'output', [2,8,16], found [2,4,16]"},
       {"a cotangent holding NaN",
        with("cotangent", Array::FromData(cotangent.shape, cotangent.dtype, nan_first)),
-       "(array 'cotangent'): expected finite values, found nan at flat index 0"},
+       " (array 'cotangent'): expected finite values, found nan at flat index 0"},
   };
   for (const Case& c : refused) {
     INFO(c.what);
     const testing::CommandResult r = check(c.arrays);
     CHECK(r.status == 2);
     CHECK(r.out.empty());
-    CHECK(r.err == "shardtrace: error: " + npz + " " + c.error + "\n");
+    CHECK(r.err == "shardtrace: error: " + npz + c.error + "\n");
   }
   // A gradient name golden-format.md does not define is a failed check, as any unknown array.
   const testing::CommandResult unknown = check(with("grad_foo", wo));

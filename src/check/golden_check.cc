@@ -17,8 +17,10 @@ namespace {
 
 // A training-step case's own arrays, checked before anything runs (golden-format.md,
 // "Training step"): each holds floats; the cotangent is finite and shaped like `output`, the
-// loss a scalar, and each grad_<name> shaped like the case's parameter array <name>, which the
-// case must hold (its gradient means nothing otherwise).
+// loss a scalar, and each grad_<name> has its parameter array <name> in the case (its
+// gradient means nothing otherwise). A grad_<name> of another shape than the config gives
+// <name> fails after the run, beside the forward arrays, so a parameter array of the wrong
+// shape is named itself first.
 void CheckStepArrays(const std::string& npz, const std::map<std::string, Array>& arrays) {
   for (const std::string& name : StepArrayNames()) {
     const auto found = arrays.find(name);
@@ -33,14 +35,15 @@ void CheckStepArrays(const std::string& npz, const std::map<std::string, Array>&
              ShapeToString(array.shape));
       continue;
     }
-    const std::string of = name == "cotangent" ? "output" : name.substr(5);
-    const auto base = arrays.find(of);
-    if (base == arrays.end())
+    if (name == "cotangent") {
+      const Shape& output = arrays.at("output").shape;
+      if (array.shape != output)
+        Fail("{} (array 'cotangent'): expected the shape of 'output', {}, found {}", npz,
+             ShapeToString(output), ShapeToString(array.shape));
+    } else if (!arrays.contains(name.substr(5))) {
       Fail("{} (array '{}'): the case holds no '{}' array, so it has no gradient to compare", npz,
-           name, of);
-    if (array.shape != base->second.shape)
-      Fail("{} (array '{}'): expected the shape of '{}', {}, found {}", npz, name, of,
-           ShapeToString(base->second.shape), ShapeToString(array.shape));
+           name, name.substr(5));
+    }
   }
   const std::vector<float>& cotangent = arrays.at("cotangent").values();
   for (size_t i = 0; i < cotangent.size(); ++i)
