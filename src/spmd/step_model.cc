@@ -226,6 +226,7 @@ class StepAnalysis {
   void ElementwiseOperands(const OpRecord& op) {
     const int out = op.outputs.front();
     for (const int x : op.inputs) {
+      if (g_.need[x] && !T(x).in_shard_map && T(x).shape != T(out).shape) BroadcastOperand(op, x);
       if (!g_.need[x] || T(x).shape != T(out).shape || T(x).in_shard_map) continue;
       const PartitionSpec from = Spec(out), to = Spec(x);
       if (from == to) continue;
@@ -242,6 +243,38 @@ class StepAnalysis {
                              "sharding {}",
                              T(x).name, op.Name(), from.ToString()));
     }
+  }
+
+  // A broadcast operand's cotangent is the result's summed over the dims it lacks (or holds
+  // once); where the result is sharded on those, each device sums its shard: partial sums,
+  // all-reduced into the operand's sharding (the router's bias [E] added to batch-sharded
+  // logits).
+  void BroadcastOperand(const OpRecord& op, int x) {
+    const int out = op.outputs.front();
+    const std::string& dims = T(out).dims;
+    const std::string& mine = T(x).dims;
+    const PartitionSpec spec = Spec(out);
+    const std::vector<std::string> own = Spec(x).UsedAxes();
+    std::set<std::string> partial;
+    for (size_t d = 0; d < dims.size() && d < spec.rank(); ++d) {
+      const size_t at = mine.find(dims[d]);
+      const bool summed = at == std::string::npos || (T(x).shape.size() == mine.size() &&
+                                                      T(x).shape[at] == 1 && T(out).shape[d] > 1);
+      if (!summed) continue;
+      for (const std::string& a : spec[d])
+        if (mesh_.Size(a) > 1 && std::find(own.begin(), own.end(), a) == own.end())
+          partial.insert(a);
+    }
+    if (partial.empty()) return;
+    const PartitionSpec to = Spec(x);
+    std::vector<ImpliedCollective> plan = PlanReshard(
+        T(x).shape, T(x).dtype,
+        ShardState{to, std::vector<std::string>(partial.begin(), partial.end())}, to, mesh_);
+    for (ImpliedCollective& p : plan) p.dtype = T(x).dtype;
+    AddPlanned(op, g_.CastSource(x), plan,
+               fmt::format("gradient of {}: broadcast over dims the result {} shards on {}, "
+                           "its cotangent summed there holds partial sums",
+                           T(g_.CastSource(x)).name, T(out).name, fmt::join(partial, ", ")));
   }
 
   // GSPMD computes the dense paths' weights scatter replicated (the forward gathers its

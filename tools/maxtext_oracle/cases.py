@@ -323,6 +323,16 @@ def _limited(forward_name, what):
   return dict(d, overrides=dict(d["overrides"], mlp_activations_limit=0.5), variant=True)
 
 
+def _on_mesh(forward_name, suffix, what, mesh):
+  """The family's step on a mesh its forward case does not run on (a variant, as _limited)."""
+  d = step(forward_name, what, suffix=suffix)
+  over = dict(d["overrides"], **{f"ici_{k}_parallelism": v for k, v in mesh.items()})
+  devices = 1
+  for v in mesh.values():
+    devices *= v
+  return dict(d, devices=devices, overrides=over, variant=True)
+
+
 STEP_CASES += [
     step("moe_gpt_oss", "RoutedMoE of gpt-oss-20b step: expert biases, clamped SwiGLU (alpha, limit)"),
     step("shared_llama4", "RoutedAndSharedMoE of llama4-17b-16e step: sigmoid top-1 applied to the inputs"),
@@ -339,6 +349,12 @@ STEP_CASES += [
     _limited("shared_deepseek4", "RoutedAndSharedMoE of deepseek4-tiny step with mlp_activations_limit=0.5: the "
              "SwiGLU clamps (shared_deepseek4's keys otherwise)"),
     step("qwen3_next_shared_fsdp2_tp2", "Qwen3NextSparseMoeBlock of qwen3-next-80b-a3b step on fsdp=2 x tensor=2"),
+    _on_mesh("moe_gpt_oss", "_ep2", "RoutedMoE of gpt-oss-20b step on expert=2: expert-sharded biases under "
+             "ragged_all_to_all", {"expert": 2}),
+    _on_mesh("shared_llama4", "_ep2", "RoutedAndSharedMoE of llama4-17b-16e step on expert=2: sigmoid top-1 on "
+             "the inputs before the all-to-all", {"expert": 2}),
+    _on_mesh("shared_gemma4", "_ep2", "RoutedAndSharedMoE of gemma4-26b step on expert=2: the expert-sharded "
+             "per_expert_scale", {"expert": 2}),
 ]
 
 # --- steprelease (issue 25): the step of a model file with fp8 weight storage. qwen3.5-35b-a3b-fp8's
