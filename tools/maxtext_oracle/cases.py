@@ -355,6 +355,10 @@ STEP_CASES += [
              "the inputs before the all-to-all", {"expert": 2}),
     _on_mesh("shared_gemma4", "_ep2", "RoutedAndSharedMoE of gemma4-26b step on expert=2: the expert-sharded "
              "per_expert_scale", {"expert": 2}),
+    _on_mesh("qwen3_next_shared", "_ep2", "Qwen3NextSparseMoeBlock of qwen3-next-80b-a3b step on expert=2: "
+             "the shared expert and its gate beside ragged_all_to_all", {"expert": 2}),
+    _on_mesh("shared_deepseek4", "_ep2", "RoutedAndSharedMoE of deepseek4-tiny step on expert=2: sqrtsoftplus, "
+             "biased top-k, bias updates with counts psummed over expert", {"expert": 2}),
 ]
 
 # --- steprelease (issue 25): the step of a model file with fp8 weight storage. qwen3.5-35b-a3b-fp8's
