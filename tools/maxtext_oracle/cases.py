@@ -460,3 +460,18 @@ STEP_CASES += [
     step("sparse_ep2_tp4", "sparse_matmul EP=2 x TP=4 step"),
     step("dense_drop_train_fsdp8", "dense_matmul dropping step, fsdp=8"),
 ]
+
+# stepgen, third batch: global batch 1 under EP (the batch replicated), the ragged buffer that
+# drops rows, the ring's top-k before the gather, dropping at capacity 0.5 on one device, dense
+# routing with bias updates, shard_exp_on_fsdp on the sparse path.
+STEP_CASES += [
+    step("sparse_ep2_decode", "sparse_matmul EP=2 step with global batch 1 (the batch replicated over expert)"),
+    step("sparse_ep2_rbf1", "sparse_matmul EP=2 step, ragged_buffer_factor=1 (overflow rows dropped)"),
+    step("sparse_ep2_ring_topk_first", "ring of experts EP=2 step with moe_topk_before_ep_all_gather"),
+    step("sparse_ep2_ring_decode", "ring of experts EP=2 step with global batch 1"),
+    step("dense_drop_train_cf05", "dense_matmul dropping step with capacity_factor=0.5 (drops tokens)"),
+    step("shared_deepseek3_dense", "deepseek3-tiny routing through dense_matmul (dropless) step, bias updates"),
+    step("sparse_ep4_rbf1", "sparse_matmul EP=4 step, ragged_buffer_factor=1"),
+    step("sparse_shard_exp_on_fsdp", "sparse_matmul step with shard_exp_on_fsdp (fsdp=4)"),
+    step("sparse_ep4_decode", "sparse_matmul EP=4 step with global batch 1"),
+]
