@@ -179,6 +179,15 @@ TEST_CASE("check refuses a step case's malformed arrays in one line naming the a
       {"a cotangent of the wrong shape",
        with("cotangent", Array::Filled({2, 4, 16}, DType::kFloat32, 1.0f)),
        " (array 'cotangent'): expected the shape of 'output', [2,8,16], found [2,4,16]"},
+      // A case whose output and cotangent agree with each other but not with the config.
+      {"a cotangent and output of the wrong shape",
+       [&] {
+         std::map<std::string, Array> arrays =
+             with("cotangent", Array::Filled({2, 4, 16}, DType::kFloat32, 1.0f));
+         arrays.insert_or_assign("output", arrays.at("cotangent"));
+         return arrays;
+       }(),
+       ": array 'cotangent' has shape [2,4,16], expected the block output's [2,8,16]"},
       {"a cotangent holding NaN",
        with("cotangent", Array::FromData(cotangent.shape, cotangent.dtype, nan_first)),
        " (array 'cotangent'): expected finite values, found nan at flat index 0"},

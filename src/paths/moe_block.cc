@@ -1,5 +1,7 @@
 #include "paths/moe_block.h"
 
+#include <string_view>
+
 #include "config/config.h"
 #include "config/moe_lines.h"
 #include "paths/dense_matmul.h"
@@ -198,12 +200,14 @@ Value SharedExpertGated(const MoeContext& ctx, const Value& inputs, const MoePar
 // sum(float32(output) * cotangent) + lb_loss, seeded with the cotangent (rounded to the
 // output's dtype, as the VJP of the float32 cast does) and 1 for lb_loss.
 Gradients StepGradients(Tracer& t, const Tape& tape, const Array& cotangent,
-                        const Captures& captures, const std::optional<Value>& lb_loss) {
+                        std::string_view source, const Captures& captures,
+                        const std::optional<Value>& lb_loss) {
   const Trace& trace = t.trace();
   const TensorRecord& out = trace.tensors[trace.output];
   if (cotangent.shape != out.shape)
-    Fail("array 'cotangent' has shape {}, expected the block output's {}",
-         ShapeToString(cotangent.shape), ShapeToString(out.shape));
+    Fail("{}array 'cotangent' has shape {}, expected the block output's {}",
+         source.empty() ? "" : fmt::format("{}: ", source), ShapeToString(cotangent.shape),
+         ShapeToString(out.shape));
   const Array* output = captures.Find(Capture::kOutput);
   SHARDTRACE_CHECK(output != nullptr);
   double loss = 0;
@@ -371,7 +375,9 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
     lb_loss = routed.lb_loss;
     if (routed.bias_updates) ctx.Capture(Capture::kBiasUpdates, routed.bias_updates->array());
   }
-  if (tape) run.gradients = StepGradients(t, *tape, *options.cotangent, run.captures, lb_loss);
+  if (tape)
+    run.gradients = StepGradients(t, *tape, *options.cotangent, options.cotangent_source,
+                                  run.captures, lb_loss);
   run.trace = std::move(t).Finish();
   return run;
 }

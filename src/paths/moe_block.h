@@ -65,6 +65,8 @@ struct RunOptions {
   // A numeric run given the cotangent of the output (float32, the output's shape) also
   // differentiates the training step's loss (Gradients); not owned.
   const Array* cotangent = nullptr;
+  // The file the cotangent comes from, which errors about it name (empty: none).
+  std::string cotangent_source;
 };
 
 BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,

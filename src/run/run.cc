@@ -50,6 +50,7 @@ RunResult RunPrepared(const RunRequest& request, RunSetup s) {
   options.summaries = request.summaries;
   options.progress = request.progress;
   options.cotangent = request.cotangent;
+  options.cotangent_source = request.arrays_source;
   BlockRun run = RunBlock(s.config, s.mesh, s.setup, Params(request, s), request.block, options);
   // The decoder layer's constraint on the normed hidden states, which the block receives.
   const LogicalAxes arrival =

@@ -52,7 +52,8 @@ struct RunRequest {
   bool summaries = true;  // per-tensor min/max/mean in numeric traces
   // A training step (numeric): the cotangent of the block output (float32, its shape), from
   // which Run differentiates loss = sum(float32(output) * cotangent) + lb_loss into
-  // RunResult::gradients. Not owned; must outlive Run.
+  // RunResult::gradients. Not owned; must outlive Run. Errors about it name `arrays_source`,
+  // where a golden case's cotangent comes from.
   const Array* cotangent = nullptr;
   Progress* progress = nullptr;
 
