@@ -475,3 +475,28 @@ STEP_CASES += [
     step("sparse_shard_exp_on_fsdp", "sparse_matmul step with shard_exp_on_fsdp (fsdp=4)"),
     step("sparse_ep4_decode", "sparse_matmul EP=4 step with global batch 1"),
 ]
+
+
+# --- ep2plan (issue 25): dense dropless training steps with expert parallelism across dims and
+# meshes, to test whether the step's plan (batch-sharded forward output, which einsum VJPs run
+# batch- or expert-sharded) is a rule rather than one fixture's propagation. No forward case.
+def _ep2plan_step(name, devices, what, mesh, **overrides):
+  c = case(name, devices, what, mesh=mesh, sparse_matmul=False, **overrides)
+  return dict(c, name=f"step_{name}", forward=None, remat=False)
+
+
+STEP_CASES += [
+    _ep2plan_step("dense_dropless_ep4", 4, "dense_matmul dropless step with expert=4", {"expert": 4}),
+    _ep2plan_step("dense_dropless_ep2_e4", 2, "dense_matmul dropless step with expert=2, 4 experts",
+                  {"expert": 2}, num_experts=4),
+    _ep2plan_step("dense_dropless_ep2_e16", 2, "dense_matmul dropless step with expert=2, 16 experts",
+                  {"expert": 2}, num_experts=16),
+    _ep2plan_step("dense_dropless_fsdp2_ep2", 4, "dense_matmul dropless step, fsdp=2 x expert=2",
+                  {"fsdp": 2, "expert": 2}),
+    dict(case("mlp_fsdp2_tp2", 4, "the dense MlpBlock's step on fsdp=2 x tensor=2", block="mlp",
+              mesh={"fsdp": 2, "tensor": 2}, num_experts=1, num_experts_per_tok=1, decoder_block="llama2",
+              max_target_length=4, per_device_batch_size=1),
+         name="step_mlp_fsdp2_tp2", forward=None, remat=False),
+    _ep2plan_step("dense_dropless_ep2_s4", 2, "dense_matmul dropless step with expert=2, sequence 4: fewer tokens "
+                  "(16) than the MLP dim (32)", {"expert": 2}, max_target_length=4),
+]

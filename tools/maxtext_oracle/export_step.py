@@ -296,9 +296,10 @@ def run_step_case(case, base_yml, out_dir, forward_dir, seed):
       **info,
       "step_output_max_abs_diff_vs_forward": step_vs_forward,
   }
-  # A variant (cases.step_variant) changes its forward case's dims or mesh: nothing to compare.
-  sanity = None if case.get("variant") else forward_sanity(info["collectives"],
-                                                           os.path.join(forward_dir, case["forward"]))
+  # A variant (cases.step_variant) changes its forward case's dims or mesh, and a case with no
+  # forward case (cases.py's ep2plan block) has none: nothing to compare.
+  sanity = None if case.get("variant") or case["forward"] is None else forward_sanity(
+      info["collectives"], os.path.join(forward_dir, case["forward"]))
   if sanity is not None:
     step_json["forward_sanity"] = sanity
   write_step_case(case, config, out_dir, arrays, unmapped, step_json, mesh)
@@ -322,7 +323,8 @@ def write_step_case(case, config, out_dir, arrays, unmapped, step_json, mesh):
            f"(jax {jax.__version__}) on {len(mesh.devices.flat)} CPU devices, seed {case_matrix.SEED}.",
            f"# base.yml: testdata/maxtext/configs/base.yml (the release's); block: {case['block']}",
            f"# mesh: {dict((k, v) for k, v in mesh.shape.items() if v > 1) or 'single device'}",
-           f"# step: jax.value_and_grad of loss = {LOSS}; the forward case is {case['forward']}"]
+           f"# step: jax.value_and_grad of loss = {LOSS}; "
+           + (f"the forward case is {case['forward']}" if case["forward"] else "no forward case")]
   if case.get("remat"):
     lines.append(f"# wrapped as MaxText wraps an unscanned decoder layer: remat_policy={case['overrides']['remat_policy']}")
   if unmapped:
