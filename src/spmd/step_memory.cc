@@ -139,7 +139,8 @@ void XlaCpuNotes(const StepGraph& g, StepMemory& m) {
 
 }  // namespace
 
-StepMemoryPlan PlanStepMemory(const StepGraph& g, const RematPolicy& policy, StepMemory& m) {
+StepMemoryPlan PlanStepMemory(const StepGraph& g, const RematPolicy& policy, StepMemory& m,
+                              const std::map<int, int64_t>& moved) {
   StepMemoryPlan plan;
   const Trace& trace = g.trace;
   const int num_ops = static_cast<int>(trace.ops.size());
@@ -295,6 +296,7 @@ StepMemoryPlan PlanStepMemory(const StepGraph& g, const RematPolicy& policy, Ste
       for (const int in : trace.ops[i].inputs)
         if (g.T(g.CastSource(in)).kind == TensorKind::kWeight)
           transient += g.ReadBytes(trace.ops[i], in);
+    if (const auto it = moved.find(i); it != moved.end()) transient += it->second;
     if (live + transient > m.backward_temporary_bytes) {
       m.backward_temporary_bytes = live + transient;
       m.backward_peak_op = i;

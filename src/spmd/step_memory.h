@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -51,6 +52,9 @@ struct StepMemoryPlan {
 };
 
 // Fills `m`'s residual, kept and temporary figures (parameters and gradients are set).
-StepMemoryPlan PlanStepMemory(const StepGraph& g, const RematPolicy& policy, StepMemory& m);
+// `moved[i]`: bytes of the copies the VJP of op i reshards its operands into (a cotangent
+// computed in another sharding than its value's, spmd/step_cotangent.h), live while it runs.
+StepMemoryPlan PlanStepMemory(const StepGraph& g, const RematPolicy& policy, StepMemory& m,
+                              const std::map<int, int64_t>& moved = {});
 
 }  // namespace shardtrace

@@ -10,6 +10,7 @@
 
 #include "shard/sharding.h"
 #include "spmd/spmd_reshard.h"
+#include "spmd/step_cotangent.h"
 #include "spmd/step_memory.h"
 #include "spmd/step_rules.h"
 #include "spmd/trace_totals.h"
@@ -43,6 +44,7 @@ class StepAnalysis {
   StepResult Run() {
     MarkDifferentiable();
     Gradients();
+    SeedOutputCotangent();
     for (auto it = trace_.ops.rbegin(); it != trace_.ops.rend(); ++it) Backward(*it);
     Memory();
     Recompute();
@@ -170,6 +172,13 @@ class StepAnalysis {
     bool live = false;
     for (const int o : op.outputs) live = live || g_.need[o];
     if (!live) return;
+    // An alias passes its cotangent on in the same sharding; a sharding constraint's transpose
+    // constrains the cotangent (it returns to the value's sharding).
+    if (Aliases(op) && op.kind != OpKind::kShardingConstraint && op.kind != OpKind::kShardMapIn &&
+        ct_.count(op.outputs.front()) &&
+        T(op.inputs.front()).shape.size() == T(op.outputs.front()).shape.size())
+      ct_[op.inputs.front()] = ct_.at(op.outputs.front());
+    if (Diverged(op) && DivergedBackward(op)) return;
     if (op.collective) WrittenTranspose(op);
     if (op.kind == OpKind::kShardMapIn) {
       ShardMapIn(op);
@@ -348,10 +357,18 @@ class StepAnalysis {
   // The sharding operand `id` is computed in at einsum `op`: where the forward moved it
   // ("einsum operand"), else its own.
   PartitionSpec ComputedSpec(const OpRecord& op, int id) const {
+    if (const auto it = step_read_.find({op.id, id}); it != step_read_.end()) return it->second;
     std::optional<PartitionSpec> to;
+    auto moved = [&](const ImpliedCollective& f) {
+      return f.reason == "einsum operand" && (f.tensor == id || f.tensor == g_.CastSource(id));
+    };
     for (const ImpliedCollective& f : spmd_.implied_at(op.id))
-      if (f.reason == "einsum operand" && (f.tensor == id || f.tensor == g_.CastSource(id)))
-        to = f.to;
+      if (moved(f)) to = f.to;
+    // An earlier einsum's moved copy XLA's CSE shares with this one (the forward records the
+    // collective once, at its first reader).
+    for (int p = 0; !to && p < op.id; ++p)
+      for (const ImpliedCollective& f : spmd_.implied_at(p))
+        if (moved(f) && f.last_reader_op >= op.id) to = f.to;
     return WithRank(to ? *to : Spec(id), T(id).shape.size());
   }
 
@@ -521,8 +538,172 @@ class StepAnalysis {
     }
   }
 
+  PartitionSpec CtSpec(int id) const {
+    const auto it = ct_.find(id);
+    return it != ct_.end() ? it->second : Spec(id);
+  }
+
+  PartitionSpec Effective(const PartitionSpec& s) const { return EffectiveSpec(s, mesh_); }
+
+  // Some output's cotangent arrives in another sharding than the output's.
+  bool Diverged(const OpRecord& op) const {
+    for (const int o : op.outputs)
+      if (ct_.count(o) && Effective(ct_.at(o)) != Effective(Spec(o))) return true;
+    return false;
+  }
+
+  // The block output's cotangent is sharded like the block input (docs/step.md). Where the
+  // forward leaves an einsum's output in another sharding, the step computes that einsum
+  // toward the cotangent's sharding (StepOutputRead).
+  void SeedOutputCotangent() {
+    const int out = trace_.output, in = trace_.input;
+    if (out < 0 || in < 0 || !g_.need[out] || T(out).shape != T(in).shape) return;
+    const PartitionSpec want = Effective(Spec(in));
+    if (want == Effective(Spec(out))) return;
+    int v = out;
+    while (g_.producer[v] >= 0 && Aliases(trace_.ops[g_.producer[v]]))
+      v = trace_.ops[g_.producer[v]].inputs.front();
+    if (g_.producer[v] < 0) return;
+    const OpRecord& op = trace_.ops[g_.producer[v]];
+    if (op.kind != OpKind::kEinsum || !op.einsum || op.inputs.size() != 2 ||
+        T(op.outputs.front()).in_shard_map || T(v).shape.size() != want.rank())
+      return;
+    for (int w = out;; w = trace_.ops[g_.producer[w]].inputs.front()) {
+      ct_[w] = want;
+      if (w == v) break;
+    }
+    for (size_t k = 0; k < 2; ++k)
+      step_read_[{op.id, op.inputs[k]}] =
+          StepOutputRead(*op.einsum, k, ComputedSpec(op, op.inputs[k]), want);
+  }
+
+  // A reshard the backward needs, once per buffer (`tensor`'s value, its cotangent, or what
+  // `tag` names that has its shape), source and target (XLA's CSE).
+  void Move(const OpRecord& op, int tensor, bool cotangent, const ShardState& from,
+            const PartitionSpec& to, const std::string& why, const std::string& tag = "") {
+    const std::string key =
+        fmt::format("{}{}{}:{}{}->{}", cotangent ? "d" : "", tag, tensor, from.spec.ToString(),
+                    fmt::join(from.partial, ","), to.ToString());
+    if (!moved_.insert(key).second) return;
+    std::vector<ImpliedCollective> plan =
+        PlanReshard(T(tensor).shape, T(tensor).dtype, from, to, mesh_);
+    for (ImpliedCollective& p : plan) {
+      p.dtype = T(tensor).dtype;
+      if (p.kind != CollectiveKind::kSlice)
+        moved_bytes_[op.id] += TensorBytes(p.local_after, p.dtype);
+    }
+    const size_t before = result_.backward.size();
+    AddPlanned(op, g_.CastSource(tensor), plan, why);
+    // A parameter, or the block output's cotangent (the step's argument), gathered whole.
+    const bool argument =
+        from.partial.empty() &&
+        (cotangent ? g_.root[tensor] == g_.root[trace_.output] : g_.IsArgument(tensor));
+    for (size_t i = before; i < result_.backward.size(); ++i)
+      result_.backward[i].argument = argument;
+  }
+
+  // Whether `id`'s cotangent is pinned to its own sharding: a parameter's gradient (the step's
+  // out_shardings), the block input's, a sharding constraint's output.
+  bool Pinned(int id) const {
+    if (g_.IsArgument(id) || T(g_.CastSource(id)).kind == TensorKind::kWeight) return true;
+    const int p = g_.producer[id];
+    return p >= 0 && trace_.ops[p].kind == OpKind::kShardingConstraint;
+  }
+
+  // The VJP of `op` whose output cotangent arrived in another sharding: einsums, products and
+  // activations computed where Shardy puts them (spmd/step_cotangent.h), with the reshards
+  // that takes. False for any other op (its VJP is taken in the forward's shardings).
+  bool DivergedBackward(const OpRecord& op) {
+    const int out = op.outputs.front();
+    const PartitionSpec ct = CtSpec(out);
+    if (op.kind == OpKind::kEinsum && op.einsum && op.inputs.size() == 2 && !T(out).in_shard_map) {
+      const ParsedEinsum& eq = *op.einsum;
+      for (size_t k = 0; k < 2; ++k) {
+        const int x = op.inputs[k], other = op.inputs[1 - k];
+        if (!g_.need[x]) continue;
+        const CotangentEinsumPlan plan = PlanCotangentEinsum(
+            {eq.output, T(out).shape, ct},
+            {eq.operands[1 - k], T(other).shape, ComputedSpec(op, other)}, eq.operands[k], mesh_);
+        const std::string name = T(g_.CastSource(x)).name;
+        Move(op, out, true, {ct, {}}, plan.d_out,
+             fmt::format("cotangent of {} moved to compute {}'s where Shardy puts it", T(out).name,
+                         name));
+        Move(op, other, false, {ComputedSpec(op, other), {}}, plan.other,
+             fmt::format("{} read as the transposed einsum computing {}'s cotangent needs it",
+                         T(g_.CastSource(other)).name, name));
+        const PartitionSpec own = Spec(x);
+        const PartitionSpec to = Pinned(x) ? own : plan.result;
+        if (!plan.partial.empty() || to != plan.result)
+          Move(op, x, true, {plan.result, plan.partial}, to,
+               fmt::format("gradient of {}: computed {} with partial sums over {}, reduced into {}",
+                           name, plan.result.ToString(), fmt::join(plan.partial, ", "),
+                           to.ToString()));
+        if (!Pinned(x)) ct_[x] = to;
+      }
+      return true;
+    }
+    if (op.kind == OpKind::kMul && op.inputs.size() == 2 && T(op.inputs[0]).shape == T(out).shape &&
+        T(op.inputs[1]).shape == T(out).shape && !T(out).in_shard_map) {
+      // ct_a = ct * b, ct_b = a * ct (JAX's transpose of mul): the first operand's sharding
+      // unless the second is more sharded.
+      for (size_t k = 0; k < 2; ++k) {
+        const int x = op.inputs[k], other = op.inputs[1 - k];
+        if (!g_.need[x]) continue;
+        const PartitionSpec first = k == 0 ? ct : Spec(other);
+        const PartitionSpec second = k == 0 ? Spec(other) : ct;
+        const PartitionSpec at = ElementwiseSharding(first, second, mesh_);
+        Move(op, out, true, {ct, {}}, at,
+             fmt::format("cotangent of {} moved to {} for {}'s cotangent", T(out).name,
+                         at.ToString(), T(x).name));
+        Move(op, other, false, {Spec(other), {}}, at,
+             fmt::format("{} moved to {} for {}'s cotangent", T(other).name, at.ToString(),
+                         T(x).name));
+        if (!Pinned(x)) ct_[x] = at;
+      }
+      return true;
+    }
+    if (op.kind == OpKind::kActivation && op.inputs.size() == 1 && !T(out).in_shard_map &&
+        T(op.inputs[0]).shape == T(out).shape) {
+      // ct * f'(x), f'(x) computed where x is. JAX writes silu(x) as x * sigmoid(x), whose VJP
+      // is ct * sigmoid(x) + (x * ct) * sigmoid'(x); each product and the sum are computed
+      // where Shardy puts their first operand (ElementwiseSharding).
+      const int x = op.inputs.front();
+      const PartitionSpec own = Spec(x);
+      const std::string& f = op.function;
+      const PartitionSpec t1 = ElementwiseSharding(ct, own, mesh_);
+      Move(op, out, true, {ct, {}}, t1,
+           fmt::format("cotangent of {} moved to {} for ct * {}'(x)", T(out).name, t1.ToString(),
+                       f));
+      Move(op, x, false, {own, {}}, t1,
+           fmt::format("{}'s derivative at {} moved to {}", f, T(x).name, t1.ToString()), "f'");
+      PartitionSpec at = t1;
+      if (f == "silu") {
+        const PartitionSpec t2 = ElementwiseSharding(own, ct, mesh_);
+        const PartitionSpec t3 = ElementwiseSharding(t2, own, mesh_);
+        at = ElementwiseSharding(t1, t3, mesh_);
+        Move(op, x, false, {own, {}}, t2,
+             fmt::format("{} moved to {} for x * ct in silu's VJP", T(x).name, t2.ToString()));
+        Move(op, out, true, {ct, {}}, t2,
+             fmt::format("cotangent of {} moved to {} for x * ct in silu's VJP", T(out).name,
+                         t2.ToString()));
+        Move(op, x, false, {own, {}}, t3,
+             fmt::format("sigmoid'({}) moved to {} in silu's VJP", T(x).name, t3.ToString()),
+             "sigmoid'");
+        Move(op, x, true, {t2, {}}, t3,
+             fmt::format("x * ct moved to {} in silu's VJP", t3.ToString()), "x*ct");
+        Move(op, x, true, {t1, {}}, at,
+             fmt::format("silu's first VJP term moved to {}", at.ToString()), "term1");
+        Move(op, x, true, {t3, {}}, at,
+             fmt::format("silu's second VJP term moved to {}", at.ToString()), "term2");
+      }
+      if (!Pinned(x)) ct_[x] = at;
+      return true;
+    }
+    return false;
+  }
+
   void Memory() {
-    StepMemoryPlan plan = PlanStepMemory(g_, result_.policy, result_.memory);
+    StepMemoryPlan plan = PlanStepMemory(g_, result_.policy, result_.memory, moved_bytes_);
     kept_ = std::move(plan.kept);
     gathered_ = std::move(plan.gathered);
   }
@@ -607,6 +788,12 @@ class StepAnalysis {
   std::set<int> kept_;                 // residual roots the policy keeps (device or host)
   std::set<int> gathered_;             // ops whose VJP reads a gathered operand
   std::vector<StepCollective> again_;  // forward collectives remat runs again
+  // Cotangents computed in another sharding than their value's (step_cotangent.h).
+  std::map<int, PartitionSpec> ct_;
+  // How the step's forward reads an einsum operand where it differs from the forward pass's.
+  std::map<std::pair<int, int>, PartitionSpec> step_read_;
+  std::set<std::string> moved_;         // reshards the backward already has
+  std::map<int, int64_t> moved_bytes_;  // by forward op: the copies its VJP's reshards make
 };
 
 }  // namespace

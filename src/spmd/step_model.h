@@ -41,8 +41,11 @@ struct StepCollective {
   CollectiveKind kind = CollectiveKind::kPsum;  // as TPU runs it
   bool written = false;    // JAX emits it (false: XLA's SPMD partitioner inserts it)
   bool recompute = false;  // a forward collective run again by the backward (remat)
-  int forward_op = -1;     // the forward op it transposes, or re-runs
-  int tensor = -1;         // the forward tensor whose cotangent (or value) moves
+  // A parameter gathered for a backward einsum: XLA reshards a step argument once, where it
+  // enters the step (its HLO op_name is the argument's), so its compiled step counts it forward.
+  bool argument = false;
+  int forward_op = -1;  // the forward op it transposes, or re-runs
+  int tensor = -1;      // the forward tensor whose cotangent (or value) moves
   std::vector<std::string> axes;
   int64_t participants = 1;
   int64_t groups = 1;
