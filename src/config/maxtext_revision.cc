@@ -35,7 +35,8 @@ const std::vector<RevisionInfo>& Revisions() {
                      .batch_split_kernels_expert_first = true,
                      .ragged_buffer_truncates_group_sizes = true,
                      .deepseek_routing_models = {"deepseek3", "deepseek4"},
-                     .deepseek_swiglu_clamped = true}},
+                     .deepseek_swiglu_clamped = true,
+                     .expert_scale_on_topk_weights = true}},
       {.id = RevisionId::kRelease,
        .name = "0.2.5",
        .aliases = "release",
@@ -58,7 +59,8 @@ const std::vector<RevisionInfo>& Revisions() {
                      .bias_counts_summed_over_batch_axes = true,
                      .sparse_lb_loss_from_pre_bias_logits = true,
                      .token_chunks_sum_bias_counts = true,
-                     .deepseek_swiglu_clamped = true}},
+                     .deepseek_swiglu_clamped = true,
+                     .expert_scale_on_topk_weights = true}},
   };
   return kTable;
 }

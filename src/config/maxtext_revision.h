@@ -83,6 +83,10 @@ struct RevisionBehaviour {
   // (wi_0's output from above, wi_1's both ways), as it clamps gpt-oss's (main, the release);
   // the seed clamps gpt-oss's only.
   bool deepseek_swiglu_clamped = false;
+  // gemma4's per_expert_scale multiplies the top-k weights in get_topk (inside the sparse
+  // path's shard_map, which reads it replicated) (main, the release); the seed scales the wo
+  // kernel by it before the path. The same numbers; the backward psums its gradient.
+  bool expert_scale_on_topk_weights = false;
 };
 
 // One row of the revision table.

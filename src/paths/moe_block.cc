@@ -131,7 +131,9 @@ PathOutput RoutedMoE(const MoeContext& ctx, const Value& inputs_in, const MoePar
     k.w0 = tr::Cast(t, wi_0, s.dtype, {"w0_kernel", "EMH"});
     k.w1 = tr::Cast(t, wi_1, s.dtype, {"w1_kernel", "EMH"});
   }
-  if (per_expert_scale) {
+  if (per_expert_scale && settings.revision.behaviour.expert_scale_on_topk_weights) {
+    ctx.topk_scale = ctx.topk_scale_outside = *per_expert_scale;
+  } else if (per_expert_scale) {
     const auto cond = t.Condition("decoder_block == gemma4");
     const Value scale = tr::Cast(t, *per_expert_scale, s.dtype, {"per_expert_scale", "E"});
     k.wo = t.Apply(
@@ -270,7 +272,7 @@ BlockRun RunBlock(const Config& config, const Mesh& mesh, const MoeSetup& setup,
   t.trace().maxtext_revision = setup.settings.revision.Title();
   t.trace().maxtext_revision_why = setup.settings.revision.why;
   t.trace().revision = setup.settings.revision.id;
-  MoeContext ctx{setup, t, run.captures};
+  MoeContext ctx{setup, t, run.captures, std::nullopt, std::nullopt};
   const bool shared = UsesSharedExperts(setup);
   if (block == Block::kMlp) {
     t.trace().block = "mlp";

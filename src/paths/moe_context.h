@@ -19,6 +19,11 @@ struct MoeContext {
   Tracer& t;
   Captures& captures;
 
+  // gemma4's per_expert_scale where get_topk scales the top-k weights by it
+  // (RevisionBehaviour::expert_scale_on_topk_weights): GetTopK reads `topk_scale`, which the
+  // sparse path's shard_map body replaces by its replicated copy of `topk_scale_outside`.
+  mutable std::optional<Value> topk_scale, topk_scale_outside;
+
   DType dtype() const { return setup.dtype; }
   const MoeSettings& settings() const { return setup.settings; }
   // Records `value` (global, numeric) under `id` for golden comparison.

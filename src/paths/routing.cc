@@ -167,6 +167,14 @@ TopKOutput GetTopK(const MoeContext& ctx, const Value& gate_logits,
     const Value sum = tr::Sum(t, *weights, -1, true, {"weights_sum", "BS1"});
     weights = tr::Binary(t, OpKind::kDiv, *weights, sum, {"top_k_weights", "BSK"});
   }
+  if (ctx.topk_scale) {
+    // take_along_axis(per_expert_scale[None, None, :], top_k_indices, -1), in the weights'
+    // dtype.
+    const auto cond = t.Condition("decoder_block == gemma4");
+    const Value taken = tr::Take(t, *ctx.topk_scale, *indices, 0, {"per_expert_scale_topk", "BSK"});
+    const Value scale = tr::Cast(t, taken, weights->dtype(), {"per_expert_scale_topk", "BSK"});
+    weights = tr::Binary(t, OpKind::kMul, *weights, scale, {"top_k_weights", "BSK"});
+  }
   return {*weights, *indices};
 }
 

@@ -236,6 +236,10 @@ ShardMapOperands EnterSparseShardMap(const MoeContext& ctx, const Value& inputs_
   if (pre_bias && sh.pre_bias_logits)
     op.pre_bias_logits = WithAxes(
         t, t.ShardMapIn(*pre_bias, "pre_bias_logits", "BSE", *sh.pre_bias_logits), sh.gate_axes);
+  // gemma4's per_expert_scale, read by get_topk inside the body: closed over, so replicated.
+  if (ctx.topk_scale_outside)
+    ctx.topk_scale = t.ShardMapIn(*ctx.topk_scale_outside, "per_expert_scale", "E",
+                                  PartitionSpec::Replicated(1));
   op.w0 = WithAxes(t, t.ShardMapIn(k.w0, "w0", "EMH", sh.w0), sh.w0_axes);
   op.w1 = WithAxes(t, t.ShardMapIn(k.w1, "w1", "EMH", sh.w1), sh.w1_axes);
   op.wo = WithAxes(t, t.ShardMapIn(k.wo, "wo", "EHM", sh.wo), sh.wo_axes);
@@ -275,6 +279,7 @@ PathOutput ExitSparseShardMap(const MoeContext& ctx, const RoutedShardings& shar
                               const Value& output, const PermuteOutput& routing,
                               const PartitionSpec& routed_batch_spec, int64_t routed_batch_rows) {
   Tracer& t = ctx.t;
+  ctx.topk_scale = ctx.topk_scale_outside;
   // Routing captured as global arrays for golden checks, from the batch rows alone.
   const auto batch_rows = [&](const Value& v) {
     if (routed_batch_rows <= 0 || !v.per_device || v.dim(0) == routed_batch_rows) return v;
