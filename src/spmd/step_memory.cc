@@ -107,6 +107,35 @@ void RecomputedFrom(const StepGraph& g, int r, const Stop& stop, const Visit& vi
   }
 }
 
+// StepMemoryPlan::run_again from the plan's kept residuals and gathered operands.
+std::vector<bool> RunAgain(const StepGraph& g, const StepMemoryPlan& plan) {
+  const Trace& trace = g.trace;
+  std::vector<bool> again(trace.ops.size(), false);
+  std::vector<int> stack;
+  for (const OpRecord& op : trace.ops) {
+    if (!g.Live(op)) continue;
+    for (const int r : g.ResidualsOf(op)) {
+      if (plan.kept.count(g.root[r])) continue;
+      if (plan.gathered.count(op.id)) again[op.id] = true;  // the gather of its weight operand
+      stack.push_back(r);
+    }
+  }
+  std::vector<bool> seen(trace.tensors.size(), false);
+  while (!stack.empty()) {
+    const int t = stack.back();
+    stack.pop_back();
+    if (seen[t] || plan.kept.count(g.root[t])) continue;
+    seen[t] = true;
+    const int p = g.producer[t];
+    if (p < 0) continue;
+    const OpRecord& op = trace.ops[p];
+    if (op.kind == OpKind::kParam || op.kind == OpKind::kInput) continue;
+    again[p] = true;
+    for (const int in : op.inputs) stack.push_back(in);
+  }
+  return again;
+}
+
 // How XLA:CPU's memory_analysis() of the same step differs, by what it does that TPU does not.
 void XlaCpuNotes(const StepGraph& g, StepMemory& m) {
   bool dot = false, gmm = false, half = false;
@@ -309,6 +338,7 @@ StepMemoryPlan PlanStepMemory(const StepGraph& g, const RematPolicy& policy, Ste
   std::stable_sort(m.at_peak.begin(), m.at_peak.end(),
                    [](const StepBuffer& a, const StepBuffer& b) { return a.bytes > b.bytes; });
   XlaCpuNotes(g, m);
+  if (policy.wrapped) plan.run_again = RunAgain(g, plan);
   return plan;
 }
 

@@ -49,6 +49,10 @@ struct StepGraph {
 struct StepMemoryPlan {
   std::set<int> kept;      // residual roots the policy keeps (device or host)
   std::set<int> gathered;  // ops whose VJP reads a gathered operand
+  // By forward op, under a wrapping policy: the backward runs it again, since it produces a
+  // residual the policy does not keep (walking back to kept values, parameters and the
+  // input), or gathers the weight operand its VJP reads gathered.
+  std::vector<bool> run_again;
 };
 
 // Fills `m`'s residual, kept and temporary figures (parameters and gradients are set).

@@ -703,42 +703,14 @@ class StepAnalysis {
   }
 
   void Memory() {
-    StepMemoryPlan plan = PlanStepMemory(g_, result_.policy, result_.memory, moved_bytes_);
-    kept_ = std::move(plan.kept);
-    gathered_ = std::move(plan.gathered);
+    run_again_ = PlanStepMemory(g_, result_.policy, result_.memory, moved_bytes_).run_again;
   }
 
-  // Forward collectives the backward runs again: those producing a residual the policy does
-  // not keep, back to kept values, parameters and the input.
+  // Forward collectives the backward runs again (StepMemoryPlan::run_again).
   void Recompute() {
     if (!result_.policy.wrapped) return;
-    std::vector<bool> again(trace_.ops.size(), false);
-    std::vector<int> stack;
     for (const OpRecord& op : trace_.ops) {
-      bool live = false;
-      for (const int o : op.outputs) live = live || g_.need[o];
-      if (!live) continue;
-      for (const int r : g_.ResidualsOf(op)) {
-        if (kept_.count(g_.root[r])) continue;
-        if (gathered_.count(op.id)) again[op.id] = true;  // the gather of its weight operand
-        stack.push_back(r);
-      }
-    }
-    std::vector<bool> seen(trace_.tensors.size(), false);
-    while (!stack.empty()) {
-      const int t = stack.back();
-      stack.pop_back();
-      if (seen[t] || kept_.count(g_.root[t])) continue;
-      seen[t] = true;
-      const int p = g_.producer[t];
-      if (p < 0) continue;
-      const OpRecord& op = trace_.ops[p];
-      if (op.kind == OpKind::kParam || op.kind == OpKind::kInput) continue;
-      again[p] = true;
-      for (const int in : op.inputs) stack.push_back(in);
-    }
-    for (const OpRecord& op : trace_.ops) {
-      if (!again[op.id]) continue;
+      if (!run_again_[op.id]) continue;
       if (op.collective) {
         const CollectiveRecord& w = *op.collective;
         StepCollective c;
@@ -785,8 +757,7 @@ class StepAnalysis {
   const SpmdResult& spmd_;
   StepGraph g_;
   StepResult result_;
-  std::set<int> kept_;                 // residual roots the policy keeps (device or host)
-  std::set<int> gathered_;             // ops whose VJP reads a gathered operand
+  std::vector<bool> run_again_;        // by forward op: remat runs it again
   std::vector<StepCollective> again_;  // forward collectives remat runs again
   // Cotangents computed in another sharding than their value's (step_cotangent.h).
   std::map<int, PartitionSpec> ct_;
