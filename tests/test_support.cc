@@ -53,6 +53,15 @@ const std::vector<std::pair<std::string, std::string>>& ReleaseSweepMeshes() {
   return kMeshes;
 }
 
+std::pair<std::string, std::string> ReleaseSweepMeshColumns() {
+  std::pair<std::string, std::string> columns;
+  for (const auto& mesh : ReleaseSweepMeshes()) {
+    columns.first += " " + mesh.second + " |";
+    columns.second += "---|";
+  }
+  return columns;
+}
+
 std::string ReadFile(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());

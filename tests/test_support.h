@@ -69,6 +69,8 @@ const std::vector<std::string>& SmallMoeDims();
 // release pages show them.
 std::vector<std::filesystem::path> ReleaseSweepFiles();
 const std::vector<std::pair<std::string, std::string>>& ReleaseSweepMeshes();
+// The meshes' cells of a markdown table's header and rule rows: (" fsdp=8 | ...", "---|...").
+std::pair<std::string, std::string> ReleaseSweepMeshColumns();
 
 // A numeric run with seed 1 (the pages' seed) of the config `args` on `devices` devices.
 RunResult SeededRun(const std::vector<std::string>& args, int64_t devices,
