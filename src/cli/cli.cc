@@ -53,7 +53,8 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   const std::vector<Command> commands = {
       AddConfigCommand(app), AddExplainCommand(app), AddTraceCommand(app),
       AddDumpCommand(app),   AddCheckCommand(app),   AddCompareDumpCommand(app),
-      AddDiffCommand(app),   AddRenderCommand(app),  AddGenerateCommand(app)};
+      AddDiffCommand(app),   AddRenderCommand(app),  AddGenerateCommand(app),
+      AddFitCommand(app)};
 
   try {
     if (argc > 1 && argv[1][0] != '-') {

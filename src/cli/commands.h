@@ -73,6 +73,7 @@ Command AddCompareDumpCommand(CLI::App& app);
 Command AddDiffCommand(CLI::App& app);
 Command AddRenderCommand(CLI::App& app);
 Command AddGenerateCommand(CLI::App& app);
+Command AddFitCommand(CLI::App& app);
 
 // Writes `text` to options.output atomically, or to `out` when no output file is given.
 void WriteOutput(const CommonOptions& options, const std::string& text, std::ostream& out);

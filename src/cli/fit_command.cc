@@ -1,0 +1,58 @@
+// `shardtrace fit`: whether the whole training step of a model fits on a slice, per device
+// (model/whole_step.h), against MaxText's compile_topology or --devices N --hbm GIB.
+#include <optional>
+
+#include "cli/cli.h"
+#include "cli/cli_options.h"
+#include "cli/commands.h"
+#include "emit/fit_report.h"
+#include "io/input_file.h"
+#include "model/whole_step.h"
+
+namespace shardtrace {
+namespace {
+
+struct FitOptions {
+  CommonOptions common;
+  std::optional<double> hbm_gib;
+  std::optional<std::string> chip;
+  std::string hardware;  // --hardware FILE
+};
+
+std::vector<Warning> RunFitCommand(const FitOptions& options, std::ostream& out) {
+  FitRequest request;
+  request.args = options.common.args;
+  request.devices = options.common.devices;
+  request.hbm_gib = options.hbm_gib;
+  request.chip = options.chip;
+  if (!options.hardware.empty()) {
+    request.hardware_text = ReadInputFile(options.hardware, "--hardware");
+    request.hardware_source = options.hardware;
+  }
+  const FitResult fit = Fit(request);
+  WriteOutput(options.common,
+              options.common.format == "json" ? FitToJson(fit) : FitToText(fit), out);
+  return fit.warnings;
+}
+
+}  // namespace
+
+Command AddFitCommand(CLI::App& app) {
+  auto options = std::make_shared<FitOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "fit", "whether the whole training step fits on a slice (compile_topology=), per device");
+  AddCommon(cmd, options->common, {"text", "json"});
+  cmd->add_option("--hbm", options->hbm_gib, "with --devices: GiB of memory per device")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--chip", options->chip,
+                  "with --devices: a row of the chip table (h100, h200, b200, mi300x, ...)");
+  cmd->add_option("--hardware", options->hardware,
+                  "a chip table of your own (the format of src/model/hardware_table.yml)");
+  cmd->footer(
+      "Example: shardtrace fit model_name=mixtral-8x7b compile_topology=v5p-64 "
+      "compile_topology_num_slices=1 per_device_batch_size=4");
+  return PlainCommand(cmd, options, std::shared_ptr<CommonOptions>(options, &options->common),
+                      &RunFitCommand);
+}
+
+}  // namespace shardtrace

@@ -1,0 +1,201 @@
+#include "model/attention_step.h"
+
+#include <algorithm>
+#include <set>
+
+#include "numeric/dtype.h"
+#include "shard/axis_rules.h"
+#include "shard/sharding.h"
+#include "util/checked.h"
+
+namespace shardtrace::model_internal {
+namespace {
+
+// Bytes per device of an activation of `shape` constrained to `names` by the config's rules.
+int64_t LocalBytes(const Config& config, const Mesh& mesh, const Shape& shape,
+                   const LogicalAxes& names, DType dtype, const std::string& what) {
+  const PartitionSpec spec = ResolveLogicalAxes(names, config.logical_axis_rules(), &mesh).spec;
+  return ShardTensor(what, shape, dtype, spec, mesh).bytes_per_device;
+}
+
+// The mesh axes MaxText splits the batch and the length of activations over: a weight
+// sharded over one of them is gathered whole where it is used (FSDP).
+std::set<std::string> BatchAxes(const Config& config, const Mesh& mesh) {
+  std::set<std::string> axes;
+  const auto spec = ResolveLogicalAxes(LogicalNames({"activation_batch", "activation_length"}),
+                                       config.logical_axis_rules(), &mesh)
+                        .spec;
+  for (const std::string& a : spec.UsedAxes()) axes.insert(a);
+  return axes;
+}
+
+std::vector<std::string> GatherAxes(const ParamBuffer& p, const std::set<std::string>& batch) {
+  std::vector<std::string> out;
+  for (const std::string& a : p.spec.UsedAxes()) {
+    if (batch.count(a)) out.push_back(a);
+  }
+  return out;
+}
+
+DType ActivationDType(const Config& config) { return ParseDType(config.Str("dtype"), "dtype"); }
+
+int64_t Saved(const RematPolicy& policy, const std::string& name) {
+  if (!policy.wrapped) return 1;
+  return std::count(policy.saved.begin(), policy.saved.end(), name) > 0 ? 1 : 0;
+}
+int64_t Offloaded(const RematPolicy& policy, const std::string& name) {
+  return policy.wrapped &&
+         std::count(policy.offloaded.begin(), policy.offloaded.end(), name) > 0;
+}
+
+}  // namespace
+
+std::string AttentionKernel(const Config& config, const std::string& platform) {
+  const std::string kernel = config.Str("attention");
+  if (kernel == "autoselected") {
+    return platform == "tpu" && config.Int("max_target_length") >= 128 ? "flash" : "dot_product";
+  }
+  return kernel;
+}
+
+int64_t GatheredWeightBytes(const Config& config, const Mesh& mesh, const LayerWeights& weights) {
+  const std::set<std::string> batch = BatchAxes(config, mesh);
+  const int64_t act = ByteSize(ActivationDType(config));
+  int64_t total = 0;
+  for (const ParamBuffer* p : weights.params) {
+    const int64_t one_layer = p->bytes_per_device / std::max<int64_t>(1, weights.layers);
+    total += one_layer * mesh.Size(GatherAxes(*p, batch)) / ByteSize(p->dtype) *
+             std::min(act, ByteSize(p->dtype));
+  }
+  return total;
+}
+
+std::vector<StepCollectiveTotal> WeightCollectives(const Config& config, const Mesh& mesh,
+                                                   const LayerWeights& weights, bool gathered_again,
+                                                   const std::string& from) {
+  const std::set<std::string> batch = BatchAxes(config, mesh);
+  const int64_t act = ByteSize(ActivationDType(config));
+  std::vector<StepCollectiveTotal> out;
+  const auto add = [&](CollectiveKind kind, std::vector<std::string> axes, int64_t count,
+                       int64_t bytes) {
+    if (axes.empty() || mesh.Size(axes) < 2 || bytes == 0) return;
+    StepCollectiveTotal t;
+    t.kind = kind;
+    t.axes = std::move(axes);
+    t.count = count;
+    t.bytes_per_device = CheckedMul(count, bytes, "collective bytes");
+    t.from = from;
+    out.push_back(std::move(t));
+  };
+  for (const ParamBuffer* p : weights.params) {
+    const int64_t shard = p->bytes_per_device / std::max<int64_t>(1, weights.layers);
+    const std::vector<std::string> gather = GatherAxes(*p, batch);
+    const int64_t n = mesh.Size(gather);
+    // The weight is cast to the activation dtype before its gather; its gradient is reduced
+    // in the parameter's dtype.
+    const int64_t gathered = shard / ByteSize(p->dtype) * std::min(act, ByteSize(p->dtype)) * n;
+    add(CollectiveKind::kAllGather, gather, gathered_again ? 2 : 1, gathered - gathered / n);
+    add(CollectiveKind::kPsumScatter, gather, 1, shard * n - shard);
+    std::vector<std::string> replicated;
+    const std::vector<std::string> used = p->spec.UsedAxes();
+    for (const std::string& a : batch) {
+      if (std::find(used.begin(), used.end(), a) == used.end()) replicated.push_back(a);
+    }
+    add(CollectiveKind::kPsum, replicated, 1, shard);
+  }
+  return out;
+}
+
+BlockFigures AttentionLayer(const Config& config, const Mesh& mesh, const RematPolicy& policy,
+                            const std::string& kernel, const LayerWeights& weights,
+                            int64_t batch) {
+  const DType dt = ActivationDType(config);
+  const int64_t length = config.Int("max_target_length");
+  const int64_t emb = config.Int("emb_dim");
+  const int64_t heads = config.Int("num_query_heads");
+  const bool mla = config.Str("attention_type") == "mla";
+  const int64_t kv_heads = mla ? heads : config.Int("num_kv_heads");
+  const int64_t qk_dim = mla ? config.Int("qk_nope_head_dim") + config.Int("qk_rope_head_dim")
+                             : config.Int("head_dim");
+  const int64_t v_dim = mla ? config.Int("v_head_dim") : config.Int("head_dim");
+  const LogicalAxes q_names = LogicalNames({"activation_batch", "activation_length",
+                                            "activation_heads", "activation_kv"});
+  const LogicalAxes kv_names = LogicalNames({"activation_batch", "activation_length",
+                                             "activation_kv_heads", "activation_kv"});
+  const int64_t q = LocalBytes(config, mesh, {batch, length, heads, qk_dim}, q_names, dt, "query");
+  const int64_t k = LocalBytes(config, mesh, {batch, length, kv_heads, qk_dim}, kv_names, dt, "key");
+  const int64_t v = LocalBytes(config, mesh, {batch, length, kv_heads, v_dim}, kv_names, dt, "value");
+  const int64_t ctx = LocalBytes(config, mesh, {batch, length, heads, v_dim}, q_names, dt, "context");
+  const int64_t out = LocalBytes(config, mesh, {batch, length, emb},
+                                 LogicalNames({"activation_batch", "activation_length",
+                                               "activation_embed"}),
+                                 dt, "attention output");
+
+  BlockFigures f;
+  const auto keep = [&](const std::string& name, int64_t bytes, const std::string& detail) {
+    if (Saved(policy, name)) f.kept.push_back({name, bytes, detail});
+    if (Offloaded(policy, name)) f.offloaded_bytes += bytes;
+  };
+  keep("query_proj", q, "the query projection");
+  keep("key_proj", k, "the key projection");
+  keep("value_proj", v, "the value projection");
+  keep("context", ctx, "the attention context");
+  keep("out_proj", out, "the output projection");
+  if (mla) {
+    const int64_t q_rank = config.Int("q_lora_rank");
+    const LogicalAxes low = LogicalNames({"activation_batch", "activation_length", nullptr});
+    if (q_rank > 0) {
+      keep("mla_q", LocalBytes(config, mesh, {batch, length, q_rank}, low, dt, "mla_q"),
+           "the low-rank query");
+    }
+    keep("mla_kv",
+         LocalBytes(config, mesh,
+                    {batch, length, config.Int("kv_lora_rank") + config.Int("qk_rope_head_dim")},
+                    low, dt, "mla_kv"),
+         "the low-rank key/value");
+  }
+
+  // The backward of one attention layer: its gathered weights and their unreduced gradients,
+  // the projections (recomputed or kept) with their cotangents, and under dot_product the
+  // float32 logits and their cotangent.
+  const int64_t gathered = GatheredWeightBytes(config, mesh, weights);
+  int64_t peak = 2 * gathered + 2 * (q + k + v + ctx) + 2 * out;
+  std::string where = "attention backward: gathered weights, their gradients, q/k/v/context "
+                      "and cotangents";
+  if (kernel == "dot_product") {
+    const int64_t logits = LocalBytes(config, mesh, {batch, heads, length, length},
+                                      LogicalNames({"activation_batch", "activation_heads",
+                                                    "activation_length", nullptr}),
+                                      DType::kFloat32, "attention logits");
+    peak += 2 * logits;
+    where += " and the float32 [batch, heads, length, length] logits with their cotangent";
+  }
+  f.backward_peak_bytes = peak;
+  f.backward_peak_where = where;
+  f.collectives = WeightCollectives(config, mesh, weights, policy.wrapped, "attention");
+  return f;
+}
+
+BlockFigures LogitsStep(const Config& config, const Mesh& mesh, const LayerWeights& head,
+                        int64_t batch) {
+  const int64_t length = config.Int("max_target_length");
+  const int64_t vocab = config.Int("vocab_size");
+  const LogicalAxes names = LogicalNames({"activation_embed_and_logits_batch",
+                                          "activation_length", "activation_vocab"});
+  const DType logits_dtype =
+      config.Bool("logits_dot_in_fp32") ? DType::kFloat32 : ActivationDType(config);
+  const int64_t logits = LocalBytes(config, mesh, {batch, length, vocab}, names, logits_dtype,
+                                    "logits");
+  const int64_t f32 = LocalBytes(config, mesh, {batch, length, vocab}, names, DType::kFloat32,
+                                 "logits (float32)");
+  BlockFigures f;
+  // Cross-entropy reads the logits in float32 and writes their cotangent in float32, beside
+  // the logits themselves and the gathered head kernel with its unreduced gradient.
+  f.backward_peak_bytes = logits + 2 * f32 + 2 * GatheredWeightBytes(config, mesh, head);
+  f.backward_peak_where = "the logits and cross-entropy: logits, their float32 copy and "
+                          "cotangent, the gathered output head and its gradient";
+  f.collectives = WeightCollectives(config, mesh, head, false, "output head");
+  return f;
+}
+
+}  // namespace shardtrace::model_internal

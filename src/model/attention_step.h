@@ -1,0 +1,60 @@
+// One attention layer and the logits, in a whole-model training step: what the forward keeps
+// for the backward under the remat policy, the backward's temporaries at their peak, and the
+// weight collectives, per device, from shapes and the config's logical axis rules alone (no
+// numerics: outside the MoE and MLP blocks `fit` is shapes, shardings and bytes). Attention
+// activations are sharded as MaxText's attention constrains them (activation_batch,
+// activation_length, activation_heads / activation_kv_heads, activation_kv); the kernel is
+// MaxText's choice for `attention` (autoselected: TPU splash attention from length 128 on,
+// keeping O(length) residuals; dot_product: the [batch, heads, length, length] float32
+// logits and their cotangent live in the backward).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "config/remat_policy.h"
+#include "model/whole_step.h"
+#include "shard/mesh.h"
+
+namespace shardtrace::model_internal {
+
+// The parameters of one layer of a stack, for its weight gathers and gradient reductions.
+struct LayerWeights {
+  std::vector<const ParamBuffer*> params;  // the stack's arrays of that role (stacked)
+  int64_t layers = 1;                      // the stack's length (to take one layer's share)
+};
+
+struct BlockFigures {
+  std::vector<MemoryItem> kept;  // per layer, on the device
+  int64_t offloaded_bytes = 0;   // per layer, on the host
+  int64_t backward_peak_bytes = 0;
+  std::string backward_peak_where;
+  std::vector<StepCollectiveTotal> collectives;  // per layer (forward and backward)
+};
+
+// The attention kernel MaxText runs for this config on `platform` ("dot_product" or "flash").
+std::string AttentionKernel(const Config& config, const std::string& platform);
+
+BlockFigures AttentionLayer(const Config& config, const Mesh& mesh, const RematPolicy& policy,
+                            const std::string& kernel, const LayerWeights& weights,
+                            int64_t batch);
+
+// The output head and cross-entropy: logits [batch, length, vocab] in the config's dtype,
+// their float32 copy and cotangent, and the head kernel gathered for its matmul.
+BlockFigures LogitsStep(const Config& config, const Mesh& mesh, const LayerWeights& head,
+                        int64_t batch);
+
+// The collectives XLA inserts for weights sharded over the axes activations split the batch
+// on: one all-gather per use (again in the backward when the policy re-runs the layer), one
+// reduce-scatter of the gradient over the same axes and an all-reduce over the batch axes
+// the weight is replicated on. Per layer.
+std::vector<StepCollectiveTotal> WeightCollectives(const Config& config, const Mesh& mesh,
+                                                   const LayerWeights& weights, bool gathered_again,
+                                                   const std::string& from);
+
+// The weights' bytes per device gathered whole over those axes, in the activation dtype.
+int64_t GatheredWeightBytes(const Config& config, const Mesh& mesh, const LayerWeights& weights);
+
+}  // namespace shardtrace::model_internal

@@ -1,0 +1,48 @@
+#include "model/block_step.h"
+
+#include "run/run.h"
+#include "util/error.h"
+
+namespace shardtrace::model_internal {
+namespace {
+
+BlockFigures FiguresOf(const RunResult& run, const std::string& from) {
+  SHARDTRACE_CHECK(run.step.has_value());
+  const StepResult& step = *run.step;
+  BlockFigures f;
+  for (const SavedResidual& s : step.memory.saved) {
+    if (s.offloaded) continue;
+    const std::string& tensor = run.trace.tensors[static_cast<size_t>(s.tensor)].name;
+    f.kept.push_back({s.name.empty() ? tensor : s.name, s.bytes,
+                      fmt::format("{} of the {} block", tensor, from)});
+  }
+  f.offloaded_bytes = step.memory.offloaded_bytes;
+  f.backward_peak_bytes = step.memory.peak_temporary_bytes();
+  f.backward_peak_where = fmt::format("{} block backward (spmd/step_memory.h)", from);
+  for (const CollectiveTotal& t : run.totals.collectives) {
+    f.collectives.push_back({t.kind, t.axes, t.count, t.bytes_sent_per_device, false, from});
+  }
+  for (const StepCollective& c : step.backward) {
+    if (c.bytes_per_device == 0) continue;
+    f.collectives.push_back({c.kind, c.axes, 1, c.bytes_per_device, false, from});
+  }
+  return f;
+}
+
+}  // namespace
+
+BlockRuns RunBlocks(const RunRequest& base, const BlocksNeeded& needed) {
+  BlockRuns out;
+  const auto run = [&](Block block, const std::string& from) {
+    RunRequest r = base;
+    r.block = block;
+    r.step = true;
+    return FiguresOf(Run(r), from);
+  };
+  if (needed.moe) out.moe.push_back(run(Block::kMoe, "MoE"));
+  if (needed.shared) out.shared.push_back(run(Block::kShared, "shared experts"));
+  if (needed.mlp) out.mlp.push_back(run(Block::kMlp, "dense MLP"));
+  return out;
+}
+
+}  // namespace shardtrace::model_internal

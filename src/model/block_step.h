@@ -1,0 +1,28 @@
+// The MoE, shared-expert and dense MLP blocks of a whole-model step, each run once through
+// the one pipeline (run/run.h: a symbolic RunRequest with `step`), and read as the figures a
+// layer of the model adds: what the remat policy keeps on the device or offloads, the
+// block's temporaries at their peak (its gathered weights, unreduced gradients, residuals
+// and cotangents, spmd/step_memory.h), and its forward and backward collectives. The model
+// room composes these; it never re-derives a block.
+#pragma once
+
+#include <vector>
+
+#include "config/remat_policy.h"
+#include "model/attention_step.h"
+#include "run/run_request.h"
+
+namespace shardtrace::model_internal {
+
+struct BlockRuns {
+  std::vector<BlockFigures> moe, shared, mlp;  // empty, or one layer's figures
+  std::vector<std::string> notes;
+};
+
+struct BlocksNeeded {
+  bool moe = false, shared = false, mlp = false;
+};
+
+BlockRuns RunBlocks(const RunRequest& base, const BlocksNeeded& needed);
+
+}  // namespace shardtrace::model_internal

@@ -1,0 +1,219 @@
+#include "model/layouts.h"
+
+#include <cctype>
+#include <nlohmann/json.hpp>
+#include <string_view>
+
+#include "util/checked.h"
+#include "util/error.h"
+
+namespace shardtrace {
+
+std::string_view MaxTextLayoutsText();  // embedded maxtext_layouts.json
+
+namespace {
+
+// The derived key MaxText reads where the layout names the base_* key it derives it from.
+std::string DerivedKey(const std::string& key) {
+  static constexpr std::pair<std::string_view, std::string_view> kDerived[] = {
+      {"base_emb_dim", "emb_dim"},
+      {"base_mlp_dim", "mlp_dim"},
+      {"base_moe_mlp_dim", "moe_mlp_dim"},
+      {"base_num_query_heads", "num_query_heads"},
+      {"base_num_kv_heads", "num_kv_heads"},
+      {"base_num_decoder_layers", "num_decoder_layers"},
+  };
+  for (const auto& [base, derived] : kDerived) {
+    if (key == base) return std::string(derived);
+  }
+  return key;
+}
+
+// A recursive-descent evaluator for the layout's dim expressions: integers, config keys,
+// + - * / and parentheses (what export_layouts.py writes).
+class DimParser {
+ public:
+  DimParser(std::string_view text, const Config& config, const std::string& what)
+      : text_(text), config_(config), what_(what) {}
+
+  int64_t Parse() {
+    const int64_t v = Sum();
+    if (pos_ != text_.size()) Bad();
+    return v;
+  }
+
+ private:
+  int64_t Sum() {
+    int64_t v = Product();
+    while (pos_ < text_.size() && (text_[pos_] == '+' || text_[pos_] == '-')) {
+      const char op = text_[pos_++];
+      const int64_t rhs = Product();
+      v = op == '+' ? CheckedAdd(v, rhs, what_) : CheckedAdd(v, -rhs, what_);
+    }
+    return v;
+  }
+  int64_t Product() {
+    int64_t v = Atom();
+    while (pos_ < text_.size() && (text_[pos_] == '*' || text_[pos_] == '/')) {
+      const char op = text_[pos_++];
+      const int64_t rhs = Atom();
+      if (op == '*') {
+        v = CheckedMul(v, rhs, what_);
+      } else {
+        if (rhs == 0) Fail("{}: {} divides by zero with this config", what_, text_);
+        v /= rhs;
+      }
+    }
+    return v;
+  }
+  int64_t Atom() {
+    if (pos_ < text_.size() && text_[pos_] == '(') {
+      ++pos_;
+      const int64_t v = Sum();
+      if (pos_ >= text_.size() || text_[pos_] != ')') Bad();
+      ++pos_;
+      return v;
+    }
+    const size_t start = pos_;
+    while (pos_ < text_.size() && (std::isalnum(static_cast<unsigned char>(text_[pos_])) ||
+                                   text_[pos_] == '_')) {
+      ++pos_;
+    }
+    if (start == pos_) Bad();
+    const std::string token(text_.substr(start, pos_ - start));
+    if (std::isdigit(static_cast<unsigned char>(token[0]))) return std::stoll(token);
+    return config_.Int(DerivedKey(token));
+  }
+  [[noreturn]] void Bad() const {
+    Fail("internal: layout expression '{}' of {} does not parse", text_, what_);
+  }
+
+  std::string_view text_;
+  const Config& config_;
+  const std::string& what_;
+  size_t pos_ = 0;
+};
+
+ParamRole RoleOf(const std::string& path) {
+  const auto has = [&](std::string_view part) { return path.find(part) != std::string::npos; };
+  if (has("token_embedder")) return ParamRole::kEmbedding;
+  if (has("logits_dense")) return ParamRole::kOutputHead;
+  if (has("norm/scale") || has("norm/bias")) return ParamRole::kNorm;
+  if (has("shared_expert")) return ParamRole::kSharedExperts;
+  if (has("MoeBlock") || has("moe_block") || has("/gate/")) return ParamRole::kMoe;
+  if (has("attention") || has("attn")) return ParamRole::kAttention;
+  if (has("mlp")) return ParamRole::kMlp;
+  return ParamRole::kOther;
+}
+
+std::string PythonValue(const nlohmann::json& v) {
+  if (v.is_boolean()) return v.get<bool>() ? "True" : "False";
+  if (v.is_string()) return v.get<std::string>();
+  return v.dump();
+}
+
+// An enum's repr (DecoderBlockType.DEEPSEEK) compared with the config's 'deepseek'.
+std::string Normalized(std::string text) {
+  if (const size_t dot = text.rfind('.'); dot != std::string::npos && text.find('[') == std::string::npos &&
+                                          !text.empty() && std::isalpha(static_cast<unsigned char>(text[0]))) {
+    text = text.substr(dot + 1);
+  }
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+std::string ConfigStructural(const Config& config, const std::string& key) {
+  if (key.size() > 2 && key.substr(key.size() - 2) == ">0") {
+    const std::string base = key.substr(0, key.size() - 2);
+    return config.Int(DerivedKey(base)) > 0 ? "True" : "False";
+  }
+  const ConfigValue& v = config.Get(key);
+  if (v.type == ConfigValue::Type::kBool) return v.b ? "True" : "False";
+  if (v.type == ConfigValue::Type::kString) return v.s;
+  return v.ToString();
+}
+
+bool ConfigHas(const Config& config, const std::string& key) {
+  if (key.size() > 2 && key.substr(key.size() - 2) == ">0") {
+    return config.Has(DerivedKey(key.substr(0, key.size() - 2)));
+  }
+  return config.Has(key);
+}
+
+
+}  // namespace
+
+std::string ToString(ParamRole role) {
+  switch (role) {
+    case ParamRole::kEmbedding: return "embedding";
+    case ParamRole::kOutputHead: return "output head";
+    case ParamRole::kNorm: return "norms";
+    case ParamRole::kAttention: return "attention";
+    case ParamRole::kMoe: return "routed experts";
+    case ParamRole::kSharedExperts: return "shared experts";
+    case ParamRole::kMlp: return "dense MLP";
+    case ParamRole::kOther: return "other";
+  }
+  return "other";
+}
+
+std::vector<std::string> LayoutModels() {
+  std::vector<std::string> names;
+  for (const auto& item : nlohmann::json::parse(MaxTextLayoutsText()).items()) {
+    if (item.value().at("problems").empty()) names.push_back(item.key());
+  }
+  return names;
+}
+
+ModelLayout LayoutFor(const Config& config) {
+  const std::string model = config.Str("model_name");
+  const nlohmann::json all = nlohmann::json::parse(MaxTextLayoutsText());
+  const auto it = all.find(model);
+  if (it == all.end() || !it->at("problems").empty()) {
+    Fail("model_name '{}': fit knows the whole-model layout of MaxText 0.2.5's MoE model files "
+         "only ({}); a dense or other model is not modelled",
+         model, fmt::join(LayoutModels(), ", "));
+  }
+  ModelLayout layout;
+  layout.model_name = model;
+  layout.decoder_block = it->at("decoder_block").get<std::string>();
+  for (const auto& [key, value] : it->at("structural").items()) {
+    if (!ConfigHas(config, key)) continue;  // an older base.yml without the feature
+    const std::string recorded = PythonValue(value);
+    const std::string mine = ConfigStructural(config, key);
+    if (Normalized(recorded) != Normalized(mine)) {
+      Fail("{} is {} but fit's layout of model_name '{}' was recorded at {} = {} (it changes "
+           "which parameters exist); fit models that model file's structure only",
+           key, mine, model, key, recorded);
+    }
+    layout.structural.emplace_back(key, recorded);
+  }
+  for (const auto& p : it->at("params")) {
+    ParamLayout param;
+    param.path = p.at("path").get<std::string>();
+    for (const auto& d : p.at("dims")) {
+      param.dims.push_back(d.is_string() ? d.get<std::string>() : std::to_string(d.get<int64_t>()));
+    }
+    for (const auto& a : p.at("axes")) {
+      param.axes.push_back(a.is_null() ? std::nullopt : std::optional<std::string>(a.get<std::string>()));
+      if (a.is_string()) {
+        const std::string name = a.get<std::string>();
+        if (name.size() >= 6 && name.substr(name.size() - 6) == "layers") param.stack = name;
+      }
+    }
+    param.dtype = p.at("dtype").get<std::string>();
+    param.role = RoleOf(param.path);
+    layout.params.push_back(std::move(param));
+  }
+  return layout;
+}
+
+int64_t EvaluateDim(const std::string& expression, const Config& config, const std::string& what) {
+  const int64_t v = DimParser(expression, config, what).Parse();
+  if (v < 1) {
+    Fail("{}: its dim {} is {} with this config, expected a positive size", what, expression, v);
+  }
+  return v;
+}
+
+}  // namespace shardtrace

@@ -1,0 +1,57 @@
+// The parameters of a whole MaxText model, as MaxText itself lays them out: one record per
+// parameter array (path, dims, logical axes, dtype), read from
+// src/model/maxtext_layouts.json, which tools/maxtext_oracle/export_layouts.py records from
+// MaxText 0.2.5's own abstract model build (nnx.eval_shape) for every MoE model file of the
+// release. Each dim is an expression over config keys ("base_emb_dim",
+// "qk_nope_head_dim+qk_rope_head_dim", "base_num_decoder_layers-first_num_dense_layers"),
+// found by building the model at two sets of probe sizes, so a user's sizes give MaxText's
+// shapes. A layout holds only for the structure it was recorded at (decoder block, MLP
+// activations, shared experts, tied embeddings, ...): a config that differs in a structural
+// key is refused naming the key, never fitted to another model's parameters.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "numeric/array.h"
+#include "shard/axis_rules.h"
+
+namespace shardtrace {
+
+// What a parameter is part of, for the per-component totals.
+enum class ParamRole { kEmbedding, kOutputHead, kNorm, kAttention, kMoe, kSharedExperts, kMlp, kOther };
+std::string ToString(ParamRole role);
+
+struct ParamLayout {
+  std::string path;  // "decoder/moe_layers/self_attention/wq_b/kernel"
+  std::vector<std::string> dims;  // expressions over config keys, or integers
+  LogicalAxes axes;
+  std::string dtype;  // "weight_dtype" or a dtype name
+  ParamRole role = ParamRole::kOther;
+  // The scanned stack the parameter belongs to ("layers", "moe_layers", "dense_layers", ...;
+  // empty outside the scan): the logical axis name MaxText gives its stacked dim.
+  std::string stack;
+};
+
+struct ModelLayout {
+  std::string model_name;
+  std::string decoder_block;
+  std::vector<std::pair<std::string, std::string>> structural;  // key (or "key>0"), value
+  std::vector<ParamLayout> params;
+};
+
+// The recorded layout for `config`'s model_name, checked against its structural keys. Throws
+// Error naming model_name (with the recorded models) or the structural key that differs.
+ModelLayout LayoutFor(const Config& config);
+
+// The models with a recorded layout.
+std::vector<std::string> LayoutModels();
+
+// A dim expression evaluated over `config` (base_* keys read as MaxText derives them:
+// emb_dim, mlp_dim, moe_mlp_dim, num_query_heads, num_kv_heads, num_decoder_layers). Throws
+// Error naming `what` when the value is not a positive size.
+int64_t EvaluateDim(const std::string& expression, const Config& config, const std::string& what);
+
+}  // namespace shardtrace

@@ -1,0 +1,358 @@
+#include "model/whole_step.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "config/config.h"
+#include "config/run_inputs.h"
+#include "model/attention_step.h"
+#include "model/block_step.h"
+#include "numeric/dtype.h"
+#include "run/run.h"
+#include "shard/axis_rules.h"
+#include "shard/sharding.h"
+#include "util/checked.h"
+#include "util/error.h"
+
+namespace shardtrace {
+namespace {
+
+using model_internal::BlockFigures;
+using model_internal::LayerWeights;
+
+// The six int32 [global batch, length] arrays of MaxText's shaped training batch.
+constexpr int kBatchArrays = 6;
+
+Target TargetFor(const HardwareTable& table, const Config& config, const FitRequest& request,
+                 std::vector<std::string>& notes) {
+  const std::string topology = config.Has("compile_topology") ? config.Str("compile_topology") : "";
+  if (request.devices) {
+    if (!topology.empty()) {
+      Fail("compile_topology={} and --devices {} both name the devices; give one", topology,
+           *request.devices);
+    }
+    if (!request.hbm_gib) Fail("--devices {} needs --hbm GIB (memory per device)", *request.devices);
+    return DevicesTarget(table, *request.devices, *request.hbm_gib, request.chip);
+  }
+  if (request.hbm_gib || request.chip) {
+    Fail("--hbm and --chip go with --devices; compile_topology= names its own chip");
+  }
+  if (topology.empty()) {
+    Fail("fit needs compile_topology=NAME (as MaxText's train_compile takes it, e.g. "
+         "compile_topology=v5p-256) or --devices N --hbm GIB");
+  }
+  int64_t slices = config.Has("compile_topology_num_slices")
+                       ? config.Int("compile_topology_num_slices")
+                       : 1;
+  if (slices == -1) {
+    notes.push_back("compile_topology_num_slices is unset (-1): one slice (train_compile "
+                    "requires a positive value)");
+    slices = 1;
+  }
+  if (slices < 1) Fail("compile_topology_num_slices is {}, expected a positive number of slices", slices);
+  return ResolveTopology(table, topology, slices);
+}
+
+bool IsStacked(const ParamBuffer& p) { return !p.stack.empty(); }
+
+// Distinct modules of `role` under a stack: "decoder/layers/self_attention" once however many
+// kernels it has.
+int CountModules(const std::vector<const ParamBuffer*>& params, ParamRole role,
+                 const std::string& marker) {
+  std::set<std::string> modules;
+  for (const ParamBuffer* p : params) {
+    if (p->role != role) continue;
+    const size_t at = p->path.find(marker);
+    modules.insert(at == std::string::npos ? p->path : p->path.substr(0, at));
+  }
+  return static_cast<int>(modules.size());
+}
+
+void AddCollectives(std::vector<StepCollectiveTotal>& into,
+                    const std::vector<StepCollectiveTotal>& per_layer, int64_t layers) {
+  for (StepCollectiveTotal t : per_layer) {
+    t.count = CheckedMul(t.count, layers, "collectives per step");
+    t.bytes_per_device = CheckedMul(t.bytes_per_device, layers, "collective bytes per step");
+    into.push_back(std::move(t));
+  }
+}
+
+// Same kind and axes summed; `from` lists every part once.
+std::vector<StepCollectiveTotal> Merge(const std::vector<StepCollectiveTotal>& all, const Mesh& mesh) {
+  std::vector<StepCollectiveTotal> out;
+  for (const StepCollectiveTotal& t : all) {
+    auto it = std::find_if(out.begin(), out.end(), [&](const StepCollectiveTotal& o) {
+      return o.kind == t.kind && o.axes == t.axes;
+    });
+    if (it == out.end()) {
+      out.push_back(t);
+      for (const MeshAxis& a : mesh.axes()) {
+        if (a.dcn > 1 && std::count(t.axes.begin(), t.axes.end(), a.name)) out.back().dcn = true;
+      }
+      continue;
+    }
+    it->count += t.count;
+    it->bytes_per_device += t.bytes_per_device;
+    if (it->from.find(t.from) == std::string::npos) it->from += ", " + t.from;
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a.bytes_per_device > b.bytes_per_device;
+  });
+  return out;
+}
+
+FitResult FitOnce(const FitRequest& request) {
+  FitResult r;
+  const HardwareTable table = LoadHardwareTable(request.hardware_text, request.hardware_source);
+  const RunInputs probe = [&] {
+    // The topology decides the device count the mesh is built for.
+    const ConfigSource source = SplitArgs(request.args);
+    Config config = Config::Load(source, RevisionArg(request.args));
+    return RunInputs{std::move(config), Mesh(), {}};
+  }();
+  r.target = TargetFor(table, probe.config, request, r.notes);
+  std::vector<std::string> args = request.args;
+  if (probe.config.Has("num_slices") && r.target.num_slices > 1) {
+    // pyconfig takes num_slices from compile_topology_num_slices when compiling for a topology.
+    args = WithOverrides(args, {fmt::format("num_slices={}", r.target.num_slices)});
+  }
+  const RunRequest base = SymbolicRequest(args, r.target.devices());
+  const RunSetup setup = Prepare(base);
+  const Config& config = setup.config;
+  r.warnings = setup.warnings;
+  r.mesh = setup.mesh;
+  r.revision = config.revision().Title();
+  r.model_name = config.Str("model_name");
+  r.policy = RematPolicyOf(config);
+  if (!config.Bool("scan_layers")) Fail("scan_layers is false: fit models the scanned decoder only");
+  if (config.Has("gradient_accumulation_steps") && config.Int("gradient_accumulation_steps") != 1) {
+    Fail("gradient_accumulation_steps is {}: fit does not model gradient accumulation (1 expected)",
+         config.Int("gradient_accumulation_steps"));
+  }
+  if (config.Has("shard_optimizer_over_data") && config.Bool("shard_optimizer_over_data")) {
+    Fail("shard_optimizer_over_data is true: fit does not model Zero-1 optimizer sharding");
+  }
+  const std::string opt = config.Str("opt_type");
+  if (opt != "adamw" && opt != "adam_pax" && opt != "sgd") {
+    Fail("opt_type is '{}': fit models adamw, adam_pax and sgd", opt);
+  }
+  const DType weight_dtype = ParseDType(config.Str("weight_dtype"), "weight_dtype");
+  const std::string mu_name = config.Has("mu_dtype") ? config.Str("mu_dtype") : "";
+  const DType mu_dtype = mu_name.empty() ? weight_dtype : ParseDType(mu_name, "mu_dtype");
+  const int64_t batch = setup.setup.batch;
+  const int64_t length = setup.setup.seq;
+
+  // Parameters, as MaxText lays them out and the rules shard them.
+  const ModelLayout layout = LayoutFor(config);
+  for (const ParamLayout& p : layout.params) {
+    ParamBuffer b;
+    b.path = p.path;
+    for (const std::string& d : p.dims) b.shape.push_back(EvaluateDim(d, config, p.path));
+    b.dtype = p.dtype == "weight_dtype" ? weight_dtype : ParseDType(p.dtype, p.path);
+    b.spec = ResolveLogicalAxes(p.axes, config.logical_axis_rules(), &r.mesh).spec;
+    b.bytes_per_device = ShardTensor(p.path, b.shape, b.dtype, b.spec, r.mesh).bytes_per_device;
+    b.role = p.role;
+    b.stack = p.stack;
+    r.parameter_count = CheckedAdd(r.parameter_count, NumElements(b.shape), "parameter count");
+    r.parameter_bytes = CheckedAdd(r.parameter_bytes, b.bytes_per_device, "parameter bytes");
+    const int64_t mu = b.bytes_per_device / ByteSize(b.dtype) * ByteSize(mu_dtype);
+    if (opt != "sgd") r.optimizer_bytes += mu + b.bytes_per_device;  // mu, and nu like the parameter
+    r.params.push_back(std::move(b));
+  }
+  r.gradient_bytes = r.parameter_bytes;
+  {
+    const PartitionSpec spec =
+        ResolveLogicalAxes(LogicalNames({"activation_batch", nullptr}), config.logical_axis_rules(),
+                           &r.mesh)
+            .spec;
+    r.batch_bytes = kBatchArrays *
+                    ShardTensor("batch", {batch, length}, DType::kInt32, spec, r.mesh).bytes_per_device;
+  }
+
+  // The layers: each scanned stack, one layer of it composed from its blocks.
+  const std::string kernel = model_internal::AttentionKernel(config, r.target.platform);
+  std::map<std::string, std::vector<const ParamBuffer*>> by_stack;
+  for (const ParamBuffer& p : r.params) {
+    if (IsStacked(p)) by_stack[p.stack].push_back(&p);
+  }
+  model_internal::BlocksNeeded needed;
+  for (const ParamBuffer& p : r.params) {
+    needed.moe |= p.role == ParamRole::kMoe;
+    needed.shared |= p.role == ParamRole::kSharedExperts;
+    needed.mlp |= p.role == ParamRole::kMlp && IsStacked(p);
+  }
+  const model_internal::BlockRuns blocks = model_internal::RunBlocks(base, needed);
+  std::vector<StepCollectiveTotal> collectives;
+  const int64_t act_bytes = ByteSize(ParseDType(config.Str("dtype"), "dtype"));
+  const int64_t carry = ShardTensor("decoder_layer_input", {batch, length, config.Int("emb_dim")},
+                                    DType::kFloat32,
+                                    ResolveLogicalAxes(LogicalNames({"activation_batch",
+                                                                     "activation_norm_length",
+                                                                     "activation_embed"}),
+                                                       config.logical_axis_rules(), &r.mesh)
+                                        .spec,
+                                    r.mesh)
+                            .bytes_per_device /
+                        4 * act_bytes;
+  int64_t layer_peak = 0;
+  for (const auto& [name, params] : by_stack) {
+    LayerStack s;
+    s.name = name;
+    const ParamBuffer& first = *params.front();
+    const auto it = std::find_if(layout.params.begin(), layout.params.end(),
+                                 [&](const ParamLayout& l) { return l.path == first.path; });
+    for (size_t d = 0; d < it->axes.size(); ++d) {
+      if (it->axes[d] == name) s.layers = first.shape[d];
+    }
+    s.attention_blocks = CountModules(params, ParamRole::kAttention, "attention");
+    s.moe_blocks = CountModules(params, ParamRole::kMoe, "MoeBlock");
+    s.shared_blocks = CountModules(params, ParamRole::kSharedExperts, "shared_expert");
+    s.mlp_blocks = CountModules(params, ParamRole::kMlp, "mlp");
+    s.kept.push_back({"decoder_layer_input", carry, "the layer's input, the scan's carry"});
+    const auto weights_of = [&](ParamRole role) {
+      LayerWeights w;
+      w.layers = s.layers;
+      for (const ParamBuffer* p : params) {
+        if (p->role == role) w.params.push_back(p);
+      }
+      return w;
+    };
+    std::vector<BlockFigures> parts;
+    for (int i = 0; i < s.attention_blocks; ++i) {
+      parts.push_back(model_internal::AttentionLayer(config, r.mesh, r.policy, kernel,
+                                                     weights_of(ParamRole::kAttention), batch));
+    }
+    for (int i = 0; i < s.moe_blocks; ++i) parts.push_back(blocks.moe.at(0));
+    for (int i = 0; i < s.shared_blocks; ++i) parts.push_back(blocks.shared.at(0));
+    for (int i = 0; i < s.mlp_blocks; ++i) parts.push_back(blocks.mlp.at(0));
+    for (const BlockFigures& f : parts) {
+      for (const MemoryItem& k : f.kept) s.kept.push_back(k);
+      s.offloaded_bytes += f.offloaded_bytes;
+      if (f.backward_peak_bytes > s.backward_peak_bytes) {
+        s.backward_peak_bytes = f.backward_peak_bytes;
+        s.backward_peak_where = f.backward_peak_where;
+      }
+      AddCollectives(collectives, f.collectives, s.layers);
+    }
+    // The cotangent of the layer's output (float32) arrives beside the layer's backward.
+    s.backward_peak_bytes += carry / act_bytes * 4;
+    for (const MemoryItem& k : s.kept) s.kept_bytes += k.bytes;
+    r.kept_bytes += CheckedMul(s.kept_bytes, s.layers, "kept residuals");
+    r.offloaded_bytes += CheckedMul(s.offloaded_bytes, s.layers, "offloaded residuals");
+    if (s.backward_peak_bytes > layer_peak) {
+      layer_peak = s.backward_peak_bytes;
+      r.peak_where = fmt::format("the backward of one layer of {} ({})", name, s.backward_peak_where);
+    }
+    r.stacks.push_back(std::move(s));
+  }
+  LayerWeights head;
+  for (const ParamBuffer& p : r.params) {
+    if (p.role == ParamRole::kOutputHead ||
+        (p.role == ParamRole::kEmbedding && config.Bool("logits_via_embedding"))) {
+      head.params.push_back(&p);
+    }
+  }
+  const BlockFigures logits = model_internal::LogitsStep(config, r.mesh, head, batch);
+  r.logits_peak_bytes = logits.backward_peak_bytes;
+  AddCollectives(collectives, logits.collectives, 1);
+  LayerWeights embedding;
+  for (const ParamBuffer& p : r.params) {
+    if (p.role == ParamRole::kEmbedding && !config.Bool("logits_via_embedding")) embedding.params.push_back(&p);
+  }
+  AddCollectives(collectives,
+                 model_internal::WeightCollectives(config, r.mesh, embedding, false, "embedding"), 1);
+  r.peak_temporary_bytes = std::max(layer_peak, r.logits_peak_bytes);
+  if (r.logits_peak_bytes >= layer_peak) r.peak_where = logits.backward_peak_where;
+
+  // memory_analysis()'s fields. The state (parameters and optimizer) is donated: the new state
+  // aliases it.
+  const int64_t state = r.parameter_bytes + r.optimizer_bytes;
+  FitMemory& m = r.memory;
+  m.argument_size_in_bytes = state + r.batch_bytes;
+  m.output_size_in_bytes = state;
+  m.alias_size_in_bytes = state;
+  m.temp_size_in_bytes = r.gradient_bytes + r.kept_bytes + r.peak_temporary_bytes;
+  m.host_temp_size_in_bytes = r.offloaded_bytes;
+  m.peak_memory_in_bytes = m.argument_size_in_bytes + m.output_size_in_bytes -
+                           m.alias_size_in_bytes + m.temp_size_in_bytes;
+  r.fits = m.peak_memory_in_bytes <= r.target.hbm_bytes;
+  r.headroom_bytes = r.target.hbm_bytes - m.peak_memory_in_bytes;
+
+  r.collectives = Merge(collectives, r.mesh);
+  for (const StepCollectiveTotal& t : r.collectives) r.collective_bytes_per_device += t.bytes_per_device;
+
+  // The largest buffers at the peak: each parameter with its optimizer state and gradient,
+  // the kept residuals of a stack, and the peak's own temporaries.
+  for (const ParamBuffer& p : r.params) {
+    const int copies = opt == "sgd" ? 2 : 4;
+    r.largest.push_back({p.path, p.bytes_per_device * copies,
+                         fmt::format("{} {} {}: parameter, {}gradient", ToString(p.dtype),
+                                     ShapeToString(p.shape), p.spec.ToString(),
+                                     opt == "sgd" ? "" : "mu, nu, ")});
+  }
+  for (const LayerStack& s : r.stacks) {
+    r.largest.push_back({fmt::format("kept residuals of {}", s.name), s.kept_bytes * s.layers,
+                         fmt::format("{} layers x {} per layer", s.layers, s.kept.size())});
+  }
+  r.largest.push_back({"peak temporaries", r.peak_temporary_bytes, r.peak_where});
+  std::sort(r.largest.begin(), r.largest.end(),
+            [](const MemoryItem& a, const MemoryItem& b) { return a.bytes > b.bytes; });
+  if (r.largest.size() > 5) r.largest.resize(5);
+
+  r.settings = {
+      {"per_device_batch_size", config.Get("per_device_batch_size").ToString()},
+      {"global batch", std::to_string(batch)},
+      {"max_target_length", std::to_string(length)},
+      {"remat_policy", r.policy.name},
+      {"opt_type", opt},
+      {"weight_dtype", ToString(weight_dtype)},
+      {"dtype", config.Str("dtype")},
+      {"attention", config.Str("attention") + " -> " + kernel},
+  };
+  r.notes.push_back(fmt::format("parameters from MaxText 0.2.5's own layout of {} (recorded by "
+                                "tools/maxtext_oracle/export_layouts.py)",
+                                layout.model_name));
+  for (const std::string& n : blocks.notes) r.notes.push_back(n);
+  return r;
+}
+
+}  // namespace
+
+FitResult Fit(const FitRequest& request) {
+  FitResult r = FitOnce(request);
+  if (!request.variants) return r;
+  // What would make it fit, or give the most headroom: each row a whole fit of its own.
+  std::vector<std::vector<std::string>> tries;
+  if (r.policy.name != "full") tries.push_back({"remat_policy=full"});
+  for (const auto& [key, value] : r.settings) {
+    if (key == "per_device_batch_size") {
+      const double pdb = std::stod(value);
+      if (pdb >= 2) tries.push_back({fmt::format("per_device_batch_size={}", static_cast<int64_t>(pdb / 2))});
+    }
+    if (key == "weight_dtype" && value == "float32") tries.push_back({"weight_dtype=bfloat16"});
+    if (key == "opt_type" && value != "sgd") tries.push_back({"opt_type=sgd"});
+  }
+  for (const auto& extra : tries) {
+    FitRequest v = request;
+    v.variants = false;
+    v.args = WithOverrides(request.args, extra);
+    FitVariant row;
+    row.overrides = extra;
+    try {
+      const FitResult f = FitOnce(v);
+      row.fits = f.fits;
+      row.peak_bytes = f.memory.peak_memory_in_bytes;
+      row.headroom_bytes = f.headroom_bytes;
+    } catch (const Error& e) {
+      row.refused = e.what();
+    }
+    r.variants.push_back(std::move(row));
+  }
+  std::stable_sort(r.variants.begin(), r.variants.end(), [](const FitVariant& a, const FitVariant& b) {
+    return a.headroom_bytes > b.headroom_bytes;
+  });
+  return r;
+}
+
+}  // namespace shardtrace

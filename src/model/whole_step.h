@@ -1,0 +1,143 @@
+// The whole training step of a MaxText model on a slice, per device, symbolic at full size:
+// what `fit` prints and `plan` ranks. It composes, rather than re-derives: the parameters
+// come from MaxText's own layout of the model (model/layouts.h) placed by the config's
+// logical axis rules on its mesh; each MoE, shared-expert and dense MLP layer is the block
+// the tracer runs (run/run.h, RunRequest::step: its kept residuals, backward temporaries and
+// collectives); attention, the embedding and the logits are shapes and shardings of their
+// own (model/attention_step.h, model/logits_step.h). The result names its memory fields as
+// MaxText's compiled step's memory_analysis() does, so a fixture compiled by the TPU compiler
+// compares field by field.
+//
+// The memory plan (docs/fit.md):
+//   argument = parameters + optimizer state (adamw/adam_pax: mu and nu; sgd: none) + the
+//              batch (inputs, positions, segmentations, targets: int32 [batch, length])
+//   output   = the new state; alias = the donated state it reuses
+//   temp     = gradients (sharded like the parameters) + what each layer keeps for the
+//              backward x layers (the scan's carry, and the names the remat policy saves)
+//              + the largest of: one layer's backward (its block's gathered weights, their
+//              unreduced gradients, residuals and cotangents), the logits and cross-entropy
+//   peak     = argument + output - alias + temp, against the device's HBM.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/remat_policy.h"
+#include "ir/collective_kind.h"
+#include "model/hardware.h"
+#include "model/layouts.h"
+#include "numeric/array.h"
+#include "shard/mesh.h"
+#include "shard/partition_spec.h"
+#include "util/warnings.h"
+
+namespace shardtrace {
+
+struct FitRequest {
+  // MaxText's argv: config files, then key=value (compile_topology=, compile_topology_num_slices=).
+  std::vector<std::string> args;
+  std::optional<int64_t> devices;  // --devices (no compile_topology: GPUs or any machine)
+  std::optional<double> hbm_gib;   // --hbm: memory per device with --devices
+  std::optional<std::string> chip;  // --chip: a chip table row for --devices
+  // --hardware FILE: the chip table's text and its name (empty: the embedded table).
+  std::string hardware_text;
+  std::string hardware_source;
+  // Compute the "what would make it fit" variants (each a whole fit of its own).
+  bool variants = true;
+};
+
+// One parameter array of the model, as MaxText shards it.
+struct ParamBuffer {
+  std::string path;
+  Shape shape;
+  DType dtype = DType::kFloat32;
+  PartitionSpec spec;
+  int64_t bytes_per_device = 0;
+  ParamRole role = ParamRole::kOther;
+  std::string stack;  // the scanned stack ("layers", "moe_layers", ...) or empty
+};
+
+// A named amount of memory per device, with what it is.
+struct MemoryItem {
+  std::string name;
+  int64_t bytes = 0;
+  std::string detail;
+};
+
+// One scanned stack of identical layers and what one of its layers holds and needs.
+struct LayerStack {
+  std::string name;  // the stack's logical axis ("layers", "moe_layers", "dense_layers")
+  int64_t layers = 0;
+  int attention_blocks = 0, moe_blocks = 0, shared_blocks = 0, mlp_blocks = 0;
+  std::vector<MemoryItem> kept;  // per layer, on the device
+  int64_t kept_bytes = 0;        // per layer
+  int64_t offloaded_bytes = 0;   // per layer, to pinned_host
+  int64_t backward_peak_bytes = 0;  // one layer's backward temporaries at their peak
+  std::string backward_peak_where;
+};
+
+// The step's collectives of one kind over one set of mesh axes.
+struct StepCollectiveTotal {
+  CollectiveKind kind = CollectiveKind::kAllGather;
+  std::vector<std::string> axes;
+  int64_t count = 0;              // per step
+  int64_t bytes_per_device = 0;   // sent per step
+  bool dcn = false;               // crosses slices
+  std::string from;               // which parts of the model ("attention, MoE")
+};
+
+// memory_analysis()'s fields, per device.
+struct FitMemory {
+  int64_t argument_size_in_bytes = 0;
+  int64_t output_size_in_bytes = 0;
+  int64_t alias_size_in_bytes = 0;
+  int64_t temp_size_in_bytes = 0;
+  int64_t host_temp_size_in_bytes = 0;
+  int64_t peak_memory_in_bytes = 0;
+};
+
+// A variant of the config and how it would fit.
+struct FitVariant {
+  std::vector<std::string> overrides;  // key=value added to the user's
+  bool fits = false;
+  int64_t peak_bytes = 0;
+  int64_t headroom_bytes = 0;  // HBM - peak (negative: short by)
+  std::string refused;         // the one-line error when the variant is not a legal config
+};
+
+struct FitResult {
+  std::string revision;  // the MaxText revision whose layouts and moe.py it follows
+  Target target;
+  Mesh mesh;
+  std::string model_name;
+  std::vector<std::pair<std::string, std::string>> settings;  // key, value as used
+  RematPolicy policy;
+  std::vector<ParamBuffer> params;
+  int64_t parameter_count = 0;
+  int64_t parameter_bytes = 0;
+  int64_t optimizer_bytes = 0;
+  int64_t batch_bytes = 0;
+  int64_t gradient_bytes = 0;
+  std::vector<LayerStack> stacks;
+  int64_t kept_bytes = 0;       // every layer's kept residuals on the device
+  int64_t offloaded_bytes = 0;  // every layer's residuals on the host
+  int64_t logits_peak_bytes = 0;
+  int64_t peak_temporary_bytes = 0;  // the transient part of temp at the step's peak
+  std::string peak_where;
+  FitMemory memory;
+  bool fits = false;
+  int64_t headroom_bytes = 0;  // hbm - peak (negative: short by)
+  std::vector<MemoryItem> largest;  // the largest buffers live at the peak
+  std::vector<StepCollectiveTotal> collectives;
+  int64_t collective_bytes_per_device = 0;
+  std::vector<FitVariant> variants;
+  std::vector<std::string> notes;  // what was assumed, and what is not modelled
+  std::vector<Warning> warnings;
+};
+
+// Throws Error with one line naming the key, flag or file for bad input.
+FitResult Fit(const FitRequest& request);
+
+}  // namespace shardtrace

@@ -1,0 +1,67 @@
+"""The whole-step TPU fixtures: one MaxText argv per case (testdata/maxtext-tpu/<case>.json).
+
+Every case runs MaxText 0.2.5's release base.yml (the venv's maxtext/configs/base.yml) with
+its model file, a compile topology and overrides; export_tpu_step.py compiles it with libtpu.
+Cases marked `pair` straddle the fit boundary: the same config at two batch sizes, one of
+which the compiler fits and the other not.
+Usage: tpu_cases.py [--list] [NAME ...]: prints `name<TAB>argv...` lines for the runner.
+"""
+
+import sys
+
+COMMON = ("run_name=tpu_fixture", "enable_checkpointing=false", "compile_topology_num_slices=1")
+
+
+def case(name, model, topology, *overrides, layers=None):
+  args = [f"model_name={model}", f"compile_topology={topology}", *COMMON]
+  if layers is not None:
+    args += ["override_model_config=true", f"base_num_decoder_layers={layers}"]
+  args += list(overrides)
+  return name, args
+
+
+CASES = [
+    # mixtral: fsdp on v5p-8, then the knobs one at a time.
+    case("mixtral_l2_v5p8", "mixtral-8x7b", "v5p-8", "per_device_batch_size=1", "max_target_length=1024", layers=2),
+    case("mixtral_l2_v5p8_tp2", "mixtral-8x7b", "v5p-8", "per_device_batch_size=2", "max_target_length=2048",
+         "ici_fsdp_parallelism=2", "ici_tensor_parallelism=2", layers=2),
+    case("mixtral_l2_v5p8_ep4", "mixtral-8x7b", "v5p-8", "per_device_batch_size=2", "max_target_length=1024",
+         "ici_fsdp_parallelism=1", "ici_expert_parallelism=4", layers=2),
+    case("mixtral_l2_v5p8_minimal_sgd_bf16", "mixtral-8x7b", "v5p-8", "per_device_batch_size=2",
+         "max_target_length=2048", "remat_policy=minimal", "opt_type=sgd", "weight_dtype=bfloat16", layers=2),
+    case("deepseek3_test_v5p8", "deepseek3-test", "v5p-8", "per_device_batch_size=4", "max_target_length=2048"),
+    case("qwen3_30b_l4_v5p16_ep2", "qwen3-30b-a3b", "v5p-16", "per_device_batch_size=2", "max_target_length=4096",
+         "ici_fsdp_parallelism=4", "ici_expert_parallelism=2", layers=4),
+    case("gpt_oss_20b_l2_v6e8", "gpt-oss-20b", "v6e-8", "per_device_batch_size=2", "max_target_length=2048",
+         layers=2),
+    case("llama4_16e_l4_v5p8", "llama4-17b-16e", "v5p-8", "per_device_batch_size=1", "max_target_length=2048",
+         layers=4),
+    case("deepseek2_16b_l3_v5e16", "deepseek2-16b", "v5e-16", "per_device_batch_size=1", "max_target_length=2048",
+         layers=3),
+    case("mixtral_l2_v5p8_custom_offload", "mixtral-8x7b", "v5p-8", "per_device_batch_size=2",
+         "max_target_length=2048", "remat_policy=custom", "decoder_layer_input=offload", "mlpwo=device",
+         layers=2),
+    case("mixtral_l2_2x_v5p8_dcn", "mixtral-8x7b", "v5p-8", "per_device_batch_size=1", "max_target_length=1024",
+         "compile_topology_num_slices=2", "dcn_data_parallelism=2", layers=2),
+    case("kimi_k2_l2_v5p16_ep8", "kimi-k2-1t", "v5p-16", "per_device_batch_size=1", "max_target_length=1024",
+         "ici_fsdp_parallelism=1", "ici_expert_parallelism=8", "first_num_dense_layers=1", layers=2),
+    case("deepseek3_671b_l4_v5p256", "deepseek3-671b", "v5p-256", "per_device_batch_size=1",
+         "max_target_length=8192", "ici_fsdp_parallelism=128", "first_num_dense_layers=1", "weight_dtype=bfloat16",
+         "opt_type=sgd", layers=4),
+    case("qwen3_next_l4_v6e16", "qwen3-next-80b-a3b", "v6e-16", "per_device_batch_size=1", "max_target_length=4096",
+         layers=4),
+    case("gemma4_26b_l2_v5e16", "gemma4-26b", "v5e-16", "per_device_batch_size=1", "max_target_length=2048", layers=2),
+    case("deepseek4_tiny_v5p8", "deepseek4-tiny", "v5p-8", "per_device_batch_size=2", "max_target_length=2048"),
+    case("envy_test_v5p8", "envy-test", "v5p-8", "per_device_batch_size=2", "max_target_length=1024"),
+]
+
+
+def main(argv):
+  names = [a for a in argv if not a.startswith("--")]
+  for name, args in CASES:
+    if not names or name in names:
+      print("\t".join([name] + args))
+
+
+if __name__ == "__main__":
+  main(sys.argv[1:])
