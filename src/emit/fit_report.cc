@@ -51,6 +51,10 @@ std::string FitToText(const FitResult& f) {
   mem.AddRow({"  gradients", HumanBytes(f.gradient_bytes), "sharded like the parameters"});
   mem.AddRow({"  kept for the backward", HumanBytes(f.kept_bytes),
               "every layer's residuals under " + f.policy.name});
+  if (f.cast_bytes > 0) {
+    mem.AddRow({"  weights cast", HumanBytes(f.cast_bytes),
+                "the scanned weights in the activation dtype, cast once before the layer loop"});
+  }
   mem.AddRow({"  peak temporaries", HumanBytes(f.peak_temporary_bytes), f.peak_where});
   mem.AddRow({"host_temp_size_in_bytes", HumanBytes(m.host_temp_size_in_bytes),
               "residuals offloaded to pinned_host"});
@@ -128,6 +132,7 @@ std::string FitToJson(const FitResult& f) {
                      {"batch", f.batch_bytes},
                      {"gradients", f.gradient_bytes},
                      {"kept_for_backward", f.kept_bytes},
+                     {"weights_cast", f.cast_bytes},
                      {"offloaded", f.offloaded_bytes},
                      {"peak_temporaries", f.peak_temporary_bytes}};
   j["peak_where"] = f.peak_where;

@@ -23,6 +23,8 @@ struct BlocksNeeded {
   bool moe = false, shared = false, mlp = false;
 };
 
-BlockRuns RunBlocks(const RunRequest& base, const BlocksNeeded& needed);
+// `tpu`: the target is a TPU, whose compiler fuses each weight gradient's reduction into the
+// dot that produces it.
+BlockRuns RunBlocks(const RunRequest& base, const BlocksNeeded& needed, bool tpu);
 
 }  // namespace shardtrace::model_internal

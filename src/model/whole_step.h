@@ -14,6 +14,7 @@
 //   output   = the new state; alias = the donated state it reuses
 //   temp     = gradients (sharded like the parameters) + what each layer keeps for the
 //              backward x layers (the scan's carry, and the names the remat policy saves)
+//              + on TPU, the scanned weights cast to the activation dtype when stored wider
 //              + the largest of: one layer's backward (its block's gathered weights, their
 //              unreduced gradients, residuals and cotangents), the logits and cross-entropy
 //   peak     = argument + output - alias + temp, against the device's HBM.
@@ -123,6 +124,7 @@ struct FitResult {
   std::vector<LayerStack> stacks;
   int64_t kept_bytes = 0;       // every layer's kept residuals on the device
   int64_t offloaded_bytes = 0;  // every layer's residuals on the host
+  int64_t cast_bytes = 0;  // the scanned weights cast to the activation dtype (TPU)
   int64_t logits_peak_bytes = 0;
   int64_t peak_temporary_bytes = 0;  // the transient part of temp at the step's peak
   std::string peak_where;

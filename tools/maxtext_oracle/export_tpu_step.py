@@ -82,7 +82,7 @@ def parse_oom(message):
 
 _COMP = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
 _CALLS = re.compile(r"(?:calls|to_apply|body|condition|branch_computations|called_computations|"
-                    r"async_execution_thread)=\{?(%?[\w.\-]+(?:,\s*%?[\w.\-]+)*)\}?")
+                    r"async_execution_thread)=\{?(%[\w.\-]+(?:,\s*%[\w.\-]+)*)\}?")
 _WHILE = re.compile(r"\swhile\(.*body=%?([\w.\-]+)")
 _TRIP = re.compile(r'"known_trip_count":\{"n":"(\d+)"')
 
@@ -93,22 +93,36 @@ def computation_multiplicity(hlo_text):
   comps, entry, current = collections.defaultdict(list), None, None
   for line in hlo_text.splitlines():
     m = _COMP.match(line)
-    if m and "=" not in line.split("{")[0]:
+    # A header's parameter list may hold /*index=5*/ comments; an instruction has ' = '.
+    if m and "=" not in re.sub(r"/\*.*?\*/", "", line).split("{")[0]:
       current = m.group(2)
       if m.group(1):
         entry = current
       continue
     if current:
       comps[current].append(line)
+  def trip_of(line):
+    """A while's trip count: XLA:CPU writes known_trip_count; TPU's HLO does not, and its scan
+    loops compare the counter with a constant (`compare(counter, constant(N)), direction=LT`)
+    in the condition computation."""
+    trip = _TRIP.search(line)
+    if trip:
+      return int(trip.group(1))
+    cond = re.search(r"condition=%?([\w.\-]+)", line)
+    for cline in comps.get(cond.group(1), ()) if cond else ():
+      m = re.search(r"constant\((\d+)\)", cline)
+      if m and any("direction=LT" in l for l in comps[cond.group(1)]):
+        return int(m.group(1))
+    return 1
+
   edges = collections.defaultdict(list)  # computation -> [(callee, factor)]
   for name, lines in comps.items():
     for line in lines:
       w = _WHILE.search(line)
-      trip = _TRIP.search(line)
       for m in _CALLS.finditer(line):
         for callee in m.group(1).split(","):
           callee = callee.strip().lstrip("%")
-          factor = int(trip.group(1)) if (w and trip and callee == w.group(1)) else 1
+          factor = trip_of(line) if (w and callee == w.group(1)) else 1
           edges[name].append((callee, factor))
   mult = {}
 
