@@ -5,7 +5,8 @@ test_wheel.sh installs the wheel into a fresh venv and runs this there. It check
 `shardtrace` console command (on PATH, from the venv), that every library the vendored
 binary and the vendored libraries resolve to (ldd, LD_LIBRARY_PATH unset) is either in the
 wheel or in the manylinux base set (so the system's Graphviz, OpenBLAS, yaml-cpp, ... are
-never used), SVG output, and every function of the Python API against the embedded configs
+never used), SVG output (also with the system's copies of the vendored libraries and
+Graphviz's plugins hidden in a mount namespace, where user namespaces are allowed), and every function of the Python API against the embedded configs
 and a golden case, with values, warnings, errors and wrong Python types. `fit` and `plan`
 are checked once the binary has those commands (`expect_command`); until then they are
 reported as not there yet. Standard library and the installed package only.
@@ -23,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Dict, List
 
@@ -122,6 +124,47 @@ def check_cli(out: Path) -> None:
     print(f"check_installed: CLI: svg ({len(svg.stdout)} bytes), render --format html ({len(text)} bytes)")
 
 
+HIDE = r"""
+set -e
+plugins=$1
+shift
+while read -r file; do mount --bind /dev/null "$file"; done <<EOF_FILES
+$HIDDEN_FILES
+EOF_FILES
+if [ -d "$plugins" ]; then mount -t tmpfs none "$plugins"; fi
+exec "$@"
+"""
+
+
+def check_hidden_system_libraries() -> None:
+    """The vendored binary renders SVG with the system's copies of every library the wheel
+    vendors hidden (in a mount namespace each is an empty file, and Graphviz's plugin
+    directory is empty): what a machine without those Debian packages has. The binary is run
+    directly, as the venv's python itself loads the system's libexpat and libz. Skipped (said
+    so) where user namespaces are not allowed."""
+    if shutil.which("unshare") is None or subprocess.run(
+            ["unshare", "-rm", "true"], capture_output=True).returncode != 0:
+        print("check_installed: hidden system libraries: skipped (no user namespaces here; the ldd check stands)")
+        return
+    vendored = [f for f in (metadata.files("shardtrace") or []) if f.name == "VENDORED.txt"]
+    expect(len(vendored) == 1, "the installed wheel has no VENDORED.txt")
+    if not vendored:
+        return
+    sources = [line.split("\t")[1] for line in vendored[0].read_text().splitlines()[1:] if "\t" in line]
+    hidden = sorted({str(Path(p).resolve()) for p in sources if Path(p).exists()})
+    plugins = "/usr/lib/x86_64-linux-gnu/graphviz"
+    args = [shardtrace.binary(), "trace", *[f"{k}={v}" for k, v in MIXTRAL.items()], "--devices", "8",
+            "--format", "svg"]
+    env = dict(os.environ, HIDDEN_FILES="\n".join(hidden))
+    done = subprocess.run(["unshare", "-rm", "sh", "-c", HIDE, "sh", plugins, *args], capture_output=True,
+                          text=True, env=env)
+    nodes = done.stdout.count('class="node"')
+    expect(done.returncode == 0 and nodes > 10,
+           f"with the system's libraries hidden: exit {done.returncode}, {nodes} nodes; {done.stderr.strip()[:300]}")
+    print(f"check_installed: with the system's copies of the {len(hidden)} vendored libraries and Graphviz's "
+          f"plugins hidden, the vendored binary's svg has {nodes} nodes")
+
+
 def tensor(result: Dict[str, Any], name: str) -> Dict[str, Any]:
     found = [t for t in result["tensors"] if t["name"] == name]
     expect(bool(found), f"no tensor {name!r} in the trace")
@@ -214,6 +257,7 @@ def main() -> int:
     base = args.golden.resolve().parent.parent / "maxtext-moe-models" / "configs" / "base.yml"
     check_install(args.wheel)
     check_cli(args.out)
+    check_hidden_system_libraries()
     check_api(args.golden, args.out, base)
     if FAILURES:
         print(f"check_installed: {len(FAILURES)} checks failed")
