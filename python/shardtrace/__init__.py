@@ -79,6 +79,9 @@ class ShardtraceTypeError(ShardtraceError, TypeError):
     def __init__(self, message: str) -> None:
         super().__init__(message, 2)
 
+    def __str__(self) -> str:
+        return self.message
+
 
 class Page(str):
     """A page's text (Markdown or HTML) with the warnings of the config it was rendered for."""
@@ -333,18 +336,30 @@ def render(
     return Page(out, warnings, path)
 
 
-def fit(*configs: PathLike, devices: Optional[int] = None, **overrides: Override) -> Dict[str, Any]:
-    """``shardtrace fit``: whether the whole model fits the devices' memory.
+def fit(
+    *configs: PathLike,
+    devices: Optional[int] = None,
+    flags: Sequence[str] = (),
+    **overrides: Override,
+) -> Dict[str, Any]:
+    """``shardtrace fit``: whether the whole model's training step fits the devices' memory.
 
-    e.g. ``fit(model_name="mixtral-8x7b", compile_topology="v5p-64")["fits"]``. The
-    result is the CLI's ``fit --format json`` with ``warnings``.
+    e.g. ``fit(model_name="mixtral-8x7b", compile_topology="v5p-64")["fits"]``; ``flags``
+    passes the command's own flags (``["--chip", "h100"]``). The result is the CLI's
+    ``fit --format json`` with ``warnings``.
     """
-    return json_command("fit", *configs, devices=devices, **overrides)
+    return json_command("fit", *configs, devices=devices, flags=flags, **overrides)
 
 
-def plan(*configs: PathLike, devices: Optional[int] = None, **overrides: Override) -> Dict[str, Any]:
+def plan(
+    *configs: PathLike,
+    devices: Optional[int] = None,
+    flags: Sequence[str] = (),
+    **overrides: Override,
+) -> Dict[str, Any]:
     """``shardtrace plan``: the meshes and settings that fit, compared.
 
-    The result is the CLI's ``plan --format json`` with ``warnings``.
+    ``flags`` passes the command's own flags. The result is the CLI's ``plan --format json``
+    with ``warnings``.
     """
-    return json_command("plan", *configs, devices=devices, **overrides)
+    return json_command("plan", *configs, devices=devices, flags=flags, **overrides)
