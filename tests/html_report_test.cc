@@ -3,9 +3,12 @@
 // Chromium checks the report's behaviour (tools/html_check, ctest html_report_chromium).
 #include "emit/html_report.h"
 
+#include <fmt/format.h>
+
 #include <catch2/catch.hpp>
 
 #include "emit/markdown_html.h"
+#include "emit/svg_chart.h"
 #include "test_support.h"
 
 namespace shardtrace {
@@ -65,6 +68,34 @@ TEST_CASE("A report is one self-contained page: summary first, sections folded",
                  Catch::Contains("data-table=\"t\"") && Catch::Contains("1 rows"));
 }
 
+TEST_CASE("A stacked bar chart: segments to scale, totals, limit lines, a legend", "[html]") {
+  StackedBarChart chart;
+  chart.id = "c";
+  chart.title = "memory <per device>";
+  chart.format = [](double v) { return fmt::format("{:g} B", v); };
+  chart.bars = {{"forward", {{"params", 30}, {"temps", 10}}},
+                {"step", {{"params", 30}, {"grads", 30}, {"temps", 0}, {"more", 20}}}};
+  chart.lines = {{"chip 100", 100}, {"chip 50", 50}};
+  const std::string svg = StackedBarsSvg(chart);
+  CHECK(svg.rfind("<svg id=\"c\" class=\"chart\"", 0) == 0);
+  CHECK_THAT(svg, Catch::Contains("memory &lt;per device&gt;"));
+  // The axis runs to the largest of the bars (80) and the lines (100): 640 px for 100.
+  CHECK_THAT(svg, Catch::Contains("<rect class=\"segment\" x=\"140.0\" y=\"58.0\" "
+                                  "width=\"192.0\" height=\"26.0\" fill=\"#0072B2\">"
+                                  "<title>forward: params (30 B)</title>"));
+  CHECK_THAT(svg, Catch::Contains(">40 B</text>") && Catch::Contains(">80 B</text>"));
+  CHECK_THAT(svg, !Catch::Contains("temps (0 B)"));  // an empty segment is not drawn
+  CHECK_THAT(svg, Catch::Contains("x1=\"460.0\"") && Catch::Contains("x1=\"780.0\"") &&
+                      Catch::Contains(">chip 50</text>"));
+  // Every component once in the legend, the same colour in every bar.
+  size_t params = 0;
+  for (size_t at = svg.find(">params</text>"); at != std::string::npos;
+       at = svg.find(">params</text>", at + 1))
+    ++params;
+  CHECK(params == 1);
+  CHECK(StackedBarsSvg(StackedBarChart{}).empty());
+}
+
 TEST_CASE("render --format html: the report of a config, with its tables and flow SVG",
           "[html][cli]") {
   const testing::TempDir dir;
@@ -83,6 +114,9 @@ TEST_CASE("render --format html: the report of a config, with its tables and flo
                        Catch::Contains("ragged_all_to_all") &&
                        Catch::Contains("shardtrace render base_emb_dim=16"));
   CHECK_THAT(html, Catch::Contains("Formal Specification") && !Catch::Contains("```"));
+  CHECK_THAT(html, Catch::Contains("<svg id=\"memory-chart\"") &&
+                       Catch::Contains("<title>forward pass: parameters (") &&
+                       Catch::Contains("<title>training step: gradients ("));
   // A pipe is not a terminal: the report goes to stdout.
   const CommandResult piped = RunShardtraceBinary(
       {"render", "base_emb_dim=16", "base_mlp_dim=32", "base_moe_mlp_dim=32", "num_experts=4",

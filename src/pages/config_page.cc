@@ -235,10 +235,13 @@ ConfigPage RenderConfigPage(const ConfigPageRequest& request) {
                        [&] {
                          const std::string markdown = PageMarkdown(request, symbolic);
                          if (request.format != "html") return markdown;
-                         return ConfigPageHtml({.markdown = &markdown,
-                                                .trace = &symbolic.trace,
-                                                .spmd = &symbolic.spmd,
-                                                .command = request.command});
+                         return ConfigPageHtml(
+                             {.markdown = &markdown,
+                              .trace = &symbolic.trace,
+                              .spmd = &symbolic.spmd,
+                              .step = symbolic.step ? &*symbolic.step : nullptr,
+                              .accelerators = request.accelerators,
+                              .command = request.command});
                        }),
           warnings};
 }

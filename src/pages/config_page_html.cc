@@ -2,12 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <string_view>
 #include <vector>
 
 #include "emit/dot_graph.h"
 #include "emit/html_report.h"
+#include "emit/human_bytes.h"
 #include "emit/markdown_html.h"
+#include "emit/svg_chart.h"
 #include "emit/trace_html.h"
 #include "util/error.h"
 
@@ -85,6 +88,48 @@ std::string FlowSvgSection(const Trace& trace) {
   }
 }
 
+// The per-device memory of one layer, forward pass and training step, by component, against
+// each accelerator's HBM; an HBM more than 20 times the larger bar is named, not drawn (the
+// bars would be slivers).
+std::string MemoryChart(const ConfigPageHtmlInput& in) {
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  const MemoryEstimate& m = in.spmd->memory;
+  const auto d = [](int64_t bytes) { return static_cast<double>(bytes); };
+  StackedBarChart chart;
+  chart.id = "memory-chart";
+  chart.title = "Per-device memory of one layer, by component, against each accelerator's HBM";
+  chart.format = [](double v) { return HumanBytes(static_cast<int64_t>(v)); };
+  chart.bars.push_back({"forward pass",
+                        {{"parameters", d(m.parameter_bytes)},
+                         {"block input", d(m.input_bytes)},
+                         {"peak temporaries", d(m.peak_temporary_bytes)}}});
+  double largest = d(m.peak_bytes());
+  if (in.step) {
+    const StepMemory& s = in.step->memory;
+    chart.bars.push_back({"training step",
+                          {{"parameters", d(s.parameter_bytes)},
+                           {"block input", d(s.input_bytes)},
+                           {"gradients", d(s.gradient_bytes + s.input_gradient_bytes)},
+                           {"peak temporaries", d(s.peak_temporary_bytes())}}});
+    largest = std::max(largest, d(s.peak_bytes()));
+  }
+  std::string far;
+  for (const Accelerator& a : in.accelerators) {
+    const std::string label = fmt::format("{} {:g} GiB", a.name, a.gib);
+    if (a.gib * kGiB > 20 * largest) {
+      far += (far.empty() ? "" : ", ") + label;
+    } else {
+      chart.lines.push_back({label, a.gib * kGiB});
+    }
+  }
+  std::string out = "<figure class=\"chart-box\">\n" + StackedBarsSvg(chart);
+  if (!far.empty())
+    out += fmt::format("<figcaption class=\"note\">Not drawn, more than 20 times the peak: {}."
+                       "</figcaption>\n",
+                       HtmlEscape(far));
+  return out + "</figure>\n";
+}
+
 }  // namespace
 
 std::string ConfigPageHtml(const ConfigPageHtmlInput& in) {
@@ -102,7 +147,7 @@ std::string ConfigPageHtml(const ConfigPageHtmlInput& in) {
     if (!blocks[i].title.empty()) report.summary += "## " + blocks[i].title + "\n";
     report.summary += blocks[i].markdown;
   }
-  report.summary = MarkdownToHtml(report.summary);
+  report.summary = MarkdownToHtml(report.summary) + MemoryChart(in);
 
   const HtmlTable tensors = TensorHtmlTable(trace, *in.spmd);
   report.sections.push_back(

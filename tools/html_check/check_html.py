@@ -5,7 +5,7 @@ A copy of the report gets two small scripts: one first in <head> that records ev
 console.error, uncaught error and Content-Security-Policy violation, and one at the end of
 <body>, after the report's own script, that clicks the tensor table's "bytes per device"
 header (twice: ascending, then descending) and its "name" header, types a word into the
-table's filter box, counts the SVGs, and writes what it saw into the DOM as JSON.
+table's filter box, counts the SVGs (the flow graph's nodes, the memory chart's bars), and writes what it saw into the DOM as JSON.
 `chromium --headless --dump-dom` prints that DOM; this script asserts from it that the rows
 re-sorted and filtered, the SVGs are there and nothing was logged, and that Chromium's own
 console log (--enable-logging=stderr) has no console message either. The network is
@@ -90,6 +90,13 @@ BODY_PROBE = """<script>
     out.svgs = document.querySelectorAll('svg').length;
     out.flow_svg_nodes = document.querySelectorAll('#flow-graph svg g.node').length;
     out.flow_svg_edges = document.querySelectorAll('#flow-graph svg g.edge').length;
+    out.chart_segments = document.querySelectorAll('#summary svg.chart rect.segment').length;
+    out.chart_box = (function () {
+      var c = document.querySelector('#summary svg.chart');
+      if (!c) return null;
+      var r = c.getBoundingClientRect();
+      return [r.width, r.height];
+    })();
     out.details = document.querySelectorAll('details').length;
     out.details_open = document.querySelectorAll('details[open]').length;
     out.first_after_summary = (document.querySelector('#summary h2') || {}).textContent || null;
@@ -212,6 +219,9 @@ def main() -> int:
             expect(seen["flow_svg_nodes"] >= 2 and seen["flow_svg_edges"] >= 1,
                    f"the flow SVG has {seen['flow_svg_nodes']} nodes, {seen['flow_svg_edges']} edges")
             expect(seen["first_after_summary"] == "Summary", "the summary is not first")
+            box = seen["chart_box"]
+            expect(seen["chart_segments"] >= 3 and box is not None and box[0] > 100 and box[1] > 50,
+                   f"the memory chart: {seen['chart_segments']} segments, laid out as {box}")
             expect(seen["details"] >= 3, f"{seen['details']} folded sections")
 
         if args.screenshots:
@@ -231,7 +241,8 @@ def main() -> int:
         return 1
     print(f"check_html: {args.report.name}: {seen['rows']} tensor rows sorted by bytes (both ways) "
           f"and by name, filter '{args.filter}' kept {len(seen['filtered_rows'])}, "
-          f"{seen['svgs']} SVG ({seen['flow_svg_nodes']} nodes), {seen['details']} folded sections, "
+          f"{seen['svgs']} SVGs (flow: {seen['flow_svg_nodes']} nodes; memory chart: {seen['chart_segments']} "
+          f"segments), {seen['details']} folded sections, "
           "no console message")
     return 0
 
