@@ -16,7 +16,8 @@ before the binary runs, naming the argument.
 Bad input raises :class:`ShardtraceError` with the CLI's one-line message (without the
 ``shardtrace: error:`` prefix) and its exit status (2 bad input, 3 internal error). The
 ``shardtrace: warning:`` lines the CLI prints come back in the result: ``result["warnings"]``
-(a list of strings; for :func:`render`, the returned page's ``.warnings``).
+(a list of strings, after the warnings the JSON itself carries, such as a trace's "MaxText
+computes other experts on this mesh"; for :func:`render`, the returned page's ``.warnings``).
 """
 
 from __future__ import annotations
@@ -213,8 +214,9 @@ def json_command(
     """Runs ``shardtrace COMMAND CONFIGS... key=value... FLAGS... --format json``.
 
     The generic form every function here uses (and the one to reach a command this module
-    has no function for). Returns the parsed JSON with ``warnings`` (the warning lines) and
-    ``exit_status`` added; a JSON list comes back as ``{"results": [...]}``.
+    has no function for). Returns the parsed JSON with ``exit_status`` added and the CLI's
+    warning lines appended to its ``warnings`` (created when the JSON has none); a JSON list
+    comes back as ``{"results": [...]}``.
     """
     _str_option("command", command)
     for i, f in enumerate(flags):
