@@ -5,7 +5,7 @@ BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: deps build demo test test-asan fuzz bench golden clean format lint mermaid-check maxtext-venv maxtext-fixtures \
+.PHONY: deps build demo test wheel test-asan fuzz bench golden clean format lint mermaid-check maxtext-venv maxtext-fixtures \
 	maxtext-verify maxtext-sweep
 
 deps:
@@ -22,6 +22,14 @@ demo: build
 
 test: build
 	@cd $(BUILD) && ctest -j$(JOBS) --output-on-failure
+
+# The wheel: dist/shardtrace-<version>-py3-none-manylinux_<glibc>_x86_64.whl holding the binary
+# and every shared library it needs beyond the manylinux base set, rpaths set by patchelf as
+# auditwheel does, tagged with the glibc objdump -T measures (tools/wheel/build_wheel.py).
+# `pip install dist/shardtrace-*.whl` gives the `shardtrace` command and `import shardtrace`.
+wheel: build
+	@python3 tools/wheel/build_wheel.py --binary $(BUILD)/shardtrace --package python/shardtrace \
+		--dist dist --notice NOTICE
 
 # Rewrites every golden text file in testdata/ and the rendered visualizations/*.md from the
 # current binary; review with git diff. Any failing step stops it with its status: the tests

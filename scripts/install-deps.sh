@@ -4,7 +4,10 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libcli11-dev nlohmann-json3-dev libfmt-dev
       libgraphviz-dev libeigen3-dev catch2 libyaml-cpp-dev libzip-dev
-      libkainjow-mustache-dev libbenchmark-dev libopenblas-dev)
+      libkainjow-mustache-dev libbenchmark-dev libopenblas-dev
+      patchelf python3-venv chromium)
+# patchelf and python3-venv: `make wheel` and the wheel_install test (a fresh venv, pip
+# --no-index); chromium: the html_report_chromium test opens the HTML report headless.
 # `--sanitizers` (make test-asan / make fuzz): clang and its sanitizer/libFuzzer runtimes too.
 [[ "${1:-}" == "--sanitizers" ]] && pkgs+=(clang libclang-rt-14-dev)
 # `--mermaid` (make mermaid-check): headless Chromium, where mermaid.js lays the graphs out.

@@ -75,6 +75,10 @@ Command AddRenderCommand(CLI::App& app);
 Command AddGenerateCommand(CLI::App& app);
 Command AddFitCommand(CLI::App& app);
 
+// `--format html` with no -o while standard output is a terminal: refused (Error), as the
+// report is a file to open in a browser, not text to read.
+void RefuseHtmlOnTerminal(const CommonOptions& options);
+
 // Writes `text` to options.output atomically, or to `out` when no output file is given.
 void WriteOutput(const CommonOptions& options, const std::string& text, std::ostream& out);
 

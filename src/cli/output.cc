@@ -1,6 +1,8 @@
 // Where command output goes: stdout, or a file written atomically (temp file + rename).
 // Either way the text loses its terminal controls first (a report echoes names from dumps and
 // directory names), and a failed write is an error, never a silent exit 0.
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -10,6 +12,13 @@
 #include "util/printable.h"
 
 namespace shardtrace {
+
+void RefuseHtmlOnTerminal(const CommonOptions& options) {
+  if (options.format == "html" && options.output == "-" && isatty(STDOUT_FILENO) == 1)
+    Fail(
+        "--format html: standard output is a terminal; expected -o FILE.html (or a pipe), as "
+        "the report is a file to open in a browser");
+}
 
 void WriteOutput(const CommonOptions& options, const std::string& text, std::ostream& out) {
   const std::string shown = WithoutTerminalControls(text);

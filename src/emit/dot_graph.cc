@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <graphviz/cgraph.h>
 #include <graphviz/gvc.h>
+#include <graphviz/gvplugin.h>
 
 #include <algorithm>
 #include <chrono>
@@ -13,6 +14,13 @@
 #include "emit/dim_letters.h"
 #include "util/contained_run.h"
 #include "util/error.h"
+
+// The two Graphviz plugins a layout needs, linked into the binary (CMakeLists.txt) and
+// registered as builtins: the dot layout engine and the core renderers (SVG).
+extern "C" {
+extern gvplugin_library_t gvplugin_dot_layout_LTX_library;
+extern gvplugin_library_t gvplugin_core_LTX_library;
+}
 
 namespace shardtrace {
 namespace {
@@ -142,11 +150,19 @@ std::string LayOutInProcess(const std::string& dot_text) {
   };
   std::unique_ptr<Agraph_t, GraphCloser> graph(agmemread(dot.data()));
   if (!graph) Fail("the generated graph does not parse");
-  GVC_t* gvc = gvContext();
+  // Only the linked-in plugins, never demand-loaded ones: Graphviz does not look for its
+  // config6a file or dlopen a plugin, so a copy of the binary with its libraries (make wheel)
+  // lays out graphs on a machine without Graphviz, and text is measured by Graphviz's own
+  // font metrics wherever it runs (no pango plugin), so the SVG is the same on every machine.
+  lt_symlist_t builtins[] = {
+      {"gvplugin_dot_layout_LTX_library", &gvplugin_dot_layout_LTX_library},
+      {"gvplugin_core_LTX_library", &gvplugin_core_LTX_library},
+      {nullptr, nullptr}};
+  GVC_t* gvc = gvContextPlugins(builtins, 0);
   std::string engine = "dot", format = "svg";
   if (gvLayout(gvc, graph.get(), engine.data()) != 0) {
     gvFreeContext(gvc);
-    Fail("no dot engine (libgvc6 provides it)");
+    Fail("no dot engine (the linked-in dot layout plugin did not register)");
   }
   char* data = nullptr;
   unsigned int length = 0;

@@ -16,8 +16,10 @@ namespace shardtrace {
 
 // DOT source (no layout).
 std::string TraceToDot(const Trace& trace);
-// Laid out with the dot engine and rendered to SVG by the linked Graphviz library (no `dot`
-// binary needed), in a child process under a time and memory limit; Error when it fails.
+// Laid out with the dot engine and rendered to SVG by the linked Graphviz library and its dot
+// layout and core plugins, linked in and registered as builtins (no `dot` binary, config file
+// or plugin directory needed), in a child process under a time and memory limit; Error when it
+// fails.
 std::string TraceToSvg(const Trace& trace);
 
 }  // namespace shardtrace

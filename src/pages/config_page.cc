@@ -13,6 +13,7 @@
 #include "emit/spec_markdown.h"
 #include "emit/text_table.h"
 #include "emit/xla_spmd_text.h"
+#include "pages/config_page_html.h"
 #include "pages/kernel_variants.h"
 #include "pages/knob_variants.h"
 #include "pages/page_sections.h"
@@ -230,7 +231,19 @@ ConfigPage RenderConfigPage(const ConfigPageRequest& request) {
   const RunResult symbolic = Run(symbolic_request);
   // The variants the page traces are shardtrace's, not the user's: their warnings are not.
   const std::vector<Warning>& warnings = symbolic.setup.warnings;
-  return {WarnedBefore(warnings, [&] { return PageMarkdown(request, symbolic); }), warnings};
+  return {WarnedBefore(warnings,
+                       [&] {
+                         const std::string markdown = PageMarkdown(request, symbolic);
+                         if (request.format != "html") return markdown;
+                         return ConfigPageHtml(
+                             {.markdown = &markdown,
+                              .trace = &symbolic.trace,
+                              .spmd = &symbolic.spmd,
+                              .step = symbolic.step ? &*symbolic.step : nullptr,
+                              .accelerators = request.accelerators,
+                              .command = request.command});
+                       }),
+          warnings};
 }
 
 }  // namespace shardtrace

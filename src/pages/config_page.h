@@ -25,10 +25,12 @@ struct ConfigPageRequest {
   std::optional<int64_t> devices;  // --devices (default: the product of the parallelisms)
   std::string block = "moe";       // moe | mlp | shared
   std::vector<Accelerator> accelerators = DefaultAccelerators();  // the summary's HBM fits
+  std::string format = "markdown";  // markdown | html (pages/config_page_html.h)
+  std::string command;              // html: the shell line that writes the report
 };
 
 struct ConfigPage {
-  std::string text;               // the page's markdown
+  std::string text;               // the page: markdown, or the HTML report
   std::vector<Warning> warnings;  // the config's (RunSetup::warnings): render prints them
 };
 

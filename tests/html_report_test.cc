@@ -1,0 +1,129 @@
+// The HTML report (emit/html_report.h, emit/markdown_html.h, render --format html): escaping,
+// the Markdown subset of the pages, the report's structure, and render's HTML from the CLI.
+// Chromium checks the report's behaviour (tools/html_check, ctest html_report_chromium).
+#include "emit/html_report.h"
+
+#include <fmt/format.h>
+
+#include <catch2/catch.hpp>
+
+#include "emit/markdown_html.h"
+#include "emit/svg_chart.h"
+#include "test_support.h"
+
+namespace shardtrace {
+
+using testing::CommandResult;
+using testing::RunShardtrace;
+using testing::RunShardtraceBinary;
+
+TEST_CASE("HTML text is escaped, Markdown's inline markup converted", "[html]") {
+  CHECK(HtmlEscape("<a href=\"x\">&'") == "&lt;a href=&quot;x&quot;&gt;&amp;&#39;");
+  CHECK(InlineMarkdownToHtml("a `P('x', None) <b>` **bold** [docs](docs/x.md) [w](https://x.io)") ==
+        "a <code>P(&#39;x&#39;, None) &lt;b&gt;</code> <b>bold</b> docs <a "
+        "href=\"https://x.io\">w</a>");
+}
+
+TEST_CASE("The pages' Markdown converts: headings, tables, lists, code, folds", "[html]") {
+  const std::string html = MarkdownToHtml(
+      "# Title\n\nSome *text* <script>\nmore.\n\n| a | `b|c` |\n|---|---|\n| 1 \\| 2 | x |\n\n"
+      "- one\n- two\n  continued\n\n```text\n<raw> & text\n```\n\n### Graph: g\n\n```mermaid\n"
+      "graph TD\n```\n\n<details>\n<summary><b>Empty</b>: graphs only</summary>\n\n"
+      "#### Graph: h\n\n```mermaid\nflowchart\n```\n\n</details>\n\n<details>\n"
+      "<summary><b>Kept</b>: text</summary>\n\nbody\n\n</details>\n");
+  CHECK_THAT(html, Catch::Contains("<h1>Title</h1>"));
+  CHECK_THAT(html, Catch::Contains("<p>Some *text* &lt;script&gt;\nmore.</p>"));
+  CHECK_THAT(html, Catch::Contains("<th>a</th><th><code>b|c</code></th>"));
+  CHECK_THAT(html, Catch::Contains("<td>1 | 2</td><td>x</td>"));
+  CHECK_THAT(html, Catch::Contains("<li>one</li>\n<li>two continued</li>"));
+  CHECK_THAT(html, Catch::Contains("<pre>&lt;raw&gt; &amp; text\n</pre>"));
+  CHECK_THAT(html, !Catch::Contains("mermaid") && !Catch::Contains("Graph:") &&
+                       !Catch::Contains("Empty"));
+  CHECK_THAT(html, Catch::Contains("<details>\n<summary><b>Kept</b>: text</summary>\n<p>body</p>\n"
+                                   "</details>"));
+}
+
+TEST_CASE("A report is one self-contained page: summary first, sections folded", "[html]") {
+  HtmlReport report{.command_name = "render",
+                    .title = "t <1>",
+                    .generator = "g",
+                    .command = "shardtrace render x=1",
+                    .summary = "<p>S</p>",
+                    .sections = {}};
+  report.sections.push_back({.id = "s", .title = "Section", .body = "<p>B</p>", .open = false});
+  report.sections.push_back({.id = "raw", .title = "", .body = "<p>R</p>", .open = false});
+  const std::string html = RenderHtmlReport(report);
+  CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
+  CHECK_THAT(html, Catch::Contains("<title>t &lt;1&gt;</title>"));
+  CHECK_THAT(html, Catch::Contains("default-src 'none'"));
+  CHECK(html.find("<p>S</p>") < html.find("<details id=\"s\""));
+  CHECK_THAT(html, Catch::Contains("<details id=\"s\" class=\"section\">\n<summary>Section"));
+  CHECK_THAT(html, Catch::Contains("<div class=\"page-block\" id=\"raw\">\n<p>R</p>"));
+  CHECK_THAT(html, !Catch::Contains("http://") && !Catch::Contains("https://") &&
+                       !Catch::Contains(" src="));
+  HtmlTable table{.id = "t", .caption = "rows", .headers = {"name", "bytes"}, .rows = {}};
+  table.rows.push_back({{"a<b", {}}, {"1.0 KiB", 1024.0}});
+  CHECK_THAT(HtmlTableMarkup(table),
+             Catch::Contains("<td>a&lt;b</td><td class=\"num\" data-v=\"1024\">1.0 KiB</td>") &&
+                 Catch::Contains("data-table=\"t\"") && Catch::Contains("1 rows"));
+}
+
+TEST_CASE("A stacked bar chart: segments to scale, totals, limit lines, a legend", "[html]") {
+  StackedBarChart chart;
+  chart.id = "c";
+  chart.title = "memory <per device>";
+  chart.format = [](double v) { return fmt::format("{:g} B", v); };
+  chart.bars = {{"forward", {{"params", 30}, {"temps", 10}}},
+                {"step", {{"params", 30}, {"grads", 30}, {"temps", 0}, {"more", 20}}}};
+  chart.lines = {{"chip 100", 100}, {"chip 50", 50}};
+  const std::string svg = StackedBarsSvg(chart);
+  CHECK(svg.rfind("<svg id=\"c\" class=\"chart\"", 0) == 0);
+  CHECK_THAT(svg, Catch::Contains("memory &lt;per device&gt;"));
+  // The axis runs to the largest of the bars (80) and the lines (100): 640 px for 100.
+  CHECK_THAT(svg, Catch::Contains("<rect class=\"segment\" x=\"140.0\" y=\"58.0\" "
+                                  "width=\"192.0\" height=\"26.0\" fill=\"#0072B2\">"
+                                  "<title>forward: params (30 B)</title>"));
+  CHECK_THAT(svg, Catch::Contains(">40 B</text>") && Catch::Contains(">80 B</text>"));
+  CHECK_THAT(svg, !Catch::Contains("temps (0 B)"));  // an empty segment is not drawn
+  CHECK_THAT(svg, Catch::Contains("x1=\"460.0\"") && Catch::Contains("x1=\"780.0\"") &&
+                      Catch::Contains(">chip 50</text>"));
+  // Every component once in the legend, the same colour in every bar.
+  size_t params = 0;
+  for (size_t at = svg.find(">params</text>"); at != std::string::npos;
+       at = svg.find(">params</text>", at + 1))
+    ++params;
+  CHECK(params == 1);
+  CHECK(StackedBarsSvg(StackedBarChart{}).empty());
+}
+
+TEST_CASE("render --format html: the report of a config, with its tables and flow SVG",
+          "[html][cli]") {
+  const testing::TempDir dir;
+  const CommandResult r =
+      RunShardtrace({"render", "base_emb_dim=16", "base_mlp_dim=32", "base_moe_mlp_dim=32",
+                     "num_experts=4", "num_experts_per_tok=2", "max_target_length=4",
+                     "per_device_batch_size=1", "decoder_block=mixtral", "ici_expert_parallelism=2",
+                     "--devices", "2", "--format", "html", "-o", dir.File("page.html")});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const std::string html = testing::ReadFile(dir.File("page.html"));
+  CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
+  CHECK(html.find("<h2>Summary</h2>") < html.find("id=\"tensors-table\""));
+  CHECK_THAT(html, Catch::Contains("<svg") && Catch::Contains("class=\"node\"") &&
+                       Catch::Contains("<td>gate_logits</td>") &&
+                       Catch::Contains("ragged_all_to_all") &&
+                       Catch::Contains("shardtrace render base_emb_dim=16"));
+  CHECK_THAT(html, Catch::Contains("Formal Specification") && !Catch::Contains("```"));
+  CHECK_THAT(html, Catch::Contains("<svg id=\"memory-chart\"") &&
+                       Catch::Contains("<title>forward pass: parameters (") &&
+                       Catch::Contains("<title>training step: gradients ("));
+  // A pipe is not a terminal: the report goes to stdout.
+  const CommandResult piped = RunShardtraceBinary(
+      {"render", "base_emb_dim=16", "base_mlp_dim=32", "base_moe_mlp_dim=32", "num_experts=4",
+       "num_experts_per_tok=2", "max_target_length=4", "per_device_batch_size=1",
+       "decoder_block=mixtral", "--format", "html"});
+  CHECK(piped.status == 0);
+  CHECK(piped.out.rfind("<!DOCTYPE html>", 0) == 0);
+}
+
+}  // namespace shardtrace
