@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import json
 import shutil
 import subprocess
 import sys
@@ -232,16 +233,22 @@ def check_api(golden: Path, out: Path, base: Path) -> None:
     expect_error(lambda: shardtrace.diff(a=["x=1"]), shardtrace.ShardtraceTypeError, 2, "a", "mapping")
     expect_error(lambda: shardtrace.trace(42), shardtrace.ShardtraceTypeError, 2, "configs[0]")
 
-    # fit and plan: once the commands exist.
+    # fit: the issue's own example, against the installed CLI's JSON of the same config.
     def check_fit() -> None:
         f = shardtrace.fit(model_name="mixtral-8x7b", compile_topology="v5p-64")
-        expect(isinstance(f.get("fits"), bool), f"fit()['fits'] is {f.get('fits')!r}")
+        cli = json.loads(subprocess.run([shardtrace.binary(), "fit", "model_name=mixtral-8x7b", "compile_topology=v5p-64",
+                                         "--format", "json"], capture_output=True, text=True, check=True).stdout)
+        expect(f["fits"] is True and f["devices"] == 32, f"fit(): fits {f['fits']!r} on {f['devices']} devices")
+        for key in ("argument_size_in_bytes", "temp_size_in_bytes", "peak_memory_in_bytes", "hbm_bytes"):
+            expect(f[key] == cli[key] and f[key] > 0, f"fit()[{key!r}] {f[key]} != the CLI's {cli[key]}")
+        expect_error(lambda: shardtrace.fit(model_name="mixtral-8x7b", compile_topology="v5p-7"),
+                     shardtrace.ShardtraceError, 2, "compile_topology", "v5p-7")
 
     def check_plan() -> None:
         p = shardtrace.plan(model_name="mixtral-8x7b", compile_topology="v5p-64")
         expect(p["exit_status"] == 0 and isinstance(p["warnings"], list), "plan()")
 
-    expect_command("fit", check_fit)
+    check_fit()
     expect_command("plan", check_plan)
     print("check_installed: API: trace (symbolic, dense, numeric, warnings), check, diff, render (markdown, html), "
           "errors and wrong types")
