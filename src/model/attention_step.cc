@@ -186,14 +186,14 @@ BlockFigures LogitsStep(const Config& config, const Mesh& mesh, const LayerWeigh
       config.Bool("logits_dot_in_fp32") ? DType::kFloat32 : ActivationDType(config);
   const int64_t logits = LocalBytes(config, mesh, {batch, length, vocab}, names, logits_dtype,
                                     "logits");
-  const int64_t f32 = LocalBytes(config, mesh, {batch, length, vocab}, names, DType::kFloat32,
-                                 "logits (float32)");
   BlockFigures f;
-  // Cross-entropy reads the logits in float32 and writes their cotangent in float32, beside
-  // the logits themselves and the gathered head kernel with its unreduced gradient.
-  f.backward_peak_bytes = logits + 2 * f32 + 2 * GatheredWeightBytes(config, mesh, head);
-  f.backward_peak_where = "the logits and cross-entropy: logits, their float32 copy and "
-                          "cotangent, the gathered output head and its gradient";
+  // Cross-entropy's softmax, one-hot and float32 upcast fuse into the reductions and into the
+  // cotangent's producer (the TPU fixtures: deepseek3-test's vocab 129,280 holds no float32
+  // [batch, length, vocab] buffer): the logits, kept from the forward, and their cotangent in
+  // the logits' dtype live together, beside the gathered head kernel and its gradient.
+  f.backward_peak_bytes = 2 * logits + 2 * GatheredWeightBytes(config, mesh, head);
+  f.backward_peak_where = "the logits and their cotangent, the gathered output head and its "
+                          "gradient";
   f.collectives = WeightCollectives(config, mesh, head, false, "output head");
   return f;
 }

@@ -41,8 +41,9 @@ BlockFigures AttentionLayer(const Config& config, const Mesh& mesh, const RematP
                             const std::string& kernel, const LayerWeights& weights,
                             int64_t batch);
 
-// The output head and cross-entropy: logits [batch, length, vocab] in the config's dtype,
-// their float32 copy and cotangent, and the head kernel gathered for its matmul.
+// The output head and cross-entropy: logits [batch, length, vocab] in the config's dtype
+// (float32 with logits_dot_in_fp32) and their cotangent, and the head kernel gathered for its
+// matmul.
 BlockFigures LogitsStep(const Config& config, const Mesh& mesh, const LayerWeights& head,
                         int64_t batch);
 

@@ -58,6 +58,8 @@ PROBES = {
     "shared_experts": (2, 3),  # only where the model has more than one (a width multiplier)
 }
 WEIGHT_DTYPES = ("float32", "bfloat16")
+# Fixed keys a size may be multiplied by (DeepSeek-V4's hyper-connection copies).
+MULTIPLIERS = ("mhc_expansion_rate",)
 
 # Keys whose value changes which parameters exist (not only their sizes): fit refuses a
 # config whose value differs from the one the layout was recorded at.
@@ -85,7 +87,7 @@ def _params(argv):
   return config, out
 
 
-def _candidates(symbols):
+def _candidates(symbols, passive=None):
   """[{value: [expression, ...]}, ...] by level: a key, a key over a small integer, two keys
   (+ - * /), then a key times a sum of two. The simplest level that explains a dimension wins."""
   levels = [{}, {}, {}, {}]
@@ -100,6 +102,9 @@ def _candidates(symbols):
     for d in (2, 3, 4, 6, 8):
       if v % d == 0:
         add(1, v // d, f"{k}/{d}")
+      add(1, v * d, f"{k}*{d}")
+    for p, pv in sorted((passive or {}).items()):  # a size times a fixed key (mhc_expansion_rate)
+      add(2, v * pv, f"{k}*{p}")
   for (a, va), (b, vb) in itertools.combinations(items, 2):
     add(2, va + vb, f"{a}+{b}")
     add(2, va * vb, f"{a}*{b}")
@@ -117,8 +122,8 @@ def _candidates(symbols):
   return levels
 
 
-def evaluate(expr, symbols):
-  return int(eval(expr, {"__builtins__": {}}, dict(symbols)))  # pylint: disable=eval-used
+def evaluate(expr, symbols, passive=None):
+  return int(eval(expr, {"__builtins__": {}}, {**(passive or {}), **symbols}))  # pylint: disable=eval-used
 
 
 def _symbols(config, probed):
@@ -162,7 +167,7 @@ def layout(base, model):
   passive = {k: v for k, v in passive.items()
              if isinstance(v, int) and not isinstance(v, bool) and v > 1 and k not in sym_a and
              getattr(cb, k, None) == v}
-  cands = _candidates(sym_a)
+  cands = _candidates(sym_a, {k: v for k, v in passive.items() if k in MULTIPLIERS})
   records, problems = [], []
   for path in sorted(pa):
     a, b = pa[path], pb.get(path)
@@ -177,7 +182,7 @@ def layout(base, model):
         continue
       found = []
       for level in cands:
-        found = [e for e in level.get(da, []) if evaluate(e, sym_b) == db]
+        found = [e for e in level.get(da, []) if evaluate(e, sym_b, passive) == db]
         # Keys equal on both probes (tied by the model, e.g. heads and kv heads under MLA) are
         # one value: the first in PROBES order stands for it.
         if len(found) > 1 and len({sym_a[e] for e in found if e in sym_a} | {sym_b[e] for e in found if e in sym_b}) == 2 \
