@@ -169,7 +169,12 @@ ModelLayout LayoutFor(const Config& config) {
   const std::string model = config.Str("model_name");
   const nlohmann::json all = nlohmann::json::parse(MaxTextLayoutsText());
   const auto it = all.find(model);
-  if (it == all.end() || !it->at("problems").empty()) {
+  if (it != all.end() && !it->at("problems").empty()) {
+    Fail("model_name '{}': fit does not model this model: export_layouts.py could not explain "
+         "every dimension of its MaxText layout by config keys ({}, and {} more)",
+         model, it->at("problems").front().get<std::string>(), it->at("problems").size() - 1);
+  }
+  if (it == all.end()) {
     Fail("model_name '{}': fit knows the whole-model layout of MaxText 0.2.5's MoE model files "
          "only ({}); a dense or other model is not modelled",
          model, fmt::join(LayoutModels(), ", "));

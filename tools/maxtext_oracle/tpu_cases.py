@@ -53,6 +53,20 @@ CASES = [
     case("gemma4_26b_l2_v5e16", "gemma4-26b", "v5e-16", "per_device_batch_size=1", "max_target_length=2048", layers=2),
     case("deepseek4_tiny_v5p8", "deepseek4-tiny", "v5p-8", "per_device_batch_size=2", "max_target_length=2048"),
     case("envy_test_v5p8", "envy-test", "v5p-8", "per_device_batch_size=2", "max_target_length=1024"),
+    # Pairs that straddle the fit boundary: the batch sizes either side of where `fit` puts it,
+    # chosen with fit before compiling (both at least 5% from the HBM line by fit's estimate).
+    case("pair_deepseek3_test_v5p8_pdb20", "deepseek3-test", "v5p-8", "per_device_batch_size=20",
+         "max_target_length=2048"),
+    case("pair_deepseek3_test_v5p8_pdb32", "deepseek3-test", "v5p-8", "per_device_batch_size=32",
+         "max_target_length=2048"),
+    case("pair_mixtral_l2_v5p8_s8192_pdb24", "mixtral-8x7b", "v5p-8", "per_device_batch_size=24",
+         "max_target_length=8192", layers=2),
+    case("pair_mixtral_l2_v5p8_s8192_pdb32", "mixtral-8x7b", "v5p-8", "per_device_batch_size=32",
+         "max_target_length=8192", layers=2),
+    case("pair_mixtral_l2_v5e16_pdb12", "mixtral-8x7b", "v5e-16", "per_device_batch_size=12",
+         "max_target_length=2048", layers=2),
+    case("pair_mixtral_l2_v5e16_pdb20", "mixtral-8x7b", "v5e-16", "per_device_batch_size=20",
+         "max_target_length=2048", layers=2),
 ]
 
 
