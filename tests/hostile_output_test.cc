@@ -5,11 +5,14 @@
 #include <fmt/format.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "cli/cli.h"
 #include "run/run.h"
 #include "test_support.h"
 
@@ -74,6 +77,20 @@ TEST_CASE("svg: the masked loop, whose cluster graph aborts Graphviz's dot, stil
   CHECK(r.out.rfind("<?xml", 0) == 0);
   CHECK_THAT(r.out, Catch::Contains("<svg") && Catch::Contains("masked_weight") &&
                         Catch::Contains("moe: masked_loop"));
+}
+
+TEST_CASE("svg: the ring of experts with 32 embedding chunks is drawn without scope boxes",
+          "[hostile][svg]") {
+  // 823 edges: dot's layout with the scope boxes took 14 s on the loaded machine (its first
+  // attempt hits "trouble in init_rank"); without them it takes under a second.
+  const CommandResult r = RunShardtrace(With(
+      {"trace", "--format", "svg", "use_ring_of_experts=true", "shardtrace_pr3981_emb_chunks=32"},
+      kMixtralEp4));
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.err.empty());
+  CHECK_THAT(r.out, Catch::Contains("(scope boxes left out: 823 edges, more than 600)"));
+  CHECK(r.out.find("class=\"cluster\"") == std::string::npos);
 }
 
 TEST_CASE("a symbolic trace at full size allocates nothing per token (S = 2^31, masked loop)",
@@ -141,7 +158,48 @@ TEST_CASE("a full or closed stdout is a failed run (exit 2), not a silent succes
   SECTION("stdout closed") {
     const CommandResult r = RunWithRedirect("", {"config"}, ">&-");
     CHECK(r.status == 2);
-    CHECK_THAT(r.err, Catch::StartsWith("shardtrace: error: standard output: cannot write"));
+    CHECK(r.err ==
+          "shardtrace: error: standard output: cannot write 1481 bytes: Bad file descriptor\n");
+  }
+  SECTION("stdout closed, --version (CLI11 prints it)") {
+    // CLI11's own flush left a bad stream and no reason: "cannot write" alone.
+    const CommandResult r = RunWithRedirect("", {"--version"}, ">&-");
+    CHECK(r.status == 2);
+    CHECK(r.err == "shardtrace: error: standard output: cannot write: Bad file descriptor\n");
+  }
+  SECTION("stdin and stdout closed, --format svg") {
+    // Graphviz's pipe took descriptors 0 and 1 and the layout failed as "exited with status 0";
+    // the closed descriptors are now held, and the write to stdout fails as it should.
+    const CommandResult r =
+        RunWithRedirect("", With({"trace", "--format", "svg"}, kMixtralEp4), "<&- >&-");
+    CHECK(r.status == 2);
+    CHECK_THAT(r.err, Catch::StartsWith("shardtrace: error: standard output: cannot write ") &&
+                          Catch::EndsWith(" bytes: Bad file descriptor\n"));
+  }
+}
+
+// A stream whose flush fails, as a closed or full stdout does (in process, through RunCli).
+class UnflushableBuffer : public std::stringbuf {
+ protected:
+  int sync() override { return -1; }
+};
+
+TEST_CASE("RunCli fails a command whose standard output cannot be flushed", "[hostile][output]") {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"shardtrace", "config"},
+        std::vector<std::string>{"shardtrace", "--version"}}) {
+    std::vector<std::string> storage = args;
+    std::vector<char*> argv;
+    for (std::string& a : storage) argv.push_back(a.data());
+    UnflushableBuffer buffer;
+    std::ostream out(&buffer);
+    std::ostringstream err;
+    const int status = RunCli(static_cast<int>(argv.size()), argv.data(), out, err);
+    INFO(args.back());
+    CHECK(status == 2);
+    const std::string line = err.str();
+    CHECK_THAT(line, Catch::StartsWith("shardtrace: error: standard output: cannot write"));
+    CHECK(std::count(line.begin(), line.end(), '\n') == 1);
   }
 }
 

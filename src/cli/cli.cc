@@ -3,9 +3,12 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <new>
 #include <ostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -17,8 +20,37 @@
 #include "util/warnings.h"
 
 namespace shardtrace {
+namespace {
 
-int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
+// The one line for output that could not be written, with errno's reason when it is known.
+int FailedWrite(std::ostream& err) {
+  err << "shardtrace: error: standard output: cannot write"
+      << (errno != 0 ? fmt::format(": {}", std::strerror(errno)) : std::string()) << "\n";
+  return kExitBadInput;
+}
+
+// What a command printed is only delivered once `out` is flushed, so every command's output
+// is checked here, once: a full disk or a closed stdout fails the run (exit 2) instead of
+// ending in a silent 0. A run that failed before keeps its own status and line.
+int FlushOutput(int status, std::ostream& out, std::ostream& err) {
+  if (status != kExitOk && status != kExitMismatch) return status;
+  errno = 0;
+  out.flush();
+  return out ? status : FailedWrite(err);
+}
+
+// --help and --version: CLI11 flushes its text itself, which left a bad stream and no errno
+// on a closed stdout; it is written here in one piece instead, so the failure has its reason.
+int ExitWithText(const CLI::App& app, const CLI::Error& e, std::ostream& out, std::ostream& err) {
+  std::ostringstream text;
+  const int status = app.exit(e, text, err);
+  errno = 0;
+  out << text.str();
+  out.flush();
+  return out ? status : FailedWrite(err);
+}
+
+int RunCommand(int argc, char** argv, std::ostream& out, std::ostream& err) {
   CLI::App app{"shardtrace: how tensors and their shardings flow through MaxText MoE layers"};
   std::string models;  // the revisions of moe.py shardtrace models (--maxtext-revision)
   for (const RevisionInfo& r : Revisions())
@@ -78,11 +110,11 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
       return outcome.status;
     }
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e, out, err);
+    return ExitWithText(app, e, out, err);
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e, out, err);
+    return ExitWithText(app, e, out, err);
   } catch (const CLI::CallForVersion& e) {
-    return app.exit(e, out, err);
+    return ExitWithText(app, e, out, err);
   } catch (const CLI::ParseError& e) {
     err << "shardtrace: error: " << PrintableMessage(e.what()) << " (see shardtrace --help)\n";
     return kExitBadInput;
@@ -107,6 +139,12 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
     return kExitInternal;
   }
   return kExitOk;
+}
+
+}  // namespace
+
+int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
+  return FlushOutput(RunCommand(argc, argv, out, err), out, err);
 }
 
 }  // namespace shardtrace

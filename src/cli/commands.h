@@ -81,5 +81,7 @@ void RefuseHtmlOnTerminal(const CommonOptions& options);
 
 // Writes `text` to options.output atomically, or to `out` when no output file is given.
 void WriteOutput(const CommonOptions& options, const std::string& text, std::ostream& out);
+// Writes `text` to `out` (stdout) and flushes it; Error naming the reason when it fails.
+void WriteStdout(const std::string& text, std::ostream& out);
 
 }  // namespace shardtrace

@@ -71,29 +71,29 @@ CommandOutcome RunGenerateCommand(const GenerateOptions& options, std::ostream& 
     }
     if (options.check) {
       if (!on_disk[i]) {
-        out << fmt::format("missing  {}\n", path.string());
+        WriteStdout(fmt::format("missing  {}\n", path.string()), out);
         stale.push_back(names[i]);
       } else if (*on_disk[i] != text) {
-        out << fmt::format("differs  {}\n", path.string());
+        WriteStdout(fmt::format("differs  {}\n", path.string()), out);
         stale.push_back(names[i]);
       }
     } else {
       WriteTextAtomically(path.string(), text);
-      out << fmt::format("wrote    {}\n", path.string());
+      WriteStdout(fmt::format("wrote    {}\n", path.string()), out);
     }
   }
   if (!options.check) {
-    out << fmt::format("{} visualizations and their index in {}\n", pages.size(), shown);
+    WriteStdout(fmt::format("{} visualizations and their index in {}\n", pages.size(), shown), out);
     return outcome;
   }
   if (stale.empty()) {
-    out << fmt::format("{} is up to date ({} files)\n", shown, names.size());
+    WriteStdout(fmt::format("{} is up to date ({} files)\n", shown, names.size()), out);
     return outcome;
   }
   const std::string fix = options.out == GenerateOptions().out
                               ? "shardtrace generate"
                               : "shardtrace generate --out " + options.out;
-  out << fmt::format("{} is stale: {}; run {}\n", shown, fmt::join(stale, ", "), fix);
+  WriteStdout(fmt::format("{} is stale: {}; run {}\n", shown, fmt::join(stale, ", "), fix), out);
   outcome.status = kExitMismatch;
   return outcome;
 }

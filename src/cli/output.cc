@@ -20,18 +20,21 @@ void RefuseHtmlOnTerminal(const CommonOptions& options) {
         "the report is a file to open in a browser");
 }
 
-void WriteOutput(const CommonOptions& options, const std::string& text, std::ostream& out) {
+void WriteStdout(const std::string& text, std::ostream& out) {
   const std::string shown = WithoutTerminalControls(text);
-  if (options.output == "-") {
-    errno = 0;
-    out << shown;
-    out.flush();
-    if (!out)
-      Fail("standard output: cannot write {} bytes{}", shown.size(),
-           errno != 0 ? fmt::format(": {}", std::strerror(errno)) : std::string());
-  } else {
-    WriteTextAtomically(options.output, shown);
-  }
+  errno = 0;
+  out << shown;
+  out.flush();
+  if (!out)
+    Fail("standard output: cannot write {} bytes{}", shown.size(),
+         errno != 0 ? fmt::format(": {}", std::strerror(errno)) : std::string());
+}
+
+void WriteOutput(const CommonOptions& options, const std::string& text, std::ostream& out) {
+  if (options.output == "-")
+    WriteStdout(text, out);
+  else
+    WriteTextAtomically(options.output, WithoutTerminalControls(text));
 }
 
 }  // namespace shardtrace

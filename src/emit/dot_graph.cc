@@ -95,6 +95,7 @@ void WriteNode(const TensorRecord& t, const std::string& indent, std::string& ou
 struct DotStyle {
   bool clusters = true;
   bool newrank = false;
+  std::string note;  // a line under the graph's title saying what was left out, if anything
 };
 
 void WriteScope(const Trace& trace, const ScopeNode& node, int depth, int& cluster,
@@ -128,7 +129,8 @@ std::string DotText(const Trace& trace, const DotStyle& style) {
   }
   std::string out = "digraph shardtrace {\n";
   out += fmt::format("  label={};\n  rankdir=TB;\n  fontname=Helvetica;\n",
-                     Quote(fmt::format("{}: {} on {}", trace.block, trace.path, trace.mesh)));
+                     Quote(fmt::format("{}: {} on {}{}", trace.block, trace.path, trace.mesh,
+                                       style.note.empty() ? "" : "\\n" + style.note)));
   if (style.newrank) out += "  newrank=true;\n";
   out += "  node [fontname=Helvetica, fontsize=10];\n  edge [fontsize=9];\n";
   int cluster = 0;
@@ -140,7 +142,6 @@ std::string DotText(const Trace& trace, const DotStyle& style) {
                            op.collective ? ", color=red, fontcolor=red" : "");
   return out + "}\n";
 }
-
 
 // cgraph parses the DOT text and gvc lays it out and renders it, in the calling process.
 std::string LayOutInProcess(const std::string& dot_text) {
@@ -184,8 +185,13 @@ std::string TraceToSvg(const Trace& trace) {
   // some cluster graphs, e.g. the masked loop's: each layout runs in a child process under a
   // time and memory limit, so such a graph costs a retry, not the process. The retries keep
   // every node and edge: first with dot's newrank, then without the scope boxes.
-  // dot's layout time grows much faster than the graph: 1,000 edges take seconds, 1,400 more
-  // than 25 s, 2,000 more than a minute. A bigger graph is refused before any layout is tried.
+  // dot's layout time grows much faster than the graph, and the scope boxes (clusters) make
+  // it worse. Measured on 2 loaded cores: 563 edges with boxes take 1.0 s of CPU, but the ring
+  // of experts with 32 embedding chunks (823 edges) 7.4 s, 14 s with its retries; without
+  // boxes 823 edges take 0.8 s, 1,012 1.5 s, 1,403 23 s. So a graph past kMaxBoxedEdges is
+  // drawn without its scope boxes, saying so under its title, and one past kMaxEdges is
+  // refused before any layout is tried.
+  constexpr size_t kMaxBoxedEdges = 600;
   constexpr size_t kMaxEdges = 1000;
   size_t edges = 0;
   for (const OpRecord& op : trace.ops) edges += op.inputs.size() * op.outputs.size();
@@ -195,20 +201,27 @@ std::string TraceToSvg(const Trace& trace) {
         "{} edges; --format dot writes the graph for another layout tool, --format mermaid draws "
         "the same flow",
         trace.tensors.size(), edges, kMaxEdges);
-  // At most 30 s of layout in all: each attempt gets what is left of it.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  std::vector<DotStyle> styles = {DotStyle{},
+                                  DotStyle{.clusters = true, .newrank = true, .note = ""},
+                                  DotStyle{.clusters = false, .newrank = false, .note = ""}};
+  if (edges > kMaxBoxedEdges)
+    styles = {DotStyle{.clusters = false,
+                       .newrank = false,
+                       .note = fmt::format("(scope boxes left out: {} edges, more than {})", edges,
+                                           kMaxBoxedEdges)}};
+  // A backstop for a graph these sizes misjudge: at most 10 s of layout in all (it was 30 s),
+  // each attempt getting what is left of it.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   std::string failures;
-  for (const DotStyle style : {DotStyle{}, DotStyle{.clusters = true, .newrank = true},
-                               DotStyle{.clusters = false, .newrank = false}}) {
+  for (const DotStyle& style : styles) {
     const auto left = std::chrono::duration_cast<std::chrono::seconds>(
                           deadline - std::chrono::steady_clock::now())
                           .count();
     if (left < 1) break;
     ContainedLimits limits;
-    limits.seconds = static_cast<int>(std::min<int64_t>(left, 20));
+    limits.seconds = static_cast<int>(left);
     const std::string dot = DotText(trace, style);
-    const ContainedResult laid_out =
-        RunContained([&dot] { return LayOutInProcess(dot); }, limits);
+    const ContainedResult laid_out = RunContained([&dot] { return LayOutInProcess(dot); }, limits);
     if (laid_out.ok) return laid_out.output;
     failures += (failures.empty() ? "" : "; ") + laid_out.failure;
   }

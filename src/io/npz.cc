@@ -361,8 +361,12 @@ int64_t CheckedProduct(int64_t a, int64_t b, std::string_view context, const Sha
   return product;
 }
 
-float CheckedIntToFloat(int64_t value, int64_t index, std::string_view context) {
-  if (value > kMaxExactInt || value < -kMaxExactInt) {
+// Integers are held as floats, exact only up to 2^24. `value` is any integer type, so the
+// message names the value the file holds: a uint64 was once clamped first and reported as
+// 16777217 whatever it was.
+template <typename Int>
+float CheckedIntToFloat(Int value, int64_t index, std::string_view context) {
+  if (std::cmp_greater(value, kMaxExactInt) || std::cmp_less(value, -kMaxExactInt)) {
     Fail("{}: integer {} at flat index {} cannot be held exactly (expected |value| <= 2^24)",
          context, value, index);
   }
@@ -390,12 +394,8 @@ float LoadElement(const unsigned char* p, const ElementType& type, int64_t index
     default: {  // 'u'
       if (type.size == 1) return *p;
       if (type.size == 2) return LoadLittleEndian<uint16_t>(p);
-      // Clamp before the signed conversion so huge uint64 values still report as too large.
-      const uint64_t value =
-          type.size == 4 ? LoadLittleEndian<uint32_t>(p) : LoadLittleEndian<uint64_t>(p);
-      return CheckedIntToFloat(
-          static_cast<int64_t>(std::min<uint64_t>(value, uint64_t{kMaxExactInt} + 1)), index,
-          context);
+      if (type.size == 4) return CheckedIntToFloat(LoadLittleEndian<uint32_t>(p), index, context);
+      return CheckedIntToFloat(LoadLittleEndian<uint64_t>(p), index, context);
     }
   }
 }

@@ -80,9 +80,14 @@ void CheckNumericSize(const MoeSetup& s, int64_t devices, int64_t budget_bytes) 
       if (__builtin_mul_overflow(n, std::max<int64_t>(d, 0), &n)) return INT64_MAX;
     return n;
   };
+  constexpr const char* kDeviceCount = "the device count";
   // The largest arrays each path materialises. Kernels are held by every device (the expert
   // kernels split over EP); activations split over the devices, but a run keeps several
-  // copies (an op's inputs and outputs, per-device shards of replicated ones): up to 4.
+  // copies (an op's inputs and outputs, per-device shards of replicated ones): 4, on any
+  // device count. Counting min(devices, 4) let a one-device run of 1.6 GB routed rows
+  // (per_device_batch_size=100000, max_target_length=64) pass and hold 6.2 GB for 93 s; one
+  // device measured 3.8 copies, two 4.2.
+  constexpr int64_t kActivationCopies = 4;
   const int64_t wide = std::max({s.hidden, s.wi_hidden, s.emb, s.mlp_dim, s.shared_hidden});
   struct Candidate {
     std::string what, keys;
@@ -116,13 +121,26 @@ void CheckNumericSize(const MoeSetup& s, int64_t devices, int64_t budget_bytes) 
                           "capacity_factor, per_device_batch_size, base_emb_dim",
                           product({s.num_experts, s.batch, c, wide}), 0});
   }
+  if (s.path == MoePath::kSparse) {
+    // Inside shard_map every simulated device keeps its own shard of every array the block
+    // records, however small: measured 6.8 KB a device on 8-wide dims (65,536 devices: 445 MB,
+    // 11 s). Without this, a tiny config on 2^20 devices fit the kernels' budget and then ran
+    // for minutes. Counted as 8 KiB (2048 floats) a device.
+    constexpr int64_t kDeviceShardFloats = 2048;
+    candidates.push_back({"each simulated device's shards of the arrays the block records",
+                          kDeviceCount, kDeviceShardFloats, 1});
+  }
   int64_t total = 0;  // floats, saturating
   const Candidate* largest = &candidates.front();
+  int64_t largest_held = 0;
   for (const Candidate& c : candidates) {
     const int64_t held = c.kernel_split > 0 ? product({c.elements / c.kernel_split, devices})
-                                            : product({c.elements, std::min<int64_t>(devices, 4)});
+                                            : product({c.elements, kActivationCopies});
     if (__builtin_add_overflow(total, held, &total)) total = INT64_MAX;
-    if (c.elements > largest->elements) largest = &c;
+    if (held > largest_held) {
+      largest = &c;
+      largest_held = held;
+    }
   }
   const int64_t bytes = product({total, 4});
   const auto mib = [](int64_t b) { return fmt::format("{} MiB", (b + (1 << 20) - 1) >> 20); };
@@ -133,7 +151,8 @@ void CheckNumericSize(const MoeSetup& s, int64_t devices, int64_t budget_bytes) 
         bytes == INT64_MAX ? std::string("more than 8 EiB") : "about " + mib(bytes), largest->what,
         largest->elements,
         devices > 1 ? fmt::format(", on up to {} simulated devices", devices) : "",
-        mib(budget_bytes), largest->keys, devices > 1 ? " or the device count" : "");
+        mib(budget_bytes), largest->keys,
+        devices > 1 && largest->keys != kDeviceCount ? " or the device count" : "");
 }
 
 MoeParams MakeParams(const MoeSetup& s, int num_mlp_activations, bool numeric, uint64_t seed,

@@ -407,9 +407,19 @@ AllToAllParams GetAllToAllParams(const MoeContext& ctx, const Value& all_shards_
 int64_t RaggedBufferSize(int64_t local_batch, int64_t ep_degree, int64_t global_experts,
                          int64_t top_k, double ragged_buffer_factor) {
   const double balanced = static_cast<double>(local_batch);
-  if (ragged_buffer_factor > 0.0)
-    return CheckedToInt(balanced * ragged_buffer_factor,
-                        "ragged buffer size (local tokens x ragged_buffer_factor)");
+  if (ragged_buffer_factor > 0.0) {
+    const int64_t rows = CheckedToInt(balanced * ragged_buffer_factor,
+                                      "ragged buffer size (local tokens x ragged_buffer_factor)");
+    // moe.py sizes the buffer int(local rows x factor) and allocates it as it is: a factor
+    // below 1/rows leaves no row to receive into, which MaxText cannot run (shardtrace traced
+    // it as a [0, M] buffer and exited 0).
+    if (rows < 1)
+      Fail(
+          "ragged_buffer_factor: {} leaves the ragged buffer int({} local rows x {}) = {} rows; "
+          "expected a factor of at least 1/{} (or <= 0 for the worst-case buffer)",
+          ragged_buffer_factor, local_batch, ragged_buffer_factor, rows, local_batch);
+    return rows;
+  }
   // Worst case: every local token on one shard, capped by E/K when local experts < top_k.
   const double worst = std::min(static_cast<double>(ep_degree),
                                 static_cast<double>(global_experts) / static_cast<double>(top_k));

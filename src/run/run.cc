@@ -51,6 +51,10 @@ RunResult RunPrepared(const RunRequest& request, RunSetup s) {
   options.progress = request.progress;
   options.cotangent = request.cotangent;
   options.cotangent_source = request.arrays_source;
+  // The budget counts every simulated device's copy; checked before the parameters are
+  // drawn, as drawing 1.6 GB of kernels for one device took 16-36 s before RunBlock's check
+  // refused them for two.
+  if (options.numeric) CheckNumericSize(s.setup, s.mesh.num_devices(), options.budget_bytes);
   BlockRun run = RunBlock(s.config, s.mesh, s.setup, Params(request, s), request.block, options);
   // The decoder layer's constraint on the normed hidden states, which the block receives.
   const LogicalAxes arrival =

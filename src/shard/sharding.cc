@@ -19,6 +19,7 @@ Sharding ShardTensor(const std::string& tensor, const Shape& shape, DType dtype,
   if (spec.rank() != shape.size())
     Fail("tensor '{}': PartitionSpec {} has rank {} but the shape {} has rank {}", tensor,
          spec.ToString(), spec.rank(), ShapeToString(shape), shape.size());
+  NumElements(shape);  // a negative dim or an overflowing count, named by the shape as given
   Sharding s{shape, dtype, spec, shape, 0, {}};
   for (size_t d = 0; d < shape.size(); ++d) {
     const int64_t parts = mesh.Size(spec[d]);
@@ -30,9 +31,17 @@ Sharding ShardTensor(const std::string& tensor, const Shape& shape, DType dtype,
       if (divisibility == Divisibility::kRequire) throw Error(message);
       s.warnings.push_back(message + " (XLA pads it)");
     }
-    s.local_shape[d] = (shape[d] + parts - 1) / parts;
+    // XLA pads the dim up to the next multiple of its shards. That size is checked before the
+    // division: a dim near 2^63 wrapped to a negative local size, reported as that number.
+    const int64_t padded = CheckedAdd(
+        shape[d], (parts - shape[d] % parts) % parts,
+        fmt::format("tensor '{}' dim {} of size {} padded to a multiple of {} = {} devices", tensor,
+                    d, shape[d], PartitionSpec::EntryToString(spec[d]), parts));
+    s.local_shape[d] = padded / parts;
   }
-  s.bytes_per_device = TensorBytes(s.local_shape, dtype);
+  s.bytes_per_device = CheckedMul(NumElements(s.local_shape), ByteSize(dtype),
+                                  fmt::format("tensor '{}' of shape {}: the {} bytes per device",
+                                              tensor, ShapeToString(shape), ToString(dtype)));
   return s;
 }
 
