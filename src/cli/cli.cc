@@ -86,7 +86,7 @@ int RunCommand(int argc, char** argv, std::ostream& out, std::ostream& err) {
       AddConfigCommand(app), AddExplainCommand(app), AddTraceCommand(app),
       AddDumpCommand(app),   AddCheckCommand(app),   AddCompareDumpCommand(app),
       AddDiffCommand(app),   AddRenderCommand(app),  AddGenerateCommand(app),
-      AddFitCommand(app)};
+      AddFitCommand(app),    AddPlanCommand(app)};
 
   try {
     if (argc > 1 && argv[1][0] != '-') {

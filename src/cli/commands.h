@@ -74,6 +74,7 @@ Command AddDiffCommand(CLI::App& app);
 Command AddRenderCommand(CLI::App& app);
 Command AddGenerateCommand(CLI::App& app);
 Command AddFitCommand(CLI::App& app);
+Command AddPlanCommand(CLI::App& app);
 
 // `--format html` with no -o while standard output is a terminal: refused (Error), as the
 // report is a file to open in a browser, not text to read.

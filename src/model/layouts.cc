@@ -1,5 +1,6 @@
 #include "model/layouts.h"
 
+#include <algorithm>
 #include <cctype>
 #include <nlohmann/json.hpp>
 #include <string_view>
@@ -94,15 +95,28 @@ class DimParser {
   size_t pos_ = 0;
 };
 
-ParamRole RoleOf(const std::string& path) {
-  const auto has = [&](std::string_view part) { return path.find(part) != std::string::npos; };
+// What a parameter is part of, from its path and logical axes: experts carry 'exp', the
+// router is the experts' block's `gate`, attention carries a heads axis (or is the attention
+// module's, like gpt-oss's sinks), a dense MLP carries 'mlp'. Model files name their modules
+// differently (MoeBlock_0, GptOssMlp, self_attention, GptOssAttention), so names alone do not
+// decide.
+ParamRole RoleOf(const std::string& path, const LogicalAxes& axes) {
+  std::string lower = path;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const auto has = [&](std::string_view part) { return lower.find(part) != std::string::npos; };
+  const auto axis = [&](std::string_view name) {
+    return std::any_of(axes.begin(), axes.end(), [&](const auto& a) { return a && *a == name; });
+  };
   if (has("token_embedder")) return ParamRole::kEmbedding;
   if (has("logits_dense")) return ParamRole::kOutputHead;
   if (has("norm/scale") || has("norm/bias")) return ParamRole::kNorm;
   if (has("shared_expert")) return ParamRole::kSharedExperts;
-  if (has("MoeBlock") || has("moe_block") || has("/gate/")) return ParamRole::kMoe;
-  if (has("attention") || has("attn")) return ParamRole::kAttention;
-  if (has("mlp")) return ParamRole::kMlp;
+  if (axis("exp") || has("moeblock") || has("/gate/")) return ParamRole::kMoe;
+  if (has("attention") || has("attn") || axis("heads") || axis("q_heads") || axis("kv_heads") ||
+      axis("q_lora") || axis("kv_lora")) {
+    return ParamRole::kAttention;
+  }
+  if (has("mlp") || axis("mlp")) return ParamRole::kMlp;
   return ParamRole::kOther;
 }
 
@@ -207,7 +221,8 @@ ModelLayout LayoutFor(const Config& config) {
       }
     }
     param.dtype = p.at("dtype").get<std::string>();
-    param.role = RoleOf(param.path);
+    param.trainable = p.value("trainable", true);
+    param.role = RoleOf(param.path, param.axes);
     layout.params.push_back(std::move(param));
   }
   return layout;

@@ -29,6 +29,9 @@ struct ParamLayout {
   std::vector<std::string> dims;  // expressions over config keys, or integers
   LogicalAxes axes;
   std::string dtype;  // "weight_dtype" or a dtype name
+  // An nnx.Param the optimizer updates; false for other state in the model (DeepSeek's
+  // loss-free routing bias): no gradient and no optimizer moments.
+  bool trainable = true;
   ParamRole role = ParamRole::kOther;
   // The scanned stack the parameter belongs to ("layers", "moe_layers", "dense_layers", ...;
   // empty outside the scan): the logical axis name MaxText gives its stacked dim.

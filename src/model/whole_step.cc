@@ -56,15 +56,28 @@ Target TargetFor(const HardwareTable& table, const Config& config, const FitRequ
 
 bool IsStacked(const ParamBuffer& p) { return !p.stack.empty(); }
 
-// Distinct modules of `role` under a stack: "decoder/layers/self_attention" once however many
-// kernels it has.
-int CountModules(const std::vector<const ParamBuffer*>& params, ParamRole role,
-                 const std::string& marker) {
+// The modules of `role` among a stack's parameters: the distinct directories of their anchor
+// arrays (experts: wi_0; attention: the output projection; shared experts and MLPs: wi_0's
+// kernel), so gpt-oss's layers_0/GptOssMlp and layers_1/GptOssMlp are two blocks of one
+// scanned layer.
+int CountModules(const std::vector<const ParamBuffer*>& params, ParamRole role) {
   std::set<std::string> modules;
   for (const ParamBuffer* p : params) {
     if (p->role != role) continue;
-    const size_t at = p->path.find(marker);
-    modules.insert(at == std::string::npos ? p->path : p->path.substr(0, at));
+    const std::string& path = p->path;
+    const auto ends = [&](std::string_view tail) {
+      return path.size() >= tail.size() && path.compare(path.size() - tail.size(), tail.size(), tail) == 0;
+    };
+    std::string module;
+    if (role == ParamRole::kMoe && (ends("/wi_0") || ends("/wi"))) {
+      module = path.substr(0, path.rfind('/'));
+    } else if (role == ParamRole::kAttention && ends("/out/kernel")) {
+      module = path.substr(0, path.size() - std::string_view("/out/kernel").size());
+    } else if ((role == ParamRole::kSharedExperts || role == ParamRole::kMlp) &&
+               (ends("/wi_0/kernel") || ends("/wi/kernel"))) {
+      module = path.substr(0, path.rfind("/wi"));
+    }
+    if (!module.empty()) modules.insert(module);
   }
   return static_cast<int>(modules.size());
 }
@@ -153,14 +166,17 @@ FitResult FitOnce(const FitRequest& request) {
     b.spec = ResolveLogicalAxes(p.axes, config.logical_axis_rules(), &r.mesh).spec;
     b.bytes_per_device = ShardTensor(p.path, b.shape, b.dtype, b.spec, r.mesh).bytes_per_device;
     b.role = p.role;
+    b.trainable = p.trainable;
     b.stack = p.stack;
     r.parameter_count = CheckedAdd(r.parameter_count, NumElements(b.shape), "parameter count");
     r.parameter_bytes = CheckedAdd(r.parameter_bytes, b.bytes_per_device, "parameter bytes");
-    const int64_t mu = b.bytes_per_device / ByteSize(b.dtype) * ByteSize(mu_dtype);
-    if (opt != "sgd") r.optimizer_bytes += mu + b.bytes_per_device;  // mu, and nu like the parameter
+    if (b.trainable) {
+      r.gradient_bytes += b.bytes_per_device;
+      const int64_t mu = b.bytes_per_device / ByteSize(b.dtype) * ByteSize(mu_dtype);
+      if (opt != "sgd") r.optimizer_bytes += mu + b.bytes_per_device;  // mu, and nu like the parameter
+    }
     r.params.push_back(std::move(b));
   }
-  r.gradient_bytes = r.parameter_bytes;
   {
     const PartitionSpec spec =
         ResolveLogicalAxes(LogicalNames({"activation_batch", nullptr}), config.logical_axis_rules(),
@@ -205,11 +221,20 @@ FitResult FitOnce(const FitRequest& request) {
     for (size_t d = 0; d < it->axes.size(); ++d) {
       if (it->axes[d] == name) s.layers = first.shape[d];
     }
-    s.attention_blocks = CountModules(params, ParamRole::kAttention, "attention");
-    s.moe_blocks = CountModules(params, ParamRole::kMoe, "MoeBlock");
-    s.shared_blocks = CountModules(params, ParamRole::kSharedExperts, "shared_expert");
-    s.mlp_blocks = CountModules(params, ParamRole::kMlp, "mlp");
-    s.kept.push_back({"decoder_layer_input", carry, "the layer's input, the scan's carry"});
+    s.attention_blocks = CountModules(params, ParamRole::kAttention);
+    s.moe_blocks = CountModules(params, ParamRole::kMoe);
+    s.shared_blocks = CountModules(params, ParamRole::kSharedExperts);
+    s.mlp_blocks = CountModules(params, ParamRole::kMlp);
+    // The scan keeps each layer's input for the backward; a policy that offloads
+    // decoder_layer_input (custom: decoder_layer_input=offload) keeps it on the host.
+    const bool carry_offloaded =
+        r.policy.wrapped && std::count(r.policy.offloaded.begin(), r.policy.offloaded.end(),
+                                       "decoder_layer_input") > 0;
+    if (carry_offloaded) {
+      s.offloaded_bytes += carry;
+    } else {
+      s.kept.push_back({"decoder_layer_input", carry, "the layer's input, the scan's carry"});
+    }
     const auto weights_of = [&](ParamRole role) {
       LayerWeights w;
       w.layers = s.layers;
@@ -310,6 +335,37 @@ FitResult FitOnce(const FitRequest& request) {
             [](const MemoryItem& a, const MemoryItem& b) { return a.bytes > b.bytes; });
   if (r.largest.size() > 5) r.largest.resize(5);
 
+  // FLOPs: every trainable matmul weight a token meets (experts: top-k of them), then attention.
+  {
+    const double experts = static_cast<double>(config.Int("num_experts"));
+    const double top_k = static_cast<double>(config.Int("num_experts_per_tok"));
+    double active = 0, layer_active = 0;
+    for (const ParamBuffer& p : r.params) {
+      if (!p.trainable || p.role == ParamRole::kEmbedding || p.role == ParamRole::kNorm) continue;
+      double n = static_cast<double>(NumElements(p.shape));
+      if (p.role == ParamRole::kMoe && p.path.find("gate") == std::string::npos && experts > 0) {
+        n *= top_k / experts;
+      }
+      active += n;
+      if (IsStacked(p)) layer_active += n;
+    }
+    r.tokens = CheckedMul(batch, length, "tokens per step");
+    const double tokens = static_cast<double>(r.tokens);
+    const bool mla = config.Str("attention_type") == "mla";
+    const double head_dim =
+        mla ? static_cast<double>(config.Int("qk_nope_head_dim") + config.Int("qk_rope_head_dim"))
+            : static_cast<double>(config.Int("head_dim"));
+    double attention_layers = 0;
+    for (const LayerStack& s : r.stacks) attention_layers += static_cast<double>(s.layers * s.attention_blocks);
+    const double attention = attention_layers * 6.0 * static_cast<double>(batch) *
+                             static_cast<double>(length) * static_cast<double>(length) *
+                             static_cast<double>(config.Int("num_query_heads")) * head_dim;
+    r.model_flops = 6.0 * tokens * active + attention;
+    // full re-runs every layer's forward; a policy that saves some names re-runs the rest,
+    // counted as half a forward; none keeps everything.
+    const double forward = 2.0 * tokens * layer_active + attention / 3.0;
+    r.recompute_flops = !r.policy.wrapped ? 0.0 : r.policy.name == "full" ? forward : forward / 2;
+  }
   r.settings = {
       {"per_device_batch_size", config.Get("per_device_batch_size").ToString()},
       {"global batch", std::to_string(batch)},

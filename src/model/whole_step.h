@@ -57,6 +57,7 @@ struct ParamBuffer {
   PartitionSpec spec;
   int64_t bytes_per_device = 0;
   ParamRole role = ParamRole::kOther;
+  bool trainable = true;  // false: model state with no gradient or optimizer moments
   std::string stack;  // the scanned stack ("layers", "moe_layers", ...) or empty
 };
 
@@ -134,6 +135,13 @@ struct FitResult {
   std::vector<MemoryItem> largest;  // the largest buffers live at the peak
   std::vector<StepCollectiveTotal> collectives;
   int64_t collective_bytes_per_device = 0;
+  // The step's arithmetic, for `plan`'s time estimate: matmul FLOPs of the forward and
+  // backward over the whole mesh (6 x tokens x the parameters a token uses, top-k of the
+  // experts; plus causal attention's 6 x batch x length^2 x heads x head dim per layer), and
+  // what the remat policy runs again.
+  int64_t tokens = 0;
+  double model_flops = 0;
+  double recompute_flops = 0;
   std::vector<FitVariant> variants;
   std::vector<std::string> notes;  // what was assumed, and what is not modelled
   std::vector<Warning> warnings;

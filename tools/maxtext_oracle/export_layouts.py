@@ -44,7 +44,7 @@ PROBES = {
     "head_dim": (48, 56),
     "vocab_size": (1000, 1256),
     "num_experts": (10, 12),
-    "base_num_decoder_layers": (24, 40),
+    "base_num_decoder_layers": (264, 360),  # L/k for k in 2..8 collides with no other probe value
     "first_num_dense_layers": (3, 5),
     "q_lora_rank": (56, 88),
     "kv_lora_rank": (72, 104),
@@ -75,15 +75,20 @@ def _params(argv):
   config = pyconfig.initialize(["export_layouts.py"] + argv)
   mesh = jax.sharding.Mesh(maxtext_utils.create_device_mesh(config), config.mesh_axes)
   _, model = model_creation_utils.create_nnx_abstract_model(config, mesh)
-  _, state, _ = nnx.split(model, nnx.Param, ...)
+  _, params, rest = nnx.split(model, nnx.Param, ...)
   out = {}
-  for path, var in jax.tree_util.tree_flatten_with_path(state, is_leaf=lambda x: isinstance(x, nnx.Variable))[0]:
-    value = var.get_value() if hasattr(var, "get_value") else var.value
-    meta = var.get_metadata() if hasattr(var, "get_metadata") else {}
-    axes = meta.get("sharding") or meta.get("out_sharding") or meta.get("sharding_names")
-    key = "/".join(str(getattr(p, "key", p)) for p in path)
-    out[key] = {"shape": [int(d) for d in value.shape], "dtype": str(value.dtype),
-                "axes": [a if a is None else str(a) for a in axes] if axes else [None] * len(value.shape)}
+  for trainable, state in ((True, params), (False, rest)):
+    for path, var in jax.tree_util.tree_flatten_with_path(state, is_leaf=lambda x: isinstance(x, nnx.Variable))[0]:
+      if isinstance(var, (nnx.RngState, nnx.RngKey, nnx.RngCount)) or "rngs" in str(path):
+        continue
+      value = var.get_value() if hasattr(var, "get_value") else var.value
+      meta = var.get_metadata() if hasattr(var, "get_metadata") else {}
+      axes = meta.get("sharding") or meta.get("out_sharding") or meta.get("sharding_names")
+      key = "/".join(str(getattr(p, "key", p)) for p in path)
+      # A variable that is not an nnx.Param (DeepSeek's loss-free routing bias) is state the
+      # optimizer does not update: no gradient, no optimizer moments.
+      out[key] = {"shape": [int(d) for d in value.shape], "dtype": str(value.dtype), "trainable": trainable,
+                  "axes": [a if a is None else str(a) for a in axes] if axes else [None] * len(value.shape)}
   return config, out
 
 
@@ -196,7 +201,7 @@ def layout(base, model):
       else:
         dims.append(found[0])
     dtype = "weight_dtype" if a["dtype"] == WEIGHT_DTYPES[0] and b["dtype"] == WEIGHT_DTYPES[1] else a["dtype"]
-    records.append({"path": path, "dims": dims, "axes": a["axes"], "dtype": dtype})
+    records.append({"path": path, "dims": dims, "axes": a["axes"], "dtype": dtype, "trainable": a["trainable"]})
   structural = {}
   for key in STRUCTURAL:
     v = getattr(own, key, None)

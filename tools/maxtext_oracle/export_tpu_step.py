@@ -71,6 +71,11 @@ def parse_oom(message):
   m = re.search(r"Used ([\d.]+[KMGT]?) of ([\d.]+[KMGT]?) (\w+)", message)
   if m:
     out.update(used_bytes=_bytes_of(m.group(1)), capacity_bytes=_bytes_of(m.group(2)), memory_space=m.group(3))
+  # libtpu 0.0.51: "the total memory required for HLO temporaries (97.36G) exceeds available
+  # HBM (95.73G)" (the total includes the arguments).
+  m = re.search(r"required for [\w ]+\(([\d.]+[KMGT]?)\) exceeds available (\w+) \(([\d.]+[KMGT]?)\)", message)
+  if m:
+    out.update(used_bytes=_bytes_of(m.group(1)), capacity_bytes=_bytes_of(m.group(3)), memory_space=m.group(2))
   m = re.search(r"Exceeded \w+ capacity by ([\d.]+[KMGT]?)", message)
   if m:
     out["exceeded_by_bytes"] = _bytes_of(m.group(1))

@@ -1,0 +1,246 @@
+#include "plan/plan.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "config/config.h"
+#include "config/run_inputs.h"
+#include "util/checked.h"
+#include "util/error.h"
+#include "util/progress.h"
+#include "util/thread_pool.h"
+
+namespace shardtrace {
+namespace {
+
+// The ICI axes plan varies by default, and the remat policies.
+constexpr const char* kDefaultAxes[] = {"data", "fsdp", "tensor", "expert"};
+constexpr const char* kDefaultRemat[] = {"full", "minimal", "save_qkv_proj"};
+
+std::string IciKey(const std::string& axis) {
+  return axis == "stage" ? "ici_pipeline_parallelism" : "ici_" + axis + "_parallelism";
+}
+
+// Every way to write `n` as an ordered product of `k` factors.
+void Factorizations(int64_t n, size_t k, std::vector<int64_t>& current,
+                    std::vector<std::vector<int64_t>>& out) {
+  if (current.size() + 1 == k) {
+    current.push_back(n);
+    out.push_back(current);
+    current.pop_back();
+    return;
+  }
+  for (int64_t d = 1; d <= n; ++d) {
+    if (n % d) continue;
+    current.push_back(d);
+    Factorizations(n / d, k, current, out);
+    current.pop_back();
+  }
+}
+
+bool UserSets(const std::vector<std::string>& overrides, const std::string& key) {
+  for (const std::string& o : overrides) {
+    if (o.rfind(key + "=", 0) == 0) return true;
+  }
+  return false;
+}
+
+// Pareto front: a fitting config no other beats on both headroom and step time.
+void MarkPareto(std::vector<PlannedConfig>& configs) {
+  for (PlannedConfig& a : configs) {
+    a.pareto = std::none_of(configs.begin(), configs.end(), [&](const PlannedConfig& b) {
+      return (b.headroom_bytes >= a.headroom_bytes && b.time.step_seconds < a.time.step_seconds) ||
+             (b.headroom_bytes > a.headroom_bytes && b.time.step_seconds <= a.time.step_seconds);
+    });
+  }
+}
+
+}  // namespace
+
+PlanResult Plan(const PlanRequest& request) {
+  const auto start = std::chrono::steady_clock::now();
+  PlanResult result;
+  result.user_args = request.args;
+  if (request.top < 1 || request.top > 1000) Fail("--top is {}, expected 1 to 1000", request.top);
+  const ConfigSource source = SplitArgs(request.args);
+  const Config user = Config::Load(source, RevisionArg(request.args));
+  result.warnings = user.warnings();
+
+  // The target, as fit resolves it (one fit of the user's own config would do the same work;
+  // this reads only the topology).
+  FitRequest probe;
+  probe.args = request.args;
+  probe.hardware_text = request.hardware_text;
+  probe.hardware_source = request.hardware_source;
+  const HardwareTable table = LoadHardwareTable(request.hardware_text, request.hardware_source);
+  if (!user.Has("compile_topology") || user.Str("compile_topology").empty()) {
+    Fail("plan needs compile_topology=NAME (e.g. compile_topology=v5p-256)");
+  }
+  const int64_t slices = user.Has("compile_topology_num_slices") &&
+                                 user.Int("compile_topology_num_slices") > 0
+                             ? user.Int("compile_topology_num_slices")
+                             : 1;
+  result.target = ResolveTopology(table, user.Str("compile_topology"), slices);
+  const int64_t per_slice = result.target.devices_per_slice;
+
+  // The axes to vary: the defaults the mesh has and the user does not fix; --vary of an ICI
+  // key takes that axis out of the factorization.
+  std::map<std::string, std::vector<std::string>> vary;
+  for (const auto& [key, values] : request.vary) {
+    if (key.empty() || values.empty()) Fail("--vary {}: expected KEY=v1,v2,...", key);
+    if (!user.Has(key)) Fail("--vary {}: not a key of the config", key);
+    if (vary.count(key)) Fail("--vary {} given twice", key);
+    std::set<std::string> seen;
+    for (const std::string& v : values) {
+      if (v.empty() || !seen.insert(v).second) {
+        Fail("--vary {}: value '{}' is empty or repeated, expected distinct values", key, v);
+      }
+    }
+    vary[key] = values;
+  }
+  std::vector<std::string> axes;
+  int64_t fixed = 1;
+  for (const std::string& axis : user.mesh_axes()) {
+    const std::string key = IciKey(axis);
+    const bool default_axis = std::find(std::begin(kDefaultAxes), std::end(kDefaultAxes), axis) !=
+                              std::end(kDefaultAxes);
+    if (default_axis && !UserSets(source.overrides, key) && !vary.count(key)) {
+      axes.push_back(axis);
+    } else if (UserSets(source.overrides, key) && user.Int(key) > 0) {
+      fixed = CheckedMul(fixed, user.Int(key), "fixed parallelism");
+    }
+  }
+  if (!vary.count("remat_policy") && !UserSets(source.overrides, "remat_policy")) {
+    vary["remat_policy"] = {std::begin(kDefaultRemat), std::end(kDefaultRemat)};
+  }
+
+  // The whole space, counted before anything runs.
+  std::vector<std::vector<std::string>> candidates = {{}};
+  for (const auto& [key, values] : vary) {
+    std::vector<std::vector<std::string>> next;
+    for (const auto& c : candidates) {
+      for (const std::string& v : values) {
+        auto o = c;
+        o.push_back(key + "=" + v);
+        next.push_back(std::move(o));
+      }
+      if (static_cast<int64_t>(next.size()) > request.max_configs) break;
+    }
+    candidates = std::move(next);
+  }
+  std::vector<std::vector<int64_t>> meshes;
+  if (!axes.empty()) {
+    std::vector<int64_t> current;
+    if (per_slice % fixed != 0) {
+      Fail("the fixed ici_*_parallelism values multiply to {}, which does not divide the {} "
+           "devices of a {} slice", fixed, per_slice, result.target.topology);
+    }
+    Factorizations(per_slice / fixed, axes.size(), current, meshes);
+  } else {
+    meshes.push_back({});
+  }
+  const int64_t total = CheckedMul(static_cast<int64_t>(meshes.size()),
+                                   static_cast<int64_t>(candidates.size()), "plan's space");
+  if (total > request.max_configs) {
+    Fail("plan's space has {} configs ({} meshes x {} settings), more than --max-configs {}; fix "
+         "some keys (ici_*_parallelism=, remat_policy=) or narrow --vary",
+         total, meshes.size(), candidates.size(), request.max_configs);
+  }
+  std::vector<std::vector<std::string>> configs;
+  for (const auto& mesh : meshes) {
+    std::vector<std::string> o;
+    for (size_t i = 0; i < axes.size(); ++i) o.push_back(fmt::format("{}={}", IciKey(axes[i]), mesh[i]));
+    for (const auto& c : candidates) {
+      auto all = o;
+      all.insert(all.end(), c.begin(), c.end());
+      configs.push_back(std::move(all));
+    }
+  }
+
+  // Every config in this process, over the cores.
+  struct Outcome {
+    bool ok = false;
+    PlannedConfig planned;
+    std::string reason;
+    std::string model_name, revision;
+  };
+  std::vector<Outcome> outcomes(configs.size());
+  ThreadPool pool(request.threads);
+  // Without a per_device_batch_size of the user's, a config that does not fit at the user's
+  // (base.yml's) batch is tried at half of it, down to 1, and stops early once even its state
+  // (arguments, gradients, cast weights) is over the HBM.
+  const bool search_batch = !UserSets(source.overrides, "per_device_batch_size") &&
+                            !vary.count("per_device_batch_size");
+  const double user_batch = user.Float("per_device_batch_size");
+  pool.ParallelFor(static_cast<int64_t>(configs.size()), [&](int64_t i) {
+    Outcome& out = outcomes[static_cast<size_t>(i)];
+    std::vector<std::string> overrides = configs[static_cast<size_t>(i)];
+    double batch = user_batch;
+    while (true) {
+      FitRequest fit_request = probe;
+      fit_request.variants = false;
+      fit_request.args = WithOverrides(request.args, overrides);
+      try {
+        const FitResult fit = Fit(fit_request);
+        out.ok = true;
+        out.model_name = fit.model_name;
+        out.revision = fit.revision;
+        PlannedConfig& p = out.planned;
+        p.overrides = overrides;
+        p.mesh = fit.mesh.ToString();
+        p.fits = fit.fits;
+        p.memory = fit.memory;
+        p.hbm_bytes = fit.target.hbm_bytes;
+        p.headroom_bytes = fit.headroom_bytes;
+        p.time = EstimateStepTime(fit);
+        const int64_t floor =
+            fit.memory.argument_size_in_bytes + fit.gradient_bytes + fit.cast_bytes;
+        if (fit.fits || !search_batch || batch <= 1 || floor >= fit.target.hbm_bytes) break;
+      } catch (const Error& e) {
+        // A smaller batch MaxText refuses (a batch the data axes do not divide): the last
+        // batch that ran stands.
+        if (!out.ok) {
+          out.planned.overrides = overrides;
+          out.reason = e.what();
+        }
+        break;
+      }
+      batch = std::max(1.0, std::floor(batch / 2));
+      overrides = WithOverrides(configs[static_cast<size_t>(i)],
+                                {fmt::format("per_device_batch_size={}", batch)});
+    }
+    if (request.progress) {
+      request.progress->Update(fmt::format("plan: config {} of {}", i + 1, configs.size()));
+    }
+  });
+  for (Outcome& o : outcomes) {
+    ++result.evaluated;
+    if (!o.ok) {
+      result.excluded.push_back({o.planned.overrides, o.reason});
+      continue;
+    }
+    result.model_name = o.model_name;
+    result.revision = o.revision;
+    (o.planned.fits ? result.fits : result.near).push_back(std::move(o.planned));
+  }
+  std::stable_sort(result.fits.begin(), result.fits.end(), [](const auto& a, const auto& b) {
+    return a.time.step_seconds < b.time.step_seconds;
+  });
+  MarkPareto(result.fits);
+  std::stable_sort(result.near.begin(), result.near.end(), [](const auto& a, const auto& b) {
+    return a.headroom_bytes > b.headroom_bytes;
+  });
+  result.assumptions = {StepTimeAssumptions(),
+                        "space: every factorization of the slice's devices over the ICI axes "
+                        "data, fsdp, tensor, expert (those not fixed) x remat_policy full, "
+                        "minimal, save_qkv_proj (unless fixed) x each --vary; without a "
+                        "per_device_batch_size of yours, one that does not fit at base.yml's is "
+                        "halved until it fits or reaches 1"};
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace shardtrace

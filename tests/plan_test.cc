@@ -1,0 +1,109 @@
+// `plan` through the CLI: its verdict and memory for a config equal `fit`'s for the same
+// overrides (every listed config, fitting or not), the published DeepSeek-V3 setting lists
+// configs that fit, excluded configs carry MaxText's or shardtrace's one-line reason, and a
+// space over the budget or a malformed --vary is refused before any work.
+#include <catch2/catch.hpp>
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "test_support.h"
+
+namespace shardtrace::testing {
+namespace {
+
+using nlohmann::json;
+
+std::vector<std::string> Args(std::vector<std::string> head, const std::vector<std::string>& tail) {
+  head.insert(head.end(), tail.begin(), tail.end());
+  return head;
+}
+
+const std::vector<std::string>& Mixtral() {
+  static const std::vector<std::string> args = {
+      SourcePath("testdata/maxtext-moe-models/configs/base.yml"), "model_name=mixtral-8x7b",
+      "override_model_config=true", "base_num_decoder_layers=2", "compile_topology=v5p-32",
+      "compile_topology_num_slices=1", "max_target_length=2048", "per_device_batch_size=4"};
+  return args;
+}
+
+TEST_CASE("plan's verdict for every config it lists is fit's", "[plan]") {
+  const CommandResult r =
+      RunShardtrace(Args({"plan"}, Args(Mixtral(), {"--format", "json", "--top", "1000", "--quiet"})));
+  REQUIRE(r.status == 0);
+  const json plan = json::parse(r.out);
+  // 16 devices over data, fsdp, tensor, expert (35 meshes) x 3 remat policies.
+  CHECK(plan.at("evaluated") == 105);
+  CHECK(plan.at("fitting").get<int>() + plan.at("not_fitting").get<int>() +
+            static_cast<int>(plan.at("excluded").size()) ==
+        105);
+  // expert=16 does not divide mixtral's 8 experts: excluded, with the reason.
+  CHECK(!plan.at("excluded").empty());
+  REQUIRE(!plan.at("configs").empty());
+  std::vector<json> sample(plan.at("configs").begin(), plan.at("configs").end());
+  for (const auto& n : plan.at("near")) sample.push_back(n);
+  double previous = 0;
+  for (const json& c : plan.at("configs")) {
+    CHECK(c.at("est_step_seconds").get<double>() >= previous);  // fastest first
+    previous = c.at("est_step_seconds").get<double>();
+    CHECK(c.at("mfu").get<double>() > 0);
+    CHECK(c.at("mfu").get<double>() < 1);
+  }
+  for (size_t i = 0; i < sample.size(); i += 7) {
+    const json& c = sample[i];
+    std::vector<std::string> overrides = c.at("overrides").get<std::vector<std::string>>();
+    INFO("config " << fmt::format("{}", fmt::join(overrides, " ")));
+    const CommandResult f = RunShardtrace(Args(Args({"fit"}, Mixtral()), Args(overrides, {"--format", "json"})));
+    REQUIRE(f.status == 0);
+    const json fit = json::parse(f.out);
+    CHECK(fit.at("fits") == c.at("fits"));
+    CHECK(fit.at("peak_memory_in_bytes") == c.at("peak_memory_in_bytes"));
+    CHECK(fit.at("temp_size_in_bytes") == c.at("temp_size_in_bytes"));
+    CHECK(fit.at("mesh") == c.at("mesh"));
+  }
+  // Every excluded config carries the one-line error fit gives for it.
+  for (const json& e : plan.at("excluded")) {
+    const std::vector<std::string> overrides = e.at("overrides").get<std::vector<std::string>>();
+    const CommandResult f = RunShardtrace(Args(Args({"fit"}, Mixtral()), overrides));
+    CHECK(f.status == 2);
+    CHECK(f.err == "shardtrace: error: " + e.at("reason").get<std::string>() + "\n");
+  }
+}
+
+TEST_CASE("plan lists configs that fit for the published DeepSeek-V3 setting", "[plan]") {
+  // DeepSeek-V3 on v5p-256 at sequence 8192 with bf16 weights and SGD (the published run's
+  // choices): the default space over data, fsdp, tensor and expert.
+  const CommandResult r = RunShardtrace(
+      {"plan", SourcePath("testdata/maxtext-moe-models/configs/base.yml"), "model_name=deepseek3-671b",
+       "compile_topology=v5p-256", "compile_topology_num_slices=1", "max_target_length=8192",
+       "weight_dtype=bfloat16", "opt_type=sgd", "per_device_batch_size=1", "remat_policy=full",
+       "--format", "json", "--quiet"});
+  REQUIRE(r.status == 0);
+  const json plan = json::parse(r.out);
+  CHECK(plan.at("devices") == 128);
+  CHECK(plan.at("evaluated") == 120);  // 128 over 4 axes: C(10, 3) meshes
+  REQUIRE(plan.at("fitting").get<int>() > 0);
+  for (const json& c : plan.at("configs")) CHECK(c.at("fits") == true);
+}
+
+TEST_CASE("plan refuses a space over its budget and malformed --vary, one line, exit 2", "[plan]") {
+  const auto refused = [](const std::vector<std::string>& extra, const std::string& needle) {
+    const CommandResult r = RunShardtrace(Args(Args({"plan"}, Mixtral()), extra));
+    INFO(r.err);
+    CHECK(r.status == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err.rfind("shardtrace: error: ", 0) == 0);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK(r.err.find(needle) != std::string::npos);
+  };
+  refused({"--max-configs", "10"}, "--max-configs 10");
+  refused({"--vary", "remat_policy"}, "--vary 'remat_policy'");
+  refused({"--vary", "remat_policy=full,full"}, "repeated");
+  refused({"--vary", "no_such_key=1,2"}, "no_such_key");
+  refused({"--top", "0"}, "--top");
+  refused({"--devices", "8"}, "--devices");
+}
+
+}  // namespace
+}  // namespace shardtrace::testing
