@@ -117,6 +117,26 @@ echo "| trace --step, each of the 35 release model files on fsdp=8 | $(( ($(date
 echo "(target: < 100 ms and < 50 MB, the same at 10x emb_dim; the issue 25 step: well under a second)"
 echo
 
+echo "## 7. fit and plan beside the TPU compiler ($today)"
+echo "| what | seconds | MB RSS | the TPU compile of the same config (libtpu, this machine) |"
+echo "|---|---|---|---|"
+base=testdata/maxtext-moe-models/configs/base.yml
+for fixture in deepseek3_test_v5p8 mixtral_l2_v5p8 pair_deepseek3_test_v5p8_pdb20; do
+  json=testdata/maxtext-tpu/steps/$fixture.json
+  mapfile -t argv < <(python3 -c 'import json,sys; [print(a) for a in json.load(open(sys.argv[1]))["argv"][1:]]' "$json")
+  compile_s=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["compile_seconds"] + d["setup_seconds"])' "$json")
+  measure fit "$BIN" fit "$base" "${argv[@]}"
+  echo "| fit $fixture | $fit_s | $fit_mb | $compile_s s ($(awk -v a="$compile_s" -v b="$fit_s" 'BEGIN{printf "%.0f", a/b}')x) |"
+done
+measure fit_ds3 "$BIN" fit "$base" model_name=deepseek3-671b compile_topology=v5p-256 compile_topology_num_slices=1 \
+  max_target_length=8192 per_device_batch_size=7 ici_fsdp_parallelism=128 weight_dtype=bfloat16 opt_type=sgd
+echo "| fit DeepSeek-V3 on v5p-256 (fsdp 128, sequence 8192, bf16, sgd, batch 7) | $fit_ds3_s | $fit_ds3_mb | not compiled here |"
+measure plan_ds3 "$BIN" plan "$base" model_name=deepseek3-671b compile_topology=v5p-256 compile_topology_num_slices=1 \
+  max_target_length=8192 weight_dtype=bfloat16 opt_type=sgd --quiet
+echo "| plan DeepSeek-V3 on v5p-256, the default space (360 configs) | $plan_ds3_s | $plan_ds3_mb | $(awk -v s="$plan_ds3_s" 'BEGIN{printf "%.1f", 360/s}') configs per second |"
+echo "(targets, issue 34/35: fit under 20 ms; plan 1,000 configs per second, the whole space in 10 s and 500 MB)"
+echo
+
 avail_gb=$(awk '/MemAvailable/ {printf "%d", $2 / 1048576}' /proc/meminfo)
 if [[ ${BENCH_MIXTRAL:-1} == 1 && $avail_gb -ge 16 ]]; then
   echo "## 6. Mixtral-8x7B layer slice ($today)"

@@ -48,7 +48,9 @@ std::string Headline(const PlanResult& plan) {
   return fmt::format("{} on {}: {} of {} configs fit{}", plan.model_name, plan.target.ToString(),
                      plan.fits.size(), plan.evaluated,
                      plan.fits.empty() ? ""
-                                       : fmt::format("; fastest estimated {} per step ({})",
+                                       : fmt::format("; fastest: {:.0f} tokens/s per device, {} per "
+                                                     "step ({})",
+                                                     plan.fits.front().time.tokens_per_second_per_device,
                                                      Seconds(plan.fits.front().time.step_seconds),
                                                      Joined(plan.fits.front().overrides)));
 }
@@ -70,7 +72,7 @@ std::string PlanToText(const PlanResult& plan, int top) {
                  fmt::format("{:.0f}", c.time.tokens_per_second_per_device), CommByAxis(c.time),
                  c.pareto ? "*" : ""});
   }
-  out += fits.empty() ? "no config fits\n" : "configs that fit, fastest first\n" + fits.Render("  ");
+  out += fits.empty() ? "no config fits\n" : "configs that fit, the most tokens per second per device first\n" + fits.Render("  ");
   if (!plan.fits.empty()) {
     out += "\nthe fastest, as a MaxText command line:\n  " + CommandLine(plan, plan.fits.front()) + "\n";
   }

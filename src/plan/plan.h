@@ -54,7 +54,7 @@ struct PlanResult {
   std::vector<std::string> user_args;
   int64_t evaluated = 0;
   double seconds = 0;  // wall time of the search
-  std::vector<PlannedConfig> fits;  // fastest first
+  std::vector<PlannedConfig> fits;  // most tokens per second per device first
   std::vector<PlannedConfig> near;  // do not fit, smallest shortfall first
   std::vector<ExcludedConfig> excluded;
   std::vector<std::string> assumptions;
