@@ -132,7 +132,7 @@ test-asan: $(ASAN_BUILD)/CMakeCache.txt
 # timeout-*), which every build's <target>_corpus ctest entry replays from then on.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = fuzz_config fuzz_npz fuzz_einsum fuzz_axis_rules fuzz_sharding_dump \
-  fuzz_trace_overrides fuzz_trace_formats
+  fuzz_trace_overrides fuzz_trace_formats fuzz_fit_plan
 fuzz: $(ASAN_BUILD)/CMakeCache.txt
 	@cmake --build $(ASAN_BUILD) -j$(JOBS) --target $(FUZZ_TARGETS)
 	@for t in $(FUZZ_TARGETS); do \

@@ -18,7 +18,7 @@ struct PlanOptions {
   CommonOptions common;
   std::vector<std::string> vary;  // KEY=v1,v2,...
   int top = 10;
-  int64_t max_configs = 5000;
+  int64_t max_configs = 2000;
   std::string hardware;
   bool quiet = false;
 };
@@ -75,7 +75,7 @@ Command AddPlanCommand(CLI::App& app) {
                   "KEY=v1,v2,...: also try these values of a key (repeatable)");
   cmd->add_option("--top", options->top, "how many fitting configs to list (default 10)");
   cmd->add_option("--max-configs", options->max_configs,
-                  "refuse a search space larger than this (default 5000)");
+                  "refuse a search space larger than this (default 2000, about 45 s on 2 cores)");
   cmd->add_option("--hardware", options->hardware,
                   "a chip table of your own (the format of src/model/hardware_table.yml)");
   cmd->add_flag("--quiet", options->quiet, "no progress line on stderr");

@@ -65,6 +65,9 @@ PlanResult Plan(const PlanRequest& request) {
   PlanResult result;
   result.user_args = request.args;
   if (request.top < 1 || request.top > 1000) Fail("--top is {}, expected 1 to 1000", request.top);
+  if (request.max_configs < 1 || request.max_configs > 1000000) {
+    Fail("--max-configs is {}, expected 1 to 1000000", request.max_configs);
+  }
   const ConfigSource source = SplitArgs(request.args);
   const Config user = Config::Load(source, RevisionArg(request.args));
   result.warnings = user.warnings();
