@@ -210,7 +210,7 @@ TEST_CASE("render's summary holds trace's totals: DeepSeek-V3 EP32 x FSDP8", "[v
   // defaults nor 192 GiB, and the page says so for each.
   const std::string text = fmt::format("{}", fmt::join(summary, "\n"));
   CHECK(text.find("MI300X 192 GiB") != std::string::npos);
-  CHECK(text.find("H200 141 GiB **does not fit**") != std::string::npos);
+  CHECK(text.find("H200 141 GiB: one layer **does not fit**") != std::string::npos);
 }
 
 TEST_CASE("each knob row of a summary is the trace of its variant", "[viz][summary]") {
@@ -277,6 +277,32 @@ TEST_CASE("render --hbm takes NAME=GIB and names a malformed one", "[viz][summar
         "shardtrace: error: --hbm 'MI300X': expected NAME=GIB, an accelerator name and its HBM "
         "per device in GiB (e.g. MI300X=192)\n");
   CHECK(dir.Entries().empty());
+}
+
+}  // namespace
+}  // namespace shardtrace
+
+namespace shardtrace {
+namespace {
+
+TEST_CASE("with a compile_topology the summary's HBM line is the whole step's, as fit says",
+          "[viz][summary][fit]") {
+  const std::vector<std::string> config = {"model_name=mixtral-8x7b", "compile_topology=v5p-64"};
+  std::vector<std::string> render = {"render"};
+  render.insert(render.end(), config.begin(), config.end());
+  const testing::CommandResult page = testing::RunShardtrace(render);
+  REQUIRE(page.status == 0);
+  std::vector<std::string> fit = {"fit"};
+  fit.insert(fit.end(), config.begin(), config.end());
+  const testing::CommandResult verdict = testing::RunShardtrace(fit);
+  REQUIRE(verdict.status == 0);
+  // fit's first line: "mixtral-8x7b on v5p-64 (32 devices), ...: fits with X to spare".
+  const std::string first = verdict.out.substr(0, verdict.out.find('\n'));
+  const std::string spare = first.substr(first.rfind(": ") + 2);
+  CHECK(spare.rfind("fits with ", 0) == 0);
+  CHECK(page.out.find("The whole training step on v5p-64 (32 devices)") != std::string::npos);
+  CHECK(page.out.find("mixtral-8x7b " + spare) != std::string::npos);
+  CHECK(page.out.find("one layer fits") == std::string::npos);
 }
 
 }  // namespace

@@ -1,5 +1,9 @@
 #include "pages/config_page.h"
 
+#include <optional>
+
+#include "model/whole_step.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -193,6 +197,14 @@ std::string PageMarkdown(const ConfigPageRequest& request, const RunResult& symb
       "examples.{}",
       Dims(setup), trees_note.empty() ? "" : " " + trees_note);
   doc.examples.push_back(TotalsExample(trace, spmd));
+  // With a compile_topology the summary's HBM line is the whole training step's.
+  std::optional<FitResult> whole;
+  if (in.config.Has("compile_topology") && !in.config.Str("compile_topology").empty()) {
+    FitRequest fit;
+    fit.args = args;
+    fit.variants = false;
+    whole = Fit(fit);
+  }
   doc.summary_section = SummaryMarkdown(
       {.trace = &trace,
        .spmd = &spmd,
@@ -201,7 +213,8 @@ std::string PageMarkdown(const ConfigPageRequest& request, const RunResult& symb
        .knobs = TraceKnobs({.args = args, .devices = devices, .block = request.block, .extra = {}},
                            trace),
        .accelerators = request.accelerators,
-       .legend = "the symbols are explained in shardtrace's `visualizations/README.md` (legend)"});
+       .legend = "the symbols are explained in shardtrace's `visualizations/README.md` (legend)",
+       .fit = whole ? &*whole : nullptr});
   doc.variants = KernelVariants({.args = args,
                                  .devices = devices,
                                  .block = request.block,

@@ -111,10 +111,12 @@ std::string FitLine(const std::string& what, int64_t peak,
   for (const Accelerator& a : accelerators) {
     const double share = static_cast<double>(peak) / (a.gib * kGiB);
     const std::string pct = share < 0.001 ? "<0.1%" : fmt::format("{:.1f}%", 100 * share);
-    items.push_back(fmt::format("{} {:g} GiB {} {}", a.name, a.gib,
+    items.push_back(fmt::format("{} {:g} GiB: one layer {} {}", a.name, a.gib,
                                 share <= 1 ? "fits," : "**does not fit**,", pct));
   }
-  return fmt::format("{} against HBM per device: {}.", what, fmt::join(items, " · "));
+  return fmt::format("{} of one layer against HBM per device (not the whole model: `shardtrace "
+                     "fit` with compile_topology= answers for the whole step): {}.",
+                     what, fmt::join(items, " · "));
 }
 
 std::string CollectiveTable(const Trace& trace, const TraceTotals& totals) {
@@ -206,8 +208,19 @@ std::string SummaryMarkdown(const SummaryInput& in) {
   for (const std::string& w : trace.warnings) out += "> **Warning:** " + w + "\n\n";
   if (in.spmd) {
     out += BudgetTable(trace, *in.spmd, in.totals, in.step) + "\n";
-    out += in.step ? FitLine("Training-step peak", in.step->memory.peak_bytes(), in.accelerators)
-                   : FitLine("Peak", in.spmd->memory.peak_bytes(), in.accelerators);
+    if (in.fit) {
+      const FitResult& f = *in.fit;
+      out += fmt::format(
+          "The whole training step on {} (`shardtrace fit`): {} {}: peak {} of {} HBM per "
+          "device.",
+          f.target.ToString(), f.model_name,
+          f.fits ? fmt::format("fits with {} to spare", HumanBytes(f.headroom_bytes))
+                 : fmt::format("**does not fit**, short by {}", HumanBytes(-f.headroom_bytes)),
+          HumanBytes(f.memory.peak_memory_in_bytes), HumanBytes(f.target.hbm_bytes));
+    } else {
+      out += in.step ? FitLine("Training-step peak", in.step->memory.peak_bytes(), in.accelerators)
+                     : FitLine("Peak", in.spmd->memory.peak_bytes(), in.accelerators);
+    }
   }
   const std::string scope =
       in.step ? fmt::format(

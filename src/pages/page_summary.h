@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "model/whole_step.h"
+
 #include "ir/trace.h"
 #include "pages/knob_variants.h"
 #include "spmd/step_model.h"
@@ -40,6 +42,10 @@ struct SummaryInput {
   std::vector<KnobRun> knobs;    // TraceKnobs(...): the config as given first
   std::vector<Accelerator> accelerators = DefaultAccelerators();
   std::string legend;  // markdown naming the legend ("[legend](README.md#legend)")
+  // The whole training step on the config's compile_topology (model/whole_step.h), when the
+  // config names one: then the HBM line is the whole step's, and the per-layer line says
+  // "one layer".
+  const FitResult* fit = nullptr;
 };
 
 // The "## Summary" section, ending with a newline.
