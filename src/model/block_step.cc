@@ -51,13 +51,14 @@ BlockFigures FiguresOf(const RunResult& run, const std::string& from, bool tpu) 
 
 }  // namespace
 
-BlockRuns RunBlocks(const RunRequest& base, const BlocksNeeded& needed, bool tpu) {
+BlockRuns RunBlocks(const RunRequest& base, const RunSetup& setup, const BlocksNeeded& needed,
+                    bool tpu) {
   BlockRuns out;
   const auto run = [&](Block block, const std::string& from) {
     RunRequest r = base;
     r.block = block;
     r.step = true;
-    return FiguresOf(Run(r), from, tpu);
+    return FiguresOf(RunPreparedSetup(r, setup), from, tpu);
   };
   if (needed.moe) out.moe.push_back(run(Block::kMoe, "MoE"));
   if (needed.shared) out.shared.push_back(run(Block::kShared, "shared experts"));

@@ -10,6 +10,7 @@
 
 #include "config/remat_policy.h"
 #include "model/attention_step.h"
+#include "run/run.h"
 #include "run/run_request.h"
 
 namespace shardtrace::model_internal {
@@ -25,6 +26,8 @@ struct BlocksNeeded {
 
 // `tpu`: the target is a TPU, whose compiler fuses each weight gradient's reduction into the
 // dot that produces it.
-BlockRuns RunBlocks(const RunRequest& base, const BlocksNeeded& needed, bool tpu);
+// `setup` is Prepare(base): the config is loaded once for every block.
+BlockRuns RunBlocks(const RunRequest& base, const RunSetup& setup, const BlocksNeeded& needed,
+                    bool tpu);
 
 }  // namespace shardtrace::model_internal

@@ -80,10 +80,11 @@ RunInputs LoadInputs(const RunRequest& request) {
   return LoadRunInputs(Arguments(request), request.devices, request.case_config.warnings);
 }
 
-RunResult Run(const RunRequest& request) {
-  RunSetup s = Prepare(request);
-  const std::vector<Warning> warnings = s.warnings;  // `s` moves into the run
-  return WarnedBefore(warnings, [&] { return RunPrepared(request, std::move(s)); });
+RunResult Run(const RunRequest& request) { return RunPreparedSetup(request, Prepare(request)); }
+
+RunResult RunPreparedSetup(const RunRequest& request, RunSetup setup) {
+  const std::vector<Warning> warnings = setup.warnings;  // `setup` moves into the run
+  return WarnedBefore(warnings, [&] { return RunPrepared(request, std::move(setup)); });
 }
 
 }  // namespace shardtrace

@@ -55,4 +55,9 @@ RunInputs LoadInputs(const RunRequest& request);
 RunSetup Prepare(const RunRequest& request);
 RunResult Run(const RunRequest& request);
 
+// Run on a setup Prepare already made for the same arguments: several blocks of one config
+// (fit's MoE, shared-expert and MLP layers) load and validate the config once. REQUIRES
+// `setup` is Prepare(request) for a request with the same args, devices and case config.
+RunResult RunPreparedSetup(const RunRequest& request, RunSetup setup);
+
 }  // namespace shardtrace
