@@ -37,8 +37,8 @@ TEST_CASE("The pages' Markdown converts: headings, tables, lists, code, folds", 
   CHECK_THAT(html, Catch::Contains("<td>1 | 2</td><td>x</td>"));
   CHECK_THAT(html, Catch::Contains("<li>one</li>\n<li>two continued</li>"));
   CHECK_THAT(html, Catch::Contains("<pre>&lt;raw&gt; &amp; text\n</pre>"));
-  CHECK_THAT(html, !Catch::Contains("mermaid") && !Catch::Contains("Graph:") &&
-                       !Catch::Contains("Empty"));
+  CHECK_THAT(
+      html, !Catch::Contains("mermaid") && !Catch::Contains("Graph:") && !Catch::Contains("Empty"));
   CHECK_THAT(html, Catch::Contains("<details>\n<summary><b>Kept</b>: text</summary>\n<p>body</p>\n"
                                    "</details>"));
 }
@@ -96,6 +96,29 @@ TEST_CASE("A stacked bar chart: segments to scale, totals, limit lines, a legend
   CHECK(StackedBarsSvg(StackedBarChart{}).empty());
 }
 
+TEST_CASE("A one-bar chart names each value in its legend, wrapped at the chart's width",
+          "[html]") {
+  StackedBarChart chart;
+  chart.id = "one";
+  chart.format = [](double v) { return fmt::format("{:g} B", v); };
+  chart.bars = {{"step", {}}};
+  for (int i = 0; i < 8; ++i) {
+    chart.bars[0].segments.push_back({fmt::format("a long component name {}", i), 1.0 + i});
+  }
+  const std::string svg = StackedBarsSvg(chart);
+  CHECK_THAT(svg, Catch::Contains(">a long component name 0 1 B</text>") &&
+                      Catch::Contains(">a long component name 7 8 B</text>"));
+  // No legend entry starts beyond the chart's 890 px; later rows start at the plot's left.
+  size_t rows = 0;
+  for (size_t at = svg.find("<rect x=\""); at != std::string::npos;
+       at = svg.find("<rect x=\"", at + 1)) {
+    const double x = std::stod(svg.substr(at + 9));
+    CHECK(x < 890 - 150);
+    if (x == 140) ++rows;
+  }
+  CHECK(rows >= 3);
+}
+
 TEST_CASE("render --format html: the report of a config, with its tables and flow SVG",
           "[html][cli]") {
   const testing::TempDir dir;
@@ -118,12 +141,54 @@ TEST_CASE("render --format html: the report of a config, with its tables and flo
                        Catch::Contains("<title>forward pass: parameters (") &&
                        Catch::Contains("<title>training step: gradients ("));
   // A pipe is not a terminal: the report goes to stdout.
-  const CommandResult piped = RunShardtraceBinary(
-      {"render", "base_emb_dim=16", "base_mlp_dim=32", "base_moe_mlp_dim=32", "num_experts=4",
-       "num_experts_per_tok=2", "max_target_length=4", "per_device_batch_size=1",
-       "decoder_block=mixtral", "--format", "html"});
+  const CommandResult piped =
+      RunShardtraceBinary({"render", "base_emb_dim=16", "base_mlp_dim=32", "base_moe_mlp_dim=32",
+                           "num_experts=4", "num_experts_per_tok=2", "max_target_length=4",
+                           "per_device_batch_size=1", "decoder_block=mixtral", "--format", "html"});
   CHECK(piped.status == 0);
   CHECK(piped.out.rfind("<!DOCTYPE html>", 0) == 0);
+}
+
+TEST_CASE("fit --format html: the verdict, the memory chart against the HBM, the tables",
+          "[html][fit][cli]") {
+  const testing::TempDir dir;
+  const std::vector<std::string> config = {
+      testing::SourcePath("testdata/maxtext-moe-models/configs/base.yml"),
+      "model_name=mixtral-8x7b",
+      "override_model_config=true",
+      "base_num_decoder_layers=2",
+      "compile_topology=v5p-8",
+      "compile_topology_num_slices=1",
+      "per_device_batch_size=1",
+      "max_target_length=1024"};
+  std::vector<std::string> args = {"fit"};
+  args.insert(args.end(), config.begin(), config.end());
+  const CommandResult text = RunShardtrace(args);
+  REQUIRE(text.status == 0);
+  const std::string headline = text.out.substr(0, text.out.find('\n'));
+  args.insert(args.end(), {"--format", "html", "-o", dir.File("fit.html")});
+  const CommandResult r = RunShardtrace(args);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const std::string html = testing::ReadFile(dir.File("fit.html"));
+  CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
+  // The text's first line first, then the chart, then the folded tables.
+  const size_t verdict = html.find("<p class=\"verdict fits\">" + HtmlEscape(headline) + "</p>");
+  const size_t chart = html.find("<svg id=\"memory-chart\"");
+  REQUIRE(verdict != std::string::npos);
+  REQUIRE(chart != std::string::npos);
+  CHECK(verdict < chart);
+  CHECK(chart < html.find("<details id=\"memory\""));
+  CHECK_THAT(html, Catch::Contains("<title>training step: parameters (2.9 GiB)</title>") &&
+                       Catch::Contains("<title>training step: weights cast (") &&
+                       Catch::Contains("<title>v5p HBM 95.7 GiB</title>") &&
+                       Catch::Contains("shardtrace fit ") &&
+                       Catch::Contains("<td>decoder/layers/MoeBlock_0/wi_0</td>"));
+  for (const char* id : {"memory-table", "layers-table", "largest-table", "collectives-table",
+                         "params-table", "variants-table"}) {
+    CHECK_THAT(html, Catch::Contains(fmt::format("<table class=\"sortable\" id=\"{}\">", id)));
+  }
+  CHECK_THAT(html, Catch::Contains("id=\"params-table-count\">13 rows</span>"));
 }
 
 }  // namespace shardtrace
