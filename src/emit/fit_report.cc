@@ -292,12 +292,19 @@ std::string FitToHtml(const FitResult& f, const std::string& command) {
       HtmlEscape(f.revision), fmt::join(settings, ", "));
   report.summary += FitMemoryChart(f);
 
-  HtmlTable mem = NewTable("memory-table", "fields", {"field", "bytes", "what"});
+  // memory_analysis()'s fields with the components indented under them, in this order.
+  std::string mem =
+      "<table id=\"memory-table\">\n<thead><tr><th>field</th><th>bytes</th><th>what</th></tr>"
+      "</thead>\n<tbody>\n";
   for (const MemoryRow& r : MemoryRows(f)) {
-    mem.rows.push_back({Text(r.indent ? "  " + r.name : r.name), Bytes(r.bytes), Text(r.what)});
+    mem += fmt::format("<tr><td{}>{}</td><td class=\"num\">{}</td><td>{}</td></tr>\n",
+                       r.indent ? " class=\"component\"" : "",
+                       r.indent ? HtmlEscape(r.name) : "<code>" + HtmlEscape(r.name) + "</code>",
+                       HtmlEscape(HumanBytes(r.bytes)), HtmlEscape(r.what));
   }
+  mem += "</tbody>\n</table>\n";
   report.sections.push_back(
-      {"memory", "Memory per device: memory_analysis()'s fields", HtmlTableMarkup(mem), false});
+      {"memory", "Memory per device: memory_analysis()'s fields", mem, false});
 
   HtmlTable layers = NewTable(
       "layers-table", "stacks",
@@ -307,13 +314,14 @@ std::string FitToHtml(const FitResult& f, const std::string& command) {
                            Bytes(s.offloaded_bytes), Bytes(s.backward_peak_bytes)});
   }
   report.sections.push_back(
-      {"layers", "Layers (one layer of each scanned stack)", HtmlTableMarkup(layers), false});
+      {"layers", "Layers (one layer of each scanned stack)", HtmlStaticTableMarkup(layers), false});
 
   HtmlTable largest = NewTable("largest-table", "buffers", {"buffer", "bytes", "what"});
   for (const MemoryItem& i : f.largest) {
     largest.rows.push_back({Text(i.name), Bytes(i.bytes), Text(i.detail)});
   }
-  report.sections.push_back({"largest", "Five largest buffers", HtmlTableMarkup(largest), false});
+  report.sections.push_back(
+      {"largest", "Five largest buffers", HtmlStaticTableMarkup(largest), false});
 
   HtmlTable coll =
       NewTable("collectives-table", "collectives",
@@ -354,7 +362,7 @@ std::string FitToHtml(const FitResult& f, const std::string& command) {
                           v.refused.empty() ? Bytes(v.peak_bytes) : Text("-")});
     }
     report.sections.push_back(
-        {"variants", "Variants (each a whole fit of its own)", HtmlTableMarkup(var), false});
+        {"variants", "Variants (each a whole fit of its own)", HtmlStaticTableMarkup(var), false});
   }
   std::string assumed = fmt::format("remat_policy={}: {}\n", f.policy.name, f.policy.summary);
   for (const std::string& n : f.notes) assumed += n + "\n";
