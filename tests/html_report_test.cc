@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include "emit/markdown_html.h"
+#include "emit/plan_report.h"
 #include "emit/svg_chart.h"
 #include "test_support.h"
 
@@ -193,6 +194,60 @@ TEST_CASE("fit --format html: the verdict, the memory chart against the HBM, the
   }
   CHECK_THAT(html, Catch::Contains("<tr><td class=\"component\">optimizer state</td>"));
   CHECK_THAT(html, Catch::Contains("id=\"params-table-count\">13 rows</span>"));
+}
+
+TEST_CASE("plan --format html: the scatter of every fitting config, round ticks, the tables",
+          "[html][plan]") {
+  PlanResult plan;
+  plan.model_name = "m";
+  plan.target.topology = "v5p-8";
+  plan.evaluated = 5;
+  const auto config = [](std::string o, double seconds, double gib, bool pareto) {
+    PlannedConfig c;
+    c.overrides = {std::move(o)};
+    c.fits = true;
+    c.time.step_seconds = seconds;
+    c.time.tokens_per_second_per_device = 1 / seconds;
+    c.headroom_bytes = static_cast<int64_t>(gib * 1024 * 1024 * 1024);
+    c.pareto = pareto;
+    return c;
+  };
+  plan.fits = {config("a=1", 0.121, 77, true), config("a=2", 0.138, 78.5, true),
+               config("a=3", 0.178, 38, false)};
+  PlannedConfig near = config("a=4", 0.2, -1, false);
+  near.fits = false;
+  plan.near = {near};
+  plan.excluded = {{{"a=5"}, "MaxText refuses <this>"}};
+  const std::string html = PlanToHtml(plan, 2, "shardtrace plan m --format html");
+  const std::string svg = PlanScatterSvg(plan);
+  CHECK_THAT(html, Catch::Contains(svg));
+  // One circle per fitting config (the legend's marks have no class), the front in red.
+  size_t circles = 0;
+  for (size_t at = svg.find("<circle class=\"config"); at != std::string::npos;
+       at = svg.find("<circle class=\"config", at + 1))
+    ++circles;
+  for (size_t at = svg.find("<circle class=\"pareto"); at != std::string::npos;
+       at = svg.find("<circle class=\"pareto", at + 1))
+    ++circles;
+  CHECK(circles == 3);
+  CHECK_THAT(svg, Catch::Contains("class=\"pareto-front\"") &&
+                      Catch::Contains("<circle class=\"fastest\"") &&
+                      Catch::Contains("estimated step time (ms)"));
+  // Ticks over the data's range at round steps: 120 to 180 ms, 30 to 80 GiB by 10.
+  CHECK_THAT(svg, Catch::Contains(">120</text>") && Catch::Contains(">180</text>") &&
+                      Catch::Contains(">30</text>") && Catch::Contains(">80</text>") &&
+                      !Catch::Contains(">190</text>") && !Catch::Contains(">20</text>"));
+  CHECK_THAT(html, Catch::Contains("The 2 of 3 configs that fit") &&
+                       Catch::Contains("id=\"configs-table-count\">2 rows") &&
+                       Catch::Contains("<td class=\"num\" data-v=\"0.121\">121.0 ms</td>") &&
+                       Catch::Contains("MaxText refuses &lt;this&gt;") &&
+                       Catch::Contains("does not fit by 1.0 GiB") &&
+                       Catch::Contains("<pre class=\"command\">shardtrace plan m --format html") &&
+                       Catch::Contains("<pre class=\"command\">python3 -m maxtext"));
+  plan.fits.clear();
+  CHECK(PlanScatterSvg(plan).empty());
+  CHECK_THAT(PlanToHtml(plan, 2, ""),
+             Catch::Contains("0 of 5 configs fit") && !Catch::Contains("<svg"));
 }
 
 }  // namespace shardtrace
