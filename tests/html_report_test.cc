@@ -194,6 +194,18 @@ TEST_CASE("fit --format html: the verdict, the memory chart against the HBM, the
   }
   CHECK_THAT(html, Catch::Contains("<tr><td class=\"component\">optimizer state</td>"));
   CHECK_THAT(html, Catch::Contains("id=\"params-table-count\">13 rows</span>"));
+  // Over the HBM: the verdict says by how much, the bar runs past the line.
+  const CommandResult over =
+      RunShardtrace({"fit", "model_name=mixtral-8x7b", "--devices", "8", "--hbm", "16", "--chip",
+                     "h100", "--format", "html", "-o", dir.File("over.html")});
+  REQUIRE(over.status == 0);
+  const std::string over_html = testing::ReadFile(dir.File("over.html"));
+  CHECK_THAT(over_html,
+             Catch::Contains("<p class=\"verdict does-not-fit\">mixtral-8x7b on 8 devices, h100, "
+                             "16.00 GiB HBM per device: does not fit by") &&
+                 Catch::Contains("<title>h100 HBM 16.0 GiB</title>") &&
+                 Catch::Contains("<h1>fit: mixtral-8x7b on h100</h1>") &&
+                 !Catch::Contains("weights cast ("));
 }
 
 TEST_CASE("plan --format html: the scatter of every fitting config, round ticks, the tables",

@@ -116,6 +116,7 @@ std::string StackedBarsSvg(const StackedBarChart& chart) {
     const double ly = i % 2 == 0 ? 32 : 46;
     out += fmt::format(
         "<line class=\"limit\" x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#C0392B\" "
+        "stroke-width=\"2\" "
         "stroke-dasharray=\"4 3\"><title>{3}</title></line>\n",
         Num(lx), Num(ly + 3), Num(plot_bottom), HtmlEscape(lines[i].label));
     out += fmt::format(
