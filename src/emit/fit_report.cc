@@ -250,8 +250,8 @@ std::string FitMemoryChart(const FitResult& f) {
                 {"kept for the backward", d(f.kept_bytes)}}};
   if (f.cast_bytes > 0) bar.segments.push_back({"weights cast", d(f.cast_bytes)});
   bar.segments.push_back({"peak temporaries", d(f.peak_temporary_bytes)});
-  int64_t drawn = f.parameter_bytes + f.optimizer_bytes + f.batch_bytes + f.gradient_bytes +
-                  f.kept_bytes + f.cast_bytes + f.peak_temporary_bytes;
+  const int64_t drawn = f.parameter_bytes + f.optimizer_bytes + f.batch_bytes + f.gradient_bytes +
+                        f.kept_bytes + f.cast_bytes + f.peak_temporary_bytes;
   // What peak_memory_in_bytes holds beyond the named components (output - alias).
   if (f.memory.peak_memory_in_bytes > drawn) {
     bar.segments.push_back({"other", d(f.memory.peak_memory_in_bytes - drawn)});
