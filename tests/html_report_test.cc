@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include "emit/markdown_html.h"
+#include "emit/plan_report.h"
 #include "emit/svg_chart.h"
 #include "test_support.h"
 
@@ -37,8 +38,8 @@ TEST_CASE("The pages' Markdown converts: headings, tables, lists, code, folds", 
   CHECK_THAT(html, Catch::Contains("<td>1 | 2</td><td>x</td>"));
   CHECK_THAT(html, Catch::Contains("<li>one</li>\n<li>two continued</li>"));
   CHECK_THAT(html, Catch::Contains("<pre>&lt;raw&gt; &amp; text\n</pre>"));
-  CHECK_THAT(html, !Catch::Contains("mermaid") && !Catch::Contains("Graph:") &&
-                       !Catch::Contains("Empty"));
+  CHECK_THAT(
+      html, !Catch::Contains("mermaid") && !Catch::Contains("Graph:") && !Catch::Contains("Empty"));
   CHECK_THAT(html, Catch::Contains("<details>\n<summary><b>Kept</b>: text</summary>\n<p>body</p>\n"
                                    "</details>"));
 }
@@ -96,6 +97,29 @@ TEST_CASE("A stacked bar chart: segments to scale, totals, limit lines, a legend
   CHECK(StackedBarsSvg(StackedBarChart{}).empty());
 }
 
+TEST_CASE("A one-bar chart names each value in its legend, wrapped at the chart's width",
+          "[html]") {
+  StackedBarChart chart;
+  chart.id = "one";
+  chart.format = [](double v) { return fmt::format("{:g} B", v); };
+  chart.bars = {{"step", {}}};
+  for (int i = 0; i < 8; ++i) {
+    chart.bars[0].segments.push_back({fmt::format("a long component name {}", i), 1.0 + i});
+  }
+  const std::string svg = StackedBarsSvg(chart);
+  CHECK_THAT(svg, Catch::Contains(">a long component name 0 1 B</text>") &&
+                      Catch::Contains(">a long component name 7 8 B</text>"));
+  // No legend entry starts beyond the chart's 890 px; later rows start at the plot's left.
+  size_t rows = 0;
+  for (size_t at = svg.find("<rect x=\""); at != std::string::npos;
+       at = svg.find("<rect x=\"", at + 1)) {
+    const double x = std::stod(svg.substr(at + 9));
+    CHECK(x < 890 - 150);
+    if (x == 140) ++rows;
+  }
+  CHECK(rows >= 3);
+}
+
 TEST_CASE("render --format html: the report of a config, with its tables and flow SVG",
           "[html][cli]") {
   const testing::TempDir dir;
@@ -118,12 +142,124 @@ TEST_CASE("render --format html: the report of a config, with its tables and flo
                        Catch::Contains("<title>forward pass: parameters (") &&
                        Catch::Contains("<title>training step: gradients ("));
   // A pipe is not a terminal: the report goes to stdout.
-  const CommandResult piped = RunShardtraceBinary(
-      {"render", "base_emb_dim=16", "base_mlp_dim=32", "base_moe_mlp_dim=32", "num_experts=4",
-       "num_experts_per_tok=2", "max_target_length=4", "per_device_batch_size=1",
-       "decoder_block=mixtral", "--format", "html"});
+  const CommandResult piped =
+      RunShardtraceBinary({"render", "base_emb_dim=16", "base_mlp_dim=32", "base_moe_mlp_dim=32",
+                           "num_experts=4", "num_experts_per_tok=2", "max_target_length=4",
+                           "per_device_batch_size=1", "decoder_block=mixtral", "--format", "html"});
   CHECK(piped.status == 0);
   CHECK(piped.out.rfind("<!DOCTYPE html>", 0) == 0);
+}
+
+TEST_CASE("fit --format html: the verdict, the memory chart against the HBM, the tables",
+          "[html][fit][cli]") {
+  const testing::TempDir dir;
+  const std::vector<std::string> config = {
+      testing::SourcePath("testdata/maxtext-moe-models/configs/base.yml"),
+      "model_name=mixtral-8x7b",
+      "override_model_config=true",
+      "base_num_decoder_layers=2",
+      "compile_topology=v5p-8",
+      "compile_topology_num_slices=1",
+      "per_device_batch_size=1",
+      "max_target_length=1024"};
+  std::vector<std::string> args = {"fit"};
+  args.insert(args.end(), config.begin(), config.end());
+  const CommandResult text = RunShardtrace(args);
+  REQUIRE(text.status == 0);
+  const std::string headline = text.out.substr(0, text.out.find('\n'));
+  args.insert(args.end(), {"--format", "html", "-o", dir.File("fit.html")});
+  const CommandResult r = RunShardtrace(args);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const std::string html = testing::ReadFile(dir.File("fit.html"));
+  CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
+  // The text's first line first, then the chart, then the folded tables.
+  const size_t verdict = html.find("<p class=\"verdict fits\">" + HtmlEscape(headline) + "</p>");
+  const size_t chart = html.find("<svg id=\"memory-chart\"");
+  REQUIRE(verdict != std::string::npos);
+  REQUIRE(chart != std::string::npos);
+  CHECK(verdict < chart);
+  CHECK(chart < html.find("<details id=\"memory\""));
+  CHECK_THAT(html, Catch::Contains("<title>training step: parameters (2.9 GiB)</title>") &&
+                       Catch::Contains("<title>training step: weights cast (") &&
+                       Catch::Contains("<title>v5p HBM 95.7 GiB</title>") &&
+                       Catch::Contains("shardtrace fit ") &&
+                       Catch::Contains("<td>decoder/layers/MoeBlock_0/wi_0</td>"));
+  // The long tables sort and filter; the short ones are plain.
+  for (const char* id : {"collectives-table", "params-table"}) {
+    CHECK_THAT(html, Catch::Contains(fmt::format("<table class=\"sortable\" id=\"{}\">", id)));
+  }
+  for (const char* id : {"memory-table", "layers-table", "largest-table", "variants-table"}) {
+    CHECK_THAT(html, Catch::Contains(fmt::format("<table id=\"{}\">", id)));
+  }
+  CHECK_THAT(html, Catch::Contains("<tr><td class=\"component\">optimizer state</td>"));
+  CHECK_THAT(html, Catch::Contains("id=\"params-table-count\">13 rows</span>"));
+  // Over the HBM: the verdict says by how much, the bar runs past the line.
+  const CommandResult over =
+      RunShardtrace({"fit", "model_name=mixtral-8x7b", "--devices", "8", "--hbm", "16", "--chip",
+                     "h100", "--format", "html", "-o", dir.File("over.html")});
+  REQUIRE(over.status == 0);
+  const std::string over_html = testing::ReadFile(dir.File("over.html"));
+  CHECK_THAT(over_html,
+             Catch::Contains("<p class=\"verdict does-not-fit\">mixtral-8x7b on 8 devices, h100, "
+                             "16.00 GiB HBM per device: does not fit by") &&
+                 Catch::Contains("<title>h100 HBM 16.0 GiB</title>") &&
+                 Catch::Contains("<h1>fit: mixtral-8x7b on h100</h1>") &&
+                 !Catch::Contains("weights cast ("));
+}
+
+TEST_CASE("plan --format html: the scatter of every fitting config, round ticks, the tables",
+          "[html][plan]") {
+  PlanResult plan;
+  plan.model_name = "m";
+  plan.target.topology = "v5p-8";
+  plan.evaluated = 5;
+  const auto config = [](std::string o, double seconds, double gib, bool pareto) {
+    PlannedConfig c;
+    c.overrides = {std::move(o)};
+    c.fits = true;
+    c.time.step_seconds = seconds;
+    c.time.tokens_per_second_per_device = 1 / seconds;
+    c.headroom_bytes = static_cast<int64_t>(gib * 1024 * 1024 * 1024);
+    c.pareto = pareto;
+    return c;
+  };
+  plan.fits = {config("a=1", 0.121, 77, true), config("a=2", 0.138, 78.5, true),
+               config("a=3", 0.178, 38, false)};
+  PlannedConfig near = config("a=4", 0.2, -1, false);
+  near.fits = false;
+  plan.near = {near};
+  plan.excluded = {{{"a=5"}, "MaxText refuses <this>"}};
+  const std::string html = PlanToHtml(plan, 2, "shardtrace plan m --format html");
+  const std::string svg = PlanScatterSvg(plan);
+  CHECK_THAT(html, Catch::Contains(svg));
+  // One circle per fitting config (the legend's marks have no class), the front in red.
+  size_t circles = 0;
+  for (size_t at = svg.find("<circle class=\"config"); at != std::string::npos;
+       at = svg.find("<circle class=\"config", at + 1))
+    ++circles;
+  for (size_t at = svg.find("<circle class=\"pareto"); at != std::string::npos;
+       at = svg.find("<circle class=\"pareto", at + 1))
+    ++circles;
+  CHECK(circles == 3);
+  CHECK_THAT(svg, Catch::Contains("class=\"pareto-front\"") &&
+                      Catch::Contains("<circle class=\"fastest\"") &&
+                      Catch::Contains("estimated step time (ms)"));
+  // Ticks over the data's range at round steps: 120 to 180 ms, 30 to 80 GiB by 10.
+  CHECK_THAT(svg, Catch::Contains(">120</text>") && Catch::Contains(">180</text>") &&
+                      Catch::Contains(">30</text>") && Catch::Contains(">80</text>") &&
+                      !Catch::Contains(">190</text>") && !Catch::Contains(">20</text>"));
+  CHECK_THAT(html, Catch::Contains("The 2 of 3 configs that fit") &&
+                       Catch::Contains("id=\"configs-table-count\">2 rows") &&
+                       Catch::Contains("<td class=\"num\" data-v=\"0.121\">121.0 ms</td>") &&
+                       Catch::Contains("MaxText refuses &lt;this&gt;") &&
+                       Catch::Contains("does not fit by 1.0 GiB") &&
+                       Catch::Contains("<pre class=\"command\">shardtrace plan m --format html") &&
+                       Catch::Contains("<pre class=\"command\">python3 -m maxtext"));
+  plan.fits.clear();
+  CHECK(PlanScatterSvg(plan).empty());
+  CHECK_THAT(PlanToHtml(plan, 2, ""),
+             Catch::Contains("0 of 5 configs fit") && !Catch::Contains("<svg"));
 }
 
 }  // namespace shardtrace

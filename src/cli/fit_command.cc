@@ -1,5 +1,7 @@
 // `shardtrace fit`: whether the whole training step of a model fits on a slice, per device
 // (model/whole_step.h), against MaxText's compile_topology or --devices N --hbm GIB.
+#include <fmt/format.h>
+
 #include <optional>
 
 #include "cli/cli.h"
@@ -8,6 +10,7 @@
 #include "emit/fit_report.h"
 #include "io/input_file.h"
 #include "model/whole_step.h"
+#include "pages/visualization_pages.h"
 
 namespace shardtrace {
 namespace {
@@ -18,6 +21,18 @@ struct FitOptions {
   std::optional<std::string> chip;
   std::string hardware;  // --hardware FILE
 };
+
+// The shell line that reproduces an HTML report, shown under its title.
+std::string CommandLine(const FitOptions& options) {
+  std::vector<std::string> words = {"shardtrace", "fit"};
+  words.insert(words.end(), options.common.args.begin(), options.common.args.end());
+  if (options.common.devices) words.push_back(fmt::format("--devices {}", *options.common.devices));
+  if (options.hbm_gib) words.push_back(fmt::format("--hbm {:g}", *options.hbm_gib));
+  if (options.chip) words.push_back("--chip " + *options.chip);
+  if (!options.hardware.empty()) words.push_back("--hardware " + options.hardware);
+  words.push_back("--format html");
+  return ShellLine(words);
+}
 
 std::vector<Warning> RunFitCommand(const FitOptions& options, std::ostream& out) {
   FitRequest request;
@@ -30,8 +45,12 @@ std::vector<Warning> RunFitCommand(const FitOptions& options, std::ostream& out)
     request.hardware_source = options.hardware;
   }
   const FitResult fit = Fit(request);
+  const std::string& format = options.common.format;
   WriteOutput(options.common,
-              options.common.format == "json" ? FitToJson(fit) : FitToText(fit), out);
+              format == "json"   ? FitToJson(fit)
+              : format == "html" ? FitToHtml(fit, CommandLine(options))
+                                 : FitToText(fit),
+              out);
   return fit.warnings;
 }
 
@@ -41,7 +60,7 @@ Command AddFitCommand(CLI::App& app) {
   auto options = std::make_shared<FitOptions>();
   CLI::App* cmd = app.add_subcommand(
       "fit", "whether the whole training step fits on a slice (compile_topology=), per device");
-  AddCommon(cmd, options->common, {"text", "json"});
+  AddCommon(cmd, options->common, {"text", "json", "html"});
   // Its range is checked where it is used (model/hardware.h), in shardtrace's own words.
   cmd->add_option("--hbm", options->hbm_gib, "with --devices: GiB of memory per device");
   cmd->add_option("--chip", options->chip,
@@ -51,8 +70,14 @@ Command AddFitCommand(CLI::App& app) {
   cmd->footer(
       "Example: shardtrace fit model_name=mixtral-8x7b compile_topology=v5p-64 "
       "compile_topology_num_slices=1 per_device_batch_size=4");
-  return PlainCommand(cmd, options, std::shared_ptr<CommonOptions>(options, &options->common),
-                      &RunFitCommand);
+  return {cmd, std::shared_ptr<CommonOptions>(options, &options->common),
+          [options] {
+            RefuseHtmlOnTerminal(options->common);
+            return std::vector<std::string>();
+          },
+          [options](std::ostream& out) {
+            return CommandOutcome{kExitOk, RunFitCommand(*options, out)};
+          }};
 }
 
 }  // namespace shardtrace

@@ -1,5 +1,7 @@
 // `shardtrace plan`: the meshes and knobs of a model on a slice, each fitted and its step
 // time estimated, ranked (plan/plan.h).
+#include <fmt/format.h>
+
 #include <optional>
 
 #include "cli/cli.h"
@@ -7,6 +9,7 @@
 #include "cli/commands.h"
 #include "emit/plan_report.h"
 #include "io/input_file.h"
+#include "pages/visualization_pages.h"
 #include "plan/plan.h"
 #include "util/error.h"
 #include "util/progress.h"
@@ -32,11 +35,26 @@ std::pair<std::string, std::vector<std::string>> ParseVary(const std::string& te
   size_t start = eq + 1;
   while (true) {
     const size_t comma = text.find(',', start);
-    values.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    values.push_back(
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
   return {text.substr(0, eq), values};
+}
+
+// The shell line that reproduces an HTML report, shown under its title.
+std::string CommandLine(const PlanOptions& options) {
+  std::vector<std::string> words = {"shardtrace", "plan"};
+  words.insert(words.end(), options.common.args.begin(), options.common.args.end());
+  for (const std::string& v : options.vary) words.push_back("--vary " + v);
+  if (options.top != 10) words.push_back(fmt::format("--top {}", options.top));
+  if (options.max_configs != 5000) {
+    words.push_back(fmt::format("--max-configs {}", options.max_configs));
+  }
+  if (!options.hardware.empty()) words.push_back("--hardware " + options.hardware);
+  words.push_back("--format html");
+  return ShellLine(words);
 }
 
 std::vector<Warning> RunPlanCommand(const PlanOptions& options, std::ostream& out) {
@@ -58,7 +76,7 @@ std::vector<Warning> RunPlanCommand(const PlanOptions& options, std::ostream& ou
   const std::string& format = options.common.format;
   WriteOutput(options.common,
               format == "json"   ? PlanToJson(plan, options.top)
-              : format == "html" ? PlanToHtml(plan, options.top)
+              : format == "html" ? PlanToHtml(plan, options.top, CommandLine(options))
                                  : PlanToText(plan, options.top),
               out);
   return plan.warnings;

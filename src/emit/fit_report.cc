@@ -4,9 +4,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "emit/html_report.h"
 #include "emit/human_bytes.h"
+#include "emit/svg_chart.h"
 #include "emit/text_table.h"
 #include "ir/collective_kind.h"
+#include "numeric/array.h"
 
 namespace shardtrace {
 namespace {
@@ -19,6 +22,56 @@ std::string Billions(int64_t count) {
   return fmt::format("{:.2f} B", static_cast<double>(count) / 1e9);
 }
 
+std::string BlocksText(const LayerStack& s) {
+  std::vector<std::string> blocks;
+  if (s.attention_blocks) blocks.push_back(fmt::format("{} attention", s.attention_blocks));
+  if (s.moe_blocks) blocks.push_back(fmt::format("{} MoE", s.moe_blocks));
+  if (s.shared_blocks) blocks.push_back(fmt::format("{} shared experts", s.shared_blocks));
+  if (s.mlp_blocks) blocks.push_back(fmt::format("{} MLP", s.mlp_blocks));
+  return fmt::format("{}", fmt::join(blocks, ", "));
+}
+
+// A row of the memory table: memory_analysis()'s fields, the components indented under them.
+struct MemoryRow {
+  std::string name;
+  int64_t bytes = 0;
+  std::string what;
+  bool indent = false;
+};
+
+std::vector<MemoryRow> MemoryRows(const FitResult& f) {
+  const FitMemory& m = f.memory;
+  std::vector<MemoryRow> rows = {
+      {"argument_size_in_bytes", m.argument_size_in_bytes, "the step's inputs"},
+      {"parameters", f.parameter_bytes,
+       fmt::format("{} parameters, every layer (scanned stacks), embedding, head, norms",
+                   Billions(f.parameter_count)),
+       true},
+      {"optimizer state", f.optimizer_bytes, "mu and nu (sgd: none)", true},
+      {"batch", f.batch_bytes, "inputs, positions, segmentations, targets (int32)", true},
+      {"output_size_in_bytes", m.output_size_in_bytes, "the new state"},
+      {"alias_size_in_bytes", m.alias_size_in_bytes, "the donated state the output reuses"},
+      {"temp_size_in_bytes", m.temp_size_in_bytes, "inside the step"},
+      {"gradients", f.gradient_bytes, "sharded like the parameters", true},
+      {"kept for the backward", f.kept_bytes, "every layer's residuals under " + f.policy.name,
+       true}};
+  if (f.cast_bytes > 0) {
+    rows.push_back({"weights cast", f.cast_bytes,
+                    "the scanned weights in the activation dtype, cast once before the layer loop",
+                    true});
+  }
+  rows.push_back({"peak temporaries", f.peak_temporary_bytes, f.peak_where, true});
+  rows.push_back(
+      {"host_temp_size_in_bytes", m.host_temp_size_in_bytes, "residuals offloaded to pinned_host"});
+  rows.push_back(
+      {"peak_memory_in_bytes", m.peak_memory_in_bytes, "argument + output - alias + temp"});
+  return rows;
+}
+
+std::string VariantVerdict(const FitVariant& v) {
+  return v.refused.empty() ? FitVerdict(v.fits, v.headroom_bytes) : "refused: " + v.refused;
+}
+
 }  // namespace
 
 std::string FitVerdict(bool fits, int64_t headroom_bytes) {
@@ -26,54 +79,32 @@ std::string FitVerdict(bool fits, int64_t headroom_bytes) {
               : fmt::format("does not fit by {}", HumanBytes(-headroom_bytes));
 }
 
+std::string FitHeadline(const FitResult& f) {
+  return fmt::format("{} on {}: {}", f.model_name, f.target.ToString(),
+                     FitVerdict(f.fits, f.headroom_bytes));
+}
+
 std::string FitToText(const FitResult& f) {
   const FitMemory& m = f.memory;
-  std::string out = fmt::format("{} on {}: {}\n", f.model_name, f.target.ToString(),
-                                FitVerdict(f.fits, f.headroom_bytes));
-  out += fmt::format("  the whole training step per device: {} of {} HBM ({})\n",
-                     HumanBytes(m.peak_memory_in_bytes), HumanBytes(f.target.hbm_bytes),
-                     f.revision);
+  std::string out = FitHeadline(f) + "\n";
+  out +=
+      fmt::format("  the whole training step per device: {} of {} HBM ({})\n",
+                  HumanBytes(m.peak_memory_in_bytes), HumanBytes(f.target.hbm_bytes), f.revision);
   out += fmt::format("  mesh {}", f.mesh.ToString());
   for (const auto& [key, value] : f.settings) out += fmt::format(", {} {}", key, value);
   out += "\n\nmemory per device\n";
   TextTable mem({"", "bytes", "what"});
-  mem.AddRow({"argument_size_in_bytes", HumanBytes(m.argument_size_in_bytes), "the step's inputs"});
-  mem.AddRow({"  parameters", HumanBytes(f.parameter_bytes),
-              fmt::format("{} parameters, every layer (scanned stacks), embedding, head, norms",
-                          Billions(f.parameter_count))});
-  mem.AddRow({"  optimizer state", HumanBytes(f.optimizer_bytes), "mu and nu (sgd: none)"});
-  mem.AddRow({"  batch", HumanBytes(f.batch_bytes),
-              "inputs, positions, segmentations, targets (int32)"});
-  mem.AddRow({"output_size_in_bytes", HumanBytes(m.output_size_in_bytes), "the new state"});
-  mem.AddRow({"alias_size_in_bytes", HumanBytes(m.alias_size_in_bytes),
-              "the donated state the output reuses"});
-  mem.AddRow({"temp_size_in_bytes", HumanBytes(m.temp_size_in_bytes), "inside the step"});
-  mem.AddRow({"  gradients", HumanBytes(f.gradient_bytes), "sharded like the parameters"});
-  mem.AddRow({"  kept for the backward", HumanBytes(f.kept_bytes),
-              "every layer's residuals under " + f.policy.name});
-  if (f.cast_bytes > 0) {
-    mem.AddRow({"  weights cast", HumanBytes(f.cast_bytes),
-                "the scanned weights in the activation dtype, cast once before the layer loop"});
+  for (const MemoryRow& r : MemoryRows(f)) {
+    mem.AddRow({std::string(r.indent ? "  " : "") + r.name, HumanBytes(r.bytes), r.what});
   }
-  mem.AddRow({"  peak temporaries", HumanBytes(f.peak_temporary_bytes), f.peak_where});
-  mem.AddRow({"host_temp_size_in_bytes", HumanBytes(m.host_temp_size_in_bytes),
-              "residuals offloaded to pinned_host"});
-  mem.AddRow({"peak_memory_in_bytes", HumanBytes(m.peak_memory_in_bytes),
-              "argument + output - alias + temp"});
   out += mem.Render("  ");
 
   out += "\nlayers (one layer of each scanned stack)\n";
-  TextTable layers({"stack", "layers", "blocks", "kept per layer", "offloaded per layer",
-                    "backward peak"});
+  TextTable layers(
+      {"stack", "layers", "blocks", "kept per layer", "offloaded per layer", "backward peak"});
   for (const LayerStack& s : f.stacks) {
-    std::vector<std::string> blocks;
-    if (s.attention_blocks) blocks.push_back(fmt::format("{} attention", s.attention_blocks));
-    if (s.moe_blocks) blocks.push_back(fmt::format("{} MoE", s.moe_blocks));
-    if (s.shared_blocks) blocks.push_back(fmt::format("{} shared experts", s.shared_blocks));
-    if (s.mlp_blocks) blocks.push_back(fmt::format("{} MLP", s.mlp_blocks));
-    layers.AddRow({s.name, std::to_string(s.layers), fmt::format("{}", fmt::join(blocks, ", ")),
-                   HumanBytes(s.kept_bytes), HumanBytes(s.offloaded_bytes),
-                   HumanBytes(s.backward_peak_bytes)});
+    layers.AddRow({s.name, std::to_string(s.layers), BlocksText(s), HumanBytes(s.kept_bytes),
+                   HumanBytes(s.offloaded_bytes), HumanBytes(s.backward_peak_bytes)});
   }
   out += layers.Render("  ");
 
@@ -96,8 +127,7 @@ std::string FitToText(const FitResult& f) {
     out += "\nvariants (each a whole fit of its own)\n";
     TextTable var({"override", "verdict", "peak"});
     for (const FitVariant& v : f.variants) {
-      var.AddRow({fmt::format("{}", fmt::join(v.overrides, " ")),
-                  v.refused.empty() ? FitVerdict(v.fits, v.headroom_bytes) : "refused: " + v.refused,
+      var.AddRow({fmt::format("{}", fmt::join(v.overrides, " ")), VariantVerdict(v),
                   v.refused.empty() ? HumanBytes(v.peak_bytes) : "-"});
     }
     out += var.Render("  ");
@@ -189,6 +219,155 @@ std::string FitToJson(const FitResult& f) {
   j["remat_policy"] = f.policy.name;
   j["notes"] = f.notes;
   return j.dump(2) + "\n";
+}
+
+namespace {
+
+HtmlTable NewTable(std::string id, std::string caption, std::vector<std::string> headers) {
+  HtmlTable table;
+  table.id = std::move(id);
+  table.caption = std::move(caption);
+  table.headers = std::move(headers);
+  return table;
+}
+
+HtmlTable::Cell Bytes(int64_t bytes) { return {HumanBytes(bytes), static_cast<double>(bytes)}; }
+HtmlTable::Cell Text(std::string text) { return {std::move(text), std::nullopt}; }
+HtmlTable::Cell Count(int64_t n) { return {std::to_string(n), static_cast<double>(n)}; }
+
+// The step per device by component, stacked, against the device's HBM.
+std::string FitMemoryChart(const FitResult& f) {
+  const auto d = [](int64_t bytes) { return static_cast<double>(bytes); };
+  StackedBarChart chart;
+  chart.id = "memory-chart";
+  chart.title = "The training step per device, by component, against the device's HBM";
+  chart.format = [](double v) { return HumanBytes(static_cast<int64_t>(v)); };
+  ChartBar bar{"training step",
+               {{"parameters", d(f.parameter_bytes)},
+                {"optimizer state", d(f.optimizer_bytes)},
+                {"batch", d(f.batch_bytes)},
+                {"gradients", d(f.gradient_bytes)},
+                {"kept for the backward", d(f.kept_bytes)}}};
+  if (f.cast_bytes > 0) bar.segments.push_back({"weights cast", d(f.cast_bytes)});
+  bar.segments.push_back({"peak temporaries", d(f.peak_temporary_bytes)});
+  const int64_t drawn = f.parameter_bytes + f.optimizer_bytes + f.batch_bytes + f.gradient_bytes +
+                        f.kept_bytes + f.cast_bytes + f.peak_temporary_bytes;
+  // What peak_memory_in_bytes holds beyond the named components (output - alias).
+  if (f.memory.peak_memory_in_bytes > drawn) {
+    bar.segments.push_back({"other", d(f.memory.peak_memory_in_bytes - drawn)});
+  }
+  chart.bars.push_back(std::move(bar));
+  chart.lines.push_back(
+      {fmt::format("{} HBM {}", f.target.chip.name, HumanBytes(f.target.hbm_bytes)),
+       d(f.target.hbm_bytes)});
+  return "<figure class=\"chart-box\">\n" + StackedBarsSvg(chart) + "</figure>\n";
+}
+
+std::string TableSection(const HtmlTable& table, const std::string& intro = "") {
+  return (intro.empty() ? "" : "<p>" + HtmlEscape(intro) + "</p>\n") + HtmlTableMarkup(table);
+}
+
+}  // namespace
+
+std::string FitToHtml(const FitResult& f, const std::string& command) {
+  const FitMemory& m = f.memory;
+  HtmlReport report;
+  report.command_name = "fit";
+  report.title = fmt::format("fit: {} on {}", f.model_name,
+                             f.target.topology.empty() ? f.target.chip.name : f.target.topology);
+  report.generator = fmt::format("shardtrace {}; {}", SHARDTRACE_VERSION, f.revision);
+  report.command = command;
+  std::vector<std::string> settings = {"<code>" + HtmlEscape(f.mesh.ToString()) + "</code>"};
+  for (const auto& [key, value] : f.settings) {
+    settings.push_back(fmt::format("{} <code>{}</code>", HtmlEscape(key), HtmlEscape(value)));
+  }
+  report.summary = fmt::format(
+      "<p class=\"verdict {}\">{}</p>\n<p>The whole training step per device: {} of {} HBM "
+      "({:.0f}%), {}.</p>\n<p class=\"note\">{}</p>\n",
+      f.fits ? "fits" : "does-not-fit", HtmlEscape(FitHeadline(f)),
+      HtmlEscape(HumanBytes(m.peak_memory_in_bytes)), HtmlEscape(HumanBytes(f.target.hbm_bytes)),
+      f.target.hbm_bytes > 0 ? 100.0 * static_cast<double>(m.peak_memory_in_bytes) /
+                                   static_cast<double>(f.target.hbm_bytes)
+                             : 0.0,
+      HtmlEscape(f.revision), fmt::join(settings, ", "));
+  report.summary += FitMemoryChart(f);
+
+  // memory_analysis()'s fields with the components indented under them, in this order.
+  std::string mem =
+      "<table id=\"memory-table\">\n<thead><tr><th>field</th><th>bytes</th><th>what</th></tr>"
+      "</thead>\n<tbody>\n";
+  for (const MemoryRow& r : MemoryRows(f)) {
+    mem += fmt::format("<tr><td{}>{}</td><td class=\"num\">{}</td><td>{}</td></tr>\n",
+                       r.indent ? " class=\"component\"" : "",
+                       r.indent ? HtmlEscape(r.name) : "<code>" + HtmlEscape(r.name) + "</code>",
+                       HtmlEscape(HumanBytes(r.bytes)), HtmlEscape(r.what));
+  }
+  mem += "</tbody>\n</table>\n";
+  report.sections.push_back(
+      {"memory", "Memory per device: memory_analysis()'s fields", mem, false});
+
+  HtmlTable layers = NewTable(
+      "layers-table", "stacks",
+      {"stack", "layers", "blocks", "kept per layer", "offloaded per layer", "backward peak"});
+  for (const LayerStack& s : f.stacks) {
+    layers.rows.push_back({Text(s.name), Count(s.layers), Text(BlocksText(s)), Bytes(s.kept_bytes),
+                           Bytes(s.offloaded_bytes), Bytes(s.backward_peak_bytes)});
+  }
+  report.sections.push_back(
+      {"layers", "Layers (one layer of each scanned stack)", HtmlStaticTableMarkup(layers), false});
+
+  HtmlTable largest = NewTable("largest-table", "buffers", {"buffer", "bytes", "what"});
+  for (const MemoryItem& i : f.largest) {
+    largest.rows.push_back({Text(i.name), Bytes(i.bytes), Text(i.detail)});
+  }
+  report.sections.push_back(
+      {"largest", "Five largest buffers", HtmlStaticTableMarkup(largest), false});
+
+  HtmlTable coll =
+      NewTable("collectives-table", "collectives",
+               {"collective", "mesh axes", "count", "bytes per device", "network", "from"});
+  for (const StepCollectiveTotal& c : f.collectives) {
+    coll.rows.push_back({Text(ToString(c.kind)), Text(AxesText(c.axes)), Count(c.count),
+                         Bytes(c.bytes_per_device), Text(c.dcn ? "DCN" : "ICI"), Text(c.from)});
+  }
+  report.sections.push_back({"collectives",
+                             fmt::format("Collectives per step: {} per device",
+                                         HumanBytes(f.collective_bytes_per_device)),
+                             coll.rows.empty()
+                                 ? "<p>None: every weight and activation stays on its device.</p>\n"
+                                 : TableSection(coll,
+                                                "Click a column header to sort by it (again to "
+                                                "reverse); type in the box to filter."),
+                             false});
+
+  HtmlTable params = NewTable("params-table", "parameters",
+                              {"path", "shape", "dtype", "spec", "bytes per device"});
+  for (const ParamBuffer& p : f.params) {
+    params.rows.push_back({Text(p.path), Text(ShapeToString(p.shape)), Text(ToString(p.dtype)),
+                           Text(p.spec.ToString()), Bytes(p.bytes_per_device)});
+  }
+  report.sections.push_back(
+      {"params",
+       fmt::format("Parameters ({}): shape, sharding and bytes per device", f.params.size()),
+       TableSection(params,
+                    "Click a column header to sort by it (again to reverse); type in the "
+                    "box to keep the rows that contain every word."),
+       false});
+
+  if (!f.variants.empty()) {
+    HtmlTable var = NewTable("variants-table", "variants", {"override", "verdict", "peak"});
+    for (const FitVariant& v : f.variants) {
+      var.rows.push_back({Text(fmt::format("{}", fmt::join(v.overrides, " "))),
+                          Text(VariantVerdict(v)),
+                          v.refused.empty() ? Bytes(v.peak_bytes) : Text("-")});
+    }
+    report.sections.push_back(
+        {"variants", "Variants (each a whole fit of its own)", HtmlStaticTableMarkup(var), false});
+  }
+  std::string assumed = fmt::format("remat_policy={}: {}\n", f.policy.name, f.policy.summary);
+  for (const std::string& n : f.notes) assumed += n + "\n";
+  report.sections.push_back({"assumed", "Assumed", HtmlPre(assumed), false});
+  return RenderHtmlReport(report);
 }
 
 }  // namespace shardtrace

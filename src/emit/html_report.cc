@@ -52,6 +52,20 @@ std::string HtmlTableMarkup(const HtmlTable& table) {
   return out + "</tbody>\n</table></div>\n";
 }
 
+std::string HtmlStaticTableMarkup(const HtmlTable& table) {
+  std::string out = fmt::format("<table id=\"{}\">\n<thead><tr>", HtmlEscape(table.id));
+  for (const std::string& h : table.headers) out += "<th>" + HtmlEscape(h) + "</th>";
+  out += "</tr></thead>\n<tbody>\n";
+  for (const std::vector<HtmlTable::Cell>& row : table.rows) {
+    out += "<tr>";
+    for (const HtmlTable::Cell& cell : row) {
+      out += (cell.sort_value ? "<td class=\"num\">" : "<td>") + HtmlEscape(cell.text) + "</td>";
+    }
+    out += "</tr>\n";
+  }
+  return out + "</tbody>\n</table>\n";
+}
+
 std::string HtmlPre(std::string_view text) { return "<pre>" + HtmlEscape(text) + "</pre>\n"; }
 
 std::string InlineSvg(std::string_view svg) {

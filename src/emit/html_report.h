@@ -48,6 +48,8 @@ struct HtmlReport {
 std::string HtmlEscape(std::string_view text);
 // The table with its filter box and row count; cells escaped.
 std::string HtmlTableMarkup(const HtmlTable& table);
+// A small table as it is: no filter box, no sorting; numeric cells right-aligned, escaped.
+std::string HtmlStaticTableMarkup(const HtmlTable& table);
 // Preformatted text, escaped.
 std::string HtmlPre(std::string_view text);
 // An SVG document (Graphviz's, with its XML declaration and DOCTYPE) as an element to inline

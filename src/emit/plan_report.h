@@ -3,8 +3,10 @@
 // paste), the Pareto front of headroom against step time, the nearest configs that do not
 // fit, and what was excluded with its reason. JSON: `evaluated`, `configs` (each with
 // `overrides`, `fits`, memory_analysis()'s fields, `est_step_seconds`, `mfu`) and `excluded`.
-// HTML: the same as a report, with the configs as an inline SVG scatter of headroom against
-// estimated step time, the Pareto front marked.
+// HTML (emit/html_report.h): the headline first, then every fitting config as an inline SVG
+// scatter of headroom against estimated step time (round ticks over the data's range, the
+// Pareto front in red, #1 ringed), then the top configs (sortable, filterable), the fastest's
+// MaxText command line, and folded: the nearest that do not fit, the excluded, the assumptions.
 #pragma once
 
 #include <string>
@@ -15,9 +17,11 @@ namespace shardtrace {
 
 std::string PlanToText(const PlanResult& plan, int top);
 std::string PlanToJson(const PlanResult& plan, int top);
-std::string PlanToHtml(const PlanResult& plan, int top);
+// `command`: the shell line that reproduces the report, shown under its title (or empty).
+std::string PlanToHtml(const PlanResult& plan, int top, const std::string& command);
 
-// The SVG scatter of headroom (y) against estimated step time (x), Pareto front marked.
+// The SVG scatter of headroom (y) against estimated step time (x) of every config that fits,
+// Pareto front marked: one <circle class="config|pareto"> per config; empty when none fits.
 std::string PlanScatterSvg(const PlanResult& plan);
 
 }  // namespace shardtrace

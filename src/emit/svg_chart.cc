@@ -20,6 +20,15 @@ constexpr double kTotalWidth = 110;  // each bar's total, right of it
 constexpr double kTop = 58;          // the title and the lines' labels (two rows)
 constexpr double kBarHeight = 26;
 constexpr double kBarGap = 14;
+constexpr double kLegendRow = 20;  // the legend's rows, when it wraps
+constexpr double kCharWidth = 7;   // a character of the legend, wide enough for 12px sans
+
+struct LegendEntry {
+  std::string label;  // the component
+  std::string text;   // what the legend says
+  double x = 0;
+  double y = 0;
+};
 
 std::string Num(double x) { return fmt::format("{:.1f}", x); }
 
@@ -39,17 +48,36 @@ std::string StackedBarsSvg(const StackedBarChart& chart) {
   const auto x = [&](double v) { return kLabelWidth + v / max * kPlotWidth; };
 
   std::map<std::string, size_t> colour;  // component -> palette index, first seen first
-  std::vector<std::string> legend;
+  std::vector<std::string> legend;       // components, first seen first
   for (const ChartBar& bar : chart.bars)
     for (const ChartSegment& s : bar.segments)
       if (colour.emplace(s.label, colour.size() % kPalette.size()).second)
         legend.push_back(s.label);
 
-  const double plot_bottom =
-      kTop + static_cast<double>(chart.bars.size()) * (kBarHeight + kBarGap);
-  const double legend_top = plot_bottom + 12;
-  const double height = legend_top + 24;
+  const double plot_bottom = kTop + static_cast<double>(chart.bars.size()) * (kBarHeight + kBarGap);
   const double width = kLabelWidth + kPlotWidth + kTotalWidth;
+  // The legend in rows under the plot, wrapped at the chart's width. With one bar each entry
+  // names its value too: a sliver of a segment is still read.
+  std::vector<LegendEntry> legend_entries;
+  double legend_x = kLabelWidth;
+  double legend_y = plot_bottom + 12;
+  for (const std::string& label : legend) {
+    std::string entry = label;
+    if (chart.bars.size() == 1) {
+      double value = 0;
+      for (const ChartSegment& s : chart.bars[0].segments)
+        if (s.label == label) value += std::max(s.value, 0.0);
+      entry += " " + text(value);
+    }
+    const double entry_width = 28 + kCharWidth * static_cast<double>(entry.size());
+    if (legend_x > kLabelWidth && legend_x + entry_width > width) {
+      legend_x = kLabelWidth;
+      legend_y += kLegendRow;
+    }
+    legend_entries.push_back({label, entry, legend_x, legend_y});
+    legend_x += entry_width;
+  }
+  const double height = legend_y + 24;
   std::string out = fmt::format(
       "<svg id=\"{}\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" "
       "height=\"{}\" viewBox=\"0 0 {} {}\" role=\"img\" aria-label=\"{}\" "
@@ -58,9 +86,8 @@ std::string StackedBarsSvg(const StackedBarChart& chart) {
       HtmlEscape(chart.title));
   out += fmt::format("<text x=\"0\" y=\"14\" font-weight=\"600\" font-size=\"13\">{}</text>\n",
                      HtmlEscape(chart.title));
-  out += fmt::format(
-      "<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#5b6475\"/>\n", Num(x(0)),
-      Num(kTop - 6), Num(plot_bottom));
+  out += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#5b6475\"/>\n",
+                     Num(x(0)), Num(kTop - 6), Num(plot_bottom));
   double y = kTop;
   for (const ChartBar& bar : chart.bars) {
     out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n",
@@ -89,6 +116,7 @@ std::string StackedBarsSvg(const StackedBarChart& chart) {
     const double ly = i % 2 == 0 ? 32 : 46;
     out += fmt::format(
         "<line class=\"limit\" x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#C0392B\" "
+        "stroke-width=\"2\" "
         "stroke-dasharray=\"4 3\"><title>{3}</title></line>\n",
         Num(lx), Num(ly + 3), Num(plot_bottom), HtmlEscape(lines[i].label));
     out += fmt::format(
@@ -96,14 +124,12 @@ std::string StackedBarsSvg(const StackedBarChart& chart) {
         "</text>\n",
         Num(lx), Num(ly), HtmlEscape(lines[i].label));
   }
-  double lx = kLabelWidth;
-  for (const std::string& label : legend) {
+  for (const LegendEntry& e : legend_entries) {
     out += fmt::format(
         "<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/><text x=\"{}\" "
         "y=\"{}\">{}</text>\n",
-        Num(lx), Num(legend_top), kPalette[colour[label]], Num(lx + 16), Num(legend_top + 10),
-        HtmlEscape(label));
-    lx += 28 + 7.0 * static_cast<double>(label.size());
+        Num(e.x), Num(e.y), kPalette[colour[e.label]], Num(e.x + 16), Num(e.y + 10),
+        HtmlEscape(e.text));
   }
   return out + "</svg>\n";
 }

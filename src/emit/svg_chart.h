@@ -3,7 +3,8 @@
 // component against each accelerator's HBM (render), or a whole model's by component against
 // its chip (fit). Plain SVG elements sized in px, the report's fonts, a fixed palette, every
 // text escaped, no script: each segment and line carries a <title> (the browser's tooltip)
-// with its exact value, and the chart is deterministic for the same data.
+// with its exact value, and the chart is deterministic for the same data. The legend wraps
+// at the chart's width; with a single bar it names each component's value as well.
 #pragma once
 
 #include <functional>

@@ -3,21 +3,26 @@
 
 A copy of the report gets two small scripts: one first in <head> that records every
 console.error, uncaught error and Content-Security-Policy violation, and one at the end of
-<body>, after the report's own script, that clicks the tensor table's "bytes per device"
-header (twice: ascending, then descending) and its "name" header, types a word into the
-table's filter box, counts the SVGs (the flow graph's nodes, the memory chart's bars), and writes what it saw into the DOM as JSON.
-`chromium --headless --dump-dom` prints that DOM; this script asserts from it that the rows
-re-sorted and filtered, the SVGs are there and nothing was logged, and that Chromium's own
-console log (--enable-logging=stderr) has no console message either. The network is
-switched off (every host resolves to nothing), so a report that fetched anything would fail.
-With --screenshots DIR it also saves the report as it opens (report-top.png) and after the
-clicks and the filter (report-sorted-filtered.png, everything but the table hidden, as a
-headless screenshot shows the top of the page).
+<body>, after the report's own script, that clicks one sortable table's numeric header
+(twice: ascending, then descending) and a text header, types a word into the table's filter
+box, counts the elements the caller names (the flow graph's nodes, the memory chart's bars,
+the plan scatter's points), and writes what it saw into the DOM as JSON. `chromium --headless
+--dump-dom` prints that DOM; this script asserts from it that the rows re-sorted and
+filtered, the counts are what the caller expects, the summary comes first with a laid-out SVG,
+nothing was logged, and that Chromium's own console log (--enable-logging=stderr) has no
+console message either. The network is switched off (every host resolves to nothing), so a
+report that fetched anything would fail. With --screenshots DIR it also saves the report as
+it opens (STEM-top.png) and after the clicks and the filter (STEM-sorted-filtered.png,
+everything but the table's section hidden, as a headless screenshot shows the top of the
+page). The defaults check render's tensor table.
 
 Exit status: 0 passed, 1 a check failed, 77 Chromium is not installed (a skip for ctest).
 Standard library only.
 
-  check_html.py REPORT.html [--filter wi_0] [--chromium chromium] [--screenshots DIR]
+  check_html.py REPORT.html [--table tensors-table] [--number "bytes per device"]
+      [--text name] [--order "#"] [--filter wi_0] [--rows N] [--count 'SELECTOR=N' ...]
+      [--at-least 'SELECTOR=N' ...] [--contains TEXT] [--summary-heading Summary]
+      [--chromium chromium] [--screenshots DIR]
 """
 
 from __future__ import annotations
@@ -51,12 +56,15 @@ window.__probeErrors = [];
 
 BODY_PROBE = """<script>
 (function () {
+  var cfg = PROBE_CONFIG;
   var out = {};
   try {
-    var table = document.getElementById('tensors-table');
+    var table = document.getElementById(cfg.table);
     var heads = Array.prototype.slice.call(table.tHead.rows[0].cells);
     var col = function (name) {
-      return heads.findIndex(function (th) { return th.textContent.trim() === name; });
+      var i = heads.findIndex(function (th) { return th.textContent.trim() === name; });
+      if (i < 0) throw new Error('no column ' + JSON.stringify(name) + ' in #' + cfg.table);
+      return i;
     };
     var visible = function (i, numeric) {
       return Array.prototype.filter.call(table.tBodies[0].rows, function (r) { return !r.hidden; })
@@ -68,31 +76,33 @@ BODY_PROBE = """<script>
     var click = function (i) {
       heads[i].dispatchEvent(new MouseEvent('click', {bubbles: true, cancelable: true}));
     };
-    var bytes = col('bytes per device'), name = col('name'), id = col('#');
+    var number = col(cfg.number), text = col(cfg.text), order = cfg.order ? col(cfg.order) : -1;
     out.rows = table.tBodies[0].rows.length;
-    out.ids_before = visible(id, true);
-    click(bytes);
-    out.bytes_ascending = visible(bytes, true);
-    out.ids_ascending = visible(id, true);
-    out.sort_state_1 = heads[bytes].getAttribute('aria-sort');
-    click(bytes);
-    out.bytes_descending = visible(bytes, true);
-    out.sort_state_2 = heads[bytes].getAttribute('aria-sort');
-    click(name);
-    out.names_sorted = visible(name, false);
-    var input = document.querySelector('input.filter[data-table="tensors-table"]');
+    out.order_before = order >= 0 ? visible(order, true) : null;
+    out.rows_before = visible(text, false);
+    click(number);
+    out.numbers_ascending = visible(number, true);
+    out.rows_ascending = visible(text, false);
+    out.sort_state_1 = heads[number].getAttribute('aria-sort');
+    click(number);
+    out.numbers_descending = visible(number, true);
+    out.sort_state_2 = heads[number].getAttribute('aria-sort');
+    click(text);
+    out.texts_sorted = visible(text, false);
+    var input = document.querySelector('input.filter[data-table="' + cfg.table + '"]');
     input.focus();
-    input.value = FILTER_WORD;
-    input.dispatchEvent(new InputEvent('input', {bubbles: true, data: FILTER_WORD, inputType: 'insertText'}));
+    input.value = cfg.word;
+    input.dispatchEvent(new InputEvent('input', {bubbles: true, data: cfg.word, inputType: 'insertText'}));
     out.filtered_rows = Array.prototype.filter.call(table.tBodies[0].rows, function (r) { return !r.hidden; })
       .map(function (r) { return r.textContent; });
     out.count_text = document.getElementById(input.getAttribute('data-count')).textContent;
     out.svgs = document.querySelectorAll('svg').length;
-    out.flow_svg_nodes = document.querySelectorAll('#flow-graph svg g.node').length;
-    out.flow_svg_edges = document.querySelectorAll('#flow-graph svg g.edge').length;
-    out.chart_segments = document.querySelectorAll('#summary svg.chart rect.segment').length;
-    out.chart_box = (function () {
-      var c = document.querySelector('#summary svg.chart');
+    out.counts = {};
+    cfg.selectors.forEach(function (s) { out.counts[s] = document.querySelectorAll(s).length; });
+    out.summary_first = (document.querySelector('main') || {}).firstElementChild.id === 'summary';
+    out.summary_text = document.getElementById('summary').textContent.replace(/\\s+/g, ' ');
+    out.summary_svg_box = (function () {
+      var c = document.querySelector('#summary svg');
       if (!c) return null;
       var r = c.getBoundingClientRect();
       return [r.width, r.height];
@@ -100,10 +110,13 @@ BODY_PROBE = """<script>
     out.details = document.querySelectorAll('details').length;
     out.details_open = document.querySelectorAll('details[open]').length;
     out.first_after_summary = (document.querySelector('#summary h2') || {}).textContent || null;
-    if (SCROLL) {
-      // Headless screenshots show the top of the page: everything but the table is hidden.
+    if (cfg.scroll) {
+      // Headless screenshots show the top of the page: everything but the table's section is
+      // hidden, and that section unfolded.
+      var section = table.closest('main > *');
+      if (section.tagName === 'DETAILS') section.open = true;
       Array.prototype.forEach.call(document.querySelectorAll('main > *'), function (e) {
-        if (e.id !== 'tensors') e.style.display = 'none';
+        if (e !== section) e.style.display = 'none';
       });
     }
   } catch (e) {
@@ -112,7 +125,7 @@ BODY_PROBE = """<script>
   out.errors = window.__probeErrors;
   var pre = document.createElement('pre');
   pre.id = 'probe-result';
-  if (SCROLL) pre.style.display = 'none';
+  if (cfg.scroll) pre.style.display = 'none';
   pre.textContent = JSON.stringify(out);
   document.body.appendChild(pre);
 })();
@@ -142,12 +155,12 @@ def chromium_args(chromium: str, profile: Path) -> list[str]:
             "--disable-dev-shm-usage", f"--user-data-dir={profile}", *NO_NETWORK]
 
 
-def probed(report: str, word: str, scroll: bool) -> str:
+def probed(report: str, config: dict, scroll: bool) -> str:
     head = report.find("<head>")
     body = report.rfind("</body>")
     if head < 0 or body < 0:
         raise SystemExit("check_html: FAILED: the report has no <head> or no </body>")
-    tail = BODY_PROBE.replace("FILTER_WORD", json.dumps(word)).replace("SCROLL", "true" if scroll else "false")
+    tail = BODY_PROBE.replace("PROBE_CONFIG", json.dumps(dict(config, scroll=scroll)))
     return report[: head + 6] + "\n" + HEAD_PROBE + report[head + 6 : body] + tail + report[body:]
 
 
@@ -155,10 +168,30 @@ def run_chromium(args: list[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
 
 
+def selector_counts(specs: list[str], flag: str) -> dict[str, int]:
+    """'SELECTOR=N' -> {SELECTOR: N} (the last '=' splits: selectors may hold '=')."""
+    out = {}
+    for spec in specs:
+        selector, _, n = spec.rpartition("=")
+        if not selector or not n.isdigit():
+            raise SystemExit(f"check_html: {flag} {spec!r}: expected SELECTOR=N")
+        out[selector] = int(n)
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("report", type=Path)
+    parser.add_argument("--table", default="tensors-table", help="the sortable table's id")
+    parser.add_argument("--number", default="bytes per device", help="a numeric column clicked twice")
+    parser.add_argument("--text", default="name", help="a text column clicked once (natural order)")
+    parser.add_argument("--order", default="#", help="a numeric column the rows start sorted by ('' for none)")
     parser.add_argument("--filter", default="wi_0", help="the word typed into the filter box")
+    parser.add_argument("--rows", type=int, default=None, help="the table's exact number of rows")
+    parser.add_argument("--count", action="append", default=[], help="SELECTOR=N: exactly N elements")
+    parser.add_argument("--at-least", action="append", default=[], help="SELECTOR=N: N elements or more")
+    parser.add_argument("--contains", action="append", default=[], help="a text the summary holds")
+    parser.add_argument("--summary-heading", default=None, help="the summary's first <h2>")
     parser.add_argument("--chromium", default=None)
     parser.add_argument("--screenshots", type=Path, default=None)
     args = parser.parse_args()
@@ -166,6 +199,10 @@ def main() -> int:
     if not chromium:
         print("check_html: SKIPPED: chromium is not installed (scripts/install-deps.sh installs it)")
         return 77
+    exact = selector_counts(args.count, "--count")
+    minimum = selector_counts(args.at_least, "--at-least")
+    config = {"table": args.table, "number": args.number, "text": args.text, "order": args.order,
+              "word": args.filter, "selectors": sorted(set(exact) | set(minimum))}
     report = args.report.read_text(encoding="utf-8")
     failures: list[str] = []
 
@@ -183,7 +220,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         page = work / "probed.html"
-        page.write_text(probed(report, args.filter, scroll=False), encoding="utf-8")
+        page.write_text(probed(report, config, scroll=False), encoding="utf-8")
         done = run_chromium(chromium_args(chromium, work / "profile")
                             + ["--enable-logging=stderr", "--v=0", "--dump-dom", page.as_uri()])
         m = re.search(r'<pre id="probe-result">(.*?)</pre>', done.stdout, re.S)
@@ -198,17 +235,20 @@ def main() -> int:
         expect(not seen.get("errors"), f"errors on the page: {seen.get('errors')}")
         if "exception" not in seen:
             rows = seen["rows"]
-            asc, desc = seen["bytes_ascending"], seen["bytes_descending"]
-            expect(rows >= 2, f"the tensor table has {rows} rows")
-            expect(seen["ids_before"] == sorted(seen["ids_before"]), "rows did not start in trace order")
-            expect(asc == sorted(asc) and len(asc) == rows, "bytes per device not ascending after one click")
-            expect(desc == sorted(desc, reverse=True), "bytes per device not descending after a second click")
-            expect(seen["ids_ascending"] != seen["ids_before"], "the rows did not move on the click")
+            asc, desc = seen["numbers_ascending"], seen["numbers_descending"]
+            expect(rows >= 2, f"#{args.table} has {rows} rows")
+            expect(args.rows is None or rows == args.rows, f"#{args.table} has {rows} rows, expected {args.rows}")
+            if seen["order_before"] is not None:
+                expect(seen["order_before"] == sorted(seen["order_before"]),
+                       f"rows did not start in '{args.order}' order")
+            expect(asc == sorted(asc) and len(asc) == rows, f"'{args.number}' not ascending after one click")
+            expect(desc == sorted(desc, reverse=True), f"'{args.number}' not descending after a second click")
+            expect(seen["rows_ascending"] != seen["rows_before"], "the rows did not move on the click")
             expect(seen["sort_state_1"] == "ascending" and seen["sort_state_2"] == "descending",
                    f"aria-sort {seen['sort_state_1']}, {seen['sort_state_2']}")
-            names = seen["names_sorted"]
-            expect(names == sorted(names, key=functools.cmp_to_key(natural)),
-                   f"names not in natural order after a click on 'name': {names[:12]}")
+            texts = seen["texts_sorted"]
+            expect(texts == sorted(texts, key=functools.cmp_to_key(natural)),
+                   f"'{args.text}' not in natural order after a click on it: {texts[:12]}")
             filtered = seen["filtered_rows"]
             expect(0 < len(filtered) < rows, f"the filter '{args.filter}' kept {len(filtered)} of {rows} rows")
             expect(all(args.filter.lower() in r.lower() for r in filtered),
@@ -216,20 +256,27 @@ def main() -> int:
             expect(seen["count_text"] == f"{len(filtered)} of {rows} rows",
                    f"the row count says {seen['count_text']!r}")
             expect(seen["svgs"] >= 1, "no SVG in the report")
-            expect(seen["flow_svg_nodes"] >= 2 and seen["flow_svg_edges"] >= 1,
-                   f"the flow SVG has {seen['flow_svg_nodes']} nodes, {seen['flow_svg_edges']} edges")
-            expect(seen["first_after_summary"] == "Summary", "the summary is not first")
-            box = seen["chart_box"]
-            expect(seen["chart_segments"] >= 3 and box is not None and box[0] > 100 and box[1] > 50,
-                   f"the memory chart: {seen['chart_segments']} segments, laid out as {box}")
+            for selector, n in exact.items():
+                expect(seen["counts"][selector] == n, f"{seen['counts'][selector]} x '{selector}', expected {n}")
+            for selector, n in minimum.items():
+                expect(seen["counts"][selector] >= n, f"{seen['counts'][selector]} x '{selector}', expected >= {n}")
+            expect(seen["summary_first"], "the summary is not first")
+            for text in args.contains:
+                expect(text in seen["summary_text"], f"the summary does not say {text!r}")
+            if args.summary_heading is not None:
+                expect(seen["first_after_summary"] == args.summary_heading,
+                       f"the summary's heading is {seen['first_after_summary']!r}")
+            box = seen["summary_svg_box"]
+            expect(box is not None and box[0] > 100 and box[1] > 50, f"the summary's SVG is laid out as {box}")
             expect(seen["details"] >= 3, f"{seen['details']} folded sections")
 
         if args.screenshots:
             args.screenshots.mkdir(parents=True, exist_ok=True)
             scrolled = work / "scrolled.html"
-            scrolled.write_text(probed(report, args.filter, scroll=True), encoding="utf-8")
-            for name, source in (("report-top.png", args.report.resolve()),
-                                 ("report-sorted-filtered.png", scrolled)):
+            scrolled.write_text(probed(report, config, scroll=True), encoding="utf-8")
+            stem = args.report.stem
+            for name, source in ((f"{stem}-top.png", args.report.resolve()),
+                                 (f"{stem}-sorted-filtered.png", scrolled)):
                 shot = args.screenshots / name
                 run_chromium(chromium_args(chromium, work / "profile")
                              + ["--window-size=1400,1000", f"--screenshot={shot}", source.as_uri()])
@@ -237,13 +284,13 @@ def main() -> int:
 
     if failures:
         for f in failures:
-            print(f"check_html: FAILED: {f}")
+            print(f"check_html: FAILED: {args.report.name}: {f}")
         return 1
-    print(f"check_html: {args.report.name}: {seen['rows']} tensor rows sorted by bytes (both ways) "
-          f"and by name, filter '{args.filter}' kept {len(seen['filtered_rows'])}, "
-          f"{seen['svgs']} SVGs (flow: {seen['flow_svg_nodes']} nodes; memory chart: {seen['chart_segments']} "
-          f"segments), {seen['details']} folded sections, "
-          "no console message")
+    counted = ", ".join(f"{n} x '{s}'" for s, n in seen["counts"].items())
+    print(f"check_html: {args.report.name}: {seen['rows']} rows of #{args.table} sorted by "
+          f"'{args.number}' (both ways) and '{args.text}', filter '{args.filter}' kept "
+          f"{len(seen['filtered_rows'])}, {seen['svgs']} SVGs ({counted or 'no counts asked'}), "
+          f"{seen['details']} folded sections, no console message")
     return 0
 
 

@@ -6,10 +6,11 @@ test_wheel.sh installs the wheel into a fresh venv and runs this there. It check
 binary and the vendored libraries resolve to (ldd, LD_LIBRARY_PATH unset) is either in the
 wheel or in the manylinux base set (so the system's Graphviz, OpenBLAS, yaml-cpp, ... are
 never used), SVG output (also with the system's copies of the vendored libraries and
-Graphviz's plugins hidden in a mount namespace, where user namespaces are allowed), and every function of the Python API against the embedded configs
-and a golden case, with values, warnings, errors and wrong Python types. `fit` and `plan`
-are checked once the binary has those commands (`expect_command`); until then they are
-reported as not there yet. Standard library and the installed package only.
+Graphviz's plugins hidden in a mount namespace, where user namespaces are allowed), and every
+function of the Python API against the embedded configs and a golden case, with values,
+warnings, errors and wrong Python types: `fit` against the CLI's JSON of the same config,
+`plan` on a small space (Mixtral with 2 layers on v5p-8) whose fastest config's peak memory
+must equal `fit`'s for the same overrides. Standard library and the installed package only.
 
   check_installed.py --wheel dist/shardtrace-*.whl --golden testdata/goldens/sparse_ep2_mixtral \
       --out DIR
@@ -61,25 +62,6 @@ def expect_error(call: Callable[[], Any], kind: type, status: int, *words: str) 
     expect(False, f"expected {kind.__name__}, nothing was raised")
 
 
-def command_exists(name: str) -> bool:
-    """Whether the installed binary has the command `name` (fit and plan arrive later)."""
-    done = subprocess.run([shardtrace.binary(), name, "--help"], capture_output=True, text=True)
-    return done.returncode == 0
-
-
-def expect_command(name: str, check: Callable[[], None]) -> None:
-    """Runs `check` when the binary has command `name`, else says it is not there yet.
-
-    The place for fit's and plan's checks: write a function that calls shardtrace.fit(...)
-    and expects values, and list it in main() with expect_command("fit", that_function).
-    """
-    if command_exists(name):
-        check()
-        print(f"check_installed: {name}: checked")
-    else:
-        print(f"check_installed: {name}: not in this binary yet; its API function is not checked")
-
-
 def check_install(wheel: Path) -> None:
     exe = shutil.which("shardtrace")
     venv_bin = Path(sys.executable).parent
@@ -122,7 +104,14 @@ def check_cli(out: Path) -> None:
     text = page.read_text(encoding="utf-8") if page.is_file() else ""
     expect(text.startswith("<!DOCTYPE html>") and "<svg" in text and 'id="tensors-table"' in text,
            "the HTML report lacks the doctype, the SVG or the tensor table")
-    print(f"check_installed: CLI: svg ({len(svg.stdout)} bytes), render --format html ({len(text)} bytes)")
+    fit_page = out / "fit.html"
+    fit = subprocess.run(["shardtrace", "fit", "model_name=mixtral-8x7b", "compile_topology=v5p-64", "--format", "html",
+                          "-o", str(fit_page)], capture_output=True, text=True)
+    fit_text = fit_page.read_text(encoding="utf-8") if fit_page.is_file() else ""
+    expect(fit.returncode == 0 and '<svg id="memory-chart"' in fit_text and 'id="params-table"' in fit_text,
+           f"fit --format html: exit {fit.returncode}, {fit.stderr.strip()}; chart or parameter table missing")
+    print(f"check_installed: CLI: svg ({len(svg.stdout)} bytes), render --format html ({len(text)} bytes), "
+          f"fit --format html ({len(fit_text)} bytes)")
 
 
 HIDE = r"""
@@ -244,14 +233,38 @@ def check_api(golden: Path, out: Path, base: Path) -> None:
         expect_error(lambda: shardtrace.fit(model_name="mixtral-8x7b", compile_topology="v5p-7"),
                      shardtrace.ShardtraceError, 2, "compile_topology", "v5p-7")
 
-    def check_plan() -> None:
-        p = shardtrace.plan(model_name="mixtral-8x7b", compile_topology="v5p-64")
-        expect(p["exit_status"] == 0 and isinstance(p["warnings"], list), "plan()")
+    # plan: Mixtral with 2 layers on v5p-8 (4 devices: 10 meshes x 3 remat policies, a second),
+    # its fastest config held to fit() of the same overrides.
+    small = dict(model_name="mixtral-8x7b", override_model_config=True, base_num_decoder_layers=2,
+                 compile_topology="v5p-8", compile_topology_num_slices=1, per_device_batch_size=4,
+                 max_target_length=2048)
+    p = shardtrace.plan(base, flags=["--quiet"], **small)
+    expect(p["exit_status"] == 0 and p["warnings"] == [], f"plan(): exit {p['exit_status']}, {p['warnings']}")
+    expect(p["evaluated"] == 30, f"plan() evaluated {p['evaluated']} configs, expected 30")
+    expect(0 < p["fitting"] <= p["evaluated"]
+           and p["fitting"] + p["not_fitting"] + len(p["excluded"]) == p["evaluated"],
+           f"plan(): {p['fitting']} fit, {p['not_fitting']} do not, {len(p['excluded'])} excluded "
+           f"of {p['evaluated']}")
+    configs = p["configs"]
+    expect(len(configs) == min(10, p["fitting"]), f"plan() lists {len(configs)} configs (--top 10)")
+    speeds = [c["tokens_per_second_per_device"] for c in configs]
+    expect(speeds == sorted(speeds, reverse=True), f"plan()'s configs are not fastest first: {speeds}")
+    if configs:
+        first = configs[0]
+        overrides = dict(o.split("=", 1) for o in first["overrides"])
+        f = shardtrace.fit(base, **small, **overrides)
+        expect(first["fits"] is True and f["fits"] is True, f"plan()'s first config: fits {first['fits']}, fit() {f['fits']}")
+        for key in ("peak_memory_in_bytes", "argument_size_in_bytes", "temp_size_in_bytes", "headroom_bytes"):
+            expect(first[key] == f[key] and f["peak_memory_in_bytes"] > 0,
+                   f"plan()'s first config {key} {first[key]} != fit()'s {f[key]} for {first['overrides']}")
+        print(f"check_installed: plan: {p['fitting']} of {p['evaluated']} fit; the fastest "
+              f"({' '.join(first['overrides'])}) peaks at {first['peak_memory_in_bytes']} bytes, as fit() says")
+    expect_error(lambda: shardtrace.plan(model_name="mixtral-8x7b", devices=8), shardtrace.ShardtraceError, 2,
+                 "--devices", "compile_topology")
 
     check_fit()
-    expect_command("plan", check_plan)
     print("check_installed: API: trace (symbolic, dense, numeric, warnings), check, diff, render (markdown, html), "
-          "errors and wrong types")
+          "fit, plan, errors and wrong types")
 
 
 def main() -> int:
