@@ -212,7 +212,10 @@ FitResult FitOnce(const FitRequest& request) {
                             .bytes_per_device /
                         4 * act_bytes;
   int64_t layer_peak = 0;
-  for (const auto& [name, params] : by_stack) {
+  for (const auto& stack_entry : by_stack) {
+    // Not a structured binding: clang 14 cannot capture one in the lambda below.
+    const std::string& name = stack_entry.first;
+    const std::vector<const ParamBuffer*>& params = stack_entry.second;
     LayerStack s;
     s.name = name;
     const ParamBuffer& first = *params.front();
