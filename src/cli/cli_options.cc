@@ -9,6 +9,7 @@
 #include "config/maxtext_revision.h"
 #include "config/run_inputs.h"
 #include "io/atomic_file.h"
+#include "io/input_file.h"
 #include "shard/mesh.h"
 #include "util/thread_pool.h"
 
@@ -154,6 +155,16 @@ void CheckOutputs(CommonOptions& common, const std::vector<std::string>& dirs) {
   if (common.output == "-") return;
   CheckOutputFile(common.output);
   CheckOutputIsNotInput(common.output, CommandInputs(common.args, dirs));
+}
+
+CLI::Option* AddHardware(CLI::App* cmd, std::string& path) {
+  return cmd->add_option("--hardware", path,
+                         "a chip table of your own (the format of src/model/hardware_table.yml)");
+}
+
+HardwareFile ReadHardwareFile(const std::string& path) {
+  if (path.empty()) return {};
+  return {ReadInputFile(path, "--hardware"), path};
 }
 
 }  // namespace shardtrace

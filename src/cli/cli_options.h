@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "model/hardware.h"
 
 namespace shardtrace {
 
@@ -21,6 +22,11 @@ CLI::Validator ToleranceValidator();
 
 // --max-memory GIB: a positive number of GiB (fractions allowed), at most 1 TiB.
 CLI::Option* AddMaxMemory(CLI::App* cmd, int64_t& budget_bytes);
+// --hardware FILE (fit, plan): a chip table of the user's, read as input.
+CLI::Option* AddHardware(CLI::App* cmd, std::string& path);
+// The file --hardware named, or the embedded table when `path` is empty.
+HardwareFile ReadHardwareFile(const std::string& path);
+
 // --block moe|mlp|shared.
 CLI::Option* AddBlock(CLI::App* cmd, std::string& block);
 // args, --devices, --format (when `formats` is not empty; the first is the default), -o and

@@ -40,10 +40,7 @@ std::vector<Warning> RunFitCommand(const FitOptions& options, std::ostream& out)
   request.devices = options.common.devices;
   request.hbm_gib = options.hbm_gib;
   request.chip = options.chip;
-  if (!options.hardware.empty()) {
-    request.hardware_text = ReadInputFile(options.hardware, "--hardware");
-    request.hardware_source = options.hardware;
-  }
+  request.hardware = ReadHardwareFile(options.hardware);
   const FitResult fit = Fit(request);
   const std::string& format = options.common.format;
   WriteOutput(options.common,
@@ -65,8 +62,7 @@ Command AddFitCommand(CLI::App& app) {
   cmd->add_option("--hbm", options->hbm_gib, "with --devices: GiB of memory per device");
   cmd->add_option("--chip", options->chip,
                   "with --devices: a row of the chip table (h100, h200, b200, mi300x, ...)");
-  cmd->add_option("--hardware", options->hardware,
-                  "a chip table of your own (the format of src/model/hardware_table.yml)");
+  AddHardware(cmd, options->hardware);
   cmd->footer(
       "Example: shardtrace fit model_name=mixtral-8x7b compile_topology=v5p-64 "
       "compile_topology_num_slices=1 per_device_batch_size=4");

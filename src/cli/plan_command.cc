@@ -66,10 +66,7 @@ std::vector<Warning> RunPlanCommand(const PlanOptions& options, std::ostream& ou
   for (const std::string& v : options.vary) request.vary.push_back(ParseVary(v));
   request.top = options.top;
   request.max_configs = options.max_configs;
-  if (!options.hardware.empty()) {
-    request.hardware_text = ReadInputFile(options.hardware, "--hardware");
-    request.hardware_source = options.hardware;
-  }
+  request.hardware = ReadHardwareFile(options.hardware);
   Progress progress(options.quiet);
   request.progress = &progress;
   const PlanResult plan = Plan(request);
@@ -94,8 +91,7 @@ Command AddPlanCommand(CLI::App& app) {
   cmd->add_option("--top", options->top, "how many fitting configs to list (default 10)");
   cmd->add_option("--max-configs", options->max_configs,
                   "refuse a search space larger than this (default 2000, about 45 s on 2 cores)");
-  cmd->add_option("--hardware", options->hardware,
-                  "a chip table of your own (the format of src/model/hardware_table.yml)");
+  AddHardware(cmd, options->hardware);
   cmd->add_flag("--quiet", options->quiet, "no progress line on stderr");
   cmd->footer(
       "Example: shardtrace plan model_name=deepseek3-671b compile_topology=v5p-256 "

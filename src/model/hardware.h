@@ -35,6 +35,13 @@ struct HardwareTable {
   std::map<std::string, std::string, std::less<>> topology_chips;  // topology prefix -> chip
 };
 
+// A chip table a user gives (`--hardware FILE`): its text and where it came from. Empty text:
+// the embedded table.
+struct HardwareFile {
+  std::string text;
+  std::string source;
+};
+
 // Parses a chip table (the embedded one when `text` is empty). Throws Error naming the file
 // and the field on a missing or non-positive figure.
 HardwareTable LoadHardwareTable(std::string_view text = {}, std::string_view source_name = {});

@@ -117,7 +117,7 @@ std::vector<StepCollectiveTotal> Merge(const std::vector<StepCollectiveTotal>& a
 
 FitResult FitOnce(const FitRequest& request) {
   FitResult r;
-  const HardwareTable table = LoadHardwareTable(request.hardware_text, request.hardware_source);
+  const HardwareTable table = LoadHardwareTable(request.hardware.text, request.hardware.source);
   const RunInputs probe = [&] {
     // The topology decides the device count the mesh is built for.
     const ConfigSource source = SplitArgs(request.args);

@@ -42,9 +42,7 @@ struct FitRequest {
   std::optional<int64_t> devices;  // --devices (no compile_topology: GPUs or any machine)
   std::optional<double> hbm_gib;   // --hbm: memory per device with --devices
   std::optional<std::string> chip;  // --chip: a chip table row for --devices
-  // --hardware FILE: the chip table's text and its name (empty: the embedded table).
-  std::string hardware_text;
-  std::string hardware_source;
+  HardwareFile hardware;  // --hardware FILE (empty: the embedded chip table)
   // Compute the "what would make it fit" variants (each a whole fit of its own).
   bool variants = true;
 };

@@ -76,9 +76,8 @@ PlanResult Plan(const PlanRequest& request) {
   // this reads only the topology).
   FitRequest probe;
   probe.args = request.args;
-  probe.hardware_text = request.hardware_text;
-  probe.hardware_source = request.hardware_source;
-  const HardwareTable table = LoadHardwareTable(request.hardware_text, request.hardware_source);
+  probe.hardware = request.hardware;
+  const HardwareTable table = LoadHardwareTable(request.hardware.text, request.hardware.source);
   if (!user.Has("compile_topology") || user.Str("compile_topology").empty()) {
     Fail("plan needs compile_topology=NAME (e.g. compile_topology=v5p-256)");
   }

@@ -26,8 +26,7 @@ struct PlanRequest {
   int top = 10;
   int threads = 0;  // 0: all cores
   int64_t max_configs = 2000;  // refused above this many (--max-configs): about 45 s here
-  std::string hardware_text;
-  std::string hardware_source;
+  HardwareFile hardware;  // --hardware FILE (empty: the embedded chip table)
   Progress* progress = nullptr;
 };
 
