@@ -6,6 +6,7 @@
 
 #include "emit/html_report.h"
 #include "emit/human_bytes.h"
+#include "emit/memory_json.h"
 #include "emit/svg_chart.h"
 #include "emit/text_table.h"
 #include "ir/collective_kind.h"
@@ -151,12 +152,7 @@ std::string FitToJson(const FitResult& f) {
   j["hbm_bytes"] = f.target.hbm_bytes;
   j["headroom_bytes"] = f.headroom_bytes;
   const FitMemory& m = f.memory;
-  j["argument_size_in_bytes"] = m.argument_size_in_bytes;
-  j["output_size_in_bytes"] = m.output_size_in_bytes;
-  j["alias_size_in_bytes"] = m.alias_size_in_bytes;
-  j["temp_size_in_bytes"] = m.temp_size_in_bytes;
-  j["host_temp_size_in_bytes"] = m.host_temp_size_in_bytes;
-  j["peak_memory_in_bytes"] = m.peak_memory_in_bytes;
+  AddMemoryAnalysis(j, m);
   j["components"] = {{"parameters", f.parameter_bytes},
                      {"optimizer_state", f.optimizer_bytes},
                      {"batch", f.batch_bytes},
@@ -368,6 +364,15 @@ std::string FitToHtml(const FitResult& f, const std::string& command) {
   for (const std::string& n : f.notes) assumed += n + "\n";
   report.sections.push_back({"assumed", "Assumed", HtmlPre(assumed), false});
   return RenderHtmlReport(report);
+}
+
+void AddMemoryAnalysis(nlohmann::ordered_json& j, const FitMemory& m) {
+  j["argument_size_in_bytes"] = m.argument_size_in_bytes;
+  j["output_size_in_bytes"] = m.output_size_in_bytes;
+  j["alias_size_in_bytes"] = m.alias_size_in_bytes;
+  j["temp_size_in_bytes"] = m.temp_size_in_bytes;
+  j["host_temp_size_in_bytes"] = m.host_temp_size_in_bytes;
+  j["peak_memory_in_bytes"] = m.peak_memory_in_bytes;
 }
 
 }  // namespace shardtrace

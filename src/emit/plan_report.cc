@@ -10,6 +10,7 @@
 #include "emit/fit_report.h"
 #include "emit/html_report.h"
 #include "emit/human_bytes.h"
+#include "emit/memory_json.h"
 #include "emit/text_table.h"
 
 namespace shardtrace {
@@ -119,12 +120,7 @@ std::string PlanToJson(const PlanResult& plan, int top) {
     r["fits"] = c.fits;
     r["hbm_bytes"] = c.hbm_bytes;
     r["headroom_bytes"] = c.headroom_bytes;
-    r["argument_size_in_bytes"] = c.memory.argument_size_in_bytes;
-    r["output_size_in_bytes"] = c.memory.output_size_in_bytes;
-    r["alias_size_in_bytes"] = c.memory.alias_size_in_bytes;
-    r["temp_size_in_bytes"] = c.memory.temp_size_in_bytes;
-    r["host_temp_size_in_bytes"] = c.memory.host_temp_size_in_bytes;
-    r["peak_memory_in_bytes"] = c.memory.peak_memory_in_bytes;
+    AddMemoryAnalysis(r, c.memory);
     r["est_step_seconds"] = c.time.step_seconds;
     r["compute_seconds"] = c.time.compute_seconds;
     r["exposed_comm_seconds"] = c.time.exposed_comm_seconds;
