@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make demo`: the main job on the embedded MaxText configs. Traces DeepSeek-V3 671B at
 # full size on 256 simulated devices (symbolic), Mixtral 8x7B's dense-dropping path, writes
-# MaxText's sharding dump for deepseek2-16b, and checks the golden cases numerically. The
+# MaxText's sharding dump for deepseek2-16b, checks the golden cases numerically, and fits
+# Mixtral 8x7B's whole training step on v5p-64 (fit, plan). The
 # main job's page is also written as an HTML report (render --format html), whose path it
 # prints last.
 set -euo pipefail
@@ -18,9 +19,15 @@ mkdir -p "$out"
   max_target_length=8 per_device_batch_size=1 decoder_block=mixtral dtype=float32 ici_expert_parallelism=4 \
   --devices 8 --numeric --seed 1 -o "$out/trace_small_ep4_numeric.txt"
 "$bin" check testdata/goldens/* -o "$out/golden_check.txt"
+# The whole training step on a slice (fit) and the meshes that fit it (plan).
+"$bin" fit model_name=mixtral-8x7b compile_topology=v5p-64 -o "$out/fit_mixtral-8x7b_v5p-64.txt"
+"$bin" fit model_name=mixtral-8x7b compile_topology=v5p-64 --format html -o "$out/fit_mixtral-8x7b_v5p-64.html"
+"$bin" plan model_name=mixtral-8x7b compile_topology=v5p-64 --top 5 --quiet -o "$out/plan_mixtral-8x7b_v5p-64.txt"
 report="$out/render_deepseek3-671b_ep64.html"
 "$bin" render model_name=deepseek3-671b ici_expert_parallelism=64 --devices 256 --format html -o "$report"
 echo "shardtrace demo: wrote"
 for f in "$out"/*; do printf '  %s\n' "$f"; done
 tail -n 1 "$out/golden_check.txt"
+head -n 1 "$out/fit_mixtral-8x7b_v5p-64.txt"
+head -n 1 "$out/plan_mixtral-8x7b_v5p-64.txt"
 echo "shardtrace demo: the HTML report of the main job (open it in a browser): $report"
