@@ -55,7 +55,8 @@ std::string Identity(const std::filesystem::path& path) {
 }  // namespace
 
 std::vector<ChainFile> ResolveBaseConfigChain(const std::filesystem::path& top,
-                                              std::vector<Warning>* warnings) {
+                                              std::vector<Warning>* warnings,
+                                              ParsedYamlCache* cache) {
   std::vector<ChainFile> chain;  // `top` first while walking; reversed at the end
   std::vector<std::string> seen;
   std::filesystem::path current = top;
@@ -68,7 +69,7 @@ std::vector<ChainFile> ResolveBaseConfigChain(const std::filesystem::path& top,
     }
     seen.push_back(identity);
     FileText file = ReadConfigFile(current);
-    std::vector<YamlEntry> entries = ParseConfigYaml(file.text, file.name, warnings);
+    std::vector<YamlEntry> entries = ParseConfigYaml(file.text, file.name, warnings, cache);
     const ConfigValue* include = IncludeOf(entries);
     const ConfigValue named = include == nullptr ? ConfigValue{} : NoneStringToNull(*include);
     chain.push_back(ChainFile{std::move(file), std::move(entries)});

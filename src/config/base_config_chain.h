@@ -32,6 +32,7 @@ std::filesystem::path LocateInclude(const std::filesystem::path& including,
                                     const std::string& named);
 
 std::vector<ChainFile> ResolveBaseConfigChain(const std::filesystem::path& top,
-                                              std::vector<Warning>* warnings);
+                                              std::vector<Warning>* warnings,
+                                              ParsedYamlCache* cache = nullptr);
 
 }  // namespace shardtrace::config_internal

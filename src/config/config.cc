@@ -119,7 +119,8 @@ class Resolver {
       std::vector<YamlEntry> entries = Parse(base);
       chain.push_back({base, std::move(entries)});
     } else {
-      chain = config_internal::ResolveBaseConfigChain(source_.files[0], warnings_);
+      chain = config_internal::ResolveBaseConfigChain(source_.files[0], warnings_,
+                                                      source_.yaml_cache);
     }
     LoadRoot(chain.front().file, chain.front().entries);
     if (chain.size() > 1) files_ = files_.WithFallback(chain.front().file.name);
@@ -170,7 +171,7 @@ class Resolver {
   // YAML document) is a warning: it never changes the result, and it shows even when a later
   // check fails (Config::Load passes it on with the Error).
   std::vector<YamlEntry> Parse(const FileText& file) const {
-    return config_internal::ParseConfigYaml(file.text, file.name, warnings_);
+    return config_internal::ParseConfigYaml(file.text, file.name, warnings_, source_.yaml_cache);
   }
 
   // Parses, key-checks and type-checks one config file.

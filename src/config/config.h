@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "config/maxtext_revision.h"
+#include "config/parsed_yaml_cache.h"
 #include "shard/axis_rules.h"
 #include "util/warnings.h"
 
@@ -51,6 +52,8 @@ struct ConfigSource {
   std::vector<std::string> case_files = {};
   // Warnings found reading the case files: the config's warnings start with them.
   std::vector<Warning> warnings = {};
+  // Parsed files shared between loads (config/parsed_yaml_cache.h); null: parse every time.
+  ParsedYamlCache* yaml_cache = nullptr;
 };
 
 class Config {

@@ -55,8 +55,9 @@ std::string RevisionArg(const std::vector<std::string>& args) {
 }
 
 RunInputs LoadRunInputs(const std::vector<std::string>& args, std::optional<int64_t> devices,
-                        const std::vector<Warning>& earlier) {
+                        const std::vector<Warning>& earlier, ParsedYamlCache* cache) {
   ConfigSource source = WarnedBefore(earlier, [&] { return SplitArgs(args); });
+  source.yaml_cache = cache;
   std::vector<Warning> warnings = earlier;
   AddWarnings(warnings, source.warnings);
   source.warnings = warnings;

@@ -39,7 +39,9 @@ std::vector<std::string> WithOverrides(std::vector<std::string> args,
                                        const std::vector<std::string>& more);
 // `earlier`: warnings found before (a golden case's config.yml); the inputs' warnings start
 // with them, and so do those of an Error thrown on the way.
+// `cache`: parsed config files shared with other loads (config/parsed_yaml_cache.h).
 RunInputs LoadRunInputs(const std::vector<std::string>& args, std::optional<int64_t> devices,
-                        const std::vector<Warning>& earlier = {});
+                        const std::vector<Warning>& earlier = {},
+                        ParsedYamlCache* cache = nullptr);
 
 }  // namespace shardtrace

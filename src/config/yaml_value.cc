@@ -377,4 +377,44 @@ ConfigValue ParseOverrideValue(std::string_view text, std::string_view argument)
   }
 }
 
+std::vector<YamlEntry> ParseConfigYaml(std::string_view text, std::string_view display_path,
+                                       std::vector<Warning>* warnings, ParsedYamlCache* cache) {
+  return cache ? cache->Parse(text, display_path, warnings)
+               : ParseConfigYaml(text, display_path, warnings);
+}
+
 }  // namespace shardtrace::config_internal
+
+namespace shardtrace {
+
+struct ParsedYamlCache::Parsed {
+  std::vector<config_internal::YamlEntry> entries;
+  std::vector<Warning> warnings;
+};
+
+std::vector<config_internal::YamlEntry> ParsedYamlCache::Parse(std::string_view text,
+                                                               std::string_view display_path,
+                                                               std::vector<Warning>* warnings) {
+  std::string key(display_path);
+  key.push_back('\0');
+  key.append(text);
+  std::shared_ptr<const Parsed> hit;
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = parsed_.find(key);
+    if (it != parsed_.end()) hit = it->second;
+  }
+  if (!hit) {
+    auto fresh = std::make_shared<Parsed>();
+    fresh->entries = config_internal::ParseConfigYaml(text, display_path, &fresh->warnings);
+    hit = fresh;
+    const std::lock_guard<std::mutex> lock(mutex_);
+    parsed_.emplace(std::move(key), hit);
+  }
+  if (warnings) {
+    for (const Warning& w : hit->warnings) AddWarning(*warnings, w);
+  }
+  return hit->entries;
+}
+
+}  // namespace shardtrace

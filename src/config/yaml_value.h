@@ -12,6 +12,8 @@
 
 #include "config/config.h"
 
+#include "config/parsed_yaml_cache.h"
+
 namespace shardtrace::config_internal {
 
 struct YamlEntry {
@@ -27,6 +29,10 @@ struct YamlEntry {
 // rather than refused.
 std::vector<YamlEntry> ParseConfigYaml(std::string_view text, std::string_view display_path,
                                        std::vector<Warning>* warnings = nullptr);
+
+// `cache` when given, else ParseConfigYaml.
+std::vector<YamlEntry> ParseConfigYaml(std::string_view text, std::string_view display_path,
+                                       std::vector<Warning>* warnings, ParsedYamlCache* cache);
 
 // `value` as flow YAML that ParseOverrideValue reads back to the same value (strings
 // double-quoted so they stay strings).

@@ -120,7 +120,8 @@ FitResult FitOnce(const FitRequest& request) {
   const HardwareTable table = LoadHardwareTable(request.hardware.text, request.hardware.source);
   const RunInputs probe = [&] {
     // The topology decides the device count the mesh is built for.
-    const ConfigSource source = SplitArgs(request.args);
+    ConfigSource source = SplitArgs(request.args);
+    source.yaml_cache = request.yaml_cache;
     Config config = Config::Load(source, RevisionArg(request.args));
     return RunInputs{std::move(config), Mesh(), {}};
   }();
@@ -130,7 +131,8 @@ FitResult FitOnce(const FitRequest& request) {
     // pyconfig takes num_slices from compile_topology_num_slices when compiling for a topology.
     args = WithOverrides(args, {fmt::format("num_slices={}", r.target.num_slices)});
   }
-  const RunRequest base = SymbolicRequest(args, r.target.devices());
+  RunRequest base = SymbolicRequest(args, r.target.devices());
+  base.yaml_cache = request.yaml_cache;
   const RunSetup setup = Prepare(base);
   const Config& config = setup.config;
   r.warnings = setup.warnings;

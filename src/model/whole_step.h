@@ -45,6 +45,8 @@ struct FitRequest {
   HardwareFile hardware;  // --hardware FILE (empty: the embedded chip table)
   // Compute the "what would make it fit" variants (each a whole fit of its own).
   bool variants = true;
+  // Parsed config files shared between fits (plan's); not owned; null: parse every time.
+  ParsedYamlCache* yaml_cache = nullptr;
 };
 
 // One parameter array of the model, as MaxText shards it.

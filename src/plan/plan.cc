@@ -77,6 +77,9 @@ PlanResult Plan(const PlanRequest& request) {
   FitRequest probe;
   probe.args = request.args;
   probe.hardware = request.hardware;
+  // Every config loads the same base.yml and model file: parsed once for the whole search.
+  ParsedYamlCache yaml_cache;
+  probe.yaml_cache = &yaml_cache;
   const HardwareTable table = LoadHardwareTable(request.hardware.text, request.hardware.source);
   if (!user.Has("compile_topology") || user.Str("compile_topology").empty()) {
     Fail("plan needs compile_topology=NAME (e.g. compile_topology=v5p-256)");

@@ -77,7 +77,8 @@ RunSetup Prepare(const RunRequest& request) {
 }
 
 RunInputs LoadInputs(const RunRequest& request) {
-  return LoadRunInputs(Arguments(request), request.devices, request.case_config.warnings);
+  return LoadRunInputs(Arguments(request), request.devices, request.case_config.warnings,
+                       request.yaml_cache);
 }
 
 RunResult Run(const RunRequest& request) { return RunPreparedSetup(request, Prepare(request)); }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "config/override_file.h"
+#include "config/parsed_yaml_cache.h"
 #include "numeric/array.h"
 #include "paths/moe_block.h"
 
@@ -56,6 +57,8 @@ struct RunRequest {
   // where a golden case's cotangent comes from.
   const Array* cotangent = nullptr;
   Progress* progress = nullptr;
+  // Parsed config files shared with other runs of the same files (plan's configs); not owned.
+  ParsedYamlCache* yaml_cache = nullptr;
 
   bool numeric() const { return evaluation == Evaluation::kNumeric; }
 };

@@ -1,0 +1,36 @@
+// A cache of parsed config files, for a caller that loads the same files many times: plan fits
+// hundreds of configs over one base.yml and model file, and parsing them was half its time.
+// Keyed by the file's name and its whole text, so an edited file is parsed again; a result is
+// immutable once stored and its warnings (a repeated key, a second document) are replayed on
+// every hit, as a fresh parse would report them. Thread-safe. A ConfigSource (config.h) and a
+// RunRequest (run/run_request.h) carry a pointer to one; without it every load parses.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "util/warnings.h"
+
+namespace shardtrace {
+
+namespace config_internal {
+struct YamlEntry;
+}  // namespace config_internal
+
+class ParsedYamlCache {
+ public:
+  // config_internal::ParseConfigYaml's result for this file, parsed once.
+  std::vector<config_internal::YamlEntry> Parse(std::string_view text, std::string_view display_path,
+                                                std::vector<Warning>* warnings);
+
+ private:
+  struct Parsed;
+  std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<const Parsed>, std::less<>> parsed_;
+};
+
+}  // namespace shardtrace
