@@ -117,7 +117,7 @@ echo "| trace --step, each of the 35 release model files on fsdp=8 | $(( ($(date
 echo "(target: < 100 ms and < 50 MB, the same at 10x emb_dim; the issue 25 step: well under a second)"
 echo
 
-echo "## 7. fit and plan beside the TPU compiler ($today)"
+echo "## 8. fit and plan beside the TPU compiler ($today)"
 echo "| what | seconds | MB RSS | the TPU compile of the same config (libtpu, this machine) |"
 echo "|---|---|---|---|"
 base=testdata/maxtext-moe-models/configs/base.yml
