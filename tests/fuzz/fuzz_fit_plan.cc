@@ -22,7 +22,14 @@ std::vector<std::string> Arguments(const uint8_t* data, size_t size) {
     if (line.find('\0') != std::string::npos) continue;
     if (line.rfind("--", 0) == 0) {
       std::istringstream words(line);
-      for (std::string w; words >> w && out.size() < 32;) out.push_back(w);
+      for (std::string w; words >> w && out.size() < 32;) {
+        // No output files: -o would write wherever the fuzzer runs (a 20-minute run left one).
+        if (w == "-o" || w.rfind("--output", 0) == 0 || w.rfind("-o", 0) == 0) {
+          words >> w;
+          continue;
+        }
+        out.push_back(w);
+      }
     } else if (line.find('=') != std::string::npos) {
       out.push_back(line);
     }
