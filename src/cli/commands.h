@@ -64,6 +64,24 @@ Command PlainCommand(CLI::App* cmd, std::shared_ptr<Options> options,
           }};
 }
 
+// `--format html` with no -o while standard output is a terminal: refused (Error), as the
+// report is a file to open in a browser, not text to read.
+void RefuseHtmlOnTerminal(const CommonOptions& options);
+
+// PlainCommand for a command that also writes an HTML report (render, fit, plan): before any
+// work, --format html to a terminal is refused.
+template <typename Options>
+Command ReportCommand(CLI::App* cmd, std::shared_ptr<Options> options,
+                      std::shared_ptr<CommonOptions> common,
+                      std::vector<Warning> (*work)(const Options&, std::ostream&)) {
+  Command row = PlainCommand(cmd, options, common, work);
+  row.validate = [common] {
+    RefuseHtmlOnTerminal(*common);
+    return std::vector<std::string>();
+  };
+  return row;
+}
+
 Command AddConfigCommand(CLI::App& app);
 Command AddExplainCommand(CLI::App& app);
 Command AddTraceCommand(CLI::App& app);
@@ -75,10 +93,6 @@ Command AddRenderCommand(CLI::App& app);
 Command AddGenerateCommand(CLI::App& app);
 Command AddFitCommand(CLI::App& app);
 Command AddPlanCommand(CLI::App& app);
-
-// `--format html` with no -o while standard output is a terminal: refused (Error), as the
-// report is a file to open in a browser, not text to read.
-void RefuseHtmlOnTerminal(const CommonOptions& options);
 
 // Writes `text` to options.output atomically, or to `out` when no output file is given.
 void WriteOutput(const CommonOptions& options, const std::string& text, std::ostream& out);

@@ -66,14 +66,8 @@ Command AddFitCommand(CLI::App& app) {
   cmd->footer(
       "Example: shardtrace fit model_name=mixtral-8x7b compile_topology=v5p-64 "
       "compile_topology_num_slices=1 per_device_batch_size=4");
-  return {cmd, std::shared_ptr<CommonOptions>(options, &options->common),
-          [options] {
-            RefuseHtmlOnTerminal(options->common);
-            return std::vector<std::string>();
-          },
-          [options](std::ostream& out) {
-            return CommandOutcome{kExitOk, RunFitCommand(*options, out)};
-          }};
+  return ReportCommand(cmd, options, std::shared_ptr<CommonOptions>(options, &options->common),
+                       &RunFitCommand);
 }
 
 }  // namespace shardtrace

@@ -96,14 +96,8 @@ Command AddPlanCommand(CLI::App& app) {
   cmd->footer(
       "Example: shardtrace plan model_name=deepseek3-671b compile_topology=v5p-256 "
       "compile_topology_num_slices=1 max_target_length=8192 --top 5");
-  return {cmd, std::shared_ptr<CommonOptions>(options, &options->common),
-          [options] {
-            RefuseHtmlOnTerminal(options->common);
-            return std::vector<std::string>();
-          },
-          [options](std::ostream& out) {
-            return CommandOutcome{kExitOk, RunPlanCommand(*options, out)};
-          }};
+  return ReportCommand(cmd, options, std::shared_ptr<CommonOptions>(options, &options->common),
+                       &RunPlanCommand);
 }
 
 }  // namespace shardtrace

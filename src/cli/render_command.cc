@@ -54,14 +54,8 @@ Command AddRenderCommand(CLI::App& app) {
       "Example: shardtrace render maxtext/src/maxtext/configs/base.yml "
       "model_name=deepseek3-671b ici_expert_parallelism=64 --devices 256 -o deepseek3.md\n"
       "         shardtrace render model_name=mixtral-8x7b --format html -o mixtral.html");
-  return {cmd, std::shared_ptr<CommonOptions>(options, &options->common),
-          [options] {
-            RefuseHtmlOnTerminal(options->common);
-            return std::vector<std::string>();
-          },
-          [options](std::ostream& out) {
-            return CommandOutcome{kExitOk, RunRenderCommand(*options, out)};
-          }};
+  return ReportCommand(cmd, options, std::shared_ptr<CommonOptions>(options, &options->common),
+                       &RunRenderCommand);
 }
 
 }  // namespace shardtrace
