@@ -154,7 +154,7 @@ class Resolver {
     }
     // Keys this base.yml lacks (other MaxText era, types.py-only keys) get built-in
     // defaults, so they are known, typed and readable.
-    for (const YamlEntry& entry : config_internal::FallbackDefaults()) {
+    for (const YamlEntry& entry : config_internal::FallbackDefaults(source_.yaml_cache)) {
       defaults_.try_emplace(entry.key, entry.value);
     }
     known_keys_.reserve(defaults_.size());

@@ -164,8 +164,8 @@ constexpr std::array<std::string_view, 1> kUntyped = {"image_size_for_vit"};
 
 }  // namespace
 
-std::vector<YamlEntry> FallbackDefaults() {
-  return ParseConfigYaml(kFallbackYaml, "built-in defaults (key_defaults.cc)");
+std::vector<YamlEntry> FallbackDefaults(ParsedYamlCache* cache) {
+  return ParseConfigYaml(kFallbackYaml, "built-in defaults (key_defaults.cc)", nullptr, cache);
 }
 
 bool IsUntypedKey(std::string_view key) {

@@ -18,8 +18,8 @@ namespace shardtrace::config_internal {
 
 // Defaults for keys absent from the loaded base.yml, in table order: the MaxText
 // defaults outside base.yml, then the seed-era value (or the HEAD value for HEAD-only
-// keys) of every key in maxtext-facts.md section 1.4.
-std::vector<YamlEntry> FallbackDefaults();
+// keys) of every key in maxtext-facts.md section 1.4. `cache`: parsed once there when given.
+std::vector<YamlEntry> FallbackDefaults(ParsedYamlCache* cache = nullptr);
 
 // Keys whose MaxText type is a union the base.yml default cannot show (types.py declares
 // image_size_for_vit as an int or a [height, width] list): any value is accepted.

@@ -90,6 +90,12 @@ HardwareTable LoadHardwareTable(std::string_view text, std::string_view source_n
       table.topology_chips.emplace(entry.first.Scalar(), chip);
     }
   }
+  const nlohmann::json maxtext = nlohmann::json::parse(MaxTextTopologiesText());
+  table.topologies_source = maxtext.at("source").get<std::string>();
+  for (const auto& [name, t] : maxtext.at("topologies").items()) {
+    table.topologies[name] = {t.at("platform").get<std::string>(),
+                              t.at("devices_per_slice").get<int64_t>()};
+  }
   return table;
 }
 
@@ -105,25 +111,24 @@ std::string Target::ToString() const {
 }
 
 Target ResolveTopology(const HardwareTable& table, std::string_view topology, int64_t num_slices) {
-  const nlohmann::json all = nlohmann::json::parse(MaxTextTopologiesText());
-  const nlohmann::json& topologies = all.at("topologies");
+  const auto& topologies = table.topologies;
   if (num_slices < 1 || num_slices > 4096) {
     Fail("compile_topology_num_slices is {}, expected 1 to 4096 slices", num_slices);
   }
   const auto it = topologies.find(std::string(topology));
   if (it == topologies.end()) {
     std::vector<std::string> names;
-    for (const auto& item : topologies.items()) names.push_back(item.key());
+    for (const auto& [name, t] : topologies) names.push_back(name);
     const auto near = config_internal::SuggestKeys(topology, names);
     Fail("compile_topology '{}' is not in MaxText's topology table ({}){}", topology,
-         all.at("source").get<std::string>(),
+         table.topologies_source,
          near.empty() ? std::string(", e.g. v5p-256, v6e-256, v5e-16, tpu7x-128")
                       : fmt::format("; did you mean {}?", fmt::join(near, ", ")));
   }
   Target target;
   target.topology = std::string(topology);
-  target.platform = it->at("platform").get<std::string>();
-  target.devices_per_slice = it->at("devices_per_slice").get<int64_t>();
+  target.platform = it->second.platform;
+  target.devices_per_slice = it->second.devices_per_slice;
   target.num_slices = num_slices;
   const std::string prefix(topology.substr(0, topology.find('-')));
   const auto chip = table.topology_chips.find(prefix);

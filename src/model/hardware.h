@@ -29,10 +29,19 @@ struct Chip {
   std::string source;
 };
 
+// One compile_topology of MaxText's table.
+struct CompileTopology {
+  std::string platform;  // "tpu" or "gpu"
+  int64_t devices_per_slice = 0;
+};
+
 struct HardwareTable {
   std::string source_name;  // "embedded hardware_table.yml" or the user's file
   std::map<std::string, Chip, std::less<>> chips;
   std::map<std::string, std::string, std::less<>> topology_chips;  // topology prefix -> chip
+  // MaxText's own topology table (embedded; a --hardware file does not replace it).
+  std::map<std::string, CompileTopology, std::less<>> topologies;
+  std::string topologies_source;  // where export_topologies.py read it
 };
 
 // A chip table a user gives (`--hardware FILE`): its text and where it came from. Empty text:

@@ -171,34 +171,66 @@ std::string ToString(ParamRole role) {
   return "other";
 }
 
-std::vector<std::string> LayoutModels() {
+LayoutTable LayoutTable::Embedded() {
+  LayoutTable table;
+  const nlohmann::json all = nlohmann::json::parse(MaxTextLayoutsText());
+  for (const auto& [model, record] : all.items()) {
+    Recorded& r = table.models_[model];
+    for (const auto& p : record.at("problems")) r.problems.push_back(p.get<std::string>());
+    if (!r.problems.empty()) continue;  // refused by name; its dims may be unexplained (null)
+    ModelLayout& layout = r.layout;
+    layout.model_name = model;
+    layout.decoder_block = record.at("decoder_block").get<std::string>();
+    for (const auto& [key, value] : record.at("structural").items()) {
+      layout.structural.emplace_back(key, PythonValue(value));
+    }
+    for (const auto& p : record.at("params")) {
+      ParamLayout param;
+      param.path = p.at("path").get<std::string>();
+      for (const auto& d : p.at("dims")) {
+        param.dims.push_back(d.is_string() ? d.get<std::string>() : std::to_string(d.get<int64_t>()));
+      }
+      for (const auto& a : p.at("axes")) {
+        param.axes.push_back(a.is_null() ? std::nullopt : std::optional<std::string>(a.get<std::string>()));
+        if (a.is_string()) {
+          const std::string name = a.get<std::string>();
+          if (name.size() >= 6 && name.substr(name.size() - 6) == "layers") param.stack = name;
+        }
+      }
+      param.dtype = p.at("dtype").get<std::string>();
+      param.trainable = p.value("trainable", true);
+      param.role = RoleOf(param.path, param.axes);
+      layout.params.push_back(std::move(param));
+    }
+  }
+  return table;
+}
+
+std::vector<std::string> LayoutTable::Models() const {
   std::vector<std::string> names;
-  for (const auto& item : nlohmann::json::parse(MaxTextLayoutsText()).items()) {
-    if (item.value().at("problems").empty()) names.push_back(item.key());
+  for (const auto& [model, record] : models_) {
+    if (record.problems.empty()) names.push_back(model);
   }
   return names;
 }
 
-ModelLayout LayoutFor(const Config& config) {
+ModelLayout LayoutTable::For(const Config& config) const {
   const std::string model = config.Str("model_name");
-  const nlohmann::json all = nlohmann::json::parse(MaxTextLayoutsText());
-  const auto it = all.find(model);
-  if (it != all.end() && !it->at("problems").empty()) {
+  const auto it = models_.find(model);
+  if (it != models_.end() && !it->second.problems.empty()) {
     Fail("model_name '{}': fit does not model this model: export_layouts.py could not explain "
          "every dimension of its MaxText layout by config keys ({}, and {} more)",
-         model, it->at("problems").front().get<std::string>(), it->at("problems").size() - 1);
+         model, it->second.problems.front(), it->second.problems.size() - 1);
   }
-  if (it == all.end()) {
+  if (it == models_.end()) {
     Fail("model_name '{}': fit knows the whole-model layout of MaxText 0.2.5's MoE model files "
          "only ({}); a dense or other model is not modelled",
-         model, fmt::join(LayoutModels(), ", "));
+         model, fmt::join(Models(), ", "));
   }
-  ModelLayout layout;
-  layout.model_name = model;
-  layout.decoder_block = it->at("decoder_block").get<std::string>();
-  for (const auto& [key, value] : it->at("structural").items()) {
+  ModelLayout layout = it->second.layout;
+  layout.structural.clear();
+  for (const auto& [key, recorded] : it->second.layout.structural) {
     if (!ConfigHas(config, key)) continue;  // an older base.yml without the feature
-    const std::string recorded = PythonValue(value);
     const std::string mine = ConfigStructural(config, key);
     if (Normalized(recorded) != Normalized(mine)) {
       Fail("{} is {} but fit's layout of model_name '{}' was recorded at {} = {} (it changes "
@@ -206,24 +238,6 @@ ModelLayout LayoutFor(const Config& config) {
            key, mine, model, key, recorded);
     }
     layout.structural.emplace_back(key, recorded);
-  }
-  for (const auto& p : it->at("params")) {
-    ParamLayout param;
-    param.path = p.at("path").get<std::string>();
-    for (const auto& d : p.at("dims")) {
-      param.dims.push_back(d.is_string() ? d.get<std::string>() : std::to_string(d.get<int64_t>()));
-    }
-    for (const auto& a : p.at("axes")) {
-      param.axes.push_back(a.is_null() ? std::nullopt : std::optional<std::string>(a.get<std::string>()));
-      if (a.is_string()) {
-        const std::string name = a.get<std::string>();
-        if (name.size() >= 6 && name.substr(name.size() - 6) == "layers") param.stack = name;
-      }
-    }
-    param.dtype = p.at("dtype").get<std::string>();
-    param.trainable = p.value("trainable", true);
-    param.role = RoleOf(param.path, param.axes);
-    layout.params.push_back(std::move(param));
   }
   return layout;
 }

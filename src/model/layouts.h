@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -45,12 +46,28 @@ struct ModelLayout {
   std::vector<ParamLayout> params;
 };
 
-// The recorded layout for `config`'s model_name, checked against its structural keys. Throws
-// Error naming model_name (with the recorded models) or the structural key that differs.
-ModelLayout LayoutFor(const Config& config);
+// Every recorded layout, parsed once: plan fits hundreds of configs against one table, and
+// parsing the JSON was a third of each fit. Immutable once built.
+class LayoutTable {
+ public:
+  // The embedded src/model/maxtext_layouts.json.
+  static LayoutTable Embedded();
 
-// The models with a recorded layout.
-std::vector<std::string> LayoutModels();
+  // The recorded layout for `config`'s model_name, checked against its structural keys.
+  // Throws Error naming model_name (with the recorded models) or the structural key that
+  // differs.
+  ModelLayout For(const Config& config) const;
+
+  // The models with a usable recorded layout.
+  std::vector<std::string> Models() const;
+
+ private:
+  struct Recorded {
+    std::vector<std::string> problems;  // dims export_layouts.py could not explain
+    ModelLayout layout;  // `structural` holds the recorded values, Python's repr
+  };
+  std::map<std::string, Recorded, std::less<>> models_;
+};
 
 // A dim expression evaluated over `config` (base_* keys read as MaxText derives them:
 // emb_dim, mlp_dim, moe_mlp_dim, num_query_heads, num_kv_heads, num_decoder_layers). Throws

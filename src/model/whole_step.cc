@@ -117,7 +117,8 @@ std::vector<StepCollectiveTotal> Merge(const std::vector<StepCollectiveTotal>& a
 
 FitResult FitOnce(const FitRequest& request) {
   FitResult r;
-  const HardwareTable table = LoadHardwareTable(request.hardware.text, request.hardware.source);
+  SHARDTRACE_CHECK(request.tables != nullptr);
+  const HardwareTable& table = request.tables->hardware;
   const RunInputs probe = [&] {
     // The topology decides the device count the mesh is built for.
     ConfigSource source = SplitArgs(request.args);
@@ -159,7 +160,7 @@ FitResult FitOnce(const FitRequest& request) {
   const int64_t length = setup.setup.seq;
 
   // Parameters, as MaxText lays them out and the rules shard them.
-  const ModelLayout layout = LayoutFor(config);
+  const ModelLayout layout = request.tables->layouts.For(config);
   for (const ParamLayout& p : layout.params) {
     ParamBuffer b;
     b.path = p.path;
@@ -390,7 +391,13 @@ FitResult FitOnce(const FitRequest& request) {
 
 }  // namespace
 
-FitResult Fit(const FitRequest& request) {
+FitTables LoadFitTables(const HardwareFile& hardware) {
+  return {LoadHardwareTable(hardware.text, hardware.source), LayoutTable::Embedded()};
+}
+
+FitResult Fit(const FitRequest& given) {
+  FitRequest request = given;
+  if (!request.tables) request.tables = std::make_shared<const FitTables>(LoadFitTables(request.hardware));
   FitResult r = FitOnce(request);
   if (!request.variants) return r;
   // What would make it fit, or give the most headroom: each row a whole fit of its own.

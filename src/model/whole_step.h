@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,6 +37,14 @@
 
 namespace shardtrace {
 
+// What every fit reads and no config changes, loaded once and shared by the fits of one
+// command (fit's variants, plan's configs). Immutable.
+struct FitTables {
+  HardwareTable hardware;  // the embedded chip table, or --hardware's
+  LayoutTable layouts;
+};
+FitTables LoadFitTables(const HardwareFile& hardware);
+
 struct FitRequest {
   // MaxText's argv: config files, then key=value (compile_topology=, compile_topology_num_slices=).
   std::vector<std::string> args;
@@ -47,6 +56,8 @@ struct FitRequest {
   bool variants = true;
   // Parsed config files shared between fits (plan's); not owned; null: parse every time.
   ParsedYamlCache* yaml_cache = nullptr;
+  // The tables `hardware` names, shared between fits; null: Fit loads them.
+  std::shared_ptr<const FitTables> tables;
 };
 
 // One parameter array of the model, as MaxText shards it.

@@ -80,7 +80,8 @@ PlanResult Plan(const PlanRequest& request) {
   // Every config loads the same base.yml and model file: parsed once for the whole search.
   ParsedYamlCache yaml_cache;
   probe.yaml_cache = &yaml_cache;
-  const HardwareTable table = LoadHardwareTable(request.hardware.text, request.hardware.source);
+  probe.tables = std::make_shared<const FitTables>(LoadFitTables(request.hardware));
+  const HardwareTable& table = probe.tables->hardware;
   if (!user.Has("compile_topology") || user.Str("compile_topology").empty()) {
     Fail("plan needs compile_topology=NAME (e.g. compile_topology=v5p-256)");
   }
