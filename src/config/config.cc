@@ -61,6 +61,36 @@ const ConfigValue* FindEntry(const Layer& layer, std::string_view key) {
   return found;
 }
 
+}  // namespace
+
+// What the base chain resolves to; shared by every config loaded from it through one cache.
+struct ParsedYamlCache::ResolvedBase {
+  explicit ResolvedBase(config_internal::ConfigFiles f) : files(std::move(f)) {}
+  config_internal::ConfigFiles files;  // with the chain's fallback folder
+  ValueMap defaults;  // every known key -> its default (type source)
+  std::vector<std::string> known_keys;  // defaults' keys, for suggestions
+  std::set<std::string, std::less<>> base_keys;  // the keys the root base.yml itself defines
+  std::string base_name;
+  ValueMap values;  // the defaults with the chain's files merged over them
+  ConfigValue rules = EmptyList();
+  std::vector<std::string> loaded_files;
+  std::vector<Warning> warnings;  // found while resolving; replayed on every use
+};
+
+std::shared_ptr<const ParsedYamlCache::ResolvedBase> ParsedYamlCache::FindBase(const std::string& key) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = bases_.find(key);
+  return it == bases_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<const ParsedYamlCache::ResolvedBase> ParsedYamlCache::StoreBase(
+    const std::string& key, std::shared_ptr<const ResolvedBase> base) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return bases_.try_emplace(key, std::move(base)).first->second;
+}
+
+namespace {
+
 // Runs pyconfig's merge: base.yml (+ extra files) <- models/<model_name>.yml <- overrides,
 // logical_axis_rules merged by name at each step, then custom_mesh_and_rule, then the
 // derived values and the MoE checks.
@@ -74,7 +104,7 @@ class Resolver {
                                     : ConfigFiles::BesideBase(source.files[0])) {}
 
   void Run() {
-    LoadBase();
+    UseBase(CachedBase());
     // Extra files act like model files stacked on the base (MaxText's own equivalent is
     // a config whose base_config is base.yml): they may set model_name, and the model
     // file and the overrides still apply over them.
@@ -97,56 +127,97 @@ class Resolver {
     // MaxText's own validation refuses these files before anything MoE-specific is checked.
     config_internal::CheckAttentionConstraints(values_);
     CheckMoeConstraints(values_);
-    config_internal::CheckRaggedBufferConstraints(values_, base_keys_.contains("use_ragged_sort"));
-    config_internal::CheckReleaseMoeKnobs(values_, base_keys_);
+    config_internal::CheckRaggedBufferConstraints(values_,
+                                                  base_->base_keys.contains("use_ragged_sort"));
+    config_internal::CheckReleaseMoeKnobs(values_, base_->base_keys);
   }
 
   ValueMap& values() { return values_; }
   std::vector<std::string>& loaded_files() { return loaded_files_; }
-  std::string base_name() const { return base_name_; }
+  std::string base_name() const { return base_->base_name; }
   // The keys base.yml itself defines (before the built-in fallbacks): its revision's
   // fingerprint.
-  const std::set<std::string, std::less<>>& base_keys() const { return base_keys_; }
+  const std::set<std::string, std::less<>>& base_keys() const { return base_->base_keys; }
 
  private:
+  using ResolvedBase = ParsedYamlCache::ResolvedBase;
+
+  // The base chain's state, from the cache when the caller shares one: every config of a
+  // plan starts from the same base.yml, and resolving it (about 700 keys, their defaults and
+  // types) was most of a config's load. Keyed by the first file's path and text (or the
+  // embedded base); its warnings are replayed on every hit, as a fresh load reports them.
+  std::shared_ptr<const ResolvedBase> CachedBase() {
+    if (source_.yaml_cache == nullptr) return ResolveBase(warnings_);
+    std::string key = "embedded";
+    if (!source_.files.empty()) {
+      key = source_.files[0] + '\0' + config_internal::ReadConfigFile(source_.files[0]).text;
+    }
+    std::shared_ptr<const ResolvedBase> base = source_.yaml_cache->FindBase(key);
+    if (base == nullptr) {
+      std::vector<Warning> found;
+      base = source_.yaml_cache->StoreBase(key, ResolveBase(&found));
+    }
+    for (const Warning& w : base->warnings) AddWarning(*warnings_, w);
+    return base;
+  }
+
+  void UseBase(std::shared_ptr<const ResolvedBase> base) {
+    base_ = std::move(base);
+    files_ = base_->files;
+    values_ = base_->values;
+    rules_ = base_->rules;
+    loaded_files_ = base_->loaded_files;
+  }
+
+  // Resolves the base chain into a ResolvedBase; its warnings go to `warnings` and into it.
+  std::shared_ptr<const ResolvedBase> ResolveBase(std::vector<Warning>* warnings) {
+    auto base = std::make_shared<ResolvedBase>(files_);
+    const size_t before = warnings->size();
+    Resolver chain(source_, warnings);
+    chain.base_ = base;
+    chain.LoadBase(*base);
+    base->warnings.assign(warnings->begin() + static_cast<std::ptrdiff_t>(before), warnings->end());
+    return base;
+  }
+
   // base.yml, or the file given first with the files it includes through base_config
   // (config/base_config_chain.h): the root of that chain gives every key its default and
   // type, and each including file replaces keys over it, lists included, as OmegaConf merges.
-  void LoadBase() {
+  void LoadBase(ResolvedBase& b) {
     std::vector<config_internal::ChainFile> chain;
     if (source_.files.empty()) {
-      const FileText base = files_.Base();
+      const FileText base = b.files.Base();
       std::vector<YamlEntry> entries = Parse(base);
       chain.push_back({base, std::move(entries)});
     } else {
       chain = config_internal::ResolveBaseConfigChain(source_.files[0], warnings_,
                                                       source_.yaml_cache);
     }
-    LoadRoot(chain.front().file, chain.front().entries);
-    if (chain.size() > 1) files_ = files_.WithFallback(chain.front().file.name);
+    LoadRoot(b, chain.front().file, chain.front().entries);
+    if (chain.size() > 1) b.files = b.files.WithFallback(chain.front().file.name);
     for (size_t k = 1; k < chain.size(); ++k) {
-      loaded_files_.push_back(chain[k].file.display);
+      b.loaded_files.push_back(chain[k].file.display);
       Layer layer{chain[k].file.name, chain[k].entries, {}};
       CheckLayer(layer);
       for (const YamlEntry& entry : layer.entries) {
         if (entry.key == kRulesKey)
-          rules_ = entry.value;
+          b.rules = entry.value;
         else
-          values_.insert_or_assign(entry.key, entry.value);
+          b.values.insert_or_assign(entry.key, entry.value);
       }
     }
   }
 
-  void LoadRoot(const FileText& base, const std::vector<YamlEntry>& base_entries) {
-    loaded_files_.push_back(base.display);
-    base_name_ = base.name;
+  void LoadRoot(ResolvedBase& b, const FileText& base, const std::vector<YamlEntry>& base_entries) {
+    b.loaded_files.push_back(base.display);
+    b.base_name = base.name;
     for (const YamlEntry& entry : base_entries) {
-      defaults_.insert_or_assign(entry.key, config_internal::NoneStringToNull(entry.value));
-      base_keys_.insert(entry.key);
+      b.defaults.insert_or_assign(entry.key, config_internal::NoneStringToNull(entry.value));
+      b.base_keys.insert(entry.key);
     }
     // Every key's type comes from the base, so an overlay given first would make most
     // keys unknown; say what went wrong instead.
-    if (!defaults_.contains("mesh_axes") || !defaults_.contains(kRulesKey)) {
+    if (!b.defaults.contains("mesh_axes") || !b.defaults.contains(kRulesKey)) {
       Fail(
           "{} is not a MaxText base.yml (it defines no mesh_axes / logical_axis_rules); give "
           "base.yml first, further files merge over it",
@@ -155,15 +226,15 @@ class Resolver {
     // Keys this base.yml lacks (other MaxText era, types.py-only keys) get built-in
     // defaults, so they are known, typed and readable.
     for (const YamlEntry& entry : config_internal::FallbackDefaults(source_.yaml_cache)) {
-      defaults_.try_emplace(entry.key, entry.value);
+      b.defaults.try_emplace(entry.key, entry.value);
     }
-    known_keys_.reserve(defaults_.size());
-    for (const auto& [key, value] : defaults_) known_keys_.push_back(key);
-    values_ = defaults_;
-    const auto rules = values_.find(kRulesKey);
-    if (rules != values_.end()) {
+    b.known_keys.reserve(b.defaults.size());
+    for (const auto& [key, value] : b.defaults) b.known_keys.push_back(key);
+    b.values = b.defaults;
+    const auto rules = b.values.find(kRulesKey);
+    if (rules != b.values.end()) {
       CheckRuleList(rules->second, fmt::format(" (in {})", base.name));
-      rules_ = rules->second;
+      b.rules = rules->second;
     }
   }
 
@@ -186,9 +257,10 @@ class Resolver {
     const std::string where = layer.name.empty() ? "" : fmt::format(" (in {})", layer.name);
     for (YamlEntry& entry : layer.entries) {
       layer.spelled.insert_or_assign(entry.key, entry.value);
-      const auto known = defaults_.find(entry.key);
-      if (known == defaults_.end()) {
-        const std::vector<std::string> close = config_internal::SuggestKeys(entry.key, known_keys_);
+      const auto known = base_->defaults.find(entry.key);
+      if (known == base_->defaults.end()) {
+        const std::vector<std::string> close =
+            config_internal::SuggestKeys(entry.key, base_->known_keys);
         const std::string hint =
             close.empty() ? "" : fmt::format(" (did you mean {}?)", fmt::join(close, ", "));
         Fail("unknown config key '{}'{}{}", entry.key, in, hint);
@@ -329,14 +401,13 @@ class Resolver {
   const ConfigSource& source_;
   std::vector<Warning>* warnings_;
   ConfigFiles files_;  // gains the base_config chain's folder as a fallback in LoadBase
-  ValueMap defaults_;  // every known key -> its default (type source)
-  std::vector<std::string> known_keys_;  // defaults_' keys, for suggestions
+  std::shared_ptr<const ResolvedBase> base_;  // the base chain's defaults, types and keys
   ValueMap values_;
   ConfigValue rules_ = EmptyList();
   std::vector<std::string> loaded_files_;
-  std::string base_name_;
-  std::set<std::string, std::less<>> base_keys_;
 };
+
+
 
 }  // namespace
 

@@ -27,10 +27,21 @@ class ParsedYamlCache {
   std::vector<config_internal::YamlEntry> Parse(std::string_view text, std::string_view display_path,
                                                 std::vector<Warning>* warnings);
 
+  // The state a base.yml chain resolves to (every key's default and type, the chain merged),
+  // which Config::Load starts each config from (config.cc). Keyed by the first file's path
+  // and text: the files it includes are read when the key is first stored, and a cache lives
+  // for one command.
+  struct ResolvedBase;
+  std::shared_ptr<const ResolvedBase> FindBase(const std::string& key);
+  // Stores `base` unless another thread stored the key first; returns the stored one.
+  std::shared_ptr<const ResolvedBase> StoreBase(const std::string& key,
+                                                std::shared_ptr<const ResolvedBase> base);
+
  private:
   struct Parsed;
   std::mutex mutex_;
   std::map<std::string, std::shared_ptr<const Parsed>, std::less<>> parsed_;
+  std::map<std::string, std::shared_ptr<const ResolvedBase>, std::less<>> bases_;
 };
 
 }  // namespace shardtrace

@@ -23,6 +23,8 @@ struct RematPolicy {
   std::vector<std::string> offloaded;  // names moved to pinned_host
   // What the policy means, in one line ("saves only these names: mlpwi_0, ...").
   std::string summary;
+
+  bool operator==(const RematPolicy&) const = default;
 };
 
 // The policy `config` selects. Throws Error naming remat_policy for a value MaxText's

@@ -54,18 +54,26 @@ std::string RevisionArg(const std::vector<std::string>& args) {
   return name;
 }
 
-RunInputs LoadRunInputs(const std::vector<std::string>& args, std::optional<int64_t> devices,
-                        const std::vector<Warning>& earlier, ParsedYamlCache* cache) {
+Config LoadRunConfig(const std::vector<std::string>& args, const std::vector<Warning>& earlier,
+                     ParsedYamlCache* cache) {
   ConfigSource source = WarnedBefore(earlier, [&] { return SplitArgs(args); });
   source.yaml_cache = cache;
   std::vector<Warning> warnings = earlier;
   AddWarnings(warnings, source.warnings);
   source.warnings = warnings;
-  Config config = Config::Load(source, RevisionArg(args));
+  return Config::Load(source, RevisionArg(args));
+}
+
+RunInputs WithMesh(Config config, std::optional<int64_t> devices) {
   Mesh mesh = WarnedBefore(config.warnings(), [&] { return MeshFromConfig(config, devices); });
-  warnings = config.warnings();
+  std::vector<Warning> warnings = config.warnings();
   AddWarnings(warnings, MeshWarnings(config));
   return {std::move(config), std::move(mesh), std::move(warnings)};
+}
+
+RunInputs LoadRunInputs(const std::vector<std::string>& args, std::optional<int64_t> devices,
+                        const std::vector<Warning>& earlier, ParsedYamlCache* cache) {
+  return WithMesh(LoadRunConfig(args, earlier, cache), devices);
 }
 
 }  // namespace shardtrace

@@ -44,4 +44,10 @@ RunInputs LoadRunInputs(const std::vector<std::string>& args, std::optional<int6
                         const std::vector<Warning>& earlier = {},
                         ParsedYamlCache* cache = nullptr);
 
+// LoadRunInputs in two steps, for a caller that reads the config before it knows the device
+// count (fit: compile_topology= names it): the config alone, then its mesh on `devices`.
+Config LoadRunConfig(const std::vector<std::string>& args, const std::vector<Warning>& earlier = {},
+                     ParsedYamlCache* cache = nullptr);
+RunInputs WithMesh(Config config, std::optional<int64_t> devices);
+
 }  // namespace shardtrace

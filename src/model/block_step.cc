@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "run/run.h"
+#include "spmd/step_model.h"
 #include "util/error.h"
 
 namespace shardtrace::model_internal {
@@ -11,9 +12,9 @@ namespace {
 // TPU reduces a weight's gradient with an all-reduce-scatter fused into the dot that
 // produces it (measured on the TPU fixtures, docs/fit.md): the whole unreduced gradient the
 // block model holds at its peak never lives in HBM there.
-int64_t WholeWeightGradientsAtPeak(const RunResult& run) {
+int64_t WholeWeightGradientsAtPeak(const RunResult& run, const StepResult& step) {
   int64_t bytes = 0;
-  for (const StepBuffer& b : run.step->memory.at_peak) {
+  for (const StepBuffer& b : step.memory.at_peak) {
     if (b.cotangent && run.trace.tensors[static_cast<size_t>(b.tensor)].kind == TensorKind::kWeight) {
       bytes += b.bytes;
     }
@@ -21,9 +22,8 @@ int64_t WholeWeightGradientsAtPeak(const RunResult& run) {
   return bytes;
 }
 
-BlockFigures FiguresOf(const RunResult& run, const std::string& from, bool tpu) {
-  SHARDTRACE_CHECK(run.step.has_value());
-  const StepResult& step = *run.step;
+BlockFigures FiguresOf(const RunResult& run, const StepResult& step, const std::string& from,
+                       bool tpu) {
   BlockFigures f;
   for (const SavedResidual& s : step.memory.saved) {
     if (s.offloaded) continue;
@@ -36,7 +36,7 @@ BlockFigures FiguresOf(const RunResult& run, const std::string& from, bool tpu) 
   if (tpu) {
     f.backward_peak_bytes = std::max(step.memory.forward_temporary_bytes,
                                      step.memory.backward_temporary_bytes -
-                                         WholeWeightGradientsAtPeak(run));
+                                         WholeWeightGradientsAtPeak(run, step));
   }
   f.backward_peak_where = fmt::format("{} block backward (spmd/step_memory.h)", from);
   for (const CollectiveTotal& t : run.totals.collectives) {
@@ -49,16 +49,43 @@ BlockFigures FiguresOf(const RunResult& run, const std::string& from, bool tpu) 
   return f;
 }
 
+// A run's key in a BlockCache: what decides its trace (the block, the device count, every
+// argument but remat_policy=, which only the step analysis reads).
+std::string CacheKey(const RunRequest& request) {
+  std::string key = fmt::format("{}\n{}", static_cast<int>(request.block),
+                                request.devices ? *request.devices : -1);
+  for (const std::string& arg : request.args) {
+    if (arg.rfind("remat_policy=", 0) == 0) continue;
+    key += '\n';
+    key += arg;
+  }
+  return key;
+}
+
 }  // namespace
 
 BlockRuns RunBlocks(const RunRequest& base, const RunSetup& setup, const BlocksNeeded& needed,
-                    bool tpu) {
+                    bool tpu, BlockCache* cache) {
   BlockRuns out;
+  const RematPolicy policy = RematPolicyOf(setup.config);
   const auto run = [&](Block block, const std::string& from) {
     RunRequest r = base;
     r.block = block;
     r.step = true;
-    return FiguresOf(RunPreparedSetup(r, setup), from, tpu);
+    const std::string key = CacheKey(r);
+    std::shared_ptr<const RunResult> shared = cache ? cache->Find(key) : nullptr;
+    if (shared == nullptr) {
+      auto fresh = std::make_shared<const RunResult>(RunPreparedSetup(r, setup));
+      shared = cache ? cache->Store(key, std::move(fresh)) : std::move(fresh);
+    }
+    // The step for this config's own policy, on the shared forward run.
+    const RunResult& forward = *shared;
+    SHARDTRACE_CHECK(forward.step.has_value());
+    if (forward.step->policy == policy) {
+      return FiguresOf(forward, *forward.step, from, tpu);
+    }
+    return FiguresOf(forward, AnalyzeStep(forward.setup.mesh, forward.trace, forward.spmd, policy),
+                     from, tpu);
   };
   if (needed.moe) out.moe.push_back(run(Block::kMoe, "MoE"));
   if (needed.shared) out.shared.push_back(run(Block::kShared, "shared experts"));

@@ -10,6 +10,7 @@
 
 #include "config/remat_policy.h"
 #include "model/attention_step.h"
+#include "model/block_cache.h"
 #include "run/run.h"
 #include "run/run_request.h"
 
@@ -27,7 +28,8 @@ struct BlocksNeeded {
 // `tpu`: the target is a TPU, whose compiler fuses each weight gradient's reduction into the
 // dot that produces it.
 // `setup` is Prepare(base): the config is loaded once for every block.
+// `cache`: forward runs shared with other fits (model/block_cache.h); null: none.
 BlockRuns RunBlocks(const RunRequest& base, const RunSetup& setup, const BlocksNeeded& needed,
-                    bool tpu);
+                    bool tpu, BlockCache* cache);
 
 }  // namespace shardtrace::model_internal

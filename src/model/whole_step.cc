@@ -119,22 +119,18 @@ FitResult FitOnce(const FitRequest& request) {
   FitResult r;
   SHARDTRACE_CHECK(request.tables != nullptr);
   const HardwareTable& table = request.tables->hardware;
-  const RunInputs probe = [&] {
-    // The topology decides the device count the mesh is built for.
-    ConfigSource source = SplitArgs(request.args);
-    source.yaml_cache = request.yaml_cache;
-    Config config = Config::Load(source, RevisionArg(request.args));
-    return RunInputs{std::move(config), Mesh(), {}};
-  }();
-  r.target = TargetFor(table, probe.config, request, r.notes);
+  // One load: the config names the topology, whose device count the mesh is built for.
+  Config loaded = LoadRunConfig(request.args, {}, request.yaml_cache);
+  r.target = TargetFor(table, loaded, request, r.notes);
   std::vector<std::string> args = request.args;
-  if (probe.config.Has("num_slices") && r.target.num_slices > 1) {
+  if (loaded.Has("num_slices") && r.target.num_slices > 1) {
     // pyconfig takes num_slices from compile_topology_num_slices when compiling for a topology.
     args = WithOverrides(args, {fmt::format("num_slices={}", r.target.num_slices)});
+    loaded = LoadRunConfig(args, {}, request.yaml_cache);
   }
   RunRequest base = SymbolicRequest(args, r.target.devices());
   base.yaml_cache = request.yaml_cache;
-  const RunSetup setup = Prepare(base);
+  const RunSetup setup = Prepare(WithMesh(std::move(loaded), r.target.devices()));
   const Config& config = setup.config;
   r.warnings = setup.warnings;
   r.mesh = setup.mesh;
@@ -201,7 +197,8 @@ FitResult FitOnce(const FitRequest& request) {
     needed.shared |= p.role == ParamRole::kSharedExperts;
     needed.mlp |= p.role == ParamRole::kMlp && IsStacked(p);
   }
-  const model_internal::BlockRuns blocks = model_internal::RunBlocks(base, setup, needed, r.target.platform == "tpu");
+  const model_internal::BlockRuns blocks = model_internal::RunBlocks(base, setup, needed, r.target.platform == "tpu",
+                                                                      request.block_cache);
   std::vector<StepCollectiveTotal> collectives;
   const int64_t act_bytes = ByteSize(ParseDType(config.Str("dtype"), "dtype"));
   const int64_t carry = ShardTensor("decoder_layer_input", {batch, length, config.Int("emb_dim")},
@@ -398,6 +395,9 @@ FitTables LoadFitTables(const HardwareFile& hardware) {
 FitResult Fit(const FitRequest& given) {
   FitRequest request = given;
   if (!request.tables) request.tables = std::make_shared<const FitTables>(LoadFitTables(request.hardware));
+  // The variants that change only remat_policy reuse the blocks' forward runs.
+  BlockCache block_cache;
+  if (request.block_cache == nullptr) request.block_cache = &block_cache;
   FitResult r = FitOnce(request);
   if (!request.variants) return r;
   // What would make it fit, or give the most headroom: each row a whole fit of its own.

@@ -28,6 +28,7 @@
 
 #include "config/remat_policy.h"
 #include "ir/collective_kind.h"
+#include "model/block_cache.h"
 #include "model/hardware.h"
 #include "model/layouts.h"
 #include "numeric/array.h"
@@ -58,6 +59,9 @@ struct FitRequest {
   ParsedYamlCache* yaml_cache = nullptr;
   // The tables `hardware` names, shared between fits; null: Fit loads them.
   std::shared_ptr<const FitTables> tables;
+  // Blocks' forward runs shared between fits that differ only in remat_policy (plan's); not
+  // owned; null: every fit runs its own.
+  BlockCache* block_cache = nullptr;
 };
 
 // One parameter array of the model, as MaxText shards it.

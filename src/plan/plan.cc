@@ -1,6 +1,7 @@
 #include "plan/plan.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -8,6 +9,7 @@
 
 #include "config/config.h"
 #include "config/run_inputs.h"
+#include "model/block_cache.h"
 #include "util/checked.h"
 #include "util/error.h"
 #include "util/progress.h"
@@ -181,13 +183,14 @@ PlanResult Plan(const PlanRequest& request) {
   const bool search_batch = !UserSets(source.overrides, "per_device_batch_size") &&
                             !vary.count("per_device_batch_size");
   const double user_batch = user.Float("per_device_batch_size");
-  pool.ParallelFor(static_cast<int64_t>(configs.size()), [&](int64_t i) {
-    Outcome& out = outcomes[static_cast<size_t>(i)];
-    std::vector<std::string> overrides = configs[static_cast<size_t>(i)];
+  const auto FitConfig = [&](size_t i, BlockCache& block_cache) {
+    Outcome& out = outcomes[i];
+    std::vector<std::string> overrides = configs[i];
     double batch = user_batch;
     while (true) {
       FitRequest fit_request = probe;
       fit_request.variants = false;
+      fit_request.block_cache = &block_cache;
       fit_request.args = WithOverrides(request.args, overrides);
       try {
         const FitResult fit = Fit(fit_request);
@@ -215,11 +218,33 @@ PlanResult Plan(const PlanRequest& request) {
         break;
       }
       batch = std::max(1.0, std::floor(batch / 2));
-      overrides = WithOverrides(configs[static_cast<size_t>(i)],
+      overrides = WithOverrides(configs[i],
                                 {fmt::format("per_device_batch_size={}", batch)});
     }
-    if (request.progress) {
-      request.progress->Update(fmt::format("plan: config {} of {}", i + 1, configs.size()));
+  };
+  // Configs that differ only in remat_policy share their blocks' forward runs
+  // (model/block_cache.h): each group runs on one worker, in order, with a cache of its own.
+  std::vector<std::vector<size_t>> groups;
+  {
+    std::map<std::vector<std::string>, size_t> group_of;
+    for (size_t i = 0; i < configs.size(); ++i) {
+      std::vector<std::string> key;
+      for (const std::string& o : configs[i]) {
+        if (o.rfind("remat_policy=", 0) != 0) key.push_back(o);
+      }
+      const auto [it, fresh] = group_of.try_emplace(std::move(key), groups.size());
+      if (fresh) groups.emplace_back();
+      groups[it->second].push_back(i);
+    }
+  }
+  std::atomic<int64_t> done = 0;
+  pool.ParallelFor(static_cast<int64_t>(groups.size()), [&](int64_t g) {
+    BlockCache block_cache;
+    for (const size_t i : groups[static_cast<size_t>(g)]) {
+      FitConfig(i, block_cache);
+      if (request.progress) {
+        request.progress->Update(fmt::format("plan: config {} of {}", ++done, configs.size()));
+      }
     }
   });
   for (Outcome& o : outcomes) {

@@ -70,8 +70,9 @@ RunResult RunPrepared(const RunRequest& request, RunSetup s) {
 
 }  // namespace
 
-RunSetup Prepare(const RunRequest& request) {
-  RunInputs in = LoadInputs(request);
+RunSetup Prepare(const RunRequest& request) { return Prepare(LoadInputs(request)); }
+
+RunSetup Prepare(RunInputs in) {
   MoeSetup setup = WarnedBefore(in.warnings, [&] { return MakeMoeSetup(in.config, in.mesh); });
   return {std::move(in.config), std::move(in.mesh), std::move(setup), std::move(in.warnings)};
 }

@@ -53,6 +53,8 @@ struct RunResult {
 RunInputs LoadInputs(const RunRequest& request);
 // Config, mesh and MoE setup: what `config` prints and every run starts from.
 RunSetup Prepare(const RunRequest& request);
+// Prepare on inputs already loaded (config/run_inputs.h WithMesh) for the request's args.
+RunSetup Prepare(RunInputs inputs);
 RunResult Run(const RunRequest& request);
 
 // Run on a setup Prepare already made for the same arguments: several blocks of one config

@@ -67,6 +67,30 @@ CASES = [
          "max_target_length=2048", layers=2),
     case("pair_mixtral_l2_v5e16_pdb20", "mixtral-8x7b", "v5e-16", "per_device_batch_size=20",
          "max_target_length=2048", layers=2),
+    # Round two: tpu7x, more v6e and v5e, data parallelism, the other remat policies, larger
+    # models, a config fit says does not fit, dropping (capacity_factor) on the dense path.
+    case("mixtral_l2_tpu7x8", "mixtral-8x7b", "tpu7x-8", "per_device_batch_size=4", "max_target_length=2048",
+         layers=2),
+    case("mixtral_l2_v5p8_save_qkv_proj", "mixtral-8x7b", "v5p-8", "per_device_batch_size=4",
+         "max_target_length=2048", "remat_policy=save_qkv_proj", layers=2),
+    case("mixtral_l2_v5p16_dp2", "mixtral-8x7b", "v5p-16", "per_device_batch_size=2", "max_target_length=2048",
+         "ici_data_parallelism=2", "ici_fsdp_parallelism=4", layers=2),
+    case("qwen3_30b_l4_v6e8", "qwen3-30b-a3b", "v6e-8", "per_device_batch_size=2", "max_target_length=4096",
+         layers=4),
+    case("deepseek2_16b_l3_v5e16_ep4", "deepseek2-16b", "v5e-16", "per_device_batch_size=1",
+         "max_target_length=2048", "ici_fsdp_parallelism=4", "ici_expert_parallelism=4", layers=3),
+    case("deepseek3_test_v6e8_dense_cf", "deepseek3-test", "v6e-8", "per_device_batch_size=2",
+         "max_target_length=2048", "sparse_matmul=false", "capacity_factor=1.25"),
+    case("mixtral_8x22b_l2_v5p16", "mixtral-8x22b", "v5p-16", "per_device_batch_size=2", "max_target_length=2048",
+         layers=2),
+    case("gpt_oss_120b_l2_v6e16", "gpt-oss-120b", "v6e-16", "per_device_batch_size=2", "max_target_length=2048",
+         layers=2),
+    case("mixtral_l2_tpu7x16_tp2", "mixtral-8x7b", "tpu7x-16", "per_device_batch_size=4", "max_target_length=4096",
+         "ici_fsdp_parallelism=8", "ici_tensor_parallelism=2", layers=2),
+    case("llama4_128e_l4_v5p16", "llama4-17b-128e", "v5p-16", "per_device_batch_size=1", "max_target_length=2048",
+         layers=4),
+    case("qwen3_235b_l2_v5p32_ep2", "qwen3-235b-a22b", "v5p-32", "per_device_batch_size=1",
+         "max_target_length=4096", "ici_fsdp_parallelism=8", "ici_expert_parallelism=2", layers=2),
 ]
 
 

@@ -1,0 +1,31 @@
+// The forward runs of a whole-model step's blocks, shared between fits that differ only in
+// what the step analysis reads: plan fits each mesh and batch under several remat policies,
+// and a block's trace, its SPMD analysis and its forward collectives do not depend on the
+// policy (the tracer never reads remat_policy; spmd/step_model.h does). A fit keys each run
+// by its block, device count and arguments without remat_policy=, and analyses the step for
+// its own policy on the shared run. Thread-safe; a cache lives for one command.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "run/run.h"
+
+namespace shardtrace {
+
+class BlockCache {
+ public:
+  // The run stored under `key`, or null.
+  std::shared_ptr<const RunResult> Find(const std::string& key) const;
+  // Stores `run` unless `key` is stored already; returns the stored one.
+  std::shared_ptr<const RunResult> Store(const std::string& key,
+                                         std::shared_ptr<const RunResult> run);
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<const RunResult>, std::less<>> runs_;
+};
+
+}  // namespace shardtrace
