@@ -76,6 +76,13 @@ HardwareTable LoadHardwareTable(std::string_view text, std::string_view source_n
     chip.dcn_bandwidth_per_host = PositiveNumber(row, name, "dcn_bandwidth_per_host", source);
     chip.devices_per_host = WholeNumber(PositiveNumber(row, name, "devices_per_host", source),
                                         name, "devices_per_host", source);
+    if (row["matmul_efficiency"]) {
+      chip.matmul_efficiency = PositiveNumber(row, name, "matmul_efficiency", source);
+      if (chip.matmul_efficiency > 1) {
+        Fail("{}: chips.{}.matmul_efficiency is {}, expected a share of the peak in (0, 1]", source,
+             name, chip.matmul_efficiency);
+      }
+    }
     chip.source = row["source"] ? row["source"].Scalar() : "";
     if (chip.source.empty()) Fail("{}: chips.{}.source is missing: cite the figures", source, name);
     table.chips.emplace(name, std::move(chip));

@@ -26,6 +26,8 @@ struct Chip {
   int64_t torus = 0;  // torus dimensions; 0: a switch (GPUs)
   double dcn_bandwidth_per_host = 0;
   int64_t devices_per_host = 1;
+  // The share of the peak MaxText's matmuls reach (fitted to one published run; 1: the peak).
+  double matmul_efficiency = 1.0;
   std::string source;
 };
 

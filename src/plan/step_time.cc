@@ -16,7 +16,8 @@ bool Overlaps(CollectiveKind kind) {
 std::string StepTimeAssumptions() {
   return "step time = max(compute, overlapped communication) + exposed communication; compute = "
          "the step's FLOPs (6 x tokens x the parameters each token uses, top-k experts, causal "
-         "attention, plus what remat re-runs) at the chip's peak bf16 FLOP/s; a collective = its "
+         "attention, plus what remat re-runs) at the chip's peak bf16 FLOP/s times its "
+         "matmul_efficiency (fitted to one published run per chip, docs/plan.md); a collective = its "
          "bytes per device over 2 ICI links (a ring, one link each way) or the host's DCN share; "
          "weight all-gathers and gradient reduce-scatters overlap compute except the first "
          "layer's share, every other collective is exposed; constants: the chip table";
@@ -27,7 +28,8 @@ StepTime EstimateStepTime(const FitResult& fit) {
   const Chip& chip = fit.target.chip;
   const double devices = static_cast<double>(fit.target.devices());
   if (chip.peak_bf16_flops <= 0 || devices <= 0) return t;
-  t.compute_seconds = (fit.model_flops + fit.recompute_flops) / devices / chip.peak_bf16_flops;
+  t.compute_seconds = (fit.model_flops + fit.recompute_flops) / devices /
+                      (chip.peak_bf16_flops * chip.matmul_efficiency);
   int64_t layers = 0;
   for (const LayerStack& s : fit.stacks) layers += s.layers;
   const double first_share = layers > 0 ? 1.0 / static_cast<double>(layers) : 1.0;
