@@ -73,6 +73,16 @@ Shape DenseScaleShape(const MoeSettings& settings, const Shape& kernel) {
 }
 
 void CheckNumericSize(const MoeSetup& s, int64_t devices, int64_t budget_bytes) {
+  // The budget bounds memory, not time: every simulated device runs its own shard of every op,
+  // so a tiny config within the budget on 2^18 devices ran for 45 s (65,536: 11 s). Past this
+  // many devices a numeric run is refused before any work; the symbolic trace has no bound.
+  constexpr int64_t kMaxNumericDevices = 16384;
+  if (devices > kMaxNumericDevices) {
+    Fail("a numeric run simulates every device, and {} devices is more than the {} it "
+         "simulates in seconds; trace symbolically (trace without --numeric) or give a smaller "
+         "mesh",
+         devices, kMaxNumericDevices);
+  }
   // Element counts saturate instead of overflowing: any of them past the budget is refused.
   const auto product = [](std::initializer_list<int64_t> dims) {
     int64_t n = 1;
