@@ -167,6 +167,16 @@ TEST_CASE("a full or closed stdout is a failed run (exit 2), not a silent succes
     CHECK(r.status == 2);
     CHECK(r.err == "shardtrace: error: standard output: cannot write: Bad file descriptor\n");
   }
+  SECTION("stdout closed, generate: no page written") {
+    // generate wrote its first page and then failed on the report; now stdout is tried first.
+    const TempDir tmp;
+    const std::filesystem::path dir = tmp.path() / "pages";
+    const CommandResult r = RunWithRedirect("", {"generate", "--out", dir.string()}, ">&-");
+    CHECK(r.status == 2);
+    CHECK_THAT(r.err, Catch::StartsWith("shardtrace: error: standard output: cannot write ") &&
+                          Catch::EndsWith(" bytes: Bad file descriptor\n"));
+    CHECK(std::filesystem::is_empty(dir));
+  }
   SECTION("stdin and stdout closed, --format svg") {
     // Graphviz's pipe took descriptors 0 and 1 and the layout failed as "exited with status 0";
     // the closed descriptors are now held, and the write to stdout fails as it should.

@@ -59,16 +59,26 @@ CommandOutcome RunGenerateCommand(const GenerateOptions& options, std::ostream& 
       on_disk[i] = ReadInputFile(path, "visualization page");
   }
   CommandOutcome outcome;  // the pages' config warnings
+  // Every page renders before anything is written, so a page that fails writes none.
+  std::vector<std::string> texts;
   for (size_t i = 0; i < names.size(); ++i) {
-    const fs::path path = dir / names[i];
-    std::string text;
     if (i < pages.size()) {
       RenderedPage page = WarnedBefore(outcome.warnings, [&] { return RenderPage(pages[i]); });
       AddWarnings(outcome.warnings, page.warnings);
-      text = std::move(page.text);
+      texts.push_back(std::move(page.text));
     } else {
-      text = VisualizationIndex(pages);
+      texts.push_back(VisualizationIndex(pages));
     }
+  }
+  if (!options.check) {
+    // Standard output is tried before the first file: a closed or failing stdout is exit 2
+    // with no page written, rather than after the first page.
+    WriteStdout(fmt::format("writing  {} visualizations and their index in {}\n", pages.size(), shown),
+                out);
+  }
+  for (size_t i = 0; i < names.size(); ++i) {
+    const fs::path path = dir / names[i];
+    const std::string& text = texts[i];
     if (options.check) {
       if (!on_disk[i]) {
         WriteStdout(fmt::format("missing  {}\n", path.string()), out);
@@ -79,8 +89,14 @@ CommandOutcome RunGenerateCommand(const GenerateOptions& options, std::ostream& 
       }
     } else {
       WriteTextAtomically(path.string(), text);
-      WriteStdout(fmt::format("wrote    {}\n", path.string()), out);
     }
+  }
+  if (!options.check) {
+    // Reported once every page is written: a pipe closed early (`| head`) fails the report,
+    // never leaves part of the pages old and part new.
+    std::string wrote;
+    for (const std::string& name : names) wrote += fmt::format("wrote    {}\n", (dir / name).string());
+    WriteStdout(wrote, out);
   }
   if (!options.check) {
     WriteStdout(fmt::format("{} visualizations and their index in {}\n", pages.size(), shown), out);
