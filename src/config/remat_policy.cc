@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <string_view>
 
@@ -36,6 +37,11 @@ constexpr std::array<std::string_view, 23> kCustomTensors = {
     "out_proj"};
 
 }  // namespace
+
+bool IsRematKey(std::string_view key) {
+  return key == "remat_policy" ||
+         std::find(kCustomTensors.begin(), kCustomTensors.end(), key) != kCustomTensors.end();
+}
 
 RematPolicy RematPolicyOf(const Config& config) {
   RematPolicy p;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "config/config.h"
@@ -31,5 +32,9 @@ struct RematPolicy {
 // get_remat_policy would refuse, and a per-tensor key whose value is not device, offload
 // or remat (pyconfig's "Invalid value chosen for tensor").
 RematPolicy RematPolicyOf(const Config& config);
+
+// remat_policy and the per-tensor keys a custom policy reads (decoder_layer_input, mlpwo, ...):
+// what only the step's memory depends on, never the traced forward.
+bool IsRematKey(std::string_view key);
 
 }  // namespace shardtrace

@@ -1,8 +1,9 @@
 // The forward runs of a whole-model step's blocks, shared between fits that differ only in
 // what the step analysis reads: plan fits each mesh and batch under several remat policies,
 // and a block's trace, its SPMD analysis and its forward collectives do not depend on the
-// policy (the tracer never reads remat_policy; spmd/step_model.h does). A fit keys each run
-// by its block, device count and arguments without remat_policy=, and analyses the step for
+// policy (the tracer never reads remat_policy or a custom policy's per-tensor keys;
+// spmd/step_model.h does). A fit keys each run by its block, device count and arguments
+// without those keys (config/remat_policy.h IsRematKey), and analyses the step for
 // its own policy on the shared run. Thread-safe; a cache lives for one command.
 #pragma once
 

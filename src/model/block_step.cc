@@ -50,12 +50,14 @@ BlockFigures FiguresOf(const RunResult& run, const StepResult& step, const std::
 }
 
 // A run's key in a BlockCache: what decides its trace (the block, the device count, every
-// argument but remat_policy=, which only the step analysis reads).
+// argument but the remat policy's keys, which only the step analysis reads).
 std::string CacheKey(const RunRequest& request) {
   std::string key = fmt::format("{}\n{}", static_cast<int>(request.block),
                                 request.devices ? *request.devices : -1);
   for (const std::string& arg : request.args) {
-    if (arg.rfind("remat_policy=", 0) == 0) continue;
+    if (const size_t eq = arg.find('='); eq != std::string::npos && IsRematKey(arg.substr(0, eq))) {
+      continue;
+    }
     key += '\n';
     key += arg;
   }

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "config/config.h"
+#include "config/remat_policy.h"
 #include "config/run_inputs.h"
 #include "model/block_cache.h"
 #include "util/checked.h"
@@ -21,6 +22,9 @@ namespace {
 // The ICI axes plan varies by default, and the remat policies.
 constexpr const char* kDefaultAxes[] = {"data", "fsdp", "tensor", "expert"};
 constexpr const char* kDefaultRemat[] = {"full", "minimal", "save_qkv_proj"};
+// And the offloading policy MaxText's published MoE recipes run (testdata/published_runs.json):
+// custom, with each layer's input moved to the host.
+constexpr const char* kOffloadRemat[] = {"remat_policy=custom", "decoder_layer_input=offload"};
 
 std::string IciKey(const std::string& axis) {
   return axis == "stage" ? "ici_pipeline_parallelism" : "ici_" + axis + "_parallelism";
@@ -121,18 +125,31 @@ PlanResult Plan(const PlanRequest& request) {
       fixed = CheckedMul(fixed, user.Int(key), "fixed parallelism");
     }
   }
+  // The settings: one dimension per --vary key, each value one override; and, unless the
+  // user fixes or varies it, the remat policy, whose offloading value is two overrides.
+  std::vector<std::vector<std::vector<std::string>>> dimensions;
+  for (const auto& [key, values] : vary) {
+    std::vector<std::vector<std::string>> dimension;
+    for (const std::string& v : values) dimension.push_back({key + "=" + v});
+    dimensions.push_back(std::move(dimension));
+  }
   if (!vary.count("remat_policy") && !UserSets(source.overrides, "remat_policy")) {
-    vary["remat_policy"] = {std::begin(kDefaultRemat), std::end(kDefaultRemat)};
+    std::vector<std::vector<std::string>> remat;
+    for (const char* policy : kDefaultRemat) remat.push_back({fmt::format("remat_policy={}", policy)});
+    if (user.Has("decoder_layer_input")) {
+      remat.push_back({std::begin(kOffloadRemat), std::end(kOffloadRemat)});
+    }
+    dimensions.push_back(std::move(remat));
   }
 
   // The whole space, counted before anything runs.
   std::vector<std::vector<std::string>> candidates = {{}};
-  for (const auto& [key, values] : vary) {
+  for (const auto& dimension : dimensions) {
     std::vector<std::vector<std::string>> next;
     for (const auto& c : candidates) {
-      for (const std::string& v : values) {
+      for (const std::vector<std::string>& v : dimension) {
         auto o = c;
-        o.push_back(key + "=" + v);
+        o.insert(o.end(), v.begin(), v.end());
         next.push_back(std::move(o));
       }
       if (static_cast<int64_t>(next.size()) > request.max_configs) break;
@@ -222,7 +239,7 @@ PlanResult Plan(const PlanRequest& request) {
                                 {fmt::format("per_device_batch_size={}", batch)});
     }
   };
-  // Configs that differ only in remat_policy share their blocks' forward runs
+  // Configs that differ only in their remat policy share their blocks' forward runs
   // (model/block_cache.h): each group runs on one worker, in order, with a cache of its own.
   std::vector<std::vector<size_t>> groups;
   {
@@ -230,7 +247,7 @@ PlanResult Plan(const PlanRequest& request) {
     for (size_t i = 0; i < configs.size(); ++i) {
       std::vector<std::string> key;
       for (const std::string& o : configs[i]) {
-        if (o.rfind("remat_policy=", 0) != 0) key.push_back(o);
+        if (!IsRematKey(o.substr(0, o.find('=')))) key.push_back(o);
       }
       const auto [it, fresh] = group_of.try_emplace(std::move(key), groups.size());
       if (fresh) groups.emplace_back();
@@ -269,7 +286,8 @@ PlanResult Plan(const PlanRequest& request) {
   result.assumptions = {StepTimeAssumptions(),
                         "space: every factorization of the slice's devices over the ICI axes "
                         "data, fsdp, tensor, expert (those not fixed) x remat_policy full, "
-                        "minimal, save_qkv_proj (unless fixed) x each --vary; without a "
+                        "minimal, save_qkv_proj and custom with decoder_layer_input offloaded "
+                        "(unless fixed) x each --vary; without a "
                         "per_device_batch_size of yours, one that does not fit at base.yml's is "
                         "halved until it fits or reaches 1"};
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
