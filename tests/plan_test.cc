@@ -129,6 +129,32 @@ TEST_CASE("plan calls every published MaxText MoE run a fit, and the fitted runs
   }
 }
 
+TEST_CASE("without a batch of the user's, plan stands each config at the largest batch that fits", "[plan]") {
+  // base.yml's 12 sequences of 8192 do not fit Mixtral's 2 layers on v5e-16, nor 6; halving
+  // reaches 3, and bisecting between 3 and 6 tries 4: the config stands at 3, the largest batch
+  // fit calls a fit, and fit calls the next one up a miss.
+  const std::vector<std::string> config = {
+      SourcePath("testdata/maxtext-moe-models/configs/base.yml"), "model_name=mixtral-8x7b",
+      "override_model_config=true", "base_num_decoder_layers=2", "compile_topology=v5e-16",
+      "compile_topology_num_slices=1", "max_target_length=8192", "ici_fsdp_parallelism=16",
+      "remat_policy=full"};
+  const CommandResult r = RunShardtrace(Args(Args({"plan"}, config), {"--format", "json", "--quiet"}));
+  REQUIRE(r.status == 0);
+  const json plan = json::parse(r.out);
+  REQUIRE(plan.at("configs").size() == 1);
+  const std::vector<std::string> overrides =
+      plan.at("configs")[0].at("overrides").get<std::vector<std::string>>();
+  CHECK(overrides.back() == "per_device_batch_size=3");
+  const auto fits = [&](const std::string& batch) {
+    const CommandResult f = RunShardtrace(
+        Args(Args({"fit"}, config), {"per_device_batch_size=" + batch, "--format", "json"}));
+    REQUIRE(f.status == 0);
+    return json::parse(f.out).at("fits").get<bool>();
+  };
+  CHECK(fits("3"));
+  CHECK_FALSE(fits("4"));
+}
+
 TEST_CASE("plan refuses a space over its budget and malformed --vary, one line, exit 2", "[plan]") {
   const auto refused = [](const std::vector<std::string>& extra, const std::string& needle) {
     const CommandResult r = RunShardtrace(Args(Args({"plan"}, Mixtral()), extra));

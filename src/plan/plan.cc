@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "config/config.h"
@@ -195,8 +196,11 @@ PlanResult Plan(const PlanRequest& request) {
   std::vector<Outcome> outcomes(configs.size());
   ThreadPool pool(request.threads);
   // Without a per_device_batch_size of the user's, a config that does not fit at the user's
-  // (base.yml's) batch is tried at half of it, down to 1, and stops early once even its state
-  // (arguments, gradients, cast weights) is over the HBM.
+  // (base.yml's) batch is tried at half of it, down to 1, stopping early once even its state
+  // (arguments, gradients, cast weights) is over the HBM; once one fits, the batches between
+  // it and the smallest that did not are bisected, so the config stands at the largest batch
+  // that fits at or below the user's (DeepSeek-V3's published run fits at 7 where halving from
+  // 12 stopped at 6).
   const bool search_batch = !UserSets(source.overrides, "per_device_batch_size") &&
                             !vary.count("per_device_batch_size");
   const double user_batch = user.Float("per_device_batch_size");
@@ -204,6 +208,7 @@ PlanResult Plan(const PlanRequest& request) {
     Outcome& out = outcomes[i];
     std::vector<std::string> overrides = configs[i];
     double batch = user_batch;
+    std::optional<double> fits_at, fails_at;  // the largest batch that fits, the smallest that does not
     while (true) {
       FitRequest fit_request = probe;
       fit_request.variants = false;
@@ -211,32 +216,47 @@ PlanResult Plan(const PlanRequest& request) {
       fit_request.args = WithOverrides(request.args, overrides);
       try {
         const FitResult fit = Fit(fit_request);
-        out.ok = true;
-        out.model_name = fit.model_name;
-        out.revision = fit.revision;
-        PlannedConfig& p = out.planned;
-        p.overrides = overrides;
-        p.mesh = fit.mesh.ToString();
-        p.fits = fit.fits;
-        p.memory = fit.memory;
-        p.hbm_bytes = fit.target.hbm_bytes;
-        p.headroom_bytes = fit.headroom_bytes;
-        p.time = EstimateStepTime(fit);
-        const int64_t floor =
-            fit.memory.argument_size_in_bytes + fit.gradient_bytes + fit.cast_bytes;
-        if (fit.fits || !search_batch || batch <= 1 || floor >= fit.target.hbm_bytes) break;
+        // A fitting batch stands once found; a larger one tried later replaces it only if it
+        // fits too.
+        if (fit.fits || !fits_at) {
+          out.ok = true;
+          out.model_name = fit.model_name;
+          out.revision = fit.revision;
+          PlannedConfig& p = out.planned;
+          p.overrides = overrides;
+          p.mesh = fit.mesh.ToString();
+          p.fits = fit.fits;
+          p.memory = fit.memory;
+          p.hbm_bytes = fit.target.hbm_bytes;
+          p.headroom_bytes = fit.headroom_bytes;
+          p.time = EstimateStepTime(fit);
+        }
+        if (!search_batch) break;
+        if (fit.fits) {
+          fits_at = batch;
+        } else {
+          fails_at = batch;
+          const int64_t floor =
+              fit.memory.argument_size_in_bytes + fit.gradient_bytes + fit.cast_bytes;
+          if (!fits_at && (batch <= 1 || floor >= fit.target.hbm_bytes)) break;
+        }
       } catch (const Error& e) {
-        // A smaller batch MaxText refuses (a batch the data axes do not divide): the last
-        // batch that ran stands.
+        // A batch MaxText refuses (one the data axes do not divide): the last batch that ran
+        // stands.
         if (!out.ok) {
           out.planned.overrides = overrides;
           out.reason = e.what();
         }
         break;
       }
-      batch = std::max(1.0, std::floor(batch / 2));
-      overrides = WithOverrides(configs[i],
-                                {fmt::format("per_device_batch_size={}", batch)});
+      if (!fails_at) break;  // the user's batch fits
+      if (!fits_at) {
+        batch = std::max(1.0, std::floor(batch / 2));
+      } else {
+        batch = std::floor((*fits_at + *fails_at) / 2);
+        if (batch <= *fits_at) break;
+      }
+      overrides = WithOverrides(configs[i], {fmt::format("per_device_batch_size={}", batch)});
     }
   };
   // Configs that differ only in their remat policy share their blocks' forward runs
@@ -289,7 +309,8 @@ PlanResult Plan(const PlanRequest& request) {
                         "minimal, save_qkv_proj and custom with decoder_layer_input offloaded "
                         "(unless fixed) x each --vary; without a "
                         "per_device_batch_size of yours, one that does not fit at base.yml's is "
-                        "halved until it fits or reaches 1"};
+                        "halved until it fits or reaches 1, then bisected up to the largest "
+                        "that fits"};
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
