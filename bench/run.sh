@@ -132,16 +132,18 @@ measure fit_ds3 "$BIN" fit "$base" model_name=deepseek3-671b compile_topology=v5
   max_target_length=8192 per_device_batch_size=7 ici_fsdp_parallelism=128 weight_dtype=bfloat16 opt_type=sgd
 echo "| fit DeepSeek-V3 on v5p-256 (fsdp 128, sequence 8192, bf16, sgd, batch 7) | $fit_ds3_s | $fit_ds3_mb | not compiled here |"
 ds3_compile_s=$(python3 -c 'import json; d=json.load(open("testdata/maxtext-tpu/steps/deepseek3_671b_l4_v5p256.json")); print(round(d["compile_seconds"] + d["setup_seconds"]))')
-plan_row() {  # label, configs, then plan's arguments
-  local label=$1 configs=$2; shift 2
-  measure plan "$BIN" plan "$base" "$@" --quiet
+plan_row() {  # label, then plan's arguments
+  local label=$1; shift
+  measure plan "$BIN" plan "$base" "$@" --quiet --format json -o "$OUT/plan.json"
+  local configs
+  configs=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["evaluated"])' "$OUT/plan.json")
   echo "| plan $label ($configs configs) | $plan_s | $plan_mb | $(awk -v s="$plan_s" -v n="$configs" 'BEGIN{printf "%.0f", n/s}') configs per second; one TPU compile of DeepSeek-V3 (4 layers, v5p-256): $ds3_compile_s s ($(awk -v a="$ds3_compile_s" -v b="$plan_s" 'BEGIN{printf "%.0f", a/b}')x the whole sweep) |"
 }
-plan_row "DeepSeek-V3 on v5p-256, sequence 8192, bf16, sgd (batch halved until it fits)" 360 \
+plan_row "DeepSeek-V3 on v5p-256, sequence 8192, bf16, sgd (the batch searched: up to 6 fits a config)" \
   model_name=deepseek3-671b compile_topology=v5p-256 compile_topology_num_slices=1 max_target_length=8192 weight_dtype=bfloat16 opt_type=sgd
-plan_row "DeepSeek-V3 on v5p-256, sequence 8192 (f32 AdamW: fits nowhere)" 360 \
+plan_row "DeepSeek-V3 on v5p-256, sequence 8192 (f32 AdamW: fits nowhere)" \
   model_name=deepseek3-671b compile_topology=v5p-256 compile_topology_num_slices=1 max_target_length=8192
-plan_row "Mixtral 8x7B on v5p-256, sequence 4096" 360 \
+plan_row "Mixtral 8x7B on v5p-256, sequence 4096" \
   model_name=mixtral-8x7b compile_topology=v5p-256 compile_topology_num_slices=1 max_target_length=4096
 echo "(targets, issue 34/35: fit under 20 ms; plan 1,000 configs per second, the whole space in 10 s and 500 MB)"
 echo
