@@ -196,8 +196,8 @@ PlanResult Plan(const PlanRequest& request) {
   std::vector<Outcome> outcomes(configs.size());
   ThreadPool pool(request.threads);
   // Without a per_device_batch_size of the user's, a config that does not fit at the user's
-  // (base.yml's) batch is tried at half of it, down to 1, stopping early once even its state
-  // (arguments, gradients, cast weights) is over the HBM; once one fits, the batches between
+  // (base.yml's) batch is tried at half of it, down to 1, going straight to 1 once even its
+  // state (arguments, gradients, cast weights) is over the HBM; once one fits, the batches between
   // it and the smallest that did not are bisected, so the config stands at the largest batch
   // that fits at or below the user's (DeepSeek-V3's published run fits at 7 where halving from
   // 12 stopped at 6).
@@ -236,9 +236,16 @@ PlanResult Plan(const PlanRequest& request) {
           fits_at = batch;
         } else {
           fails_at = batch;
+          if (!fits_at && batch <= 1) break;
           const int64_t floor =
               fit.memory.argument_size_in_bytes + fit.gradient_bytes + fit.cast_bytes;
-          if (!fits_at && (batch <= 1 || floor >= fit.target.hbm_bytes)) break;
+          if (!fits_at && floor >= fit.target.hbm_bytes) {
+            // No batch fits (the state alone is over the HBM): batch 1 is the smallest miss,
+            // which the nearest configs that do not fit are ranked by.
+            batch = 1;
+            overrides = WithOverrides(configs[i], {"per_device_batch_size=1"});
+            continue;
+          }
         }
       } catch (const Error& e) {
         // A batch MaxText refuses (one the data axes do not divide): the last batch that ran
