@@ -199,8 +199,8 @@ PlanResult Plan(const PlanRequest& request) {
   // (base.yml's) batch is tried at half of it, down to 1, going straight to 1 once even its
   // state (arguments, gradients, cast weights) is over the HBM; once one fits, the batches between
   // it and the smallest that did not are bisected, so the config stands at the largest batch
-  // that fits at or below the user's (DeepSeek-V3's published run fits at 7 where halving from
-  // 12 stopped at 6).
+  // that fits at or below the user's (halving alone goes from 12 to 6, where DeepSeek-V3's
+  // published run on v5p-256 fits at 7).
   const bool search_batch = !UserSets(source.overrides, "per_device_batch_size") &&
                             !vary.count("per_device_batch_size");
   const double user_batch = user.Float("per_device_batch_size");
