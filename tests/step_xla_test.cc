@@ -23,6 +23,7 @@
 #include <set>
 
 #include "run/run.h"
+#include "step_compare.h"
 #include "test_support.h"
 
 namespace shardtrace {
@@ -30,89 +31,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Hlo(std::string name) {
-  name = name.substr(0, name.find('.'));
-  std::replace(name.begin(), name.end(), '_', '-');
-  return name;
-}
-
-// Bytes of an HLO result type: "f32[4,16,32]" -> 8192.
-int64_t ResultBytes(const std::string& type) {
-  const size_t open = type.find('[');
-  const std::string dtype = type.substr(0, open);
-  int64_t bytes = dtype == "f32" || dtype == "s32" || dtype == "u32" ? 4
-                  : dtype == "bf16" || dtype == "f16"                ? 2
-                                                                     : 1;
-  std::string dims = type.substr(open + 1, type.find(']') - open - 1);
-  size_t start = 0;
-  while (start < dims.size()) {
-    const size_t comma = dims.find(',', start);
-    bytes *= std::stoll(dims.substr(start, comma - start));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return bytes;
-}
+using step_compare::Compiler;
+using step_compare::Minus;
 
 std::multiset<std::string> XlaBackward(const nlohmann::json& step) {
-  std::multiset<std::string> out;
-  for (const nlohmann::json& c : step["collectives"]) {
-    const int64_t group = c["group_size"].is_number() ? c["group_size"].get<int64_t>() : 0;
-    if (group == 1) continue;
-    const std::string pass = c["pass"].get<std::string>();
-    const std::string op = Hlo(c["name"].get<std::string>());
-    if (pass == "backward" && !c.contains("parts")) {
-      // XLA's combiner sends independent all-reduces as one op with several results: each
-      // result is one of them.
-      if (op == "all-reduce" && c["result"].size() > 1) {
-        for (const nlohmann::json& r : c["result"])
-          out.insert(fmt::format("{} g{} {}B", op, group, ResultBytes(r.get<std::string>())));
-        continue;
-      }
-      out.insert(fmt::format("{} g{} {}B", op, group, c["result_bytes"].get<int64_t>()));
-    } else if (pass != "forward") {  // a combined op: its backward parts
-      for (const nlohmann::json& p : c["parts"])
-        if (p["pass"] == "backward")
-          out.insert(fmt::format("{} g{} {}B", Hlo(c["name"].get<std::string>()), group,
-                                 p["bytes"].get<int64_t>()));
-    }
-  }
-  return out;
+  return step_compare::Compiled(step["collectives"], "backward", Compiler::kXlaCpu);
 }
 
-// GSPMD's reshards of a step argument (a parameter gathered whole), which XLA issues once
-// where the argument enters the step and the export marks forward (argument_reshard).
-std::multiset<std::string> XlaArgumentReshards(const nlohmann::json& step) {
-  std::multiset<std::string> out;
-  for (const nlohmann::json& c : step["collectives"])
-    if (c["pass"] == "forward" && c.value("argument_reshard", false))
-      out.insert(fmt::format("{} g{} {}B", Hlo(c["name"].get<std::string>()),
-                             c["group_size"].get<int64_t>(), c["result_bytes"].get<int64_t>()));
-  return out;
-}
-
-// The model's backward collectives; a parameter it gathers for a backward einsum
-// (StepCollective::argument) counts as one of XLA's argument reshards when XLA has that one.
 std::multiset<std::string> ModelBackward(const StepResult& step, const nlohmann::json& xla) {
-  std::multiset<std::string> out, arguments = XlaArgumentReshards(xla);
-  for (const StepCollective& c : step.backward) {
-    if (c.xla_cpu_op == "-" || c.participants == 1) continue;
-    const std::string key =
-        fmt::format("{} g{} {}B", c.xla_cpu_op, c.participants, c.xla_cpu_result_bytes);
-    if (c.argument && arguments.count(key)) {
-      arguments.erase(arguments.find(key));
-      continue;
-    }
-    out.insert(key);
-  }
-  return out;
-}
-
-std::vector<std::string> Minus(const std::multiset<std::string>& a,
-                               const std::multiset<std::string>& b) {
-  std::vector<std::string> out;
-  std::set_difference(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));
-  return out;
+  return step_compare::ModelBackward(step, xla, Compiler::kXlaCpu);
 }
 
 struct StepCase {

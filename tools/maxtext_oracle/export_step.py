@@ -175,19 +175,13 @@ def saved_residuals(f, *args):
           "entries": entries}
 
 
-def run_step_case(case, base_yml, out_dir, forward_dir, seed):
-  t0 = time.time()
-  su = export.setup_case(case, base_yml, seed)
-  config, mesh, rules = su.config, su.mesh, su.rules
-  model = nnx.merge(su.graphdef, su.state)
-  graphdef, params, rest = nnx.split(model, export.PARAMS, ...)
-
-  out_shape = su.inputs.shape  # every block maps [B, S, M] to [B, S, M]
-  cotangent = jax.device_put(jax.random.normal(jax.random.PRNGKey(seed + 11), out_shape, jnp.float32),
-                             su.in_sharding)
-
+def step_functions(case, config, graphdef, rest, param_shardings, in_sharding):
+  """(remat_info, loss_fn, grad_step) of the case's step: loss_fn(params, x, cotangent) is the
+  loss of LOSS with the block's outputs as aux, wrapped as MaxText wraps a decoder layer when the
+  case has remat; grad_step(value_and_grad_fn) constrains the gradients to their arguments'
+  shardings. export_tpu_block.py compiles the same step for a TPU topology."""
   policy_name = case["overrides"].get("remat_policy") if case.get("remat") else None
-  remat_info = None
+  remat_info, policy, prevent_cse = None, None, False
   if case.get("remat"):
     policy = remat_policy(config)
     prevent_cse = maxtext_utils.should_prevent_cse_in_remat(config)
@@ -219,17 +213,32 @@ def run_step_case(case, base_yml, out_dir, forward_dir, seed):
 
   # The gradients placed as a MaxText train step places them: its jit's out_shardings are the
   # state's shardings (maxtext_utils.get_functional_train_with_signature), so the update, and
-  # with it each gradient, is sharded like its parameter; without this XLA would be free to keep
-  # the gradients replicated (all-reduce where the step reduce-scatters).
-  param_shardings = jax.tree.map(lambda a: a.sharding, params)
+  # with it each gradient, is sharded like its parameter (param_shardings); without this XLA
+  # would be free to keep the gradients replicated (all-reduce where the step reduce-scatters).
 
   def grad_step(value_and_grad_fn):
     def run(p, x, c):
       value, (grad_p, grad_x) = value_and_grad_fn(p, x, c)
       grad_p = jax.tree.map(jax.lax.with_sharding_constraint, grad_p, param_shardings)
-      return value, (grad_p, jax.lax.with_sharding_constraint(grad_x, su.in_sharding))
+      return value, (grad_p, jax.lax.with_sharding_constraint(grad_x, in_sharding))
     return run
 
+  return remat_info, loss_fn, grad_step
+
+
+def run_step_case(case, base_yml, out_dir, forward_dir, seed):
+  t0 = time.time()
+  su = export.setup_case(case, base_yml, seed)
+  config, mesh, rules = su.config, su.mesh, su.rules
+  model = nnx.merge(su.graphdef, su.state)
+  graphdef, params, rest = nnx.split(model, export.PARAMS, ...)
+
+  out_shape = su.inputs.shape  # every block maps [B, S, M] to [B, S, M]
+  cotangent = jax.device_put(jax.random.normal(jax.random.PRNGKey(seed + 11), out_shape, jnp.float32),
+                             su.in_sharding)
+
+  param_shardings = jax.tree.map(lambda a: a.sharding, params)
+  remat_info, loss_fn, grad_step = step_functions(case, config, graphdef, rest, param_shardings, su.in_sharding)
   step = grad_step(jax.value_and_grad(loss_fn, argnums=(0, 1), has_aux=True))
 
   with jax.set_mesh(mesh), nn.logical_axis_rules(rules):

@@ -1,0 +1,131 @@
+// What tests/step_xla_test.cc (XLA:CPU's compiled steps) and tests/tpu_block_test.cc (the TPU
+// compiler's) share: a compiled step's collectives and shardtrace's step model's as comparable
+// keys "op gN bytesB" (HLO op, devices per group, result bytes per device), and the multiset
+// difference. The two compilers differ in what the model predicts (Compiler): XLA:CPU widens
+// 16-bit floats to float32 before a collective and writes GSPMD's gradient reduce-scatter as an
+// all-reduce of the whole block (StepCollective::xla_cpu_*); TPU moves the dtype as it is and
+// reduces a gradient with a reduce-scatter (its all-reduce-scatter fusion, which
+// export_tpu_block.py records as op reduce_scatter).
+#pragma once
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ir/collective_kind.h"
+#include "numeric/dtype.h"
+#include "run/run.h"
+#include "spmd/xla_spmd.h"
+
+namespace shardtrace::step_compare {
+
+enum class Compiler { kXlaCpu, kTpu };
+
+// The HLO op of a record: XLA:CPU's from its instruction name ("all-reduce.3" -> "all-reduce");
+// TPU's from its op field (a TPU instruction may be named after the JAX op, "psum.36").
+inline std::string HloOp(const nlohmann::json& c, Compiler compiler) {
+  std::string name = compiler == Compiler::kTpu ? c["op"].get<std::string>() : c["name"].get<std::string>();
+  name = name.substr(0, name.find('.'));
+  std::replace(name.begin(), name.end(), '_', '-');
+  return name;
+}
+
+// Bytes of an HLO result type: "f32[4,16,32]" -> 8192.
+inline int64_t ResultBytes(const std::string& type) {
+  const size_t open = type.find('[');
+  const std::string dtype = type.substr(0, open);
+  int64_t bytes = dtype == "f32" || dtype == "s32" || dtype == "u32" ? 4
+                  : dtype == "bf16" || dtype == "f16"                ? 2
+                                                                     : 1;
+  std::string dims = type.substr(open + 1, type.find(']') - open - 1);
+  size_t start = 0;
+  while (start < dims.size()) {
+    const size_t comma = dims.find(',', start);
+    bytes *= std::stoll(dims.substr(start, comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return bytes;
+}
+
+inline std::string Key(const std::string& op, int64_t group, int64_t bytes) {
+  return fmt::format("{} g{} {}B", op, group, bytes);
+}
+
+// The collectives of `records` (a step.json's "collectives" or "forward_collectives") whose
+// pass is `pass` ("backward", or "forward"; a record without a pass counts as forward), over
+// groups of more than one device. A combined all-reduce (several results) counts once per
+// result; a combined op of both passes ("mixed") counts its parts of `pass`.
+inline std::multiset<std::string> Compiled(const nlohmann::json& records, const std::string& pass,
+                                           Compiler compiler) {
+  std::multiset<std::string> out;
+  for (const nlohmann::json& c : records) {
+    const int64_t group = c["group_size"].is_number() ? c["group_size"].get<int64_t>() : 0;
+    if (group == 1) continue;
+    const std::string its = c.value("pass", std::string("forward"));
+    const std::string op = HloOp(c, compiler);
+    if (its == pass && !c.contains("parts")) {
+      if (op == "all-reduce" && c["result"].size() > 1) {
+        for (const nlohmann::json& r : c["result"])
+          out.insert(Key(op, group, ResultBytes(r.get<std::string>())));
+        continue;
+      }
+      out.insert(Key(op, group, c["result_bytes"].get<int64_t>()));
+    } else if (c.contains("parts") && (its == pass || its == "mixed")) {
+      for (const nlohmann::json& p : c["parts"])
+        if (p["pass"] == pass) out.insert(Key(op, group, p["bytes"].get<int64_t>()));
+    }
+  }
+  return out;
+}
+
+// GSPMD's reshards of a step argument (a parameter gathered whole), which XLA issues once
+// where the argument enters the step and the export marks forward (argument_reshard).
+inline std::multiset<std::string> ArgumentReshards(const nlohmann::json& step, Compiler compiler) {
+  std::multiset<std::string> out;
+  for (const nlohmann::json& c : step["collectives"])
+    if (c["pass"] == "forward" && c.value("argument_reshard", false))
+      out.insert(Key(HloOp(c, compiler), c["group_size"].get<int64_t>(), c["result_bytes"].get<int64_t>()));
+  return out;
+}
+
+// A model backward collective as `compiler` writes it. TPU: the HLO op of the kind as TPU runs
+// it, the result in the collective's own dtype (XLA:CPU's float32 result scaled back), a GSPMD
+// reduce-scatter's result the device's share (XLA:CPU's all-reduce keeps the whole block).
+inline std::string ModelKey(const StepCollective& c, Compiler compiler) {
+  if (compiler == Compiler::kXlaCpu) return Key(c.xla_cpu_op, c.participants, c.xla_cpu_result_bytes);
+  int64_t bytes = c.xla_cpu_result_bytes * ByteSize(c.dtype) / ByteSize(XlaCpuCollectiveDType(c.dtype));
+  if (c.kind == CollectiveKind::kPsumScatter && c.xla_cpu_op == "all-reduce") bytes /= c.participants;
+  return Key(HloName(c.kind), c.participants, bytes);
+}
+
+// The model's backward collectives; a parameter it gathers for a backward einsum
+// (StepCollective::argument) counts as one of the compiler's argument reshards when it has one.
+// An entry whose xla_cpu_op is "-" rides in the all-reduce before it (one XLA op for both).
+inline std::multiset<std::string> ModelBackward(const StepResult& step, const nlohmann::json& compiled,
+                                                Compiler compiler) {
+  std::multiset<std::string> out, arguments = ArgumentReshards(compiled, compiler);
+  for (const StepCollective& c : step.backward) {
+    if (c.xla_cpu_op == "-" || c.participants == 1) continue;
+    const std::string key = ModelKey(c, compiler);
+    if (c.argument && arguments.count(key)) {
+      arguments.erase(arguments.find(key));
+      continue;
+    }
+    out.insert(key);
+  }
+  return out;
+}
+
+inline std::vector<std::string> Minus(const std::multiset<std::string>& a, const std::multiset<std::string>& b) {
+  std::vector<std::string> out;
+  std::set_difference(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));
+  return out;
+}
+
+}  // namespace shardtrace::step_compare

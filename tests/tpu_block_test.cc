@@ -1,0 +1,153 @@
+// The step model's collectives against the TPU compiler's: for every block step fixture
+// tools/maxtext_oracle/export_tpu_block.py compiled for a TPU topology with libtpu (no TPU
+// attached; testdata/maxtext-tpu/blocks/<case>/step.json, the CPU step cases' schema), the
+// compiled step's backward collectives and the compiled forward's collectives (HLO op, devices
+// per group, result bytes per device, compared as tests/step_compare.h keys them) must be
+// shardtrace's, or differ exactly as testdata/maxtext-tpu/block_differences.json lists with a
+// reason: a listed difference that disappears fails, and so does an unlisted one. The export
+// writes TPU's all-reduce-scatter fusions (an all-reduce whose only user slices the device's
+// share) as reduce-scatters and an async -start's result alone. The model's forward is its
+// written collectives (moe.py's shard_map bodies) and the implied ones (GSPMD's), each as TPU
+// runs it: its own dtype, a reduce-scatter's result the device's share; a local slice moves
+// nothing. SHARDTRACE_PRINT_TPU_TABLE=1 prints the figures.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "run/run.h"
+#include "shard/sharding.h"
+#include "step_compare.h"
+#include "test_support.h"
+
+namespace shardtrace {
+namespace {
+
+namespace fs = std::filesystem;
+using step_compare::Compiler;
+using step_compare::Key;
+using step_compare::Minus;
+
+// The model's forward collectives as TPU writes them.
+std::multiset<std::string> ModelForward(const RunResult& run) {
+  std::multiset<std::string> out;
+  for (const OpRecord& op : run.trace.ops) {
+    if (op.collective && op.collective->origin == CollectiveOrigin::kWritten) {
+      const int64_t n = run.setup.mesh.Size(op.collective->axes);
+      if (n > 1)
+        out.insert(Key(HloName(op.collective->kind), n,
+                       run.spmd.tensor(op.outputs.at(0)).bytes_per_device));
+    }
+    for (const ImpliedCollective& c : run.spmd.implied_at(op.id)) {
+      if (c.kind == CollectiveKind::kSlice || c.participants == 1) continue;
+      out.insert(Key(HloName(c.kind), c.participants, TensorBytes(c.local_after, c.dtype)));
+    }
+  }
+  return out;
+}
+
+struct TpuCase {
+  std::string name;
+  nlohmann::json step;
+  RunResult run;
+};
+
+std::vector<TpuCase> TpuCases() {
+  std::vector<fs::path> dirs;
+  for (const auto& e :
+       fs::directory_iterator(testing::SourcePath("testdata/maxtext-tpu/blocks")))
+    if (fs::exists(e.path() / "step.json")) dirs.push_back(e.path());
+  std::sort(dirs.begin(), dirs.end());
+  std::vector<TpuCase> cases;
+  for (const fs::path& dir : dirs) {
+    nlohmann::json step = nlohmann::json::parse(testing::ReadFile(dir / "step.json"));
+    const Block block = step["block"] == "mlp" ? Block::kMlp : Block::kMoe;
+    // The topology's device count: a mesh axis of -1 (ici_fsdp_parallelism) takes what is left.
+    RunRequest request =
+        SymbolicRequest({(dir / "config.yml").string()}, step["devices"].get<int64_t>(), block);
+    // A case compiled without jax.checkpoint around the block keeps every residual.
+    if (step["remat"].is_null()) request.args.push_back("remat_policy=none");
+    request.step = true;
+    cases.push_back({dir.filename().string(), std::move(step), Run(request)});
+  }
+  return cases;
+}
+
+// Compares one pass; returns whether it is exact and records a difference in `found`.
+bool ComparePass(const std::string& name, const std::multiset<std::string>& model,
+                 const std::multiset<std::string>& tpu, const nlohmann::json& expected,
+                 nlohmann::json& found) {
+  const std::vector<std::string> only_model = Minus(model, tpu);
+  const std::vector<std::string> only_tpu = Minus(tpu, model);
+  if (only_model.empty() && only_tpu.empty()) {
+    CHECK_FALSE(expected.contains(name));  // gone: unlist it
+    return true;
+  }
+  found[name] = {{"only_shardtrace", only_model}, {"only_tpu", only_tpu}};
+  CHECK(expected.contains(name));
+  if (expected.contains(name)) {
+    const nlohmann::json& e = expected[name];
+    CHECK(e["only_shardtrace"].get<std::vector<std::string>>() == only_model);
+    CHECK(e["only_tpu"].get<std::vector<std::string>>() == only_tpu);
+    CHECK_FALSE(e["why"].get<std::string>().empty());
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "TPU's compiled block steps have the step model's collectives, or differ exactly as "
+    "listed with a reason",
+    "[tpu][step]") {
+  const nlohmann::json expected = nlohmann::json::parse(
+      testing::ReadFile(testing::SourcePath("testdata/maxtext-tpu/block_differences.json")));
+  nlohmann::json found = {{"backward", nlohmann::json::object()},
+                          {"forward", nlohmann::json::object()}};
+  int total = 0, backward_exact = 0, forward_exact = 0;
+  std::string table = "| case | remat | backward (TPU) | exact | forward (TPU) | exact | compile s |\n"
+                      "|---|---|---|---|---|---|---|\n";
+  for (const TpuCase& c : TpuCases()) {
+    INFO("case " << c.name);
+    REQUIRE(c.run.step.has_value());
+    REQUIRE(c.step["compiler"]["platform"] == "tpu");
+    ++total;
+    const std::multiset<std::string> tpu_backward =
+        step_compare::Compiled(c.step["collectives"], "backward", Compiler::kTpu);
+    const std::multiset<std::string> tpu_forward =
+        step_compare::Compiled(c.step["forward_collectives"], "forward", Compiler::kTpu);
+    const bool b = ComparePass(c.name, step_compare::ModelBackward(*c.run.step, c.step, Compiler::kTpu),
+                               tpu_backward, expected["backward"], found["backward"]);
+    const bool f = ComparePass(c.name, ModelForward(c.run), tpu_forward, expected["forward"],
+                               found["forward"]);
+    backward_exact += b;
+    forward_exact += f;
+    table += fmt::format(
+        "| {} | {} | {} | {} | {} | {} | {} |\n", c.name,
+        c.step["remat"].is_null() ? "none" : c.step["remat"]["remat_policy"].get<std::string>(),
+        tpu_backward.size(), b ? "yes" : "no", tpu_forward.size(), f ? "yes" : "no",
+        c.step["seconds"]["step_compile"].get<double>());
+  }
+  CHECK(total >= 20);
+  // The counts block_differences.json states.
+  CHECK(expected["exact"]["cases"] == total);
+  CHECK(expected["exact"]["backward"] == backward_exact);
+  CHECK(expected["exact"]["forward"] == forward_exact);
+  for (const char* pass : {"backward", "forward"})
+    for (const auto& [name, e] : expected[pass].items()) {
+      INFO("listed " << pass << " case " << name);
+      CHECK(found[pass].contains(name));
+    }
+  if (std::getenv("SHARDTRACE_PRINT_TPU_TABLE"))
+    std::cout << "TPU blocks: backward exact on " << backward_exact << " of " << total
+              << ", forward exact on " << forward_exact << " of " << total << "\n"
+              << found.dump(1) << "\n"
+              << table;
+}
+
+}  // namespace shardtrace
