@@ -409,6 +409,19 @@ def optimized_hlo_before_codegen(lowered):
 CASE_MARKER = "# shardtrace: the keys below are command-line overrides"
 
 
+def write_case_config(d, comment_lines, case, base_config="../../configs/base.yml"):
+  """Writes d/config.yml: the comment lines, then the case marker, its base_config and its keys.
+
+  MaxText ran `base.yml key=value ...`: the case names that base (pyconfig's base_config,
+  relative to this file) and marks its keys as command-line overrides, so shardtrace runs them
+  over the model file as MaxText did (src/config/case_config.h).
+  """
+  lines = list(comment_lines) + [CASE_MARKER, f'base_config: "{base_config}"']
+  lines += [f"{k}: {json.dumps(v)}" for k, v in case_matrix.pyconfig_overrides(case)]
+  with open(os.path.join(d, "config.yml"), "w", encoding="utf-8") as f:
+    f.write("\n".join(lines) + "\n")
+
+
 def write_case(case, config, base_yml, out_dir, arrays, unmapped, named_json, logical_json, input_json,
                compiled_info, mesh, seconds):
   d = os.path.join(out_dir, case["name"])
@@ -420,15 +433,7 @@ def write_case(case, config, base_yml, out_dir, arrays, unmapped, named_json, lo
            f"# mesh: {dict((k, v) for k, v in mesh.shape.items() if v > 1) or 'single device'}"]
   if unmapped:
     lines.append(f"# parameters without a golden-format name (not exported): {', '.join(unmapped)}")
-  # MaxText ran `base.yml key=value ...`: the case names that base (pyconfig's base_config,
-  # relative to this file) and marks its keys as command-line overrides, so shardtrace runs
-  # them over the model file as MaxText did (src/config/case_config.h).
-  lines.append(CASE_MARKER)
-  lines.append('base_config: "../../configs/base.yml"')
-  for k, v in case_matrix.pyconfig_overrides(case):
-    lines.append(f"{k}: {json.dumps(v)}")
-  with open(os.path.join(d, "config.yml"), "w", encoding="utf-8") as f:
-    f.write("\n".join(lines) + "\n")
+  write_case_config(d, lines, case)
   if arrays is not None:
     np.savez_compressed(os.path.join(d, "tensors.npz"), **arrays)
   for name, obj in (("named_shardings.json", named_json), ("logical_shardings.json", logical_json),

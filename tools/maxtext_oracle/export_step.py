@@ -338,12 +338,7 @@ def write_step_case(case, config, out_dir, arrays, unmapped, step_json, mesh):
     lines.append(f"# wrapped as MaxText wraps an unscanned decoder layer: remat_policy={case['overrides']['remat_policy']}")
   if unmapped:
     lines.append(f"# parameters without a golden-format name (not exported): {', '.join(unmapped)}")
-  lines.append(export.CASE_MARKER)
-  lines.append('base_config: "../../configs/base.yml"')
-  for k, v in case_matrix.pyconfig_overrides(case):
-    lines.append(f"{k}: {json.dumps(v)}")
-  with open(os.path.join(d, "config.yml"), "w", encoding="utf-8") as f:
-    f.write("\n".join(lines) + "\n")
+  export.write_case_config(d, lines, case)
   np.savez_compressed(os.path.join(d, "tensors.npz"), **arrays)
   with open(os.path.join(d, "step.json"), "w", encoding="utf-8") as f:
     json.dump(step_json, f, indent=1)

@@ -240,12 +240,7 @@ def write_case(case, out_dir, step_json, mesh):
            f"# step: jax.value_and_grad of loss = {export_step.LOSS}"]
   if case.get("remat"):
     lines.append(f"# wrapped as MaxText wraps an unscanned decoder layer: remat_policy={case['overrides']['remat_policy']}")
-  lines.append(export.CASE_MARKER)
-  lines.append('base_config: "../../../maxtext/configs/base.yml"')
-  for k, v in case_matrix.pyconfig_overrides(case):
-    lines.append(f"{k}: {json.dumps(v)}")
-  with open(os.path.join(d, "config.yml"), "w", encoding="utf-8") as f:
-    f.write("\n".join(lines) + "\n")
+  export.write_case_config(d, lines, case, base_config="../../../maxtext/configs/base.yml")
   with open(os.path.join(d, "step.json"), "w", encoding="utf-8") as f:
     json.dump(step_json, f, indent=1)
     f.write("\n")
