@@ -11,8 +11,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -21,6 +23,7 @@
 #include "numeric/dtype.h"
 #include "run/run.h"
 #include "spmd/xla_spmd.h"
+#include "test_support.h"
 
 namespace shardtrace::step_compare {
 
@@ -126,6 +129,39 @@ inline std::vector<std::string> Minus(const std::multiset<std::string>& a, const
   std::vector<std::string> out;
   std::set_difference(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));
   return out;
+}
+
+// A compiled step fixture (a directory with config.yml and step.json) and shardtrace's
+// symbolic step of the same block, run through the one pipeline.
+struct StepFixture {
+  std::string name;
+  nlohmann::json step;
+  RunResult run;
+};
+
+// Every fixture under `relative_dir` (below the source tree), by name. `devices_from_fixture`:
+// the run takes step.json's "devices" (the TPU topology's count; a mesh axis of -1 takes what
+// is left), else the config's own parallelism decides.
+inline std::vector<StepFixture> LoadStepFixtures(const std::string& relative_dir,
+                                                 bool devices_from_fixture) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> dirs;
+  for (const auto& e : fs::directory_iterator(testing::SourcePath(relative_dir)))
+    if (fs::exists(e.path() / "step.json")) dirs.push_back(e.path());
+  std::sort(dirs.begin(), dirs.end());
+  std::vector<StepFixture> fixtures;
+  for (const fs::path& dir : dirs) {
+    nlohmann::json step = nlohmann::json::parse(testing::ReadFile(dir / "step.json"));
+    const Block block = step["block"] == "mlp" ? Block::kMlp : Block::kMoe;
+    const std::optional<int64_t> devices =
+        devices_from_fixture ? std::optional<int64_t>(step["devices"].get<int64_t>()) : std::nullopt;
+    RunRequest request = SymbolicRequest({(dir / "config.yml").string()}, devices, block);
+    // A case compiled without jax.checkpoint around the block keeps every residual.
+    if (step["remat"].is_null()) request.args.push_back("remat_policy=none");
+    request.step = true;
+    fixtures.push_back({dir.filename().string(), std::move(step), Run(request)});
+  }
+  return fixtures;
 }
 
 }  // namespace shardtrace::step_compare

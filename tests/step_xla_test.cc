@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdlib>
-#include <filesystem>
 #include <iostream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -29,7 +28,6 @@
 namespace shardtrace {
 namespace {
 
-namespace fs = std::filesystem;
 
 using step_compare::Compiler;
 using step_compare::Minus;
@@ -42,29 +40,9 @@ std::multiset<std::string> ModelBackward(const StepResult& step, const nlohmann:
   return step_compare::ModelBackward(step, xla, Compiler::kXlaCpu);
 }
 
-struct StepCase {
-  std::string name;
-  nlohmann::json step;
-  RunResult run;
-};
+using StepCase = step_compare::StepFixture;
 
-std::vector<StepCase> StepCases() {
-  std::vector<fs::path> dirs;
-  for (const auto& e : fs::directory_iterator(testing::SourcePath("testdata/maxtext/cases")))
-    if (fs::exists(e.path() / "step.json")) dirs.push_back(e.path());
-  std::sort(dirs.begin(), dirs.end());
-  std::vector<StepCase> cases;
-  for (const fs::path& dir : dirs) {
-    nlohmann::json step = nlohmann::json::parse(testing::ReadFile(dir / "step.json"));
-    const Block block = step["block"] == "mlp" ? Block::kMlp : Block::kMoe;
-    RunRequest request = SymbolicRequest({(dir / "config.yml").string()}, std::nullopt, block);
-    // A case exported without jax.checkpoint around the block keeps every residual.
-    if (step["remat"].is_null()) request.args.push_back("remat_policy=none");
-    request.step = true;
-    cases.push_back({dir.filename().string(), std::move(step), Run(request)});
-  }
-  return cases;
-}
+std::vector<StepCase> StepCases() { return step_compare::LoadStepFixtures("testdata/maxtext/cases", false); }
 
 }  // namespace
 

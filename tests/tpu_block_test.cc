@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdlib>
-#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -28,7 +27,6 @@
 namespace shardtrace {
 namespace {
 
-namespace fs = std::filesystem;
 using step_compare::Compiler;
 using step_compare::Key;
 using step_compare::Minus;
@@ -51,32 +49,9 @@ std::multiset<std::string> ModelForward(const RunResult& run) {
   return out;
 }
 
-struct TpuCase {
-  std::string name;
-  nlohmann::json step;
-  RunResult run;
-};
+using TpuCase = step_compare::StepFixture;
 
-std::vector<TpuCase> TpuCases() {
-  std::vector<fs::path> dirs;
-  for (const auto& e :
-       fs::directory_iterator(testing::SourcePath("testdata/maxtext-tpu/blocks")))
-    if (fs::exists(e.path() / "step.json")) dirs.push_back(e.path());
-  std::sort(dirs.begin(), dirs.end());
-  std::vector<TpuCase> cases;
-  for (const fs::path& dir : dirs) {
-    nlohmann::json step = nlohmann::json::parse(testing::ReadFile(dir / "step.json"));
-    const Block block = step["block"] == "mlp" ? Block::kMlp : Block::kMoe;
-    // The topology's device count: a mesh axis of -1 (ici_fsdp_parallelism) takes what is left.
-    RunRequest request =
-        SymbolicRequest({(dir / "config.yml").string()}, step["devices"].get<int64_t>(), block);
-    // A case compiled without jax.checkpoint around the block keeps every residual.
-    if (step["remat"].is_null()) request.args.push_back("remat_policy=none");
-    request.step = true;
-    cases.push_back({dir.filename().string(), std::move(step), Run(request)});
-  }
-  return cases;
-}
+std::vector<TpuCase> TpuCases() { return step_compare::LoadStepFixtures("testdata/maxtext-tpu/blocks", true); }
 
 // Compares one pass; returns whether it is exact and records a difference in `found`.
 bool ComparePass(const std::string& name, const std::multiset<std::string>& model,
