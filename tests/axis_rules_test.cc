@@ -581,5 +581,26 @@ TEST_CASE("ParseLogicalAxes reads back a Python 1-tuple as LogicalAxesToString p
   CHECK(LogicalAxesToString(ParseLogicalAxes("(None,)")) == "(None,)");
 }
 
+// ResolveSpec is the resolution without its records (fit and plan call it for every parameter
+// of every config): the same spec as ResolveLogicalAxes, on every row of facts 2.4, under both
+// rule sets, on a mesh where some axes have one device (removed) and some are absent.
+TEST_CASE("ResolveSpec gives ResolveLogicalAxes's spec for every row, rules and mesh",
+          "[shard][axis_rules]") {
+  const Mesh mesh({{"data", 1, 1, 1}, {"fsdp", 4, 4, 1}, {"tensor", 2, 2, 1}, {"expert", 2, 2, 1},
+                   {"context", 1, 1, 1}});
+  for (const Config* config : {&SeedConfig(), &HeadConfig()}) {
+    for (const TableRow& row : kSection24) {
+      const LogicalAxes axes = ParseLogicalAxes(row.logical);
+      INFO("logical " << row.logical);
+      for (const Mesh* m : {&mesh, static_cast<const Mesh*>(nullptr)}) {
+        CHECK(ResolveSpec(axes, config->logical_axis_rules(), m) ==
+              ResolveLogicalAxes(axes, config->logical_axis_rules(), m).spec);
+      }
+    }
+  }
+  CHECK_THROWS_WITH(ResolveSpec(LogicalNames({"exp", "exp"}), SeedConfig().logical_axis_rules(), &mesh),
+                    Catch::Contains("name 'exp' appears twice"));
+}
+
 }  // namespace
 }  // namespace shardtrace

@@ -14,7 +14,7 @@ namespace {
 // Bytes per device of an activation of `shape` constrained to `names` by the config's rules.
 int64_t LocalBytes(const Config& config, const Mesh& mesh, const Shape& shape,
                    const LogicalAxes& names, DType dtype, const std::string& what) {
-  const PartitionSpec spec = ResolveLogicalAxes(names, config.logical_axis_rules(), &mesh).spec;
+  const PartitionSpec spec = ResolveSpec(names, config.logical_axis_rules(), &mesh);
   return ShardTensor(what, shape, dtype, spec, mesh).bytes_per_device;
 }
 
@@ -22,9 +22,8 @@ int64_t LocalBytes(const Config& config, const Mesh& mesh, const Shape& shape,
 // sharded over one of them is gathered whole where it is used (FSDP).
 std::set<std::string> BatchAxes(const Config& config, const Mesh& mesh) {
   std::set<std::string> axes;
-  const auto spec = ResolveLogicalAxes(LogicalNames({"activation_batch", "activation_length"}),
-                                       config.logical_axis_rules(), &mesh)
-                        .spec;
+  const auto spec = ResolveSpec(LogicalNames({"activation_batch", "activation_length"}),
+                                       config.logical_axis_rules(), &mesh);
   for (const std::string& a : spec.UsedAxes()) axes.insert(a);
   return axes;
 }

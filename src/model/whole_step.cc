@@ -162,7 +162,7 @@ FitResult FitOnce(const FitRequest& request) {
     b.path = p.path;
     for (const std::string& d : p.dims) b.shape.push_back(EvaluateDim(d, config, p.path));
     b.dtype = p.dtype == "weight_dtype" ? weight_dtype : ParseDType(p.dtype, p.path);
-    b.spec = ResolveLogicalAxes(p.axes, config.logical_axis_rules(), &r.mesh).spec;
+    b.spec = ResolveSpec(p.axes, config.logical_axis_rules(), &r.mesh);
     b.bytes_per_device = ShardTensor(p.path, b.shape, b.dtype, b.spec, r.mesh).bytes_per_device;
     b.role = p.role;
     b.trainable = p.trainable;
@@ -178,9 +178,8 @@ FitResult FitOnce(const FitRequest& request) {
   }
   {
     const PartitionSpec spec =
-        ResolveLogicalAxes(LogicalNames({"activation_batch", nullptr}), config.logical_axis_rules(),
-                           &r.mesh)
-            .spec;
+        ResolveSpec(LogicalNames({"activation_batch", nullptr}), config.logical_axis_rules(),
+                           &r.mesh);
     r.batch_bytes = kBatchArrays *
                     ShardTensor("batch", {batch, length}, DType::kInt32, spec, r.mesh).bytes_per_device;
   }
@@ -203,11 +202,10 @@ FitResult FitOnce(const FitRequest& request) {
   const int64_t act_bytes = ByteSize(ParseDType(config.Str("dtype"), "dtype"));
   const int64_t carry = ShardTensor("decoder_layer_input", {batch, length, config.Int("emb_dim")},
                                     DType::kFloat32,
-                                    ResolveLogicalAxes(LogicalNames({"activation_batch",
+                                    ResolveSpec(LogicalNames({"activation_batch",
                                                                      "activation_norm_length",
                                                                      "activation_embed"}),
-                                                       config.logical_axis_rules(), &r.mesh)
-                                        .spec,
+                                                       config.logical_axis_rules(), &r.mesh),
                                     r.mesh)
                             .bytes_per_device /
                         4 * act_bytes;

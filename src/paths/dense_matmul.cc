@@ -87,7 +87,7 @@ Value ShardDispatch(const MoeContext& ctx, const DroppingLayout& l, const Value&
   std::vector<PartitionSpec::Entry> entries;
   for (size_t i = 0; i < axes.size(); ++i) {
     PartitionSpec::Entry entry;
-    if (axes[i]) entry = ResolveLogicalAxes({axes[i]}, t.rules(), &t.mesh()).spec[0];
+    if (axes[i]) entry = ResolveSpec({axes[i]}, t.rules(), &t.mesh())[0];
     if (i == 1) std::erase(entry, std::string("expert"));
     entries.push_back(std::move(entry));
   }

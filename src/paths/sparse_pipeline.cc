@@ -132,7 +132,7 @@ PathOutput SparsePipeline(const MoeContext& ctx, const Value& inputs, const Valu
           "(which also splits "
           "it) is not modeled; use ici_tensor_transpose_parallelism=1",
           chunks, s.tp_transpose);
-    wi_spec = ResolveLogicalAxes({"exp", "embed_moe", "mlp_no_fsdp"}, t.rules(), &t.mesh()).spec;
+    wi_spec = ResolveSpec({"exp", "embed_moe", "mlp_no_fsdp"}, t.rules(), &t.mesh());
     m_axes = (*wi_spec)[1];
     const int64_t parts = t.mesh().Size(m_axes) * chunks;
     if (m % parts != 0)

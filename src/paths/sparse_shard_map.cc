@@ -81,7 +81,7 @@ void WarnWrongExperts(const MoeContext& ctx, const PartitionSpec& w0_spec) {
 RoutedShardings GetRoutedMoeShardings(const MoeContext& ctx, bool batch_sharded_by_expert) {
   const MoeSettings& c = ctx.settings();
   auto resolve = [&](const std::optional<LogicalAxes>& axes) {
-    return ResolveLogicalAxes(*axes, ctx.t.rules(), &ctx.t.mesh()).spec;
+    return ResolveSpec(*axes, ctx.t.rules(), &ctx.t.mesh());
   };
   RoutedShardings r;
   r.batch_logical_axis = batch_sharded_by_expert ? "activation_batch" : "decode_batch_moe";

@@ -108,18 +108,18 @@ int Tracer::RecordOp(OpDesc op, std::vector<int> inputs, std::vector<int> output
 
 Value Tracer::Weight(const Out& out, Array value, const LogicalAxes& kernel_axes,
                      const std::string& param) {
-  const Resolution res = ResolveLogicalAxes(kernel_axes, rules_, &mesh_);
+  const PartitionSpec spec = ResolveSpec(kernel_axes, rules_, &mesh_);
   Value v{-1, {std::move(value)}, false};
   v.tensor = Record(out, v.shards, false);
   TensorRecord& t = trace_.tensors[v.tensor];
   t.kind = TensorKind::kWeight;
   t.logical_axes = kernel_axes;
   t.constraint = Constraint::kKernelAxes;
-  t.partition_spec = res.spec;
+  t.partition_spec = spec;
   // A parameter is a jit argument: JAX refuses a sharding that does not divide its dims
   // (MaxText cannot build such a block), where an activation would be padded.
   try {
-    ShardTensor(t.name, t.shape, t.dtype, res.spec, mesh_, Divisibility::kRequire);
+    ShardTensor(t.name, t.shape, t.dtype, spec, mesh_, Divisibility::kRequire);
   } catch (const Error& e) {
     Fail(
         "{} (kernel_axes {}); MaxText cannot build this block: JAX refuses a parameter whose "
@@ -243,7 +243,7 @@ Value Tracer::ShardWithLogical(const Value& x, const std::string& name, const st
     Fail("maybe_shard_with_logical on '{}' in {}: {} logical axes {} for a rank-{} tensor {}", name,
          CurrentScope(), axes.size(), LogicalAxesToString(axes), x.shape().size(),
          ShapeToString(x.shape()));
-  const PartitionSpec spec = ResolveLogicalAxes(axes, rules_, &mesh_).spec;
+  const PartitionSpec spec = ResolveSpec(axes, rules_, &mesh_);
   Dump(dump_variable.value_or(name), x.array(), LogicalAxesToString(axes), spec);
   return Constrain(x, name, dims, axes, spec, Constraint::kShardWithLogical);
 }

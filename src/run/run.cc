@@ -60,7 +60,7 @@ RunResult RunPrepared(const RunRequest& request, RunSetup s) {
   const LogicalAxes arrival =
       LogicalNames({"activation_batch", "activation_norm_length", "activation_embed"});
   SpmdResult spmd = AnalyzeSpmd(
-      s.mesh, run.trace, ResolveLogicalAxes(arrival, s.config.logical_axis_rules(), &s.mesh).spec);
+      s.mesh, run.trace, ResolveSpec(arrival, s.config.logical_axis_rules(), &s.mesh));
   const TraceTotals totals = ComputeTotals(run.trace, spmd);
   std::optional<StepResult> step;
   if (request.step) step = AnalyzeStep(s.mesh, run.trace, spmd, policy);

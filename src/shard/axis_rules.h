@@ -65,5 +65,8 @@ struct Resolution {
 // REQUIRES nothing; throws Error on duplicate logical names. `mesh` may be null: then no
 // removal happens (spec == before_removal).
 Resolution ResolveLogicalAxes(const LogicalAxes& axes, const AxisRules& rules, const Mesh* mesh);
+// ResolveLogicalAxes(...).spec without the records of why: for the callers that resolve every
+// parameter of every config (fit, plan, the tracer).
+PartitionSpec ResolveSpec(const LogicalAxes& axes, const AxisRules& rules, const Mesh* mesh);
 
 }  // namespace shardtrace
