@@ -127,8 +127,9 @@ std::vector<KeyChange> ChangedKeys(const std::map<std::string, std::string>& a,
 std::map<std::string, std::string> ValuesOf(const Config& config) {
   std::map<std::string, std::string> out;
   // logical_axis_rules are compared rule by rule (TraceDiff::axis_rules).
-  for (const auto& [k, v] : config.values())
+  config.ForEachValue([&](const std::string& k, const ConfigValue& v) {
     if (k != "logical_axis_rules") out[k] = v.ToString();
+  });
   std::vector<std::string> quoted;
   for (const std::string& axis : config.mesh_axes()) quoted.push_back("'" + axis + "'");
   out["mesh_axes"] = fmt::format("[{}]", fmt::join(quoted, ", "));

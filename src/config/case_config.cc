@@ -6,6 +6,7 @@
 
 #include "config/base_config_chain.h"
 #include "config/config_files.h"
+#include "config/parsed_yaml_cache.h"
 #include "config/yaml_value.h"
 #include "util/error.h"
 
@@ -23,7 +24,11 @@ bool HasMarkerLine(const std::string& text) {
 
 }  // namespace
 
-bool IsCaseConfig(const std::string& path) {
+bool IsCaseConfig(const std::string& path, ParsedYamlCache* cache) {
+  if (cache) {
+    const std::shared_ptr<const config_internal::FileText> file = cache->File(path);
+    return file && HasMarkerLine(file->text);
+  }
   std::error_code error;
   if (!std::filesystem::is_regular_file(path, error)) return false;
   return HasMarkerLine(config_internal::ReadConfigFile(path).text);

@@ -18,6 +18,8 @@
 
 namespace shardtrace {
 
+class ParsedYamlCache;
+
 inline constexpr std::string_view kCaseMarker =
     "# shardtrace: the keys below are command-line overrides";
 
@@ -28,7 +30,8 @@ struct CaseConfig {
 };
 
 // True when the file at `path` is a readable file holding kCaseMarker as a line of its own.
-bool IsCaseConfig(const std::string& path);
+// `cache`: the file's text read through it (config/parsed_yaml_cache.h).
+bool IsCaseConfig(const std::string& path, ParsedYamlCache* cache = nullptr);
 // The case file's base and overrides; Error naming the file for a YAML or base_config error.
 CaseConfig ReadCaseConfig(const std::string& path);
 

@@ -31,6 +31,7 @@ using config_internal::ConfigFiles;
 using config_internal::FileText;
 using config_internal::LookUp;
 using config_internal::MergeRulesByName;
+using config_internal::LayeredValues;
 using config_internal::ValueMap;
 using config_internal::YamlEntry;
 
@@ -119,7 +120,7 @@ class Resolver {
       loaded_files_.push_back(c + " (command-line overrides)");
     ApplyLayer(overrides);
     LoadCustomMeshAndRule();
-    values_.insert_or_assign(std::string(kRulesKey), rules_);
+    values_.insert_or_assign(std::string(kRulesKey), std::move(rules_));
     config_internal::CheckIntKeys(values_);
     config_internal::CheckDtypeKeys(values_);
     config_internal::ApplyDerivedValues(values_);
@@ -132,7 +133,7 @@ class Resolver {
     config_internal::CheckReleaseMoeKnobs(values_, base_->base_keys);
   }
 
-  ValueMap& values() { return values_; }
+  LayeredValues& values() { return values_; }
   std::vector<std::string>& loaded_files() { return loaded_files_; }
   std::string base_name() const { return base_->base_name; }
   // The keys base.yml itself defines (before the built-in fallbacks): its revision's
@@ -150,7 +151,9 @@ class Resolver {
     if (source_.yaml_cache == nullptr) return ResolveBase(warnings_);
     std::string key = "embedded";
     if (!source_.files.empty()) {
-      key = source_.files[0] + '\0' + config_internal::ReadConfigFile(source_.files[0]).text;
+      const std::shared_ptr<const FileText> file = source_.yaml_cache->File(source_.files[0]);
+      key = source_.files[0] + '\0' +
+            (file ? file->text : config_internal::ReadConfigFile(source_.files[0]).text);
     }
     std::shared_ptr<const ResolvedBase> base = source_.yaml_cache->FindBase(key);
     if (base == nullptr) {
@@ -164,7 +167,7 @@ class Resolver {
   void UseBase(std::shared_ptr<const ResolvedBase> base) {
     base_ = std::move(base);
     files_ = base_->files;
-    values_ = base_->values;
+    values_ = LayeredValues(std::shared_ptr<const ValueMap>(base_, &base_->values));
     rules_ = base_->rules;
     loaded_files_ = base_->loaded_files;
   }
@@ -284,8 +287,11 @@ class Resolver {
     const ConfigValue* flag = FindEntry(layer, "override_logical_axis_rules");
     const bool replace_rules = flag != nullptr && flag->type == ConfigValue::Type::kBool && flag->b;
     const ConfigValue* layer_rules = FindEntry(layer, kRulesKey);
-    const ConfigValue new_rules = layer_rules != nullptr ? *layer_rules : EmptyList();
-    rules_ = replace_rules ? new_rules : MergeRulesByName(rules_, new_rules);
+    // A layer without rules (the overrides, usually) merges nothing: the rules stand as they are.
+    if (layer_rules != nullptr || replace_rules) {
+      const ConfigValue new_rules = layer_rules != nullptr ? *layer_rules : EmptyList();
+      rules_ = replace_rules ? new_rules : MergeRulesByName(rules_, new_rules);
+    }
     for (const YamlEntry& entry : layer.entries) {
       if (entry.key != kRulesKey) values_.insert_or_assign(entry.key, entry.value);
     }
@@ -300,8 +306,11 @@ class Resolver {
       }
       layer.entries.push_back(
           YamlEntry{argument.substr(0, equals),
-                    config_internal::ParseOverrideValue(
-                        std::string_view(argument).substr(equals + 1), argument)});
+                    source_.yaml_cache
+                        ? source_.yaml_cache->OverrideValue(
+                              std::string_view(argument).substr(equals + 1), argument)
+                        : config_internal::ParseOverrideValue(
+                              std::string_view(argument).substr(equals + 1), argument)});
     }
     CheckLayer(layer);
     return layer;
@@ -327,7 +336,8 @@ class Resolver {
 
     // pyconfig looks beside the config it was started with, then one folder up.
     const std::string relative = fmt::format("models/{}.yml", model_name);
-    const std::optional<FileText> file = files_.Find(relative, /*configs_fallback=*/true);
+    const std::optional<FileText> file =
+        files_.Find(relative, /*configs_fallback=*/true, source_.yaml_cache);
     if (!file) {
       const std::vector<std::string> close = config_internal::SuggestKeys(
           model_name, files_.Names("models", /*configs_fallback=*/true));
@@ -402,7 +412,7 @@ class Resolver {
   std::vector<Warning>* warnings_;
   ConfigFiles files_;  // gains the base_config chain's folder as a fallback in LoadBase
   std::shared_ptr<const ResolvedBase> base_;  // the base chain's defaults, types and keys
-  ValueMap values_;
+  LayeredValues values_;
   ConfigValue rules_ = EmptyList();
   std::vector<std::string> loaded_files_;
 };
@@ -421,24 +431,34 @@ Config Config::Load(const ConfigSource& source, std::string_view maxtext_revisio
     Resolver resolver(source, &warnings);
     resolver.Run();
 
-    Config config;
-    config.values_ = std::move(resolver.values());
-    config.loaded_files_ = std::move(resolver.loaded_files());
-    config.revision_ = named ? *named : DetectRevision(resolver.base_keys(), resolver.base_name());
+    auto data = std::make_shared<Data>();
+    data->values = std::make_shared<const LayeredValues>(std::move(resolver.values()));
+    data->loaded_files = std::move(resolver.loaded_files());
+    data->revision = named ? *named : DetectRevision(resolver.base_keys(), resolver.base_name());
     for (const std::string_view key : {"mesh_axes", "data_sharding", "logical_axis_rules"}) {
-      if (!config.Has(key)) Fail("{} defines no {}", resolver.base_name(), key);
+      if (!data->values->contains(key)) Fail("{} defines no {}", resolver.base_name(), key);
     }
-    config.rules_ = config_internal::ToAxisRules(config.Get("logical_axis_rules"));
-    config.mesh_axes_ = config_internal::ToMeshAxes(config.Get("mesh_axes"));
-    config.data_sharding_ = config_internal::ToDataSharding(config.Get("data_sharding"));
-    config.warnings_ = warnings;
+    data->rules = config_internal::ToAxisRules(LookUp(*data->values, "logical_axis_rules"));
+    data->mesh_axes = config_internal::ToMeshAxes(LookUp(*data->values, "mesh_axes"));
+    data->data_sharding = config_internal::ToDataSharding(LookUp(*data->values, "data_sharding"));
+    data->warnings = warnings;
+    Config config;
+    config.data_ = std::move(data);
     return config;
   });
 }
 
-bool Config::Has(std::string_view key) const { return values_.contains(key); }
+bool Config::Has(std::string_view key) const { return data_->values && data_->values->contains(key); }
 
-const ConfigValue& Config::Get(std::string_view key) const { return LookUp(values_, key); }
+const ConfigValue& Config::Get(std::string_view key) const {
+  if (!data_->values) Fail("config has no key '{}'", key);
+  return LookUp(*data_->values, key);
+}
+
+void Config::ForEachValue(
+    const std::function<void(const std::string&, const ConfigValue&)>& visit) const {
+  if (data_->values) data_->values->ForEach(visit);
+}
 
 int64_t Config::Int(std::string_view key) const {
   return config_internal::ValueAsInt(key, Get(key));

@@ -11,7 +11,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +24,10 @@
 #include "util/warnings.h"
 
 namespace shardtrace {
+
+namespace config_internal {
+class LayeredValues;
+}  // namespace config_internal
 
 // One parsed config value. YAML scalars keep their YAML type; lists hold scalars or lists.
 // A few base.yml keys are mappings (`debug: {rl: False}`, `vllm_hf_overrides: {}`): kMap
@@ -72,25 +78,32 @@ class Config {
   std::string Str(std::string_view key) const;
   std::vector<std::string> StrList(std::string_view key) const;
 
-  const AxisRules& logical_axis_rules() const { return rules_; }
-  const std::vector<std::string>& mesh_axes() const { return mesh_axes_; }
-  const std::vector<std::vector<std::string>>& data_sharding() const { return data_sharding_; }
+  const AxisRules& logical_axis_rules() const { return data_->rules; }
+  const std::vector<std::string>& mesh_axes() const { return data_->mesh_axes; }
+  const std::vector<std::vector<std::string>>& data_sharding() const { return data_->data_sharding; }
   // "embedded base.yml (MaxText 313890777)" or the user's path, then the model file if any.
-  const std::vector<std::string>& loaded_files() const { return loaded_files_; }
-  const std::map<std::string, ConfigValue, std::less<>>& values() const { return values_; }
+  const std::vector<std::string>& loaded_files() const { return data_->loaded_files; }
+  // Every key and value, in key order.
+  void ForEachValue(const std::function<void(const std::string&, const ConfigValue&)>& visit) const;
   // The MaxText revision whose moe.py runs this config (config/maxtext_revision.h).
-  const MaxTextRevision& revision() const { return revision_; }
+  const MaxTextRevision& revision() const { return data_->revision; }
   // What loading found legal but suspicious (a repeated key, ...), the source's first.
-  const std::vector<Warning>& warnings() const { return warnings_; }
+  const std::vector<Warning>& warnings() const { return data_->warnings; }
 
  private:
-  std::map<std::string, ConfigValue, std::less<>> values_;
-  AxisRules rules_;
-  std::vector<std::string> mesh_axes_;
-  std::vector<std::vector<std::string>> data_sharding_;
-  std::vector<std::string> loaded_files_;
-  MaxTextRevision revision_;
-  std::vector<Warning> warnings_;
+  // Immutable once loaded and shared by every copy: a run copies its config into each block's
+  // setup and result, and plan runs thousands (copying the few hundred keys was a sixth of its
+  // time).
+  struct Data {
+    std::shared_ptr<const config_internal::LayeredValues> values;
+    AxisRules rules;
+    std::vector<std::string> mesh_axes;
+    std::vector<std::vector<std::string>> data_sharding;
+    std::vector<std::string> loaded_files;
+    MaxTextRevision revision;
+    std::vector<Warning> warnings;
+  };
+  std::shared_ptr<const Data> data_ = std::make_shared<const Data>();
 };
 
 }  // namespace shardtrace

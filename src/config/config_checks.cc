@@ -15,7 +15,7 @@
 namespace shardtrace::config_internal {
 namespace {
 
-int64_t IntOf(const ValueMap& values, std::string_view key) {
+int64_t IntOf(const LayeredValues& values, std::string_view key) {
   return ValueAsInt(key, LookUp(values, key));
 }
 
@@ -26,7 +26,7 @@ constexpr int64_t kMaxEmbChunks = int64_t{1} << 20;
 
 }  // namespace
 
-void CheckIntKeys(const ValueMap& values) {
+void CheckIntKeys(const LayeredValues& values) {
   // Each integer key the tracer divides by, multiplies into a shape or counts with, and the
   // range MaxText gives it meaning in. Checked before the derived values scale the base_*
   // dims, so a zero or negative value names the key the user set, not an op that divides.
@@ -72,7 +72,7 @@ void CheckIntKeys(const ValueMap& values) {
     Fail("num_experts: expected 1 to {} experts, got {}", kMaxExperts, num_experts);
 }
 
-void CheckDtypeKeys(const ValueMap& values) {
+void CheckDtypeKeys(const LayeredValues& values) {
   // MaxText computes activations and keeps weights in a floating dtype; ParseDType
   // (numeric/dtype.h) also knows int32 and bool (npz arrays), which are no model dtype.
   // float8_e4m3fn is a weight storage type (common_types.is_fp8_dtype: kernels dequantized to
@@ -104,7 +104,7 @@ void CheckDtypeKeys(const ValueMap& values) {
            acts->second.list[i].ToString(), acts->second.ToString(), fmt::join(known, ", "));
 }
 
-void CheckFloatKeys(const ValueMap& values) {
+void CheckFloatKeys(const LayeredValues& values) {
   // The float keys shardtrace reads, with the range it can honour: each is later multiplied
   // into a size or cast to float32, so NaN, infinities and absurd magnitudes are refused
   // here, at load, naming the key, rather than wrapping or saturating in a cast.
@@ -132,7 +132,7 @@ void CheckFloatKeys(const ValueMap& values) {
   }
 }
 
-void CheckMoeConstraints(const ValueMap& values) {
+void CheckMoeConstraints(const LayeredValues& values) {
   const int64_t num_experts = IntOf(values, "num_experts");
   const int64_t top_k = IntOf(values, "num_experts_per_tok");
   const std::string decoder_block = ValueAsString("decoder_block", LookUp(values, "decoder_block"));
@@ -228,14 +228,14 @@ namespace {
 
 // The value of `key`, or nullptr where the loaded base.yml does not define it (an older
 // revision's): a check on a key that revision lacks does not apply.
-const ConfigValue* Find(const ValueMap& values, std::string_view key) {
+const ConfigValue* Find(const LayeredValues& values, std::string_view key) {
   const auto it = values.find(key);
   return it == values.end() || it->second.type == ConfigValue::Type::kNull ? nullptr : &it->second;
 }
 
 }  // namespace
 
-void CheckRaggedBufferConstraints(const ValueMap& values, bool base_has_ragged_sort) {
+void CheckRaggedBufferConstraints(const LayeredValues& values, bool base_has_ragged_sort) {
   // main and the release validate ragged_buffer_factor (types.py); the seed, whose base.yml
   // has no use_ragged_sort (shardtrace's fallback defaults do), does not.
   const ConfigValue* ragged_sort = Find(values, "use_ragged_sort");
@@ -253,7 +253,7 @@ void CheckRaggedBufferConstraints(const ValueMap& values, bool base_has_ragged_s
   }
 }
 
-void CheckReleaseMoeKnobs(const ValueMap& values,
+void CheckReleaseMoeKnobs(const LayeredValues& values,
                           const std::set<std::string, std::less<>>& base_keys) {
   // Only keys the loaded base.yml defines: shardtrace's built-in fallbacks are no revision's.
   const auto defined = [&](std::string_view key) {
@@ -336,7 +336,7 @@ void CheckReleaseMoeKnobs(const ValueMap& values,
         "validation refuses it");
 }
 
-void CheckAttentionConstraints(const ValueMap& values) {
+void CheckAttentionConstraints(const LayeredValues& values) {
   const ConfigValue* attention = Find(values, "attention");
   if (attention == nullptr) return;
   const std::string att = ValueAsString("attention", *attention);

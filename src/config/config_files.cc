@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config/embedded_configs.h"
+#include "config/parsed_yaml_cache.h"
 #include "io/input_file.h"
 #include "util/error.h"
 
@@ -40,7 +41,8 @@ FileText ConfigFiles::Base() const {
   return EmbeddedText("base.yml", *text);
 }
 
-std::optional<FileText> ConfigFiles::Find(std::string_view relative, bool configs_fallback) const {
+std::optional<FileText> ConfigFiles::Find(std::string_view relative, bool configs_fallback,
+                                          ParsedYamlCache* cache) const {
   if (embedded_) {
     const std::optional<std::string_view> text = FindEmbeddedConfig(relative);
     if (!text) return std::nullopt;
@@ -50,6 +52,10 @@ std::optional<FileText> ConfigFiles::Find(std::string_view relative, bool config
   if (configs_fallback) places.push_back(base_path_.parent_path().parent_path() / relative);
   if (!fallback_path_.empty()) places.push_back(fallback_path_.parent_path() / relative);
   for (const std::filesystem::path& path : places) {
+    if (cache) {
+      if (const std::shared_ptr<const FileText> file = cache->File(path.string())) return *file;
+      continue;
+    }
     std::error_code error;
     if (std::filesystem::is_regular_file(path, error)) return ReadConfigFile(path);
   }

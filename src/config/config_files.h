@@ -11,6 +11,10 @@
 #include <string_view>
 #include <vector>
 
+namespace shardtrace {
+class ParsedYamlCache;
+}  // namespace shardtrace
+
 namespace shardtrace::config_internal {
 
 struct FileText {
@@ -32,7 +36,9 @@ class ConfigFiles {
   // With `configs_fallback`, a file missing there is also looked up relative to the parent
   // directory, as pyconfig finds a model file when the config it was started with sits in
   // <configs>/models/ and includes base.yml through base_config.
-  std::optional<FileText> Find(std::string_view relative, bool configs_fallback = false) const;
+  // `cache`: the file read through it (config/parsed_yaml_cache.h).
+  std::optional<FileText> Find(std::string_view relative, bool configs_fallback = false,
+                               ParsedYamlCache* cache = nullptr) const;
   // Where Find looked, for "not found" messages.
   std::string Where(std::string_view relative, bool configs_fallback = false) const;
   // The names (without .yml) of the files in `folder` ("models") where Find would look,

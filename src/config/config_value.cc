@@ -280,6 +280,40 @@ const ConfigValue& LookUp(const ValueMap& values, std::string_view key) {
   return it->second;
 }
 
+const ConfigValue& LookUp(const LayeredValues& values, std::string_view key) {
+  const LayeredValues::Entry* entry = values.find(key);
+  if (entry == nullptr) Fail("config has no key '{}'", key);
+  return entry->second;
+}
+
+const LayeredValues::Entry* LayeredValues::find(std::string_view key) const {
+  if (const auto it = own_.find(key); it != own_.end()) return &*it;
+  if (base_) {
+    if (const auto it = base_->find(key); it != base_->end()) return &*it;
+  }
+  return nullptr;
+}
+
+void LayeredValues::ForEach(
+    const std::function<void(const std::string&, const ConfigValue&)>& visit) const {
+  if (!base_) {
+    for (const auto& [key, value] : own_) visit(key, value);
+    return;
+  }
+  auto b = base_->begin();
+  auto o = own_.begin();
+  while (b != base_->end() || o != own_.end()) {
+    if (o == own_.end() || (b != base_->end() && b->first < o->first)) {
+      visit(b->first, b->second);
+      ++b;
+    } else {
+      if (b != base_->end() && b->first == o->first) ++b;  // shadowed
+      visit(o->first, o->second);
+      ++o;
+    }
+  }
+}
+
 int64_t ValueAsInt(std::string_view key, const ConfigValue& value) {
   if (value.type == ConfigValue::Type::kInt) return value.i;
   if (value.type == ConfigValue::Type::kFloat && std::isfinite(value.f) &&

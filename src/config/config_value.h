@@ -6,7 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,8 +28,32 @@ bool PythonTruth(const ConfigValue& value);
 // "an integer", "a float", "a boolean", "a string", "a list", "a mapping", "null".
 std::string_view TypeDescription(ConfigValue::Type type);
 
-// The key -> value map a Config holds (heterogeneous lookup by string_view).
+// A key -> value map (heterogeneous lookup by string_view).
 using ValueMap = std::map<std::string, ConfigValue, std::less<>>;
+
+// The values a Config holds: its own (the model file's, the overrides', the derived ones) over
+// its base.yml chain's, which are shared with every config loaded from the same base and never
+// copied (plan loads thousands of configs over one base.yml of about 700 keys; copying them was
+// a fifth of its time). Looked up like a map: find() gives the entry or end().
+class LayeredValues {
+ public:
+  using Entry = ValueMap::value_type;
+  LayeredValues() = default;
+  explicit LayeredValues(std::shared_ptr<const ValueMap> base) : base_(std::move(base)) {}
+
+  const Entry* find(std::string_view key) const;
+  const Entry* end() const { return nullptr; }
+  bool contains(std::string_view key) const { return find(key) != nullptr; }
+  void insert_or_assign(std::string key, ConfigValue value) {
+    own_.insert_or_assign(std::move(key), std::move(value));
+  }
+  // Every entry in key order, a config's own over the base's.
+  void ForEach(const std::function<void(const std::string&, const ConfigValue&)>& visit) const;
+
+ private:
+  std::shared_ptr<const ValueMap> base_;  // null: none
+  ValueMap own_;
+};
 
 // pyconfig turns every top-level string spelled "none" (any case) into None.
 ConfigValue NoneStringToNull(ConfigValue value);
@@ -43,6 +69,7 @@ ConfigValue CoerceToDefaultType(std::string_view key, const ConfigValue& value,
 
 // Typed reads; each throws Error naming the key when it is missing or of another type.
 const ConfigValue& LookUp(const ValueMap& values, std::string_view key);
+const ConfigValue& LookUp(const LayeredValues& values, std::string_view key);
 int64_t ValueAsInt(std::string_view key, const ConfigValue& value);   // integral floats too
 double ValueAsFloat(std::string_view key, const ConfigValue& value);  // ints too
 bool ValueAsBool(std::string_view key, const ConfigValue& value);

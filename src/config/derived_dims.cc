@@ -16,13 +16,13 @@ ConfigValue IntValue(int64_t i) {
   return value;
 }
 
-int64_t IntOf(const ValueMap& values, std::string_view key) {
+int64_t IntOf(const LayeredValues& values, std::string_view key) {
   return ValueAsInt(key, LookUp(values, key));
 }
 
 // Scales `base_key` into `key` when the base is set; a missing or null base (a trimmed
 // user base.yml, or a key this model does not use) leaves the derived key unset.
-void SetScaled(ValueMap& values, std::string_view key, std::string_view base_key, int scale) {
+void SetScaled(LayeredValues& values, std::string_view key, std::string_view base_key, int scale) {
   const auto it = values.find(base_key);
   if (it == values.end() || it->second.type == ConfigValue::Type::kNull) return;
   const int64_t base = ValueAsInt(base_key, it->second);
@@ -48,13 +48,13 @@ ParameterScales ScalesFor(int64_t global_parameter_scale) {
   return ParameterScales{.emb = q + (r > 1 ? 1 : 0), .mlp = q + (r > 0 ? 1 : 0), .layer = q};
 }
 
-bool IsFullyMoe(const ValueMap& values) {
+bool IsFullyMoe(const LayeredValues& values) {
   return IntOf(values, "interleave_moe_layer_step") == 1 &&
          IntOf(values, "first_num_dense_layers") == 0 &&
          IntOf(values, "inhomogeneous_layer_cycle_interval") == 1;
 }
 
-void ApplyDerivedValues(ValueMap& values) {
+void ApplyDerivedValues(LayeredValues& values) {
   const ParameterScales scales = ScalesFor(IntOf(values, "global_parameter_scale"));
 
   // qwen3_moe configs leave base_mlp_dim at a dense value; pyconfig silently replaces it

@@ -25,9 +25,9 @@ ParameterScales ScalesFor(int64_t global_parameter_scale);
 
 // True when every decoder layer is an MoE layer (no dense prefix, no interleave, no
 // inhomogeneous cycle): the case where MaxText requires base_mlp_dim == base_moe_mlp_dim.
-bool IsFullyMoe(const ValueMap& values);
+bool IsFullyMoe(const LayeredValues& values);
 
 // Writes the derived keys into `values` (as ints, using_pipeline_parallelism as bool).
-void ApplyDerivedValues(ValueMap& values);
+void ApplyDerivedValues(LayeredValues& values);
 
 }  // namespace shardtrace::config_internal

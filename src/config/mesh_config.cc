@@ -30,21 +30,21 @@ std::string ParallelismKey(std::string_view prefix, const std::string& axis) {
 void WarnUnusedParallelism(const Config& config, const std::vector<std::string>& axes,
                            std::vector<Warning>& warnings) {
   constexpr std::string_view kSuffix = "_parallelism";
-  for (const auto& [key, value] : config.values()) {
-    if (value.type != ConfigValue::Type::kInt || value.i <= 1) continue;
+  config.ForEachValue([&](const std::string& key, const ConfigValue& value) {
+    if (value.type != ConfigValue::Type::kInt || value.i <= 1) return;
     const bool ici = key.starts_with("ici_"), dcn = key.starts_with("dcn_");
-    if ((!ici && !dcn) || !key.ends_with(kSuffix) || key.size() <= 4 + kSuffix.size()) continue;
+    if ((!ici && !dcn) || !key.ends_with(kSuffix) || key.size() <= 4 + kSuffix.size()) return;
     bool used = false;
     for (const std::string& axis : axes)
       used = used || ParallelismKey(ici ? "ici" : "dcn", axis) == key;
-    if (used) continue;
+    if (used) return;
     std::string axis = key.substr(4, key.size() - 4 - kSuffix.size());
     if (axis == "pipeline") axis = "stage";  // ParallelismKey's one renamed axis
     AddWarning(warnings, {WarningKind::kUnusedParallelism, key,
                           fmt::format("{}={} has no effect: mesh_axes [{}] has no '{}' axis, "
                                       "and MaxText builds the mesh from mesh_axes only",
                                       key, value.i, fmt::join(axes, ", "), axis)});
-  }
+  });
 }
 
 // A logical rule naming a mesh axis the config's mesh_axes lack: MaxText drops that axis from

@@ -13,10 +13,12 @@
 #include <string_view>
 #include <vector>
 
+#include "config/config_files.h"
 #include "util/warnings.h"
 
 namespace shardtrace {
 
+struct ConfigValue;
 namespace config_internal {
 struct YamlEntry;
 }  // namespace config_internal
@@ -26,6 +28,16 @@ class ParsedYamlCache {
   // config_internal::ParseConfigYaml's result for this file, parsed once.
   std::vector<config_internal::YamlEntry> Parse(std::string_view text, std::string_view display_path,
                                                 std::vector<Warning>* warnings);
+
+  // The config file at `path`, read once (a cache lives for one command, and plan reads the
+  // same base.yml and model file for every config); null when no regular file is there. A read
+  // that fails throws, and is tried again next time.
+  std::shared_ptr<const config_internal::FileText> File(const std::string& path);
+  // Whether `path` is a case config (config/case_config.h's IsCaseConfig), decided once.
+  bool IsCase(const std::string& path);
+  // config_internal::ParseOverrideValue's value of a key=value argument, parsed once (an
+  // override that fails to parse throws each time).
+  ConfigValue OverrideValue(std::string_view text, std::string_view argument);
 
   // The state a base.yml chain resolves to (every key's default and type, the chain merged),
   // which Config::Load starts each config from (config.cc). Keyed by the first file's path
@@ -42,6 +54,9 @@ class ParsedYamlCache {
   std::mutex mutex_;
   std::map<std::string, std::shared_ptr<const Parsed>, std::less<>> parsed_;
   std::map<std::string, std::shared_ptr<const ResolvedBase>, std::less<>> bases_;
+  std::map<std::string, std::shared_ptr<const config_internal::FileText>, std::less<>> files_;
+  std::map<std::string, bool, std::less<>> cases_;
+  std::map<std::string, std::shared_ptr<const ConfigValue>, std::less<>> overrides_;
 };
 
 }  // namespace shardtrace

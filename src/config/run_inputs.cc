@@ -8,7 +8,7 @@
 
 namespace shardtrace {
 
-ConfigSource SplitArgs(const std::vector<std::string>& args) {
+ConfigSource SplitArgs(const std::vector<std::string>& args, ParsedYamlCache* cache) {
   ConfigSource source;
   std::vector<std::string> case_overrides;  // a case file's keys, before the user's overrides
   std::optional<std::string> case_base;
@@ -16,7 +16,7 @@ ConfigSource SplitArgs(const std::vector<std::string>& args) {
     if (arg.rfind(kRevisionArg, 0) == 0) continue;
     if (arg.find('=') != std::string::npos) {
       source.overrides.push_back(arg);
-    } else if (IsCaseConfig(arg)) {
+    } else if (cache ? cache->IsCase(arg) : IsCaseConfig(arg)) {
       CaseConfig c = WarnedBefore(source.warnings, [&] { return ReadCaseConfig(arg); });
       AddWarnings(source.warnings, c.warnings);
       case_overrides.insert(case_overrides.end(), c.overrides.begin(), c.overrides.end());
@@ -56,7 +56,7 @@ std::string RevisionArg(const std::vector<std::string>& args) {
 
 Config LoadRunConfig(const std::vector<std::string>& args, const std::vector<Warning>& earlier,
                      ParsedYamlCache* cache) {
-  ConfigSource source = WarnedBefore(earlier, [&] { return SplitArgs(args); });
+  ConfigSource source = WarnedBefore(earlier, [&] { return SplitArgs(args, cache); });
   source.yaml_cache = cache;
   std::vector<Warning> warnings = earlier;
   AddWarnings(warnings, source.warnings);

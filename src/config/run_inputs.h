@@ -27,8 +27,9 @@ struct RunInputs {
 // command lines pages print.
 inline constexpr std::string_view kRevisionArg = "--maxtext-revision=";
 
-// Files and overrides; a revision argument is neither (RevisionArg reads it).
-ConfigSource SplitArgs(const std::vector<std::string>& args);
+// Files and overrides; a revision argument is neither (RevisionArg reads it). `cache`: files
+// read through it (config/parsed_yaml_cache.h).
+ConfigSource SplitArgs(const std::vector<std::string>& args, ParsedYamlCache* cache = nullptr);
 // The last `--maxtext-revision=NAME` among `args`, or empty.
 std::string RevisionArg(const std::vector<std::string>& args);
 
