@@ -9,9 +9,9 @@
 namespace shardtrace {
 
 int64_t TensorBytes(const Shape& shape, DType dtype) {
-  return CheckedMul(
-      NumElements(shape), ByteSize(dtype),
-      fmt::format("bytes of a {} tensor of shape {}", ToString(dtype), ShapeToString(shape)));
+  return CheckedMul(NumElements(shape), ByteSize(dtype), [&] {
+    return fmt::format("bytes of a {} tensor of shape {}", ToString(dtype), ShapeToString(shape));
+  });
 }
 
 Sharding ShardTensor(const std::string& tensor, const Shape& shape, DType dtype,
@@ -33,15 +33,16 @@ Sharding ShardTensor(const std::string& tensor, const Shape& shape, DType dtype,
     }
     // XLA pads the dim up to the next multiple of its shards. That size is checked before the
     // division: a dim near 2^63 wrapped to a negative local size, reported as that number.
-    const int64_t padded = CheckedAdd(
-        shape[d], (parts - shape[d] % parts) % parts,
-        fmt::format("tensor '{}' dim {} of size {} padded to a multiple of {} = {} devices", tensor,
-                    d, shape[d], PartitionSpec::EntryToString(spec[d]), parts));
+    const int64_t padded = CheckedAdd(shape[d], (parts - shape[d] % parts) % parts, [&] {
+      return fmt::format("tensor '{}' dim {} of size {} padded to a multiple of {} = {} devices",
+                         tensor, d, shape[d], PartitionSpec::EntryToString(spec[d]), parts);
+    });
     s.local_shape[d] = padded / parts;
   }
-  s.bytes_per_device = CheckedMul(NumElements(s.local_shape), ByteSize(dtype),
-                                  fmt::format("tensor '{}' of shape {}: the {} bytes per device",
-                                              tensor, ShapeToString(shape), ToString(dtype)));
+  s.bytes_per_device = CheckedMul(NumElements(s.local_shape), ByteSize(dtype), [&] {
+    return fmt::format("tensor '{}' of shape {}: the {} bytes per device", tensor,
+                       ShapeToString(shape), ToString(dtype));
+  });
   return s;
 }
 
