@@ -64,6 +64,22 @@ std::string CacheKey(const RunRequest& request) {
   return key;
 }
 
+// `policy` as a block sees it: the names it saves or offloads that the block's trace tags
+// (checkpoint_name), which alone decide its step analysis (spmd/step_memory.cc).
+std::string InBlockPolicyKey(const RematPolicy& policy, const Trace& trace) {
+  if (!policy.wrapped) return "unwrapped";
+  std::string key = "wrapped";
+  for (const auto* names : {&policy.saved, &policy.offloaded}) {
+    key += names == &policy.saved ? "\nsaved:" : "\noffloaded:";
+    for (const std::string& n : *names) {
+      const bool tagged = std::any_of(trace.checkpoint_tags.begin(), trace.checkpoint_tags.end(),
+                                      [&](const CheckpointTag& t) { return t.name == n; });
+      if (tagged) key += n + ",";
+    }
+  }
+  return key;
+}
+
 }  // namespace
 
 BlockRuns RunBlocks(const RunRequest& base, const RunSetup& setup, const BlocksNeeded& needed,
@@ -83,11 +99,21 @@ BlockRuns RunBlocks(const RunRequest& base, const RunSetup& setup, const BlocksN
     // The step for this config's own policy, on the shared forward run.
     const RunResult& forward = *shared;
     SHARDTRACE_CHECK(forward.step.has_value());
-    if (forward.step->policy == policy) {
+    const std::string policy_key = InBlockPolicyKey(policy, forward.trace);
+    if (InBlockPolicyKey(forward.step->policy, forward.trace) == policy_key) {
       return FiguresOf(forward, *forward.step, from, tpu);
     }
-    return FiguresOf(forward, AnalyzeStep(forward.setup.mesh, forward.trace, forward.spmd, policy),
-                     from, tpu);
+    if (cache == nullptr) {
+      return FiguresOf(forward, AnalyzeStep(forward.setup.mesh, forward.trace, forward.spmd, policy),
+                       from, tpu);
+    }
+    const std::string step_key = key + "\n" + policy_key;
+    std::shared_ptr<const StepResult> step = cache->FindStep(step_key);
+    if (step == nullptr) {
+      step = cache->StoreStep(step_key, std::make_shared<const StepResult>(AnalyzeStep(
+                                            forward.setup.mesh, forward.trace, forward.spmd, policy)));
+    }
+    return FiguresOf(forward, *step, from, tpu);
   };
   if (needed.moe) out.moe.push_back(run(Block::kMoe, "MoE"));
   if (needed.shared) out.shared.push_back(run(Block::kShared, "shared experts"));
