@@ -12,6 +12,7 @@
 #include "config/remat_policy.h"
 #include "config/run_inputs.h"
 #include "model/block_cache.h"
+#include "plan/batch_search.h"
 #include "util/checked.h"
 #include "util/error.h"
 #include "util/progress.h"
@@ -22,7 +23,18 @@ namespace {
 
 // The ICI axes plan varies by default, and the remat policies.
 constexpr const char* kDefaultAxes[] = {"data", "fsdp", "tensor", "expert"};
-constexpr const char* kDefaultRemat[] = {"full", "minimal", "save_qkv_proj"};
+// Every policy MaxText's get_remat_policy offers without quantization (the release's
+// layers/nnx_decoders.py; config/remat_policy.h models each), cheapest in memory first.
+constexpr const char* kDefaultRemat[] = {"full",
+                                         "save_out_proj",
+                                         "save_qkv_proj",
+                                         "qkv_proj_offloaded",
+                                         "save_dot_except_mlp",
+                                         "save_dot_with_context_except_mlp",
+                                         "save_dot_except_mlpwi",
+                                         "minimal",
+                                         "minimal_with_context",
+                                         "minimal_offloaded"};
 // And the offloading policy MaxText's published MoE recipes run (testdata/published_runs.json):
 // custom, with each layer's input moved to the host.
 constexpr const char* kOffloadRemat[] = {"remat_policy=custom", "decoder_layer_input=offload"};
@@ -195,20 +207,15 @@ PlanResult Plan(const PlanRequest& request) {
   };
   std::vector<Outcome> outcomes(configs.size());
   ThreadPool pool(request.threads);
-  // Without a per_device_batch_size of the user's, a config that does not fit at the user's
-  // (base.yml's) batch is tried at half of it, down to 1, going straight to 1 once even its
-  // state (arguments, gradients, cast weights) is over the HBM; once one fits, the batches between
-  // it and the smallest that did not are bisected, so the config stands at the largest batch
-  // that fits at or below the user's (halving alone goes from 12 to 6, where DeepSeek-V3's
-  // published run on v5p-256 fits at 7).
+  // Without a per_device_batch_size of the user's, each config stands at the largest batch that
+  // fits at or below the user's (base.yml's), found from the bytes each fit reports
+  // (plan/batch_search.h).
   const bool search_batch = !UserSets(source.overrides, "per_device_batch_size") &&
                             !vary.count("per_device_batch_size");
-  const double user_batch = user.Float("per_device_batch_size");
   const auto FitConfig = [&](size_t i, BlockCache& block_cache) {
     Outcome& out = outcomes[i];
     std::vector<std::string> overrides = configs[i];
-    double batch = user_batch;
-    std::optional<double> fits_at, fails_at;  // the largest batch that fits, the smallest that does not
+    BatchSearch search(user.Float("per_device_batch_size"));
     while (true) {
       FitRequest fit_request = probe;
       fit_request.variants = false;
@@ -216,9 +223,9 @@ PlanResult Plan(const PlanRequest& request) {
       fit_request.args = WithOverrides(request.args, overrides);
       try {
         const FitResult fit = Fit(fit_request);
-        // A fitting batch stands once found; a larger one tried later replaces it only if it
-        // fits too.
-        if (fit.fits || !fits_at) {
+        // A fitting batch stands once found; another tried later replaces it only if it fits
+        // too.
+        if (fit.fits || !out.planned.fits) {
           out.ok = true;
           out.model_name = fit.model_name;
           out.revision = fit.revision;
@@ -232,21 +239,11 @@ PlanResult Plan(const PlanRequest& request) {
           p.time = EstimateStepTime(fit);
         }
         if (!search_batch) break;
-        if (fit.fits) {
-          fits_at = batch;
-        } else {
-          fails_at = batch;
-          if (!fits_at && batch <= 1) break;
-          const int64_t floor =
-              fit.memory.argument_size_in_bytes + fit.gradient_bytes + fit.cast_bytes;
-          if (!fits_at && floor >= fit.target.hbm_bytes) {
-            // No batch fits (the state alone is over the HBM): batch 1 is the smallest miss,
-            // which the nearest configs that do not fit are ranked by.
-            batch = 1;
-            overrides = WithOverrides(configs[i], {"per_device_batch_size=1"});
-            continue;
-          }
-        }
+        const BatchProbe probe_result{
+            fit.fits, fit.target.hbm_bytes - fit.headroom_bytes,
+            fit.memory.argument_size_in_bytes + fit.gradient_bytes + fit.cast_bytes,
+            fit.target.hbm_bytes};
+        if (!search.Record(probe_result)) break;
       } catch (const Error& e) {
         // A batch MaxText refuses (one the data axes do not divide): the last batch that ran
         // stands.
@@ -256,14 +253,8 @@ PlanResult Plan(const PlanRequest& request) {
         }
         break;
       }
-      if (!fails_at) break;  // the user's batch fits
-      if (!fits_at) {
-        batch = std::max(1.0, std::floor(batch / 2));
-      } else {
-        batch = std::floor((*fits_at + *fails_at) / 2);
-        if (batch <= *fits_at) break;
-      }
-      overrides = WithOverrides(configs[i], {fmt::format("per_device_batch_size={}", batch)});
+      overrides =
+          WithOverrides(configs[i], {fmt::format("per_device_batch_size={}", search.batch())});
     }
   };
   // Configs that differ only in their remat policy share their blocks' forward runs
@@ -312,9 +303,12 @@ PlanResult Plan(const PlanRequest& request) {
   });
   result.assumptions = {StepTimeAssumptions(),
                         "space: every factorization of the slice's devices over the ICI axes "
-                        "data, fsdp, tensor, expert (those not fixed) x remat_policy full, "
-                        "minimal, save_qkv_proj and custom with decoder_layer_input offloaded "
-                        "(unless fixed) x each --vary; without a "
+                        "data, fsdp, tensor, expert (those not fixed) x remat_policy over MaxText's "
+                        "policies (full, save_out_proj, save_qkv_proj, qkv_proj_offloaded, "
+                        "save_dot_except_mlp, save_dot_with_context_except_mlp, "
+                        "save_dot_except_mlpwi, minimal, minimal_with_context, minimal_offloaded) "
+                        "and custom with decoder_layer_input offloaded (unless fixed) x each "
+                        "--vary; without a "
                         "per_device_batch_size of yours, one that does not fit at base.yml's is "
                         "halved until it fits or reaches 1, then bisected up to the largest "
                         "that fits"};

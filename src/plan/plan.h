@@ -2,8 +2,8 @@
 // whole_step.h) and its step time estimated (plan/step_time.h), ranked. The search space is
 // every factorization of the slice's devices over the ICI axes (data, fsdp, tensor, expert by
 // default; an axis the user fixes with its ici_*_parallelism key is not varied) times the
-// remat policies (full, minimal, save_qkv_proj, unless remat_policy is fixed) times each
-// `--vary KEY=v1,v2,...`. A config MaxText would refuse, or shardtrace cannot shard, is kept as
+// remat policies (MaxText's ten and an offloading custom one, unless remat_policy is fixed)
+// times each `--vary KEY=v1,v2,...`. A config MaxText would refuse, or shardtrace cannot shard, is kept as
 // excluded with its one-line reason. Every config is evaluated in this process, over all
 // cores; a space larger than the budget is refused before any work.
 #pragma once
