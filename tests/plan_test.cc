@@ -6,6 +6,7 @@
 #include <set>
 #include <string>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include <fmt/format.h>
@@ -38,11 +39,12 @@ TEST_CASE("plan's verdict for every config it lists is fit's", "[plan]") {
   REQUIRE(r.status == 0);
   const json plan = json::parse(r.out);
   // 16 devices over data, fsdp, tensor, expert (35 meshes) x 11 remat policies (MaxText's ten
-  // without quantization, and custom with decoder_layer_input offloaded).
-  CHECK(plan.at("evaluated") == 385);
+  // without quantization, and custom with decoder_layer_input offloaded) x sparse_matmul true
+  // and false.
+  CHECK(plan.at("evaluated") == 770);
   CHECK(plan.at("fitting").get<int>() + plan.at("not_fitting").get<int>() +
             static_cast<int>(plan.at("excluded").size()) ==
-        385);
+        770);
   // expert=16 does not divide mixtral's 8 experts: excluded, with the reason.
   CHECK(!plan.at("excluded").empty());
   REQUIRE(!plan.at("configs").empty());
@@ -59,12 +61,13 @@ TEST_CASE("plan's verdict for every config it lists is fit's", "[plan]") {
   // The configs of one mesh share their blocks' forward runs and the step analyses of policies
   // a block cannot tell apart (model/block_cache.h), where fit runs each afresh: the sample
   // holds all eleven policies.
-  std::set<std::string> policies;
+  std::set<std::string> policies, matmuls;
   for (size_t i = 0; i < sample.size(); i += 7) {
     const json& c = sample[i];
     std::vector<std::string> overrides = c.at("overrides").get<std::vector<std::string>>();
     for (const std::string& o : overrides) {
       if (o.rfind("remat_policy=", 0) == 0) policies.insert(o);
+      if (o.rfind("sparse_matmul=", 0) == 0) matmuls.insert(o);
     }
     INFO("config " << fmt::format("{}", fmt::join(overrides, " ")));
     const CommandResult f = RunShardtrace(Args(Args({"fit"}, Mixtral()), Args(overrides, {"--format", "json"})));
@@ -76,6 +79,7 @@ TEST_CASE("plan's verdict for every config it lists is fit's", "[plan]") {
     CHECK(fit.at("mesh") == c.at("mesh"));
   }
   CHECK(policies.size() == 11);
+  CHECK(matmuls.size() == 2);
   // Every excluded config carries the one-line error fit gives for it.
   for (const json& e : plan.at("excluded")) {
     const std::vector<std::string> overrides = e.at("overrides").get<std::vector<std::string>>();
@@ -96,7 +100,8 @@ TEST_CASE("plan lists configs that fit for the published DeepSeek-V3 setting", "
   REQUIRE(r.status == 0);
   const json plan = json::parse(r.out);
   CHECK(plan.at("devices") == 128);
-  CHECK(plan.at("evaluated") == 120);  // 128 over 4 axes: C(10, 3) meshes
+  // 128 over 4 axes: C(10, 3) meshes, x sparse_matmul true and false.
+  CHECK(plan.at("evaluated") == 240);
   REQUIRE(plan.at("fitting").get<int>() > 0);
   for (const json& c : plan.at("configs")) CHECK(c.at("fits") == true);
 }
@@ -111,7 +116,12 @@ TEST_CASE("plan calls every published MaxText MoE run a fit, and the fitted runs
   for (const json& run : runs) {
     const std::string id = run.at("id").get<std::string>();
     INFO("run " << id);
-    const std::vector<std::string> args = run.at("args").get<std::vector<std::string>>();
+    std::vector<std::string> args = run.at("args").get<std::vector<std::string>>();
+    // A run that does not set sparse_matmul ran base.yml's (true); plan would try both.
+    if (std::none_of(args.begin(), args.end(),
+                     [](const std::string& a) { return a.rfind("sparse_matmul=", 0) == 0; })) {
+      args.push_back("sparse_matmul=true");
+    }
     const CommandResult r = RunShardtrace(Args(
         Args({"plan", SourcePath("testdata/maxtext-moe-models/configs/base.yml"),
               "compile_topology_num_slices=1"},

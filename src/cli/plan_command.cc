@@ -21,7 +21,7 @@ struct PlanOptions {
   CommonOptions common;
   std::vector<std::string> vary;  // KEY=v1,v2,...
   int top = 10;
-  int64_t max_configs = 2000;
+  int64_t max_configs = kDefaultMaxConfigs;
   std::string hardware;
   bool quiet = false;
 };
@@ -49,7 +49,7 @@ std::string CommandLine(const PlanOptions& options) {
   words.insert(words.end(), options.common.args.begin(), options.common.args.end());
   for (const std::string& v : options.vary) words.push_back("--vary " + v);
   if (options.top != 10) words.push_back(fmt::format("--top {}", options.top));
-  if (options.max_configs != 5000) {
+  if (options.max_configs != kDefaultMaxConfigs) {
     words.push_back(fmt::format("--max-configs {}", options.max_configs));
   }
   if (!options.hardware.empty()) words.push_back("--hardware " + options.hardware);
@@ -90,7 +90,8 @@ Command AddPlanCommand(CLI::App& app) {
                   "KEY=v1,v2,...: also try these values of a key (repeatable)");
   cmd->add_option("--top", options->top, "how many fitting configs to list (default 10)");
   cmd->add_option("--max-configs", options->max_configs,
-                  "refuse a search space larger than this (default 2000, about 45 s on 2 cores)");
+                  fmt::format("refuse a search space larger than this (default {})",
+                              kDefaultMaxConfigs));
   AddHardware(cmd, options->hardware);
   cmd->add_flag("--quiet", options->quiet, "no progress line on stderr");
   cmd->footer(

@@ -154,6 +154,13 @@ PlanResult Plan(const PlanRequest& request) {
     }
     dimensions.push_back(std::move(remat));
   }
+  // The MoE layer's implementation, for a model with experts: the sparse path (ragged_dot or
+  // megablox, tokens sorted by expert) against the dense one (every expert's einsum over
+  // dispatched tokens), unless set.
+  if (user.Has("sparse_matmul") && user.Has("num_experts") && user.Int("num_experts") > 1 &&
+      !vary.count("sparse_matmul") && !UserSets(source.overrides, "sparse_matmul")) {
+    dimensions.push_back({{"sparse_matmul=true"}, {"sparse_matmul=false"}});
+  }
 
   // The whole space, counted before anything runs.
   std::vector<std::vector<std::string>> candidates = {{}};
@@ -307,11 +314,14 @@ PlanResult Plan(const PlanRequest& request) {
                         "policies (full, save_out_proj, save_qkv_proj, qkv_proj_offloaded, "
                         "save_dot_except_mlp, save_dot_with_context_except_mlp, "
                         "save_dot_except_mlpwi, minimal, minimal_with_context, minimal_offloaded) "
-                        "and custom with decoder_layer_input offloaded (unless fixed) x each "
-                        "--vary; without a "
-                        "per_device_batch_size of yours, one that does not fit at base.yml's is "
-                        "halved until it fits or reaches 1, then bisected up to the largest "
-                        "that fits"};
+                        "and custom with decoder_layer_input offloaded (unless fixed) x "
+                        "sparse_matmul true and false (a model with experts, unless fixed) x each "
+                        "--vary; without a per_device_batch_size of yours, the largest that fits "
+                        "at or below base.yml's, searched from the bytes each fit reports; left "
+                        "out unless given with --vary: DCN axes other than the slices' data "
+                        "parallelism, fsdp_transpose, tensor_sequence, context, sequence, "
+                        "capacity_factor, use_ring_of_experts, shard_exp_on_fsdp, "
+                        "moe_fsdp_use_two_stage_all_gather, megablox"};
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }

@@ -3,7 +3,8 @@
 // every factorization of the slice's devices over the ICI axes (data, fsdp, tensor, expert by
 // default; an axis the user fixes with its ici_*_parallelism key is not varied) times the
 // remat policies (MaxText's ten and an offloading custom one, unless remat_policy is fixed)
-// times each `--vary KEY=v1,v2,...`. A config MaxText would refuse, or shardtrace cannot shard, is kept as
+// times sparse_matmul true and false for a model with experts (unless fixed) times each
+// `--vary KEY=v1,v2,...`. A config MaxText would refuse, or shardtrace cannot shard, is kept as
 // excluded with its one-line reason. Every config is evaluated in this process, over all
 // cores; a space larger than the budget is refused before any work.
 #pragma once
@@ -20,12 +21,15 @@ namespace shardtrace {
 
 class Progress;
 
+// The largest space plan searches unless told otherwise (--max-configs): a few seconds here.
+inline constexpr int64_t kDefaultMaxConfigs = 5000;
+
 struct PlanRequest {
   std::vector<std::string> args;  // MaxText's argv: config files, fixed key=value
   std::vector<std::pair<std::string, std::vector<std::string>>> vary;  // --vary KEY=v1,v2
   int top = 10;
   int threads = 0;  // 0: all cores
-  int64_t max_configs = 2000;  // refused above this many (--max-configs): about 45 s here
+  int64_t max_configs = kDefaultMaxConfigs;  // refused above this many (--max-configs)
   HardwareFile hardware;  // --hardware FILE (empty: the embedded chip table)
   Progress* progress = nullptr;
 };
