@@ -139,7 +139,7 @@ plan_row() {  # label, then plan's arguments
   configs=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["evaluated"])' "$OUT/plan.json")
   echo "| plan $label ($configs configs) | $plan_s | $plan_mb | $(awk -v s="$plan_s" -v n="$configs" 'BEGIN{printf "%.0f", n/s}') configs per second; one TPU compile of DeepSeek-V3 (4 layers, v5p-256): $ds3_compile_s s ($(awk -v a="$ds3_compile_s" -v b="$plan_s" 'BEGIN{printf "%.0f", a/b}')x the whole sweep) |"
 }
-plan_row "DeepSeek-V3 on v5p-256, sequence 8192, bf16, sgd (the batch searched: up to 6 fits a config)" \
+plan_row "DeepSeek-V3 on v5p-256, sequence 8192, bf16, sgd (the batch searched from each fit's bytes: 2.2 fits a config)" \
   model_name=deepseek3-671b compile_topology=v5p-256 compile_topology_num_slices=1 max_target_length=8192 weight_dtype=bfloat16 opt_type=sgd
 plan_row "DeepSeek-V3 on v5p-256, sequence 8192 (f32 AdamW: fits nowhere)" \
   model_name=deepseek3-671b compile_topology=v5p-256 compile_topology_num_slices=1 max_target_length=8192

@@ -14,16 +14,9 @@
 
 namespace shardtrace {
 
-// a * b, or Error "<what>: <a> x <b> overflows a 64-bit integer".
-inline int64_t CheckedMul(int64_t a, int64_t b, std::string_view what) {
-  int64_t out = 0;
-  if (__builtin_mul_overflow(a, b, &out))
-    Fail("{}: {} x {} does not fit a 64-bit integer", what, a, b);
-  return out;
-}
-
-// The same with the name built only on overflow, for hot paths (plan shards every tensor of
-// thousands of configs; formatting each name up front was a tenth of its time).
+// a * b, or Error "<what>: <a> x <b> does not fit a 64-bit integer". `what` is the name, or a
+// callable that builds it, called only on overflow: hot paths (plan shards every tensor of
+// thousands of configs) would spend a tenth of their time formatting names up front.
 template <typename Describe>
   requires std::invocable<const Describe&>
 inline int64_t CheckedMul(int64_t a, int64_t b, const Describe& what) {
@@ -31,6 +24,11 @@ inline int64_t CheckedMul(int64_t a, int64_t b, const Describe& what) {
   if (__builtin_mul_overflow(a, b, &out)) Fail("{}: {} x {} does not fit a 64-bit integer", what(), a, b);
   return out;
 }
+inline int64_t CheckedMul(int64_t a, int64_t b, std::string_view what) {
+  return CheckedMul(a, b, [what] { return what; });
+}
+
+// a + b, or Error naming `what` (a name, or a callable as above).
 template <typename Describe>
   requires std::invocable<const Describe&>
 inline int64_t CheckedAdd(int64_t a, int64_t b, const Describe& what) {
@@ -38,13 +36,8 @@ inline int64_t CheckedAdd(int64_t a, int64_t b, const Describe& what) {
   if (__builtin_add_overflow(a, b, &out)) Fail("{}: {} + {} does not fit a 64-bit integer", what(), a, b);
   return out;
 }
-
-// a + b, or Error naming `what`.
 inline int64_t CheckedAdd(int64_t a, int64_t b, std::string_view what) {
-  int64_t out = 0;
-  if (__builtin_add_overflow(a, b, &out))
-    Fail("{}: {} + {} does not fit a 64-bit integer", what, a, b);
-  return out;
+  return CheckedAdd(a, b, [what] { return what; });
 }
 
 // `v` truncated toward zero as static_cast would, after checking that it is finite and within
