@@ -1,0 +1,443 @@
+#include "spmd/tpu_collectives.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "ir/collective_kind.h"
+#include "numeric/dtype.h"
+#include "shard/sharding.h"
+
+namespace shardtrace {
+
+std::string ToString(TpuRule rule) {
+  switch (rule) {
+    case TpuRule::kAsModelled:
+      return "as modelled";
+    case TpuRule::kUnfusedMinorDim:
+      return "unfused minor dim";
+    case TpuRule::kUnfusedWholeTorus:
+      return "unfused over the whole torus";
+    case TpuRule::kWindowedEinsum:
+      return "windowed einsum";
+    case TpuRule::kSmallAllGatherAsAllReduce:
+      return "small all-gather as all-reduce";
+    case TpuRule::kShardedTopK:
+      return "sharded top_k";
+    case TpuRule::kBfloat16MatmulOperand:
+      return "bfloat16 matmul operand";
+    case TpuRule::kNotRecomputed:
+      return "not recomputed";
+    case TpuRule::kBfloat16Propagation:
+      return "bfloat16 propagation";
+    case TpuRule::kScatterAddReduceScatter:
+      return "scatter-add reduce-scatter";
+  }
+  return "?";
+}
+
+namespace {
+
+// The measured thresholds (libtpu 0.0.51; the fixtures below each rule).
+//
+// tpu-all-reduce-scatter-fusion turns an all-reduce whose only user dynamic-slices the device's
+// share into a reduce-scatter. Read before that pass (XLA_FLAGS=--xla_dump_hlo_pass_re=.*), it
+// fused every all-reduce sliced on a major dim, and on the layout's minor dim only where the
+// share there is at least 512 bytes: bf16 shares of 256 elements (tpu_sparse_fsdp2_ep2's wo
+// [4,1024,256], tpu_mlp_fsdp2_tp2's wo [512,256], the [4,512,256] input gradients under
+// tensor=2) and f32 shares of 128 (tpu_sparse_fsdp4_f32's wo [8,1024,128] and router [128,8])
+// fused; bf16 shares of 128 did not (wo on fsdp=4 in tpu_sparse_fsdp4, tpu_mlp_fsdp4,
+// tpu_dense_*fsdp4*, tpu_sparse_fsdp4_tp2; the router kernel [512,E]{0,1} sliced on emb
+// wherever emb is sharded 4 ways). One 128-lane row of 32-bit words.
+constexpr int64_t kMinMinorShareBytes = 512;
+// TPU's layout assignment keeps a dim under one lane row (128) out of the minor position when
+// the dim before it fills one: the router kernel's gradient bf16[512,8] is laid out {0,1}
+// (emb minor), the dense scatter-add's bf16[8,512,8] {1,2,0}.
+constexpr int64_t kLaneWidth = 128;
+// all_gather_decomposer (Phase 2, before layout assignment) rewrote moe.py's all_gathers of
+// int32 group sizes (s32[16] 64 B, s32[64] 256 B: tpu_sparse_ep4, tpu_sparse_fsdp2_ep2,
+// tpu_sparse_fsdp2_ep4) as all-reduces of zero-padded buffers; the smallest all-gather it kept
+// is the router kernel's bf16[512,8] (8 KiB). The threshold lies between; 256 B is measured.
+constexpr int64_t kSmallAllGatherBytes = 256;
+// GSPMD's windowed einsum on v5p-16: an einsum operand all-gathered over a group of 8 and its
+// gradient's reduce-scatter are loops of collective-permutes of one device's share, 5 of them
+// (4 unrolled, one in the loop body), bidirectional around the ring (source-target pairs
+// {i,i+1} and {i,i-1}): tpu_mlp_fsdp8 (15 for three weights, forward and backward),
+// tpu_sparse_fsdp8 and tpu_sparse_fsdp2_ep4 (the router kernel), tpu_dense_fsdp2_ep4. Groups of
+// 4 (v5p-8) and of 2 on v5p-16 keep their all-gathers. Larger groups were not measured.
+constexpr int64_t kWindowedGroup = 8;
+constexpr int kWindowedPermutes = 5;
+
+std::string Hlo(CollectiveKind kind) { return HloName(kind); }
+
+// Letters of `of` kept in the order of `in`.
+std::string InOrder(const std::string& in, const std::string& of) {
+  std::string out;
+  for (const char c : in)
+    if (of.find(c) != std::string::npos) out += c;
+  return out;
+}
+
+// The dims of a weight gradient's block as TPU lays it out, major to minor. A shard_map psum
+// (written) and every other cotangent keep the value's own order. An einsum operand's gradient
+// is JAX's transposed dot_general(cotangent, other operand): [batch letters, the operand's
+// letters that reach the output (in the output's order), its contracted letters (in the other
+// operand's order)], then transposed to the operand's order; XLA folds that transpose into the
+// dot (operands swapped) where it only swaps the two free blocks. So dense_matmul's wi_0
+// (BSM,EMH->BSEH) is all-reduced as [E,H,M] (tpu_dense_fsdp4: bf16[8,1024,512]{2,1,0}), dense
+// dropping's wi_0 (EBCM,EMH->EBCH, E batch) as [E,M,H] (tpu_dense_drop_fsdp4: fused), every wo
+// as [E,H,M], the MLP's 2-D kernels in their own order (tpu_mlp_fsdp4).
+std::vector<size_t> LayoutOrder(const Trace& trace, const StepCollective& c) {
+  const size_t rank = c.local_before.size();
+  std::vector<size_t> order(rank);
+  for (size_t i = 0; i < rank; ++i) order[i] = i;
+  if (c.written || c.forward_op < 0) return order;
+  const OpRecord& op = trace.ops[static_cast<size_t>(c.forward_op)];
+  if (op.kind != OpKind::kEinsum || !op.einsum || op.inputs.size() != 2) return order;
+  const ParsedEinsum& e = *op.einsum;
+  const Shape& shape = trace.tensors[static_cast<size_t>(c.tensor)].shape;
+  int k = -1;
+  for (int i = 0; i < 2; ++i)
+    if (op.inputs[static_cast<size_t>(i)] == c.tensor ||
+        (k < 0 && trace.tensors[static_cast<size_t>(op.inputs[static_cast<size_t>(i)])].shape == shape))
+      k = i;
+  if (k < 0) return order;
+  const std::string& x = e.operands[static_cast<size_t>(k)];
+  const std::string& y = e.operands[static_cast<size_t>(1 - k)];
+  if (x.size() != rank) return order;
+  const std::string batch = InOrder(x, e.batch);
+  std::string cot_free, act_free;
+  for (const char l : e.output)
+    if (x.find(l) != std::string::npos && batch.find(l) == std::string::npos) cot_free += l;
+  for (const char l : y)
+    if (x.find(l) != std::string::npos && e.output.find(l) == std::string::npos) act_free += l;
+  const std::string dot = batch + cot_free + act_free;
+  if (dot.size() != rank || x == batch + act_free + cot_free) return order;
+  for (size_t i = 0; i < rank; ++i) order[i] = x.find(dot[i]);
+  return order;
+}
+
+// The dim TPU's layout puts minor in the block `c` reduces.
+size_t MinorDim(const Trace& trace, const StepCollective& c) {
+  std::vector<size_t> order = LayoutOrder(trace, c);
+  const size_t rank = order.size();
+  if (rank >= 2 && c.local_before[order[rank - 1]] < kLaneWidth &&
+      c.local_before[order[rank - 2]] >= kLaneWidth)
+    std::swap(order[rank - 1], order[rank - 2]);
+  return order[rank - 1];
+}
+
+// The bytes of the device's share on the layout's minor dim where the reduce-scatter slices
+// that dim; 0 where it slices only major dims.
+int64_t MinorShareBytes(const Trace& trace, const StepCollective& c) {
+  const size_t rank = c.local_before.size();
+  if (rank == 0 || c.local_after.size() != rank) return 0;
+  const size_t minor = MinorDim(trace, c);
+  if (c.local_before[minor] == c.local_after[minor]) return 0;
+  return c.local_after[minor] * ByteSize(c.dtype);
+}
+
+// Whether TPU's all-reduce-scatter fusion refuses this reduce-scatter.
+bool UnfusedMinorDim(const Trace& trace, const StepCollective& c) {
+  const int64_t share = MinorShareBytes(trace, c);
+  return share > 0 && share < kMinMinorShareBytes;
+}
+
+// Whether every reader of `tensor` (through reshapes, sharding constraints and checkpoint names,
+// which only relabel it) casts it to a 16-bit float.
+bool ReadOnlyAs16Bit(const Trace& trace, int tensor) {
+  bool any = false;
+  for (const OpRecord& op : trace.ops) {
+    if (std::find(op.inputs.begin(), op.inputs.end(), tensor) == op.inputs.end()) continue;
+    if (op.outputs.size() != 1) return false;
+    const int out = op.outputs.front();
+    if (op.kind == OpKind::kReshape || op.kind == OpKind::kShardingConstraint ||
+        op.kind == OpKind::kCheckpointName) {
+      if (!ReadOnlyAs16Bit(trace, out)) return false;
+    } else if (op.kind != OpKind::kAstype ||
+               ByteSize(trace.tensors[static_cast<size_t>(out)].dtype) != 2 ||
+               !IsFloating(trace.tensors[static_cast<size_t>(out)].dtype)) {
+      return false;
+    }
+    any = true;
+  }
+  return any;
+}
+
+void Windowed(std::vector<TpuCollective>& out, TpuCollective base, int64_t share_bytes,
+              const std::string& why) {
+  base.op = "collective-permute";
+  base.group = 2;
+  base.result_bytes = share_bytes;
+  base.rule = TpuRule::kWindowedEinsum;
+  base.reason = why;
+  for (int i = 0; i < kWindowedPermutes; ++i) out.push_back(base);
+}
+
+class Lowering {
+ public:
+  Lowering(const Mesh& mesh, const Trace& trace, const SpmdResult& spmd,
+           const TpuLoweringOptions& options)
+      : mesh_(mesh), trace_(trace), spmd_(spmd), options_(options) {}
+
+  // moe.py's collective of forward op `op`, as TPU writes it; false: TPU does not.
+  bool Written(const OpRecord& op, TpuCollective base, std::vector<TpuCollective>& out,
+               bool recompute) const {
+    const CollectiveRecord& w = *op.collective;
+    const int64_t n = mesh_.Size(w.axes);
+    const int64_t bytes = spmd_.tensor(op.outputs.at(0)).bytes_per_device;
+    TpuCollective t = base;
+    t.op = Hlo(w.kind);
+    t.group = n;
+    t.result_bytes = bytes;
+    if (w.kind == CollectiveKind::kAllGather && bytes <= kSmallAllGatherBytes) {
+      if (recompute) return false;
+      t.op = "all-reduce";
+      t.rule = TpuRule::kSmallAllGatherAsAllReduce;
+      t.reason = fmt::format(
+          "all_gather of {} B: TPU's all-gather decomposer writes an all-reduce of the same "
+          "bytes (a zero-padded buffer)",
+          bytes);
+    }
+    out.push_back(std::move(t));
+    return true;
+  }
+
+  // GSPMD's collective `f` at forward op `op`, as TPU writes it; false: TPU does not.
+  bool Implied(const OpRecord& op, const ImpliedCollective& f, TpuCollective base,
+               std::vector<TpuCollective>& out) const {
+    int64_t bytes = TensorBytes(f.local_after, f.dtype);
+    TpuCollective t = base;
+    t.op = Hlo(f.kind);
+    t.group = f.participants;
+    t.result_bytes = bytes;
+    if (f.kind == CollectiveKind::kPsum && f.dtype == DType::kFloat32 &&
+        ReadOnlyAs16Bit(trace_, f.tensor)) {
+      // BFloat16Propagation (multi_output_fusion_and_bf16_folding): an all-reduce whose result
+      // is only cast to bfloat16 reduces in bfloat16. dense_matmul's float32 weight_sum partial
+      // sums over expert, cast to the output dtype: bf16[8,512,512] in tpu_dense_ep4 and
+      // tpu_dense_fsdp2_ep4, bf16[4,512,512] in tpu_dense_fsdp2_ep2.
+      t.result_bytes = bytes / 2;
+      t.rule = TpuRule::kBfloat16Propagation;
+      t.reason =
+          "float32 partial sums read only as bfloat16: TPU's bfloat16 propagation reduces them in "
+          "bfloat16";
+    }
+    if (f.kind != CollectiveKind::kAllGather) {
+      out.push_back(std::move(t));
+      return true;
+    }
+    if (op.kind == OpKind::kTopK) return false;
+    if (f.reason != "einsum operand") {
+      out.push_back(std::move(t));
+      return true;
+    }
+    if (f.dtype == DType::kFloat32 && options_.default_matmul_precision &&
+        !trace_.tensors[static_cast<size_t>(f.tensor)].in_shard_map) {
+      bytes /= 2;
+      t.result_bytes = bytes;
+      t.rule = TpuRule::kBfloat16MatmulOperand;
+      t.reason =
+          "float32 einsum operand at matmul_precision=default: the MXU reads it as bfloat16 and "
+          "TPU gathers the rounded copy";
+    }
+    if (f.participants == kWindowedGroup) {
+      Windowed(out, t, bytes / f.participants,
+               fmt::format("einsum operand gathered over {} devices: GSPMD's windowed einsum, {} "
+                           "collective-permutes of one device's share",
+                           f.participants, kWindowedPermutes));
+      return true;
+    }
+    out.push_back(std::move(t));
+    return true;
+  }
+
+  const ImpliedCollective* FindImplied(const StepCollective& c) const {
+    for (const ImpliedCollective& f : spmd_.implied_at(c.forward_op))
+      if (f.tensor == c.tensor && f.kind == c.kind) return &f;
+    return nullptr;
+  }
+
+  void Backward(const StepCollective& c, TpuCollective base, TpuStepCollectives& out) const {
+    const OpRecord& op = trace_.ops[static_cast<size_t>(c.forward_op)];
+    if (c.recompute) {
+      bool kept = true;
+      std::vector<TpuCollective> lowered;
+      if (c.written && op.collective) {
+        kept = Written(op, base, lowered, true);
+        if (!kept) base.rule = TpuRule::kNotRecomputed;
+      } else if (const ImpliedCollective* f = FindImplied(c);
+                 f != nullptr && f->reason.find("scatter updates") != std::string::npos) {
+        // In the step (jvp) TPU partitions the routing weights' scatter as a scatter-add of each
+        // device's updates into the whole [B,S,E], reduce-scattered into the batch sharding
+        // (the compiled step's forward: reduce-scatter.fusion of jvp()/scatter-add,
+        // bf16 16384 B in every tpu_dense_*fsdp4* step), where the forward compiled alone
+        // gathers the updates; remat's re-run is the step's (tpu_dense_fsdp4_remat_full, _minimal).
+        TpuCollective t = base;
+        t.op = "reduce-scatter";
+        t.group = f->participants;
+        t.result_bytes = spmd_.tensor(op.outputs.at(0)).bytes_per_device;
+        t.rule = TpuRule::kScatterAddReduceScatter;
+        t.reason =
+            "the step partitions the scatter as a scatter-add of local updates, reduce-scattered";
+        lowered.push_back(std::move(t));
+      } else if (const ImpliedCollective* f = FindImplied(c)) {
+        kept = Implied(op, *f, base, lowered);
+        if (!kept) base.rule = TpuRule::kShardedTopK;
+      } else {
+        lowered.push_back(ModelKey(c, base));
+      }
+      if (!kept) {
+        base.op = Hlo(c.kind);
+        base.group = c.participants;
+        base.result_bytes = ModelKey(c, base).result_bytes;
+        base.reason = base.rule == TpuRule::kNotRecomputed
+                          ? "remat's re-run reads the forward's tiny integer all_gather"
+                          : "top_k runs on the batch-sharded logits: nothing gathered";
+        out.dropped.push_back(std::move(base));
+        return;
+      }
+      for (TpuCollective& t : lowered) {
+        t.recompute = true;
+        out.backward.push_back(std::move(t));
+      }
+      return;
+    }
+    if (c.kind == CollectiveKind::kPsumScatter && c.participants == kWindowedGroup) {
+      if (c.written) {
+        TpuCollective t = base;
+        t.op = "all-reduce";
+        t.group = c.participants;
+        t.result_bytes = TensorBytes(c.local_before, c.dtype);
+        t.rule = TpuRule::kUnfusedWholeTorus;
+        // tpu_sparse_fsdp8: the three shard_map psums over fsdp=8 are one combined all-reduce
+        // of the whole kernels, each sliced after (the fusion pass changed nothing).
+        t.reason =
+            "psum sliced back over all 8 devices of v5p-16: TPU does not fuse it into a "
+            "reduce-scatter; all-reduced whole, then sliced";
+        out.backward.push_back(std::move(t));
+        return;
+      }
+      if (op.kind == OpKind::kEinsum) {
+        Windowed(out.backward, base, TensorBytes(c.local_after, c.dtype),
+                 fmt::format("gradient of an einsum operand reduce-scattered over {} devices: "
+                             "GSPMD's windowed einsum, {} collective-permutes of the share",
+                             c.participants, kWindowedPermutes));
+        return;
+      }
+    }
+    if (c.kind == CollectiveKind::kPsumScatter && UnfusedMinorDim(trace_, c)) {
+      TpuCollective t = base;
+      t.op = "all-reduce";
+      t.group = c.participants;
+      t.result_bytes = TensorBytes(c.local_before, c.dtype);
+      t.rule = TpuRule::kUnfusedMinorDim;
+      t.reason = fmt::format(
+          "{}-byte share of the layout's minor dim (under {} B): TPU's all-reduce-scatter fusion "
+          "refuses it; all-reduced whole, then sliced",
+          MinorShareBytes(trace_, c), kMinMinorShareBytes);
+      out.backward.push_back(std::move(t));
+      return;
+    }
+    out.backward.push_back(ModelKey(c, base));
+  }
+
+ private:
+  // The step model's collective as TPU runs it when no rule rewrites it: its own dtype (the
+  // XLA:CPU result scaled back from float32), a reduce-scatter's result the device's share.
+  // An entry that rides in XLA:CPU's all-reduce before it (xla_cpu_op "-") is its own op on TPU.
+  static TpuCollective ModelKey(const StepCollective& c, TpuCollective base) {
+    int64_t bytes =
+        c.xla_cpu_result_bytes * ByteSize(c.dtype) / ByteSize(XlaCpuCollectiveDType(c.dtype));
+    if (c.kind == CollectiveKind::kPsumScatter && c.xla_cpu_op == "all-reduce")
+      bytes /= c.participants;
+    if (c.xla_cpu_op == "-") bytes = TensorBytes(c.local_after, c.dtype);
+    base.op = Hlo(c.kind);
+    base.group = c.participants;
+    base.result_bytes = bytes;
+    return base;
+  }
+
+  const Mesh& mesh_;
+  const Trace& trace_;
+  const SpmdResult& spmd_;
+  const TpuLoweringOptions& options_;
+};
+
+// TPU's all-reduce combiner runs after the all-reduce-scatter fusion and sends the all-reduces
+// that stayed whole over one group as one tuple all-reduce: tpu_dense_fsdp4's four gradients
+// (router and three kernels, 25174016 B), tpu_sparse_fsdp4's router and wo, tpu_sparse_fsdp8's
+// three kernels, and moe.py's two decomposed all_gathers (tpu_sparse_ep4: s32[64] and s32[16]).
+void Combine(std::vector<TpuCollective>& list) {
+  std::map<std::pair<int64_t, bool>, int> first;
+  for (size_t i = 0; i < list.size(); ++i) {
+    TpuCollective& t = list[i];
+    if (t.op != "all-reduce" || t.rule == TpuRule::kAsModelled) continue;
+    const auto [it, added] = first.emplace(std::make_pair(t.group, t.recompute), static_cast<int>(i));
+    t.combined_group = it->second;
+    if (!added) list[static_cast<size_t>(it->second)].combined_group = it->second;
+  }
+  // A group of one is no combination.
+  std::map<int, int> members;
+  for (const TpuCollective& t : list)
+    if (t.combined_group >= 0) ++members[t.combined_group];
+  for (TpuCollective& t : list)
+    if (t.combined_group >= 0 && members[t.combined_group] < 2) t.combined_group = -1;
+}
+
+}  // namespace
+
+std::vector<ModelForwardCollective> ModelForwardCollectives(const Mesh& mesh, const Trace& trace,
+                                                            const SpmdResult& spmd) {
+  std::vector<ModelForwardCollective> out;
+  for (const OpRecord& op : trace.ops) {
+    if (op.collective && op.collective->origin == CollectiveOrigin::kWritten &&
+        mesh.Size(op.collective->axes) > 1)
+      out.push_back({op.id, true, nullptr});
+    for (const ImpliedCollective& c : spmd.implied_at(op.id))
+      if (c.kind != CollectiveKind::kSlice && c.participants > 1)
+        out.push_back({op.id, false, &c});
+  }
+  return out;
+}
+
+TpuStepCollectives LowerForTpu(const Mesh& mesh, const Trace& trace, const SpmdResult& spmd,
+                               const StepResult* step, const TpuLoweringOptions& options) {
+  const Lowering lowering(mesh, trace, spmd, options);
+  TpuStepCollectives out;
+  const std::vector<ModelForwardCollective> forward = ModelForwardCollectives(mesh, trace, spmd);
+  for (size_t i = 0; i < forward.size(); ++i) {
+    const ModelForwardCollective& m = forward[i];
+    const OpRecord& op = trace.ops[static_cast<size_t>(m.op)];
+    TpuCollective base;
+    base.source = static_cast<int>(i);
+    base.tensor = m.written ? (op.inputs.empty() ? -1 : op.inputs.front()) : m.implied->tensor;
+    const bool kept = m.written ? lowering.Written(op, base, out.forward, false)
+                                : lowering.Implied(op, *m.implied, base, out.forward);
+    if (!kept) {
+      base.op = HloName(m.written ? op.collective->kind : m.implied->kind);
+      base.group = m.implied ? m.implied->participants : mesh.Size(op.collective->axes);
+      base.result_bytes = m.implied ? TensorBytes(m.implied->local_after, m.implied->dtype) : 0;
+      base.rule = TpuRule::kShardedTopK;
+      base.reason = "top_k runs on the batch-sharded logits: nothing gathered";
+      out.dropped.push_back(std::move(base));
+    }
+  }
+  Combine(out.forward);
+  if (step == nullptr) return out;
+  for (size_t i = 0; i < step->backward.size(); ++i) {
+    const StepCollective& c = step->backward[i];
+    if (c.participants <= 1) continue;
+    TpuCollective base;
+    base.source = static_cast<int>(i);
+    base.tensor = c.tensor;
+    base.argument = c.argument;
+    lowering.Backward(c, base, out);
+  }
+  Combine(out.backward);
+  return out;
+}
+
+}  // namespace shardtrace
