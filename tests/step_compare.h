@@ -123,16 +123,13 @@ inline std::multiset<std::string> ModelBackward(const StepResult& step, const nl
 }
 
 // The model's forward and backward collectives as TPU's compiler writes them: the product's
-// lowering (LowerForTpu), keyed like the compiled ones. A parameter gathered for a backward
+// lowering (RunResult::tpu_step, LowerForTpu), keyed like the compiled ones. A parameter gathered for a backward
 // einsum counts as one of the compiled step's argument reshards when it has one.
 struct TpuModelKeys {
   std::multiset<std::string> forward, backward;
 };
 inline TpuModelKeys TpuModel(const RunResult& run, const nlohmann::json& compiled) {
-  TpuLoweringOptions options;
-  options.default_matmul_precision = run.setup.config.Str("matmul_precision") == "default";
-  const TpuStepCollectives lowered =
-      LowerForTpu(run.setup.mesh, run.trace, run.spmd, run.step ? &*run.step : nullptr, options);
+  const TpuStepCollectives& lowered = run.tpu_step.value();
   TpuModelKeys out;
   for (const TpuCollective& t : lowered.forward) out.forward.insert(Key(t.op, t.group, t.result_bytes));
   std::multiset<std::string> arguments = ArgumentReshards(compiled, Compiler::kTpu);

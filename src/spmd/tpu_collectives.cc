@@ -296,6 +296,7 @@ class Lowering {
         base.reason = base.rule == TpuRule::kNotRecomputed
                           ? "remat's re-run reads the forward's tiny integer all_gather"
                           : "top_k runs on the batch-sharded logits: nothing gathered";
+        base.recompute = true;
         out.dropped.push_back(std::move(base));
         return;
       }
