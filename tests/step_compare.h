@@ -32,7 +32,8 @@ enum class Compiler { kXlaCpu, kTpu };
 // The HLO op of a record: XLA:CPU's from its instruction name ("all-reduce.3" -> "all-reduce");
 // TPU's from its op field (a TPU instruction may be named after the JAX op, "psum.36").
 inline std::string HloOp(const nlohmann::json& c, Compiler compiler) {
-  std::string name = compiler == Compiler::kTpu ? c["op"].get<std::string>() : c["name"].get<std::string>();
+  std::string name =
+      compiler == Compiler::kTpu ? c["op"].get<std::string>() : c["name"].get<std::string>();
   name = name.substr(0, name.find('.'));
   std::replace(name.begin(), name.end(), '_', '-');
   return name;
@@ -93,7 +94,8 @@ inline std::multiset<std::string> ArgumentReshards(const nlohmann::json& step, C
   std::multiset<std::string> out;
   for (const nlohmann::json& c : step["collectives"])
     if (c["pass"] == "forward" && c.value("argument_reshard", false))
-      out.insert(Key(HloOp(c, compiler), c["group_size"].get<int64_t>(), c["result_bytes"].get<int64_t>()));
+      out.insert(Key(HloOp(c, compiler), c["group_size"].get<int64_t>(),
+                     c["result_bytes"].get<int64_t>()));
   return out;
 }
 
@@ -108,7 +110,8 @@ inline std::string ModelKey(const StepCollective& c) {
 // backward einsum (StepCollective::argument) counts as one of the compiler's argument reshards
 // when it has one. An entry whose xla_cpu_op is "-" rides in the all-reduce before it (one XLA
 // op for both).
-inline std::multiset<std::string> ModelBackward(const StepResult& step, const nlohmann::json& compiled) {
+inline std::multiset<std::string> ModelBackward(const StepResult& step,
+                                                const nlohmann::json& compiled) {
   std::multiset<std::string> out, arguments = ArgumentReshards(compiled, Compiler::kXlaCpu);
   for (const StepCollective& c : step.backward) {
     if (c.xla_cpu_op == "-" || c.participants == 1) continue;
@@ -123,15 +126,16 @@ inline std::multiset<std::string> ModelBackward(const StepResult& step, const nl
 }
 
 // The model's forward and backward collectives as TPU's compiler writes them: the product's
-// lowering (RunResult::tpu_step, LowerForTpu), keyed like the compiled ones. A parameter gathered for a backward
-// einsum counts as one of the compiled step's argument reshards when it has one.
+// lowering (RunResult::tpu_step, LowerForTpu), keyed like the compiled ones. A parameter gathered
+// for a backward einsum counts as one of the compiled step's argument reshards when it has one.
 struct TpuModelKeys {
   std::multiset<std::string> forward, backward;
 };
 inline TpuModelKeys TpuModel(const RunResult& run, const nlohmann::json& compiled) {
   const TpuStepCollectives& lowered = run.tpu_step.value();
   TpuModelKeys out;
-  for (const TpuCollective& t : lowered.forward) out.forward.insert(Key(t.op, t.group, t.result_bytes));
+  for (const TpuCollective& t : lowered.forward)
+    out.forward.insert(Key(t.op, t.group, t.result_bytes));
   std::multiset<std::string> arguments = ArgumentReshards(compiled, Compiler::kTpu);
   for (const TpuCollective& t : lowered.backward) {
     const std::string key = Key(t.op, t.group, t.result_bytes);
@@ -144,7 +148,8 @@ inline TpuModelKeys TpuModel(const RunResult& run, const nlohmann::json& compile
   return out;
 }
 
-inline std::vector<std::string> Minus(const std::multiset<std::string>& a, const std::multiset<std::string>& b) {
+inline std::vector<std::string> Minus(const std::multiset<std::string>& a,
+                                      const std::multiset<std::string>& b) {
   std::vector<std::string> out;
   std::set_difference(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));
   return out;
@@ -173,7 +178,8 @@ inline std::vector<StepFixture> LoadStepFixtures(const std::string& relative_dir
     nlohmann::json step = nlohmann::json::parse(testing::ReadFile(dir / "step.json"));
     const Block block = step["block"] == "mlp" ? Block::kMlp : Block::kMoe;
     const std::optional<int64_t> devices =
-        devices_from_fixture ? std::optional<int64_t>(step["devices"].get<int64_t>()) : std::nullopt;
+        devices_from_fixture ? std::optional<int64_t>(step["devices"].get<int64_t>())
+                             : std::nullopt;
     RunRequest request = SymbolicRequest({(dir / "config.yml").string()}, devices, block);
     // A case compiled without jax.checkpoint around the block keeps every residual.
     if (step["remat"].is_null()) request.args.push_back("remat_policy=none");

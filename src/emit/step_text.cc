@@ -90,8 +90,7 @@ std::string TpuSection(const Trace& trace, const TpuStepCollectives& tpu) {
 
 }  // namespace
 
-std::string StepToText(const Trace& trace, const StepResult& step,
-                       const TpuStepCollectives* tpu) {
+std::string StepToText(const Trace& trace, const StepResult& step, const TpuStepCollectives* tpu) {
   std::string out = "\nbackward pass (training step; docs/step.md)\n";
   TextTable collectives(
       {"op", "origin", "axes", "participants", "moves", "scope", "sent/device", "why"});

@@ -19,7 +19,6 @@ namespace shardtrace {
 // RunResult::tpu_step), "tpu_collectives" holds the forward's and the step's collectives as
 // TPU's compiler writes them (spmd/tpu_collectives.h): each with its rule and reason.
 std::string TraceToJson(const Trace& trace, const SpmdResult& spmd,
-                        const StepResult* step = nullptr,
-                        const TpuStepCollectives* tpu = nullptr);
+                        const StepResult* step = nullptr, const TpuStepCollectives* tpu = nullptr);
 
 }  // namespace shardtrace

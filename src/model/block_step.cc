@@ -4,6 +4,7 @@
 
 #include "run/run.h"
 #include "spmd/step_model.h"
+#include "spmd/tpu_collectives.h"
 #include "util/error.h"
 
 namespace shardtrace::model_internal {
@@ -15,7 +16,8 @@ namespace {
 int64_t WholeWeightGradientsAtPeak(const RunResult& run, const StepResult& step) {
   int64_t bytes = 0;
   for (const StepBuffer& b : step.memory.at_peak) {
-    if (b.cotangent && run.trace.tensors[static_cast<size_t>(b.tensor)].kind == TensorKind::kWeight) {
+    if (b.cotangent &&
+        run.trace.tensors[static_cast<size_t>(b.tensor)].kind == TensorKind::kWeight) {
       bytes += b.bytes;
     }
   }
@@ -34,9 +36,9 @@ BlockFigures FiguresOf(const RunResult& run, const StepResult& step, const std::
   f.offloaded_bytes = step.memory.offloaded_bytes;
   f.backward_peak_bytes = step.memory.peak_temporary_bytes();
   if (tpu) {
-    f.backward_peak_bytes = std::max(step.memory.forward_temporary_bytes,
-                                     step.memory.backward_temporary_bytes -
-                                         WholeWeightGradientsAtPeak(run, step));
+    f.backward_peak_bytes =
+        std::max(step.memory.forward_temporary_bytes,
+                 step.memory.backward_temporary_bytes - WholeWeightGradientsAtPeak(run, step));
   }
   f.backward_peak_where = fmt::format("{} block backward (spmd/step_memory.h)", from);
   for (const CollectiveTotal& t : run.totals.collectives) {
@@ -82,12 +84,24 @@ BlockRuns RunBlocks(const RunRequest& base, const RunSetup& setup, const BlocksN
     }
     // The step for this config's own policy, on the shared forward run.
     const RunResult& forward = *shared;
-    SHARDTRACE_CHECK(forward.step.has_value());
-    if (forward.step->policy == policy) {
-      return FiguresOf(forward, *forward.step, from, tpu);
+    SHARDTRACE_CHECK(forward.step.has_value() && forward.tpu_step.has_value());
+    const bool own = forward.step->policy == policy;
+    const StepResult step =
+        own ? *forward.step : AnalyzeStep(forward.setup.mesh, forward.trace, forward.spmd, policy);
+    if (tpu) {
+      // The collectives table counts GSPMD's plan; say what TPU's compiler writes otherwise.
+      TpuLoweringOptions options;
+      options.default_matmul_precision = setup.config.Str("matmul_precision") == "default";
+      const std::string rewritten = RewriteSummary(
+          own ? *forward.tpu_step
+              : LowerForTpu(forward.setup.mesh, forward.trace, forward.spmd, &step, options));
+      if (!rewritten.empty())
+        out.notes.push_back(fmt::format(
+            "{} block: TPU's compiler writes some collectives otherwise than the table's plan "
+            "({}; spmd/tpu_collectives.h, listed by `trace --step`)",
+            from, rewritten));
     }
-    return FiguresOf(forward, AnalyzeStep(forward.setup.mesh, forward.trace, forward.spmd, policy),
-                     from, tpu);
+    return FiguresOf(forward, step, from, tpu);
   };
   if (needed.moe) out.moe.push_back(run(Block::kMoe, "MoE"));
   if (needed.shared) out.shared.push_back(run(Block::kShared, "shared experts"));

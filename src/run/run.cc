@@ -71,9 +71,8 @@ RunResult RunPrepared(const RunRequest& request, RunSetup s) {
     tpu.default_matmul_precision = s.config.Str("matmul_precision") == "default";
     tpu_step = LowerForTpu(s.mesh, run.trace, spmd, &*step, tpu);
   }
-  return {std::move(s),   std::move(run.trace), std::move(spmd),
-          std::move(run.captures), totals,      std::move(step),
-          std::move(run.gradients), std::move(tpu_step)};
+  return {std::move(s), std::move(run.trace), std::move(spmd),          std::move(run.captures),
+          totals,       std::move(step),      std::move(run.gradients), std::move(tpu_step)};
 }
 
 }  // namespace

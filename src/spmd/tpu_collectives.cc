@@ -101,7 +101,8 @@ std::vector<size_t> LayoutOrder(const Trace& trace, const StepCollective& c) {
   int k = -1;
   for (int i = 0; i < 2; ++i)
     if (op.inputs[static_cast<size_t>(i)] == c.tensor ||
-        (k < 0 && trace.tensors[static_cast<size_t>(op.inputs[static_cast<size_t>(i)])].shape == shape))
+        (k < 0 &&
+         trace.tensors[static_cast<size_t>(op.inputs[static_cast<size_t>(i)])].shape == shape))
       k = i;
   if (k < 0) return order;
   const std::string& x = e.operands[static_cast<size_t>(k)];
@@ -376,7 +377,8 @@ void Combine(std::vector<TpuCollective>& list) {
   for (size_t i = 0; i < list.size(); ++i) {
     TpuCollective& t = list[i];
     if (t.op != "all-reduce" || t.rule == TpuRule::kAsModelled) continue;
-    const auto [it, added] = first.emplace(std::make_pair(t.group, t.recompute), static_cast<int>(i));
+    const auto [it, added] =
+        first.emplace(std::make_pair(t.group, t.recompute), static_cast<int>(i));
     t.combined_group = it->second;
     if (!added) list[static_cast<size_t>(it->second)].combined_group = it->second;
   }
@@ -390,6 +392,17 @@ void Combine(std::vector<TpuCollective>& list) {
 
 }  // namespace
 
+std::string RewriteSummary(const TpuStepCollectives& tpu) {
+  std::map<TpuRule, int> count;
+  for (const std::vector<TpuCollective>* list : {&tpu.forward, &tpu.backward, &tpu.dropped})
+    for (const TpuCollective& c : *list)
+      if (c.rule != TpuRule::kAsModelled) ++count[c.rule];
+  std::string out;
+  for (const auto& [rule, n] : count)
+    out += fmt::format("{}{} {}", out.empty() ? "" : ", ", n, ToString(rule));
+  return out;
+}
+
 std::vector<ModelForwardCollective> ModelForwardCollectives(const Mesh& mesh, const Trace& trace,
                                                             const SpmdResult& spmd) {
   std::vector<ModelForwardCollective> out;
@@ -398,8 +411,7 @@ std::vector<ModelForwardCollective> ModelForwardCollectives(const Mesh& mesh, co
         mesh.Size(op.collective->axes) > 1)
       out.push_back({op.id, true, nullptr});
     for (const ImpliedCollective& c : spmd.implied_at(op.id))
-      if (c.kind != CollectiveKind::kSlice && c.participants > 1)
-        out.push_back({op.id, false, &c});
+      if (c.kind != CollectiveKind::kSlice && c.participants > 1) out.push_back({op.id, false, &c});
   }
   return out;
 }

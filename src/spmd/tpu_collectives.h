@@ -86,6 +86,10 @@ struct TpuLoweringOptions {
 std::vector<ModelForwardCollective> ModelForwardCollectives(const Mesh& mesh, const Trace& trace,
                                                             const SpmdResult& spmd);
 
+// What TPU rewrites, in one line: "2 unfused minor dim, 1 sharded top_k" (counts of the
+// forward's and backward's collectives by rule, in TpuRule order); empty when nothing.
+std::string RewriteSummary(const TpuStepCollectives& tpu);
+
 // REQUIRES `spmd` is AnalyzeSpmd(mesh, trace, ...); `step` is AnalyzeStep of the same, or null
 // for the forward alone.
 TpuStepCollectives LowerForTpu(const Mesh& mesh, const Trace& trace, const SpmdResult& spmd,
