@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "emit/step_text.h"
 #include "run/run.h"
 #include "shard/sharding.h"
 #include "step_compare.h"
@@ -32,7 +33,9 @@ using step_compare::Minus;
 
 using TpuCase = step_compare::StepFixture;
 
-std::vector<TpuCase> TpuCases() { return step_compare::LoadStepFixtures("testdata/maxtext-tpu/blocks", true); }
+std::vector<TpuCase> TpuCases() {
+  return step_compare::LoadStepFixtures("testdata/maxtext-tpu/blocks", true);
+}
 
 // Compares one pass; returns whether it is exact and records a difference in `found`.
 bool ComparePass(const std::string& name, const std::multiset<std::string>& model,
@@ -66,8 +69,9 @@ TEST_CASE(
   nlohmann::json found = {{"backward", nlohmann::json::object()},
                           {"forward", nlohmann::json::object()}};
   int total = 0, backward_exact = 0, forward_exact = 0, both_exact = 0;
-  std::string table = "| case | remat | backward (TPU) | exact | forward (TPU) | exact | compile s |\n"
-                      "|---|---|---|---|---|---|---|\n";
+  std::string table =
+      "| case | remat | backward (TPU) | exact | forward (TPU) | exact | compile s |\n"
+      "|---|---|---|---|---|---|---|\n";
   for (const TpuCase& c : TpuCases()) {
     INFO("case " << c.name);
     REQUIRE(c.run.step.has_value());
@@ -78,10 +82,10 @@ TEST_CASE(
     const std::multiset<std::string> tpu_forward =
         step_compare::Compiled(c.step["forward_collectives"], "forward", Compiler::kTpu);
     const step_compare::TpuModelKeys model = step_compare::TpuModel(c.run, c.step);
-    const bool b = ComparePass(c.name, model.backward, tpu_backward, expected["backward"],
-                               found["backward"]);
-    const bool f = ComparePass(c.name, model.forward, tpu_forward, expected["forward"],
-                               found["forward"]);
+    const bool b =
+        ComparePass(c.name, model.backward, tpu_backward, expected["backward"], found["backward"]);
+    const bool f =
+        ComparePass(c.name, model.forward, tpu_forward, expected["forward"], found["forward"]);
     backward_exact += b;
     forward_exact += f;
     both_exact += b && f;
@@ -104,10 +108,23 @@ TEST_CASE(
     }
   if (std::getenv("SHARDTRACE_PRINT_TPU_TABLE"))
     std::cout << "TPU blocks: backward exact on " << backward_exact << " of " << total
-              << ", forward exact on " << forward_exact << " of " << total << ", both on " << both_exact
-              << " of " << total << "\n"
+              << ", forward exact on " << forward_exact << " of " << total << ", both on "
+              << both_exact << " of " << total << "\n"
               << found.dump(1) << "\n"
               << table;
+}
+
+TEST_CASE("trace --step prints the TPU-compiled view of a block's collectives",
+          "[tpu][step][golden-text]") {
+  // A dense step under remat (combined unfused gradients, sharded top_k, the step's
+  // scatter-add) and a sparse one on v5p-16 (windowed einsums, decomposed all_gathers).
+  for (const TpuCase& c : TpuCases()) {
+    if (c.name != "tpu_dense_fsdp4_remat_full" && c.name != "tpu_sparse_fsdp2_ep4") continue;
+    INFO("case " << c.name);
+    REQUIRE(c.run.tpu_step.has_value());
+    testing::CompareWithGolden("expected/step_" + c.name + ".txt",
+                               StepToText(c.run.trace, *c.run.step, &*c.run.tpu_step));
+  }
 }
 
 }  // namespace shardtrace
