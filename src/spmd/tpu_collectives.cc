@@ -34,6 +34,10 @@ std::string ToString(TpuRule rule) {
       return "bfloat16 propagation";
     case TpuRule::kScatterAddReduceScatter:
       return "scatter-add reduce-scatter";
+    case TpuRule::kReassociated:
+      return "reassociated";
+    case TpuRule::kScatterTransposeAllReduce:
+      return "scatter transpose all-reduce";
   }
   return "?";
 }
@@ -390,6 +394,89 @@ void Combine(std::vector<TpuCollective>& list) {
     if (t.combined_group >= 0 && members[t.combined_group] < 2) t.combined_group = -1;
 }
 
+// What becomes of a backward collective before the per-collective rules: kept (kAsModelled),
+// folded into an earlier one (`into`), or replaced by one all-reduce (`group`, `result_bytes`).
+struct BackwardMerge {
+  TpuRule rule = TpuRule::kAsModelled;
+  int into = -1;
+  int64_t group = 1;
+  int64_t result_bytes = 0;
+  std::string reason;
+};
+
+std::vector<BackwardMerge> MergesOf(const Trace& trace,
+                                    const std::vector<StepCollective>& backward) {
+  std::vector<BackwardMerge> out(backward.size());
+  // XLA's reduce-scatter / all-reduce reassociation: the partial sums of one gradient from
+  // several VJPs, reduced into the same sharding, are added first and reduced once. The block
+  // input's gradient from wi_0's and wi_1's VJPs: one reduce-scatter over tensor in
+  // tpu_mlp_fsdp2_tp2 and tpu_dense_fsdp2_tp2 ([4,512,256]), over expert in tpu_dense_ep4,
+  // where the model reduces each VJP's partial sums.
+  std::map<std::string, int> first;
+  for (size_t i = 0; i < backward.size(); ++i) {
+    const StepCollective& c = backward[i];
+    if (c.written || c.recompute || c.participants <= 1 ||
+        (c.kind != CollectiveKind::kPsumScatter && c.kind != CollectiveKind::kPsum))
+      continue;
+    const std::string key = fmt::format("{} {} {} {} {} {}", c.tensor, static_cast<int>(c.kind),
+                                        fmt::join(c.axes, ","), fmt::join(c.local_before, ","),
+                                        fmt::join(c.local_after, ","), ToString(c.dtype));
+    const auto [it, added] = first.emplace(key, static_cast<int>(i));
+    if (added) continue;
+    out[i].rule = TpuRule::kReassociated;
+    out[i].into = it->second;
+    out[i].reason =
+        "partial sums of the same gradient from another VJP: TPU adds them before the one "
+        "reduction (reassociation)";
+  }
+  // The scatter's transpose (a gather of the routing weights' [B,S,E] cotangent at the top-k
+  // slots): where that cotangent is sharded on the scattered dim (E), GSPMD gathers each
+  // device's slots locally (zeros for the others) and all-reduces the updates-shaped [B,S,K]
+  // result over every axis the model gathers on, instead of all-gathering [B,S,E]:
+  // tpu_dense_ep4 (bf16[8,512,2] over expert), tpu_dense_fsdp2_ep4 (bf16[16,512,2] over fsdp x
+  // expert). Sharded only on the batch (tpu_dense_fsdp4), the cotangent is all-gathered.
+  std::map<int, std::vector<size_t>> by_scatter;
+  for (size_t i = 0; i < backward.size(); ++i) {
+    const StepCollective& c = backward[i];
+    if (c.written || c.recompute || c.participants <= 1 || c.kind != CollectiveKind::kAllGather ||
+        c.forward_op < 0)
+      continue;
+    const OpRecord& op = trace.ops[static_cast<size_t>(c.forward_op)];
+    if (op.kind == OpKind::kScatterSet && op.inputs.size() >= 3 && c.tensor == op.outputs.front())
+      by_scatter[c.forward_op].push_back(i);
+  }
+  for (const auto& [op_id, members] : by_scatter) {
+    const OpRecord& op = trace.ops[static_cast<size_t>(op_id)];
+    const int updates = op.inputs[2];
+    const Shape& u = trace.tensors[static_cast<size_t>(updates)].shape;
+    const Shape& o = trace.tensors[static_cast<size_t>(op.outputs.front())].shape;
+    if (u.size() != o.size()) continue;
+    bool on_scattered_dim = false;
+    int64_t group = 1;
+    for (const size_t i : members) {
+      const StepCollective& c = backward[i];
+      group *= c.participants;
+      for (size_t d = 0; d < c.local_before.size() && d < u.size(); ++d)
+        on_scattered_dim |= c.local_before[d] != c.local_after[d] && u[d] != o[d];
+    }
+    if (!on_scattered_dim) continue;
+    const StepCollective& head = backward[members.front()];
+    for (const size_t i : members) {
+      out[i].rule = TpuRule::kScatterTransposeAllReduce;
+      out[i].reason = fmt::format(
+          "the scatter's transpose reads the cotangent sharded on the scattered dim: each device "
+          "gathers its slots, and the {}-shaped result is all-reduced",
+          trace.tensors[static_cast<size_t>(updates)].name);
+      if (i != members.front()) out[i].into = static_cast<int>(members.front());
+    }
+    out[members.front()].group = group;
+    // The forward gathered the updates whole for the replicated scatter (ScatterCotangent's
+    // precondition), so its transpose's result is the whole updates array.
+    out[members.front()].result_bytes = TensorBytes(u, head.dtype);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string RewriteSummary(const TpuStepCollectives& tpu) {
@@ -440,14 +527,36 @@ TpuStepCollectives LowerForTpu(const Mesh& mesh, const Trace& trace, const SpmdR
   }
   Combine(out.forward);
   if (step == nullptr) return out;
+  const std::vector<BackwardMerge> merges = MergesOf(trace, step->backward);
   for (size_t i = 0; i < step->backward.size(); ++i) {
     const StepCollective& c = step->backward[i];
     if (c.participants <= 1) continue;
     TpuCollective base;
     base.source = static_cast<int>(i);
     base.tensor = c.tensor;
-    base.argument = c.argument;
-    lowering.Backward(c, base, out);
+    // A parameter gathered whole for a VJP is resharded where it enters the step, as on
+    // XLA:CPU; the block output's cotangent is not: TPU gathers it in the backward
+    // (tpu_mlp_fsdp2_tp2: all-gather.10, op_name transpose(jvp())/convert_element_type).
+    base.argument = c.argument && c.tensor >= 0 &&
+                    trace.tensors[static_cast<size_t>(c.tensor)].kind == TensorKind::kWeight;
+    const BackwardMerge& m = merges[i];
+    if (m.rule == TpuRule::kAsModelled) {
+      lowering.Backward(c, base, out);
+      continue;
+    }
+    base.rule = m.rule;
+    base.reason = m.reason;
+    if (m.into >= 0) {  // folded into an earlier collective
+      base.op = HloName(c.kind);
+      base.group = c.participants;
+      base.result_bytes = TensorBytes(c.local_after, c.dtype);
+      out.dropped.push_back(std::move(base));
+      continue;
+    }
+    base.op = "all-reduce";
+    base.group = m.group;
+    base.result_bytes = m.result_bytes;
+    out.backward.push_back(std::move(base));
   }
   Combine(out.backward);
   return out;

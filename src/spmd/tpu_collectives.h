@@ -48,6 +48,11 @@ enum class TpuRule {
   // Remat's re-run of the routing weights' scatter inside the step: a scatter-add of local
   // updates, reduce-scattered, where the model gathers the updates.
   kScatterAddReduceScatter,
+  // The partial sums of one gradient from several VJPs: added first, reduced once.
+  kReassociated,
+  // The scatter's transpose on a cotangent sharded on the scattered dim: a local gather and an
+  // all-reduce of the updates-shaped result, where the model gathers the cotangent.
+  kScatterTransposeAllReduce,
 };
 std::string ToString(TpuRule rule);  // "as modelled", "unfused minor dim", ...
 
@@ -56,7 +61,7 @@ struct TpuCollective {
   int64_t group = 1;         // devices per group (a collective-permute: 2, its source and target)
   int64_t result_bytes = 0;  // the op's result per device (a reduce-scatter: the share)
   bool recompute = false;    // backward: a forward collective remat runs again
-  bool argument = false;     // StepCollective::argument (a parameter gathered for a VJP)
+  bool argument = false;     // a parameter gathered whole for a VJP, where it enters the step
   int tensor = -1;           // the forward tensor whose data (or cotangent) moves
   int source = -1;           // index of the model's collective it lowers (forward or backward list)
   TpuRule rule = TpuRule::kAsModelled;
