@@ -53,6 +53,10 @@ enum class TpuRule {
   // The scatter's transpose on a cotangent sharded on the scattered dim: a local gather and an
   // all-reduce of the updates-shaped result, where the model gathers the cotangent.
   kScatterTransposeAllReduce,
+  // An expert-sharded einsum weight's gradient (dense_matmul's wi_0, wi_1 under fsdp x expert):
+  // its cotangent gathered over the batch axes instead of a reduce-scatter of the gradient; the
+  // input's gradient then all-reduced whole.
+  kCotangentGatheredOverBatch,
 };
 std::string ToString(TpuRule rule);  // "as modelled", "unfused minor dim", ...
 
