@@ -3,9 +3,8 @@
 // keys "op gN bytesB" (HLO op, devices per group, result bytes per device), and the multiset
 // difference. The two compilers differ in what the model predicts (Compiler): XLA:CPU widens
 // 16-bit floats to float32 before a collective and writes GSPMD's gradient reduce-scatter as an
-// all-reduce of the whole block (StepCollective::xla_cpu_*); TPU moves the dtype as it is and
-// reduces a gradient with a reduce-scatter (its all-reduce-scatter fusion, which
-// export_tpu_block.py records as op reduce_scatter).
+// all-reduce of the whole block (StepCollective::xla_cpu_*); what TPU's compiler writes is the
+// product's lowering (spmd/tpu_collectives.h, LowerForTpu), which the TPU keys come from.
 #pragma once
 
 #include <fmt/format.h>
@@ -22,6 +21,7 @@
 #include "ir/collective_kind.h"
 #include "numeric/dtype.h"
 #include "run/run.h"
+#include "spmd/tpu_collectives.h"
 #include "spmd/xla_spmd.h"
 #include "test_support.h"
 
@@ -32,7 +32,8 @@ enum class Compiler { kXlaCpu, kTpu };
 // The HLO op of a record: XLA:CPU's from its instruction name ("all-reduce.3" -> "all-reduce");
 // TPU's from its op field (a TPU instruction may be named after the JAX op, "psum.36").
 inline std::string HloOp(const nlohmann::json& c, Compiler compiler) {
-  std::string name = compiler == Compiler::kTpu ? c["op"].get<std::string>() : c["name"].get<std::string>();
+  std::string name =
+      compiler == Compiler::kTpu ? c["op"].get<std::string>() : c["name"].get<std::string>();
   name = name.substr(0, name.find('.'));
   std::replace(name.begin(), name.end(), '_', '-');
   return name;
@@ -93,29 +94,28 @@ inline std::multiset<std::string> ArgumentReshards(const nlohmann::json& step, C
   std::multiset<std::string> out;
   for (const nlohmann::json& c : step["collectives"])
     if (c["pass"] == "forward" && c.value("argument_reshard", false))
-      out.insert(Key(HloOp(c, compiler), c["group_size"].get<int64_t>(), c["result_bytes"].get<int64_t>()));
+      out.insert(Key(HloOp(c, compiler), c["group_size"].get<int64_t>(),
+                     c["result_bytes"].get<int64_t>()));
   return out;
 }
 
-// A model backward collective as `compiler` writes it. TPU: the HLO op of the kind as TPU runs
-// it, the result in the collective's own dtype (XLA:CPU's float32 result scaled back), a GSPMD
-// reduce-scatter's result the device's share (XLA:CPU's all-reduce keeps the whole block).
-inline std::string ModelKey(const StepCollective& c, Compiler compiler) {
-  if (compiler == Compiler::kXlaCpu) return Key(c.xla_cpu_op, c.participants, c.xla_cpu_result_bytes);
-  int64_t bytes = c.xla_cpu_result_bytes * ByteSize(c.dtype) / ByteSize(XlaCpuCollectiveDType(c.dtype));
-  if (c.kind == CollectiveKind::kPsumScatter && c.xla_cpu_op == "all-reduce") bytes /= c.participants;
-  return Key(HloName(c.kind), c.participants, bytes);
+// A model backward collective as XLA:CPU writes it: 16-bit floats widened to float32, a GSPMD
+// reduce-scatter an all-reduce of the whole block. (TPU's view is the product's own,
+// spmd/tpu_collectives.h: TpuModel below.)
+inline std::string ModelKey(const StepCollective& c) {
+  return Key(c.xla_cpu_op, c.participants, c.xla_cpu_result_bytes);
 }
 
-// The model's backward collectives; a parameter it gathers for a backward einsum
-// (StepCollective::argument) counts as one of the compiler's argument reshards when it has one.
-// An entry whose xla_cpu_op is "-" rides in the all-reduce before it (one XLA op for both).
-inline std::multiset<std::string> ModelBackward(const StepResult& step, const nlohmann::json& compiled,
-                                                Compiler compiler) {
-  std::multiset<std::string> out, arguments = ArgumentReshards(compiled, compiler);
+// The model's backward collectives as XLA:CPU compiles them; a parameter it gathers for a
+// backward einsum (StepCollective::argument) counts as one of the compiler's argument reshards
+// when it has one. An entry whose xla_cpu_op is "-" rides in the all-reduce before it (one XLA
+// op for both).
+inline std::multiset<std::string> ModelBackward(const StepResult& step,
+                                                const nlohmann::json& compiled) {
+  std::multiset<std::string> out, arguments = ArgumentReshards(compiled, Compiler::kXlaCpu);
   for (const StepCollective& c : step.backward) {
     if (c.xla_cpu_op == "-" || c.participants == 1) continue;
-    const std::string key = ModelKey(c, compiler);
+    const std::string key = ModelKey(c);
     if (c.argument && arguments.count(key)) {
       arguments.erase(arguments.find(key));
       continue;
@@ -125,7 +125,31 @@ inline std::multiset<std::string> ModelBackward(const StepResult& step, const nl
   return out;
 }
 
-inline std::vector<std::string> Minus(const std::multiset<std::string>& a, const std::multiset<std::string>& b) {
+// The model's forward and backward collectives as TPU's compiler writes them: the product's
+// lowering (RunResult::tpu_step, LowerForTpu), keyed like the compiled ones. A parameter gathered
+// for a backward einsum counts as one of the compiled step's argument reshards when it has one.
+struct TpuModelKeys {
+  std::multiset<std::string> forward, backward;
+};
+inline TpuModelKeys TpuModel(const RunResult& run, const nlohmann::json& compiled) {
+  const TpuStepCollectives& lowered = run.tpu_step.value();
+  TpuModelKeys out;
+  for (const TpuCollective& t : lowered.forward)
+    out.forward.insert(Key(t.op, t.group, t.result_bytes));
+  std::multiset<std::string> arguments = ArgumentReshards(compiled, Compiler::kTpu);
+  for (const TpuCollective& t : lowered.backward) {
+    const std::string key = Key(t.op, t.group, t.result_bytes);
+    if (t.argument && arguments.count(key)) {
+      arguments.erase(arguments.find(key));
+      continue;
+    }
+    out.backward.insert(key);
+  }
+  return out;
+}
+
+inline std::vector<std::string> Minus(const std::multiset<std::string>& a,
+                                      const std::multiset<std::string>& b) {
   std::vector<std::string> out;
   std::set_difference(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));
   return out;
@@ -154,7 +178,8 @@ inline std::vector<StepFixture> LoadStepFixtures(const std::string& relative_dir
     nlohmann::json step = nlohmann::json::parse(testing::ReadFile(dir / "step.json"));
     const Block block = step["block"] == "mlp" ? Block::kMlp : Block::kMoe;
     const std::optional<int64_t> devices =
-        devices_from_fixture ? std::optional<int64_t>(step["devices"].get<int64_t>()) : std::nullopt;
+        devices_from_fixture ? std::optional<int64_t>(step["devices"].get<int64_t>())
+                             : std::nullopt;
     RunRequest request = SymbolicRequest({(dir / "config.yml").string()}, devices, block);
     // A case compiled without jax.checkpoint around the block keeps every residual.
     if (step["remat"].is_null()) request.args.push_back("remat_policy=none");

@@ -37,7 +37,7 @@ std::multiset<std::string> XlaBackward(const nlohmann::json& step) {
 }
 
 std::multiset<std::string> ModelBackward(const StepResult& step, const nlohmann::json& xla) {
-  return step_compare::ModelBackward(step, xla, Compiler::kXlaCpu);
+  return step_compare::ModelBackward(step, xla);
 }
 
 using StepCase = step_compare::StepFixture;

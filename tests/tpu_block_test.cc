@@ -6,10 +6,10 @@
 // shardtrace's, or differ exactly as testdata/maxtext-tpu/block_differences.json lists with a
 // reason: a listed difference that disappears fails, and so does an unlisted one. The export
 // writes TPU's all-reduce-scatter fusions (an all-reduce whose only user slices the device's
-// share) as reduce-scatters and an async -start's result alone. The model's forward is its
-// written collectives (moe.py's shard_map bodies) and the implied ones (GSPMD's), each as TPU
-// runs it: its own dtype, a reduce-scatter's result the device's share; a local slice moves
-// nothing. SHARDTRACE_PRINT_TPU_TABLE=1 prints the figures.
+// share) as reduce-scatters and an async -start's result alone. shardtrace's side is the
+// product's TPU view (spmd/tpu_collectives.h, LowerForTpu): the forward's written and implied
+// collectives and the step model's backward, rewritten by the TPU compiler's measured rules.
+// SHARDTRACE_PRINT_TPU_TABLE=1 prints the figures.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "emit/step_text.h"
 #include "run/run.h"
 #include "shard/sharding.h"
 #include "step_compare.h"
@@ -28,30 +29,13 @@ namespace shardtrace {
 namespace {
 
 using step_compare::Compiler;
-using step_compare::Key;
 using step_compare::Minus;
-
-// The model's forward collectives as TPU writes them.
-std::multiset<std::string> ModelForward(const RunResult& run) {
-  std::multiset<std::string> out;
-  for (const OpRecord& op : run.trace.ops) {
-    if (op.collective && op.collective->origin == CollectiveOrigin::kWritten) {
-      const int64_t n = run.setup.mesh.Size(op.collective->axes);
-      if (n > 1)
-        out.insert(Key(HloName(op.collective->kind), n,
-                       run.spmd.tensor(op.outputs.at(0)).bytes_per_device));
-    }
-    for (const ImpliedCollective& c : run.spmd.implied_at(op.id)) {
-      if (c.kind == CollectiveKind::kSlice || c.participants == 1) continue;
-      out.insert(Key(HloName(c.kind), c.participants, TensorBytes(c.local_after, c.dtype)));
-    }
-  }
-  return out;
-}
 
 using TpuCase = step_compare::StepFixture;
 
-std::vector<TpuCase> TpuCases() { return step_compare::LoadStepFixtures("testdata/maxtext-tpu/blocks", true); }
+std::vector<TpuCase> TpuCases() {
+  return step_compare::LoadStepFixtures("testdata/maxtext-tpu/blocks", true);
+}
 
 // Compares one pass; returns whether it is exact and records a difference in `found`.
 bool ComparePass(const std::string& name, const std::multiset<std::string>& model,
@@ -84,9 +68,10 @@ TEST_CASE(
       testing::ReadFile(testing::SourcePath("testdata/maxtext-tpu/block_differences.json")));
   nlohmann::json found = {{"backward", nlohmann::json::object()},
                           {"forward", nlohmann::json::object()}};
-  int total = 0, backward_exact = 0, forward_exact = 0;
-  std::string table = "| case | remat | backward (TPU) | exact | forward (TPU) | exact | compile s |\n"
-                      "|---|---|---|---|---|---|---|\n";
+  int total = 0, backward_exact = 0, forward_exact = 0, both_exact = 0;
+  std::string table =
+      "| case | remat | backward (TPU) | exact | forward (TPU) | exact | compile s |\n"
+      "|---|---|---|---|---|---|---|\n";
   for (const TpuCase& c : TpuCases()) {
     INFO("case " << c.name);
     REQUIRE(c.run.step.has_value());
@@ -96,12 +81,14 @@ TEST_CASE(
         step_compare::Compiled(c.step["collectives"], "backward", Compiler::kTpu);
     const std::multiset<std::string> tpu_forward =
         step_compare::Compiled(c.step["forward_collectives"], "forward", Compiler::kTpu);
-    const bool b = ComparePass(c.name, step_compare::ModelBackward(*c.run.step, c.step, Compiler::kTpu),
-                               tpu_backward, expected["backward"], found["backward"]);
-    const bool f = ComparePass(c.name, ModelForward(c.run), tpu_forward, expected["forward"],
-                               found["forward"]);
+    const step_compare::TpuModelKeys model = step_compare::TpuModel(c.run, c.step);
+    const bool b =
+        ComparePass(c.name, model.backward, tpu_backward, expected["backward"], found["backward"]);
+    const bool f =
+        ComparePass(c.name, model.forward, tpu_forward, expected["forward"], found["forward"]);
     backward_exact += b;
     forward_exact += f;
+    both_exact += b && f;
     table += fmt::format(
         "| {} | {} | {} | {} | {} | {} | {} |\n", c.name,
         c.step["remat"].is_null() ? "none" : c.step["remat"]["remat_policy"].get<std::string>(),
@@ -113,6 +100,7 @@ TEST_CASE(
   CHECK(expected["exact"]["cases"] == total);
   CHECK(expected["exact"]["backward"] == backward_exact);
   CHECK(expected["exact"]["forward"] == forward_exact);
+  CHECK(expected["exact"]["both"] == both_exact);
   for (const char* pass : {"backward", "forward"})
     for (const auto& [name, e] : expected[pass].items()) {
       INFO("listed " << pass << " case " << name);
@@ -120,9 +108,23 @@ TEST_CASE(
     }
   if (std::getenv("SHARDTRACE_PRINT_TPU_TABLE"))
     std::cout << "TPU blocks: backward exact on " << backward_exact << " of " << total
-              << ", forward exact on " << forward_exact << " of " << total << "\n"
+              << ", forward exact on " << forward_exact << " of " << total << ", both on "
+              << both_exact << " of " << total << "\n"
               << found.dump(1) << "\n"
               << table;
+}
+
+TEST_CASE("trace --step prints the TPU-compiled view of a block's collectives",
+          "[tpu][step][golden-text]") {
+  // A dense step under remat (combined unfused gradients, sharded top_k, the step's
+  // scatter-add) and a sparse one on v5p-16 (windowed einsums, decomposed all_gathers).
+  for (const TpuCase& c : TpuCases()) {
+    if (c.name != "tpu_dense_fsdp4_remat_full" && c.name != "tpu_sparse_fsdp2_ep4") continue;
+    INFO("case " << c.name);
+    REQUIRE(c.run.tpu_step.has_value());
+    testing::CompareWithGolden("expected/step_" + c.name + ".txt",
+                               StepToText(c.run.trace, *c.run.step, &*c.run.tpu_step));
+  }
 }
 
 }  // namespace shardtrace

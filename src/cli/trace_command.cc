@@ -62,13 +62,14 @@ std::vector<Warning> RunTraceCommand(const TraceOptions& options, std::ostream& 
   const RunResult run = Run(request);
   const Trace& trace = run.trace;
   const StepResult* step = run.step ? &*run.step : nullptr;
+  const TpuStepCollectives* tpu = run.tpu_step ? &*run.tpu_step : nullptr;
   const std::string text =
-      common.format == "json"  ? TraceToJson(trace, run.spmd, step)
+      common.format == "json"  ? TraceToJson(trace, run.spmd, step, tpu)
       : common.format == "dot" ? TraceToDot(trace)
       : common.format == "svg" ? TraceToSvg(trace)
       : common.format == "mermaid"
           ? MermaidFlow(trace, run.spmd)
-          : TraceToTable(trace, run.spmd) + (step ? StepToText(trace, *step) : std::string());
+          : TraceToTable(trace, run.spmd) + (step ? StepToText(trace, *step, tpu) : std::string());
   WriteOutput(common, text, out);
   return run.setup.warnings;
 }

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <map>
+#include <vector>
+
 #include "emit/human_bytes.h"
 #include "emit/text_table.h"
 
@@ -33,7 +36,61 @@ std::vector<std::string> StepSummaryLines(const StepResult& step) {
   return lines;
 }
 
-std::string StepToText(const Trace& trace, const StepResult& step) {
+namespace {
+
+// The collectives TPU's compiler writes otherwise than the tables above, by pass: the rewritten
+// ones, what it does not write, and the tuple all-reduces its combiner sends.
+std::string TpuSection(const Trace& trace, const TpuStepCollectives& tpu) {
+  // Tuples numbered in the order they appear; a run of the same rewritten op (a windowed
+  // einsum's permutes) is one row with its count.
+  std::map<int, int> tuple;
+  struct Row {
+    std::string pass;
+    const TpuCollective* c;
+    bool dropped;
+    int count;
+  };
+  std::vector<Row> rows;
+  auto add = [&](const std::string& pass, const TpuCollective& c, bool dropped) {
+    if (c.rule == TpuRule::kAsModelled) return;
+    if (c.combined_group >= 0) tuple.emplace(c.combined_group, static_cast<int>(tuple.size()) + 1);
+    if (!rows.empty()) {
+      Row& last = rows.back();
+      if (last.pass == pass && last.dropped == dropped && last.c->op == c.op &&
+          last.c->group == c.group && last.c->result_bytes == c.result_bytes &&
+          last.c->tensor == c.tensor && last.c->rule == c.rule && c.combined_group < 0) {
+        ++last.count;
+        return;
+      }
+    }
+    rows.push_back({pass, &c, dropped, 1});
+  };
+  for (const TpuCollective& c : tpu.forward) add("forward", c, false);
+  for (const TpuCollective& c : tpu.backward)
+    add(c.recompute ? "backward, recompute" : "backward", c, false);
+  for (const TpuCollective& c : tpu.dropped)
+    add(c.recompute ? "backward, recompute" : "forward", c, true);
+  std::string out = fmt::format(
+      "\nas TPU's compiler writes them (rules measured on libtpu 0.0.51; docs/step.md): {} "
+      "forward and {} backward collectives\n",
+      tpu.forward.size(), tpu.backward.size());
+  if (rows.empty()) return out + "  every collective as above\n";
+  TextTable table({"pass", "TPU writes", "group", "result/device", "moves", "rule", "why"});
+  for (const Row& r : rows) {
+    const TpuCollective& c = *r.c;
+    std::string op = r.dropped ? "nothing (" + c.op + ")" : c.op;
+    if (r.count > 1) op = fmt::format("{} x {}", r.count, op);
+    if (c.combined_group >= 0) op += fmt::format(" (tuple {})", tuple.at(c.combined_group));
+    table.AddRow({r.pass, op, std::to_string(c.group), HumanBytes(c.result_bytes),
+                  c.tensor >= 0 ? trace.tensors[static_cast<size_t>(c.tensor)].name : "",
+                  ToString(c.rule), c.reason});
+  }
+  return out + table.Render("  ") + "  the others as above\n";
+}
+
+}  // namespace
+
+std::string StepToText(const Trace& trace, const StepResult& step, const TpuStepCollectives* tpu) {
   std::string out = "\nbackward pass (training step; docs/step.md)\n";
   TextTable collectives(
       {"op", "origin", "axes", "participants", "moves", "scope", "sent/device", "why"});
@@ -83,6 +140,7 @@ std::string StepToText(const Trace& trace, const StepResult& step) {
                        fmt::join(held, ", "));
   }
   for (const std::string& note : m.xla_cpu_notes) out += "  (against XLA:CPU: " + note + ")\n";
+  if (tpu) out += TpuSection(trace, *tpu);
   return out;
 }
 

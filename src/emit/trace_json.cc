@@ -128,9 +128,30 @@ Json StepJson(const Trace& trace, const StepResult& step) {
   return {{"backward_collectives", backward}, {"step", j}};
 }
 
+Json TpuJson(const TpuStepCollectives& tpu) {
+  auto list = [](const std::vector<TpuCollective>& cs) {
+    Json a = Json::array();
+    for (const TpuCollective& c : cs)
+      a.push_back({{"op", c.op},
+                   {"group_size", c.group},
+                   {"result_bytes", c.result_bytes},
+                   {"recompute", c.recompute},
+                   {"tensor", c.tensor},
+                   {"source", c.source},
+                   {"rule", ToString(c.rule)},
+                   {"combined_group", c.combined_group},
+                   {"reason", c.reason}});
+    return a;
+  };
+  return {{"forward", list(tpu.forward)},
+          {"backward", list(tpu.backward)},
+          {"dropped", list(tpu.dropped)}};
+}
+
 }  // namespace
 
-std::string TraceToJson(const Trace& trace, const SpmdResult& spmd, const StepResult* step) {
+std::string TraceToJson(const Trace& trace, const SpmdResult& spmd, const StepResult* step,
+                        const TpuStepCollectives* tpu) {
   Json j;
   j["schema"] = 1;
   j["block"] = trace.block;
@@ -241,6 +262,7 @@ std::string TraceToJson(const Trace& trace, const SpmdResult& spmd, const StepRe
     j["backward_collectives"] = s["backward_collectives"];
     j["step"] = s["step"];
   }
+  if (tpu) j["tpu_collectives"] = TpuJson(*tpu);
   return j.dump(1) + "\n";
 }
 

@@ -7,6 +7,7 @@
 #include "ir/trace.h"
 #include "spmd/spmd_result.h"
 #include "spmd/step_model.h"
+#include "spmd/tpu_collectives.h"
 
 namespace shardtrace {
 
@@ -14,8 +15,10 @@ namespace shardtrace {
 // shape, the implied collectives and the memory are read from it. With `step` (trace
 // --step) every collective says its "pass" ("forward" or "backward"), the backward's are
 // listed in "backward_collectives", and "step" holds the gradients, the remat policy and
-// the step's memory and communication per device.
+// the step's memory and communication per device. With `tpu` (the same run's
+// RunResult::tpu_step), "tpu_collectives" holds the forward's and the step's collectives as
+// TPU's compiler writes them (spmd/tpu_collectives.h): each with its rule and reason.
 std::string TraceToJson(const Trace& trace, const SpmdResult& spmd,
-                        const StepResult* step = nullptr);
+                        const StepResult* step = nullptr, const TpuStepCollectives* tpu = nullptr);
 
 }  // namespace shardtrace

@@ -4,6 +4,7 @@
 
 #include "run/run.h"
 #include "spmd/step_model.h"
+#include "spmd/tpu_collectives.h"
 #include "util/error.h"
 
 namespace shardtrace::model_internal {
@@ -15,7 +16,8 @@ namespace {
 int64_t WholeWeightGradientsAtPeak(const RunResult& run, const StepResult& step) {
   int64_t bytes = 0;
   for (const StepBuffer& b : step.memory.at_peak) {
-    if (b.cotangent && run.trace.tensors[static_cast<size_t>(b.tensor)].kind == TensorKind::kWeight) {
+    if (b.cotangent &&
+        run.trace.tensors[static_cast<size_t>(b.tensor)].kind == TensorKind::kWeight) {
       bytes += b.bytes;
     }
   }
@@ -34,9 +36,9 @@ BlockFigures FiguresOf(const RunResult& run, const StepResult& step, const std::
   f.offloaded_bytes = step.memory.offloaded_bytes;
   f.backward_peak_bytes = step.memory.peak_temporary_bytes();
   if (tpu) {
-    f.backward_peak_bytes = std::max(step.memory.forward_temporary_bytes,
-                                     step.memory.backward_temporary_bytes -
-                                         WholeWeightGradientsAtPeak(run, step));
+    f.backward_peak_bytes =
+        std::max(step.memory.forward_temporary_bytes,
+                 step.memory.backward_temporary_bytes - WholeWeightGradientsAtPeak(run, step));
   }
   f.backward_peak_where = fmt::format("{} block backward (spmd/step_memory.h)", from);
   for (const CollectiveTotal& t : run.totals.collectives) {
@@ -98,20 +100,35 @@ BlockRuns RunBlocks(const RunRequest& base, const RunSetup& setup, const BlocksN
     }
     // The step for this config's own policy, on the shared forward run.
     const RunResult& forward = *shared;
-    SHARDTRACE_CHECK(forward.step.has_value());
+    SHARDTRACE_CHECK(forward.step.has_value() && forward.tpu_step.has_value());
     const std::string policy_key = InBlockPolicyKey(policy, forward.trace);
-    if (InBlockPolicyKey(forward.step->policy, forward.trace) == policy_key) {
-      return FiguresOf(forward, *forward.step, from, tpu);
+    const bool own = InBlockPolicyKey(forward.step->policy, forward.trace) == policy_key;
+    std::shared_ptr<const StepResult> step;
+    if (own) {
+      step = std::shared_ptr<const StepResult>(shared, &*forward.step);
+    } else if (cache != nullptr) {
+      const std::string step_key = key + "\n" + policy_key;
+      step = cache->FindStep(step_key);
+      if (step == nullptr) {
+        step = cache->StoreStep(step_key, std::make_shared<const StepResult>(AnalyzeStep(
+                                              forward.setup.mesh, forward.trace, forward.spmd, policy)));
+      }
+    } else {
+      step = std::make_shared<const StepResult>(
+          AnalyzeStep(forward.setup.mesh, forward.trace, forward.spmd, policy));
     }
-    if (cache == nullptr) {
-      return FiguresOf(forward, AnalyzeStep(forward.setup.mesh, forward.trace, forward.spmd, policy),
-                       from, tpu);
-    }
-    const std::string step_key = key + "\n" + policy_key;
-    std::shared_ptr<const StepResult> step = cache->FindStep(step_key);
-    if (step == nullptr) {
-      step = cache->StoreStep(step_key, std::make_shared<const StepResult>(AnalyzeStep(
-                                            forward.setup.mesh, forward.trace, forward.spmd, policy)));
+    if (tpu) {
+      // The collectives table counts GSPMD's plan; say what TPU's compiler writes otherwise.
+      TpuLoweringOptions options;
+      options.default_matmul_precision = setup.config.Str("matmul_precision") == "default";
+      const std::string rewritten = RewriteSummary(
+          own ? *forward.tpu_step
+              : LowerForTpu(forward.setup.mesh, forward.trace, forward.spmd, step.get(), options));
+      if (!rewritten.empty())
+        out.notes.push_back(fmt::format(
+            "{} block: TPU's compiler writes some collectives otherwise than the table's plan "
+            "({}; spmd/tpu_collectives.h, listed by `trace --step`)",
+            from, rewritten));
     }
     return FiguresOf(forward, *step, from, tpu);
   };

@@ -5,6 +5,7 @@
 #include "shard/axis_rules.h"
 #include "spmd/spmd_analysis.h"
 #include "spmd/step_model.h"
+#include "spmd/tpu_collectives.h"
 #include "util/error.h"
 
 namespace shardtrace {
@@ -63,9 +64,15 @@ RunResult RunPrepared(const RunRequest& request, RunSetup s) {
       s.mesh, run.trace, ResolveSpec(arrival, s.config.logical_axis_rules(), &s.mesh));
   const TraceTotals totals = ComputeTotals(run.trace, spmd);
   std::optional<StepResult> step;
-  if (request.step) step = AnalyzeStep(s.mesh, run.trace, spmd, policy);
-  return {std::move(s), std::move(run.trace), std::move(spmd),         std::move(run.captures),
-          totals,       std::move(step),      std::move(run.gradients)};
+  std::optional<TpuStepCollectives> tpu_step;
+  if (request.step) {
+    step = AnalyzeStep(s.mesh, run.trace, spmd, policy);
+    TpuLoweringOptions tpu;
+    tpu.default_matmul_precision = s.config.Str("matmul_precision") == "default";
+    tpu_step = LowerForTpu(s.mesh, run.trace, spmd, &*step, tpu);
+  }
+  return {std::move(s), std::move(run.trace), std::move(spmd),          std::move(run.captures),
+          totals,       std::move(step),      std::move(run.gradients), std::move(tpu_step)};
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "shard/mesh.h"
 #include "spmd/spmd_result.h"
 #include "spmd/step_model.h"
+#include "spmd/tpu_collectives.h"
 #include "spmd/trace_totals.h"
 #include "util/warnings.h"
 
@@ -47,6 +48,9 @@ struct RunResult {
   std::optional<StepResult> step;
   // A training step's loss and gradients (RunRequest::cotangent), beside the forward trace.
   std::optional<Gradients> gradients;
+  // RunRequest::step: the forward's and the step's collectives as TPU's compiler writes them
+  // (spmd/tpu_collectives.h), beside `step`.
+  std::optional<TpuStepCollectives> tpu_step;
 };
 
 // The config and mesh alone (`explain` and `compare-dump` resolve axes of any config).

@@ -137,6 +137,8 @@ class StepAnalysis {
   void Add(StepCollective c, const Shape& in, const Shape& out) {
     c.groups = std::max<int64_t>(1, mesh_.num_devices() / std::max<int64_t>(1, c.participants));
     if (c.xla_cpu_op.empty()) SetXlaCpu(c, in, out);
+    c.local_before = in;
+    c.local_after = out;
     result_.backward.push_back(std::move(c));
   }
 

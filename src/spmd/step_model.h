@@ -57,6 +57,9 @@ struct StepCollective {
   std::string xla_cpu_op;
   int64_t xla_cpu_bytes_per_device = 0;
   int64_t xla_cpu_result_bytes = 0;
+  // The moved block's per-device shape before and after (a reduce-scatter: the whole block of
+  // partial sums, then the device's share), which the TPU lowering reads (tpu_collectives.h).
+  Shape local_before, local_after;
   std::string reason;
 };
 
