@@ -99,7 +99,7 @@ std::vector<size_t> LayoutOrder(const Trace& trace, const StepCollective& c) {
   const size_t rank = c.local_before.size();
   std::vector<size_t> order(rank);
   for (size_t i = 0; i < rank; ++i) order[i] = i;
-  if (c.written || c.forward_op < 0) return order;
+  if (c.written || c.forward_op < 0 || c.tensor < 0) return order;
   const OpRecord& op = trace.ops[static_cast<size_t>(c.forward_op)];
   if (op.kind != OpKind::kEinsum || !op.einsum || op.inputs.size() != 2) return order;
   const ParsedEinsum& e = *op.einsum;
@@ -268,6 +268,10 @@ class Lowering {
   }
 
   void Backward(const StepCollective& c, TpuCollective base, TpuStepCollectives& out) const {
+    if (c.forward_op < 0) {  // every StepCollective names its forward op; kept as it is if not
+      out.backward.push_back(ModelKey(c, base));
+      return;
+    }
     const OpRecord& op = trace_.ops[static_cast<size_t>(c.forward_op)];
     if (c.recompute) {
       bool kept = true;
@@ -413,7 +417,8 @@ struct BackwardMerge {
 // BSM,EMH->BSEH, under fsdp x expert, where MaxText's activation batch includes expert).
 bool GathersCotangentOverBatch(const Trace& trace, const SpmdResult& spmd, const OpRecord& op,
                                const StepCollective& c) {
-  if (op.kind != OpKind::kEinsum || !op.einsum || op.inputs.size() != 2 || c.axes.empty())
+  if (op.kind != OpKind::kEinsum || !op.einsum || op.inputs.size() != 2 || c.axes.empty() ||
+      c.tensor < 0)
     return false;
   if (trace.tensors[static_cast<size_t>(c.tensor)].kind != TensorKind::kWeight) return false;
   const Shape& shape = trace.tensors[static_cast<size_t>(c.tensor)].shape;
@@ -496,7 +501,7 @@ std::vector<BackwardMerge> MergesOf(const Mesh& mesh, const Trace& trace, const 
     for (const size_t i : members) {
       const StepCollective& c = backward[i];
       group *= c.participants;
-      for (size_t d = 0; d < c.local_before.size() && d < u.size(); ++d)
+      for (size_t d = 0; d < c.local_before.size() && d < c.local_after.size() && d < u.size(); ++d)
         on_scattered_dim |= c.local_before[d] != c.local_after[d] && u[d] != o[d];
     }
     if (!on_scattered_dim) continue;
