@@ -184,5 +184,40 @@ TEST_CASE("plan refuses a space over its budget and malformed --vary, one line, 
   refused({"--devices", "8"}, "--devices");
 }
 
+TEST_CASE("plan --axes factorizes the devices over the axes it names", "[plan]") {
+  // 4 devices over fsdp, context and expert: 6 ordered factorizations, the policy and the
+  // matmul fixed; every config sets the three keys, and fit agrees on the first.
+  const std::vector<std::string> config = {
+      SourcePath("testdata/maxtext-moe-models/configs/base.yml"), "model_name=mixtral-8x7b",
+      "override_model_config=true", "base_num_decoder_layers=2", "compile_topology=v5p-8",
+      "compile_topology_num_slices=1", "max_target_length=2048", "per_device_batch_size=4",
+      "remat_policy=full", "sparse_matmul=true"};
+  const CommandResult r =
+      RunShardtrace(Args(Args({"plan"}, config), {"--axes", "fsdp,context,expert", "--format", "json", "--quiet"}));
+  REQUIRE(r.status == 0);
+  const json plan = json::parse(r.out);
+  CHECK(plan.at("evaluated") == 6);
+  std::set<std::string> context;
+  for (const json& c : plan.at("configs")) {
+    const auto overrides = c.at("overrides").get<std::vector<std::string>>();
+    REQUIRE(overrides.size() == 3);
+    CHECK(overrides[0].rfind("ici_fsdp_parallelism=", 0) == 0);
+    CHECK(overrides[1].rfind("ici_context_parallelism=", 0) == 0);
+    CHECK(overrides[2].rfind("ici_expert_parallelism=", 0) == 0);
+    context.insert(overrides[1]);
+  }
+  CHECK(context.size() == 3);  // 1, 2 and 4
+  // --axes all takes in the pipeline stages, which fit refuses by name: excluded with it.
+  const CommandResult all = RunShardtrace(Args(Args({"plan"}, config), {"--axes", "all", "--format", "json", "--quiet"}));
+  REQUIRE(all.status == 0);
+  const json all_plan = json::parse(all.out);
+  bool stage_refused = false;
+  for (const json& e : all_plan.at("excluded")) {
+    stage_refused |= e.at("reason").get<std::string>().find("fit does not model pipeline parallelism") !=
+                     std::string::npos;
+  }
+  CHECK(stage_refused);
+}
+
 }  // namespace
 }  // namespace shardtrace::testing

@@ -20,6 +20,7 @@ namespace {
 struct PlanOptions {
   CommonOptions common;
   std::vector<std::string> vary;  // KEY=v1,v2,...
+  std::string axes;  // --axes a,b,c or all
   int top = 10;
   int64_t max_configs = kDefaultMaxConfigs;
   std::string hardware;
@@ -48,6 +49,7 @@ std::string CommandLine(const PlanOptions& options) {
   std::vector<std::string> words = {"shardtrace", "plan"};
   words.insert(words.end(), options.common.args.begin(), options.common.args.end());
   for (const std::string& v : options.vary) words.push_back("--vary " + v);
+  if (!options.axes.empty()) words.push_back("--axes " + options.axes);
   if (options.top != 10) words.push_back(fmt::format("--top {}", options.top));
   if (options.max_configs != kDefaultMaxConfigs) {
     words.push_back(fmt::format("--max-configs {}", options.max_configs));
@@ -64,6 +66,16 @@ std::vector<Warning> RunPlanCommand(const PlanOptions& options, std::ostream& ou
   PlanRequest request;
   request.args = options.common.args;
   for (const std::string& v : options.vary) request.vary.push_back(ParseVary(v));
+  if (!options.axes.empty()) {
+    for (size_t start = 0;;) {
+      const size_t comma = options.axes.find(',', start);
+      const std::string axis = options.axes.substr(start, comma - start);
+      if (axis.empty()) Fail("--axes '{}': expected AXIS,AXIS,... or all", options.axes);
+      request.axes.push_back(axis);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
   request.top = options.top;
   request.max_configs = options.max_configs;
   request.hardware = ReadHardwareFile(options.hardware);
@@ -88,6 +100,9 @@ Command AddPlanCommand(CLI::App& app) {
   AddCommon(cmd, options->common, {"text", "json", "html"});
   cmd->add_option("--vary", options->vary,
                   "KEY=v1,v2,...: also try these values of a key (repeatable)");
+  cmd->add_option("--axes", options->axes,
+                  "AXIS,AXIS,... or all: the mesh axes to factorize the devices over (default "
+                  "data,fsdp,tensor,expert)");
   cmd->add_option("--top", options->top, "how many fitting configs to list (default 10)");
   cmd->add_option("--max-configs", options->max_configs,
                   fmt::format("refuse a search space larger than this (default {})",

@@ -138,12 +138,15 @@ FitResult FitOnce(const FitRequest& request) {
   r.model_name = config.Str("model_name");
   r.policy = RematPolicyOf(config);
   if (!config.Bool("scan_layers")) Fail("scan_layers is false: fit models the scanned decoder only");
-  if (config.Has("gradient_accumulation_steps") && config.Int("gradient_accumulation_steps") != 1) {
-    Fail("gradient_accumulation_steps is {}: fit does not model gradient accumulation (1 expected)",
-         config.Int("gradient_accumulation_steps"));
-  }
-  if (config.Has("shard_optimizer_over_data") && config.Bool("shard_optimizer_over_data")) {
-    Fail("shard_optimizer_over_data is true: fit does not model Zero-1 optimizer sharding");
+  // Axes whose training loop MaxText builds differently: pipeline stages run the decoder
+  // through its pipeline module, DiLoCo replicas train apart and sync outer steps. Neither is
+  // the one step fit composes, so neither is read as a mere sharding axis.
+  using Refused = std::pair<std::string_view, std::string_view>;
+  for (const auto& [axis, what] : {Refused{"stage", "pipeline parallelism (MaxText's pipeline module)"},
+                                   Refused{"diloco", "DiLoCo replicas"}}) {
+    if (r.mesh.Size(axis) > 1) {
+      Fail("mesh axis '{}' has {} devices: fit does not model {}", axis, r.mesh.Size(axis), what);
+    }
   }
   const std::string opt = config.Str("opt_type");
   if (opt != "adamw" && opt != "adam_pax" && opt != "sgd") {

@@ -126,12 +126,25 @@ PlanResult Plan(const PlanRequest& request) {
     }
     vary[key] = values;
   }
+  // The axes to factorize over: --axes names them (each must be a mesh axis), else the defaults.
+  std::vector<std::string> searched(std::begin(kDefaultAxes), std::end(kDefaultAxes));
+  if (request.axes.size() == 1 && request.axes[0] == "all") {
+    searched = user.mesh_axes();
+  } else if (!request.axes.empty()) {
+    searched = request.axes;
+    for (const std::string& axis : searched) {
+      if (std::find(user.mesh_axes().begin(), user.mesh_axes().end(), axis) ==
+          user.mesh_axes().end()) {
+        Fail("--axes {}: not an axis of mesh_axes [{}]", axis, fmt::join(user.mesh_axes(), ", "));
+      }
+      if (std::count(searched.begin(), searched.end(), axis) > 1) Fail("--axes {} given twice", axis);
+    }
+  }
   std::vector<std::string> axes;
   int64_t fixed = 1;
   for (const std::string& axis : user.mesh_axes()) {
     const std::string key = IciKey(axis);
-    const bool default_axis = std::find(std::begin(kDefaultAxes), std::end(kDefaultAxes), axis) !=
-                              std::end(kDefaultAxes);
+    const bool default_axis = std::find(searched.begin(), searched.end(), axis) != searched.end();
     if (default_axis && !UserSets(source.overrides, key) && !vary.count(key)) {
       axes.push_back(axis);
     } else if (UserSets(source.overrides, key) && user.Int(key) > 0) {
@@ -309,8 +322,9 @@ PlanResult Plan(const PlanRequest& request) {
     return a.headroom_bytes > b.headroom_bytes;
   });
   result.assumptions = {StepTimeAssumptions(),
-                        "space: every factorization of the slice's devices over the ICI axes "
-                        "data, fsdp, tensor, expert (those not fixed) x remat_policy over MaxText's "
+                        "space: every factorization of the slice's devices over the ICI axes " +
+                            fmt::format("{}", fmt::join(searched, ", ")) +
+                            " (those not fixed) x remat_policy over MaxText's "
                         "policies (full, save_out_proj, save_qkv_proj, qkv_proj_offloaded, "
                         "save_dot_except_mlp, save_dot_with_context_except_mlp, "
                         "save_dot_except_mlpwi, minimal, minimal_with_context, minimal_offloaded) "
@@ -318,9 +332,9 @@ PlanResult Plan(const PlanRequest& request) {
                         "sparse_matmul true and false (a model with experts, unless fixed) x each "
                         "--vary; without a per_device_batch_size of yours, the largest that fits "
                         "at or below base.yml's, searched from the bytes each fit reports; left "
-                        "out unless given with --vary: DCN axes other than the slices' data "
-                        "parallelism, fsdp_transpose, tensor_sequence, context, sequence, "
-                        "capacity_factor, use_ring_of_experts, shard_exp_on_fsdp, "
+                        "out unless given with --axes or --vary: the other ICI axes, DCN axes "
+                        "other than the slices' data parallelism, capacity_factor, "
+                        "use_ring_of_experts, shard_exp_on_fsdp, "
                         "moe_fsdp_use_two_stage_all_gather, megablox"};
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;

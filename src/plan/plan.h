@@ -27,6 +27,9 @@ inline constexpr int64_t kDefaultMaxConfigs = 5000;
 struct PlanRequest {
   std::vector<std::string> args;  // MaxText's argv: config files, fixed key=value
   std::vector<std::pair<std::string, std::vector<std::string>>> vary;  // --vary KEY=v1,v2
+  // --axes: the mesh axes whose ici_*_parallelism the devices are factorized over; empty: data,
+  // fsdp, tensor and expert; {"all"}: every axis of the config's mesh_axes.
+  std::vector<std::string> axes;
   int top = 10;
   int threads = 0;  // 0: all cores
   int64_t max_configs = kDefaultMaxConfigs;  // refused above this many (--max-configs)
