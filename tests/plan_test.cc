@@ -219,5 +219,35 @@ TEST_CASE("plan --axes factorizes the devices over the axes it names", "[plan]")
   CHECK(stage_refused);
 }
 
+TEST_CASE("plan splits the slices over DCN data, fsdp and expert, as fit does them", "[plan]") {
+  // Two v5p-8 slices: 4 devices a slice over data, fsdp, tensor, expert (10 meshes) x the two
+  // slices over DCN data, fsdp, expert (3 splits); fit gives each config plan's figures.
+  const std::vector<std::string> config = {
+      SourcePath("testdata/maxtext-moe-models/configs/base.yml"), "model_name=mixtral-8x7b",
+      "override_model_config=true", "base_num_decoder_layers=2", "compile_topology=v5p-8",
+      "compile_topology_num_slices=2", "max_target_length=2048", "per_device_batch_size=4",
+      "remat_policy=full", "sparse_matmul=true"};
+  const CommandResult r = RunShardtrace(Args(Args({"plan"}, config), {"--format", "json", "--top", "100", "--quiet"}));
+  REQUIRE(r.status == 0);
+  const json plan = json::parse(r.out);
+  CHECK(plan.at("evaluated") == 30);
+  std::set<std::string> splits;
+  for (const json& c : plan.at("configs")) {
+    const auto overrides = c.at("overrides").get<std::vector<std::string>>();
+    REQUIRE(overrides.size() == 7);
+    splits.insert(fmt::format("{}", fmt::join(overrides.begin() + 4, overrides.end(), " ")));
+    if (overrides[5] != "dcn_fsdp_parallelism=2") continue;
+    const CommandResult f = RunShardtrace(Args(Args({"fit"}, config), Args(overrides, {"--format", "json"})));
+    REQUIRE(f.status == 0);
+    const json fit = json::parse(f.out);
+    CHECK(fit.at("peak_memory_in_bytes") == c.at("peak_memory_in_bytes"));
+    CHECK(fit.at("mesh") == c.at("mesh"));
+  }
+  CHECK(splits == std::set<std::string>{
+                      "dcn_data_parallelism=2 dcn_fsdp_parallelism=1 dcn_expert_parallelism=1",
+                      "dcn_data_parallelism=1 dcn_fsdp_parallelism=2 dcn_expert_parallelism=1",
+                      "dcn_data_parallelism=1 dcn_fsdp_parallelism=1 dcn_expert_parallelism=2"});
+}
+
 }  // namespace
 }  // namespace shardtrace::testing

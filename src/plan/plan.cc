@@ -23,6 +23,8 @@ namespace {
 
 // The ICI axes plan varies by default, and the remat policies.
 constexpr const char* kDefaultAxes[] = {"data", "fsdp", "tensor", "expert"};
+// The axes plan splits the slices over (of those it searches).
+constexpr const char* kDcnAxes[] = {"data", "fsdp", "expert"};
 // Every policy MaxText's get_remat_policy offers without quantization (the release's
 // layers/nnx_decoders.py; config/remat_policy.h models each), cheapest in memory first.
 constexpr const char* kDefaultRemat[] = {"full",
@@ -173,6 +175,35 @@ PlanResult Plan(const PlanRequest& request) {
   if (user.Has("sparse_matmul") && user.Has("num_experts") && user.Int("num_experts") > 1 &&
       !vary.count("sparse_matmul") && !UserSets(source.overrides, "sparse_matmul")) {
     dimensions.push_back({{"sparse_matmul=true"}, {"sparse_matmul=false"}});
+  }
+  // Across slices: every factorization of the slices over the searched axes MaxText shards over
+  // DCN (data, fsdp, expert: base.yml calls DCN tensor and sequence parallelism "never
+  // recommended", and fit refuses pipeline stages), unless a dcn_*_parallelism is the user's.
+  const auto is_dcn_key = [](const std::string& key) {
+    return key.rfind("dcn_", 0) == 0 && key.ends_with("_parallelism");
+  };
+  bool user_dcn = std::any_of(vary.begin(), vary.end(), [&](const auto& v) { return is_dcn_key(v.first); });
+  for (const std::string& o : source.overrides) user_dcn |= is_dcn_key(o.substr(0, o.find('=')));
+  if (slices > 1 && !user_dcn) {
+    std::vector<std::string> dcn_axes;
+    for (const char* axis : kDcnAxes) {
+      if (std::find(searched.begin(), searched.end(), axis) != searched.end() &&
+          user.Has(fmt::format("dcn_{}_parallelism", axis))) {
+        dcn_axes.push_back(axis);
+      }
+    }
+    std::vector<std::vector<int64_t>> splits;
+    std::vector<int64_t> current;
+    if (!dcn_axes.empty()) Factorizations(slices, dcn_axes.size(), current, splits);
+    std::vector<std::vector<std::string>> dimension;
+    for (const std::vector<int64_t>& split : splits) {
+      std::vector<std::string> o;
+      for (size_t i = 0; i < dcn_axes.size(); ++i) {
+        o.push_back(fmt::format("dcn_{}_parallelism={}", dcn_axes[i], split[i]));
+      }
+      dimension.push_back(std::move(o));
+    }
+    if (!dimension.empty()) dimensions.push_back(std::move(dimension));
   }
 
   // The whole space, counted before anything runs.
@@ -329,11 +360,13 @@ PlanResult Plan(const PlanRequest& request) {
                         "save_dot_except_mlp, save_dot_with_context_except_mlp, "
                         "save_dot_except_mlpwi, minimal, minimal_with_context, minimal_offloaded) "
                         "and custom with decoder_layer_input offloaded (unless fixed) x "
-                        "sparse_matmul true and false (a model with experts, unless fixed) x each "
+                        "sparse_matmul true and false (a model with experts, unless fixed) x, "
+                        "across slices, every split of the slices over DCN data, fsdp and expert "
+                        "(of the searched axes, unless a dcn_*_parallelism is yours) x each "
                         "--vary; without a per_device_batch_size of yours, the largest that fits "
                         "at or below base.yml's, searched from the bytes each fit reports; left "
-                        "out unless given with --axes or --vary: the other ICI axes, DCN axes "
-                        "other than the slices' data parallelism, capacity_factor, "
+                        "out unless given with --axes or --vary: the other ICI axes, the other "
+                        "DCN axes, capacity_factor, "
                         "use_ring_of_experts, shard_exp_on_fsdp, "
                         "moe_fsdp_use_two_stage_all_gather, megablox"};
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
