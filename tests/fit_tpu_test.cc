@@ -158,5 +158,46 @@ TEST_CASE("fit against the TPU compiler's whole training steps", "[fit][tpu]") {
         diffs.at("temp_10_percent_missed").get<std::string>());
 }
 
+// Issue 35's bound on plan: every config it calls a fit among the compiled fixtures compiled.
+// Each fixture as a space of one (its mesh's four searched ICI axes, remat policy and matmul
+// pinned to what MaxText resolved; its batch is its own): plan's verdict is fit's, and a "fits"
+// is a compile that did not run out of HBM.
+TEST_CASE("plan calls a compiled fixture a fit only where the TPU compiler compiled it", "[plan][tpu]") {
+  int planned = 0;
+  for (const Fixture& f : TpuFixtures()) {
+    INFO("fixture " << f.name);
+    std::vector<std::string> args = FitArgs(f.tpu);
+    args.front() = "plan";
+    args.resize(args.size() - 2);  // no --format json yet
+    const json& mesh = f.tpu.at("mesh");
+    const json& resolved = f.tpu.at("resolved");
+    for (const char* axis : {"data", "fsdp", "tensor", "expert"}) {
+      int64_t dcn = 1;
+      for (const std::string& a : args) {
+        const std::string key = fmt::format("dcn_{}_parallelism=", axis);
+        if (a.rfind(key, 0) == 0) dcn = std::stoll(a.substr(key.size()));
+      }
+      args.push_back(fmt::format("ici_{}_parallelism={}", axis, mesh.at(axis).get<int64_t>() / dcn));
+    }
+    args.push_back("remat_policy=" + resolved.at("remat_policy").get<std::string>());
+    args.push_back(std::string("sparse_matmul=") + (resolved.at("sparse_matmul").get<bool>() ? "true" : "false"));
+    for (const char* flag : {"--format", "json", "--quiet"}) args.push_back(flag);
+    const CommandResult r = RunShardtrace(args);
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    const json plan = json::parse(r.out);
+    REQUIRE(plan.at("evaluated") == 1);
+    if (!plan.at("excluded").empty()) continue;  // fit refuses it (listed in fit_differences.json)
+    ++planned;
+    std::vector<std::string> fit_args = FitArgs(f.tpu);
+    const CommandResult fit = RunShardtrace(fit_args);
+    REQUIRE(fit.status == 0);
+    const bool plan_fits = plan.at("fitting").get<int>() == 1;
+    CHECK(plan_fits == json::parse(fit.out).at("fits").get<bool>());
+    if (plan_fits) CHECK((!f.tpu.contains("oom") || f.tpu.at("oom").is_null()));
+  }
+  CHECK(planned >= 30);
+}
+
 }  // namespace
 }  // namespace shardtrace::testing
