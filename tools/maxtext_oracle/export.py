@@ -456,14 +456,21 @@ def write_case(case, config, base_yml, out_dir, arrays, unmapped, named_json, lo
   print(f"{case['name']}: {status}, {seconds:.1f} s", flush=True)
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__)
+def exporter_args(description):
+  """The command line every case exporter takes (--devices, --out, --base-yml, --only): the parsed
+  arguments and the base.yml to load (the release's unless --base-yml names one)."""
+  parser = argparse.ArgumentParser(description=description,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--devices", type=int, required=True)
   parser.add_argument("--out", required=True)
   parser.add_argument("--base-yml", default=None)
   parser.add_argument("--only", default=None, help="comma-separated case names")
   args = parser.parse_args()
-  base_yml = args.base_yml or case_matrix.release_base_yml()
+  return args, args.base_yml or case_matrix.release_base_yml()
+
+
+def main():
+  args, base_yml = exporter_args(__doc__)
   _install_recording_wrappers()
   assert len(jax.devices()) == args.devices, jax.devices()
   run_selected(case_matrix.CASES, args.devices, args.only,

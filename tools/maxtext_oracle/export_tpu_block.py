@@ -19,7 +19,6 @@ No HLO is written (SHARDTRACE_HLO_DIR=DIR keeps it there for reading by hand). U
   export_tpu_block.py --devices N --out DIR [--only tpu_a,tpu_b]
 """
 
-import argparse
 import functools
 import json
 import os
@@ -255,13 +254,7 @@ def _version(name):
 
 
 def main():
-  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument("--devices", type=int, required=True)
-  parser.add_argument("--out", required=True)
-  parser.add_argument("--base-yml", default=None)
-  parser.add_argument("--only", default=None, help="comma-separated case names")
-  args = parser.parse_args()
-  base_yml = args.base_yml or case_matrix.release_base_yml()
+  args, base_yml = export.exporter_args(__doc__)
   assert len(jax.devices()) == args.devices, jax.devices()
   export.run_selected(tpu_block_cases.TPU_BLOCK_CASES, args.devices, args.only,
                       lambda case: run_case(case, base_yml, args.out, case_matrix.SEED))
