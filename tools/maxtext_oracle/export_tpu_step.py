@@ -14,8 +14,9 @@ signature, jit_and_compile) and records, as one small JSON file:
     trip count, multiplied through nested loops;
   - the state's arrays (parameters and optimizer state) and the batch: path, shape, dtype,
     PartitionSpec and bytes per device, as MaxText sharded them;
+  - the buffers live at the compiler's peak, read from its own dumps (tpu_peak_buffers.py);
   - how long the compile took.
-No HLO is written. Usage:
+No HLO is written (the dumps go to a temporary directory, removed after). Usage:
   export_tpu_step.py --name NAME --out DIR [--] MAXTEXT_ARGV...
 """
 
@@ -25,12 +26,21 @@ import json
 import os
 import platform
 import re
+import shutil
 import sys
+import tempfile
 import time
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
 os.environ.setdefault("JAX_ENABLE_COMPILATION_CACHE", "false")
+# The compiler's own dumps, read for the buffers live at its peak (tpu_peak_buffers.py) and
+# removed after; a dump directory of the caller's own is kept and read the same way.
+_DUMP_DIR = re.search(r"--xla_dump_to=(\S+)", os.environ.get("XLA_FLAGS", ""))
+_OWN_DUMP = _DUMP_DIR is None
+_DUMP_DIR = tempfile.mkdtemp(prefix="tpu-step-dump-") if _OWN_DUMP else _DUMP_DIR.group(1)
+if _OWN_DUMP:
+  os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_dump_to=" + _DUMP_DIR).strip()
 
 import jax  # pylint: disable=wrong-import-position
 import numpy as np  # pylint: disable=wrong-import-position
@@ -48,6 +58,7 @@ from maxtext.utils import maxtext_utils  # pylint: disable=wrong-import-position
 from maxtext.utils import sharding  # pylint: disable=wrong-import-position
 
 import hlo_collectives  # pylint: disable=wrong-import-position
+import tpu_peak_buffers  # pylint: disable=wrong-import-position
 
 MEMORY_FIELDS = ("argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes",
                  "temp_size_in_bytes", "generated_code_size_in_bytes", "host_argument_size_in_bytes",
@@ -243,6 +254,7 @@ def export(name, argv):
     record["cost"] = {k: float(cost[k]) for k in ("flops", "optimal_seconds", "bytes accessed") if k in cost}
     hlo = compiled.as_text()
     record["collectives"] = collectives_with_trips(hlo, mesh_shape)
+    record["peak_buffers"] = tpu_peak_buffers.peak_buffers(_DUMP_DIR)
     if os.environ.get("SHARDTRACE_HLO_DIR"):  # for reading by hand; never committed
       with open(os.path.join(os.environ["SHARDTRACE_HLO_DIR"], name + ".hlo.txt"), "w", encoding="utf-8") as f:
         f.write(hlo)
@@ -272,7 +284,11 @@ def main():
   parser.add_argument("argv", nargs=argparse.REMAINDER)
   args = parser.parse_args()
   argv = [a for a in args.argv if a != "--"]
-  record = export(args.name, argv)
+  try:
+    record = export(args.name, argv)
+  finally:
+    if _OWN_DUMP:
+      shutil.rmtree(_DUMP_DIR, ignore_errors=True)
   os.makedirs(args.out, exist_ok=True)
   path = os.path.join(args.out, args.name + ".json")
   tmp = path + ".tmp"
