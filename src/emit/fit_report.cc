@@ -53,12 +53,24 @@ std::vector<MemoryRow> MemoryRows(const FitResult& f) {
       {"output_size_in_bytes", m.output_size_in_bytes, "the new state"},
       {"alias_size_in_bytes", m.alias_size_in_bytes, "the donated state the output reuses"},
       {"temp_size_in_bytes", m.temp_size_in_bytes, "inside the step"},
-      {"gradients", f.gradient_bytes, "sharded like the parameters", true},
+      {"gradients", f.peak_gradient_bytes,
+       f.peak_gradient_bytes == f.gradient_bytes
+           ? "sharded like the parameters"
+           : fmt::format("at the peak, of {} sharded like the parameters (an inlined "
+                         "stack's come after it, held in the activation dtype)",
+                         HumanBytes(f.gradient_bytes)),
+       true},
       {"kept for the backward", f.kept_bytes, "every layer's residuals under " + f.policy.name,
        true}};
   if (f.cast_bytes > 0) {
     rows.push_back({"weights cast", f.cast_bytes,
                     "the scanned weights in the activation dtype, cast once before the layer loop",
+                    true});
+  }
+  if (f.gathered_bytes > 0) {
+    rows.push_back({"weights gathered", f.gathered_bytes,
+                    "a one-layer stack's weights in the activation dtype, gathered in the forward "
+                    "and kept for the backward (its scan of one iteration is inlined)",
                     true});
   }
   rows.push_back({"peak temporaries", f.peak_temporary_bytes, f.peak_where, true});
@@ -156,9 +168,10 @@ std::string FitToJson(const FitResult& f) {
   j["components"] = {{"parameters", f.parameter_bytes},
                      {"optimizer_state", f.optimizer_bytes},
                      {"batch", f.batch_bytes},
-                     {"gradients", f.gradient_bytes},
+                     {"gradients", f.peak_gradient_bytes},
                      {"kept_for_backward", f.kept_bytes},
                      {"weights_cast", f.cast_bytes},
+                     {"weights_gathered", f.gathered_bytes},
                      {"offloaded", f.offloaded_bytes},
                      {"peak_temporaries", f.peak_temporary_bytes}};
   j["peak_where"] = f.peak_where;
@@ -242,12 +255,14 @@ std::string FitMemoryChart(const FitResult& f) {
                {{"parameters", d(f.parameter_bytes)},
                 {"optimizer state", d(f.optimizer_bytes)},
                 {"batch", d(f.batch_bytes)},
-                {"gradients", d(f.gradient_bytes)},
+                {"gradients", d(f.peak_gradient_bytes)},
                 {"kept for the backward", d(f.kept_bytes)}}};
   if (f.cast_bytes > 0) bar.segments.push_back({"weights cast", d(f.cast_bytes)});
+  if (f.gathered_bytes > 0) bar.segments.push_back({"weights gathered", d(f.gathered_bytes)});
   bar.segments.push_back({"peak temporaries", d(f.peak_temporary_bytes)});
-  const int64_t drawn = f.parameter_bytes + f.optimizer_bytes + f.batch_bytes + f.gradient_bytes +
-                        f.kept_bytes + f.cast_bytes + f.peak_temporary_bytes;
+  const int64_t drawn = f.parameter_bytes + f.optimizer_bytes + f.batch_bytes +
+                        f.peak_gradient_bytes + f.kept_bytes + f.cast_bytes + f.gathered_bytes +
+                        f.peak_temporary_bytes;
   // What peak_memory_in_bytes holds beyond the named components (output - alias).
   if (f.memory.peak_memory_in_bytes > drawn) {
     bar.segments.push_back({"other", d(f.memory.peak_memory_in_bytes - drawn)});

@@ -31,6 +31,9 @@ std::set<std::string> BatchAxes(const Config& config, const Mesh& mesh) {
 std::vector<std::string> GatherAxes(const ParamBuffer& p, const std::set<std::string>& batch) {
   std::vector<std::string> out;
   for (const std::string& a : p.spec.UsedAxes()) {
+    // Under expert parallelism the tokens travel to the experts: an expert stack keeps its
+    // expert shard (kimi-k2 at expert 8: bf16[48,7168,2048] per device in TPU's buffers).
+    if (p.role == ParamRole::kMoe && a == "expert") continue;
     if (batch.count(a)) out.push_back(a);
   }
   return out;
@@ -176,7 +179,7 @@ BlockFigures AttentionLayer(const Config& config, const Mesh& mesh, const RematP
 }
 
 BlockFigures LogitsStep(const Config& config, const Mesh& mesh, const LayerWeights& head,
-                        int64_t batch) {
+                        int64_t batch, bool tpu) {
   const int64_t length = config.Int("max_target_length");
   const int64_t vocab = config.Int("vocab_size");
   const LogicalAxes names = LogicalNames({"activation_embed_and_logits_batch",
@@ -189,10 +192,19 @@ BlockFigures LogitsStep(const Config& config, const Mesh& mesh, const LayerWeigh
   // Cross-entropy's softmax, one-hot and float32 upcast fuse into the reductions and into the
   // cotangent's producer (the TPU fixtures: deepseek3-test's vocab 129,280 holds no float32
   // [batch, length, vocab] buffer): the logits, kept from the forward, and their cotangent in
-  // the logits' dtype live together, beside the gathered head kernel and its gradient.
-  f.backward_peak_bytes = 2 * logits + 2 * GatheredWeightBytes(config, mesh, head);
-  f.backward_peak_where = "the logits and their cotangent, the gathered output head and its "
-                          "gradient";
+  // the logits' dtype live together, beside the gathered head kernel and its gradient. TPU
+  // reduces that gradient inside its dot (the fixtures' buffer reports hold one gathered head:
+  // gpt-oss-20b's bf16[2880,201088], llama4-17b-16e's bf16[5120,202048]).
+  const int64_t gathered = GatheredWeightBytes(config, mesh, head);
+  f.backward_peak_bytes = 2 * logits + (tpu ? 1 : 2) * gathered;
+  f.backward_peak_where = tpu ? "the logits and their cotangent, the gathered output head"
+                              : "the logits and their cotangent, the gathered output head and "
+                                "its gradient";
+  // TPU's schedule computes the head's weight gradient late: the logits it reads (or their
+  // cotangent fused from them) stay live through the layers' backward (the fixtures' buffer
+  // reports: bf16[1,2048,102400] of deepseek2-16b, bf16[1024,32000] of mixtral-8x7b, at the
+  // peak inside a layer's backward).
+  f.residue_bytes = logits;
   f.collectives = WeightCollectives(config, mesh, head, false, "output head");
   return f;
 }

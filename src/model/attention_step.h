@@ -31,6 +31,10 @@ struct BlockFigures {
   int64_t offloaded_bytes = 0;   // per layer, on the host
   int64_t backward_peak_bytes = 0;
   std::string backward_peak_where;
+  // What stays live from this part's backward through the layers' backward after it (TPU):
+  // the logits, whose last reader, the output head's weight gradient, its scheduler places
+  // after the layers' backward.
+  int64_t residue_bytes = 0;
   std::vector<StepCollectiveTotal> collectives;  // per layer (forward and backward)
 };
 
@@ -43,9 +47,9 @@ BlockFigures AttentionLayer(const Config& config, const Mesh& mesh, const RematP
 
 // The output head and cross-entropy: logits [batch, length, vocab] in the config's dtype
 // (float32 with logits_dot_in_fp32) and their cotangent, and the head kernel gathered for its
-// matmul.
+// matmul. `tpu`: its gradient is reduced inside its dot (all-reduce-scatter), never whole.
 BlockFigures LogitsStep(const Config& config, const Mesh& mesh, const LayerWeights& head,
-                        int64_t batch);
+                        int64_t batch, bool tpu);
 
 // The collectives XLA inserts for weights sharded over the axes activations split the batch
 // on: one all-gather per use (again in the backward when the policy re-runs the layer), one

@@ -83,6 +83,13 @@ HardwareTable LoadHardwareTable(std::string_view text, std::string_view source_n
              name, chip.matmul_efficiency);
       }
     }
+    if (row["scheduler_memory_limit"]) {
+      chip.scheduler_memory_limit = PositiveNumber(row, name, "scheduler_memory_limit", source);
+      if (chip.scheduler_memory_limit > 1) {
+        Fail("{}: chips.{}.scheduler_memory_limit is {}, expected a share of hbm_bytes in (0, 1]",
+             source, name, chip.scheduler_memory_limit);
+      }
+    }
     chip.source = row["source"] ? row["source"].Scalar() : "";
     if (chip.source.empty()) Fail("{}: chips.{}.source is missing: cite the figures", source, name);
     table.chips.emplace(name, std::move(chip));

@@ -28,6 +28,9 @@ struct Chip {
   int64_t devices_per_host = 1;
   // The share of the peak MaxText's matmuls reach (fitted to one published run; 1: the peak).
   double matmul_efficiency = 1.0;
+  // The share of hbm_bytes past which the compiler's scheduler trades latency for memory
+  // (0: none modelled).
+  double scheduler_memory_limit = 0;
   std::string source;
 };
 

@@ -115,6 +115,85 @@ std::vector<StepCollectiveTotal> Merge(const std::vector<StepCollectiveTotal>& a
   return out;
 }
 
+// The stacks' names in the forward's order, as MaxText's layout lists its arrays.
+std::vector<std::string> StackOrder(const ModelLayout& layout) {
+  std::vector<std::string> order;
+  for (const ParamLayout& p : layout.params) {
+    if (!p.stack.empty() && std::find(order.begin(), order.end(), p.stack) == order.end()) {
+      order.push_back(p.stack);
+    }
+  }
+  return order;
+}
+
+// temp's transient part at the step's peak: the largest of the backward's phases, each with
+// the gradients and inlined stacks' gathered weights live there. The logits' backward comes
+// first, every inlined stack's weights still gathered and none of its gradients yet; then
+// each stack's backward, the last stack first: the inlined stacks before it (and itself)
+// still hold their gathered weights, those after it have made their gradients. A looped
+// stack's gradients are the loop's accumulators, live from its start, so all of them count
+// in every phase. On TPU the logits stay live through the layers' backward (the logits
+// step's residue) unless that would take the step past the share of HBM where the compiler's
+// scheduler trades latency for memory: mixtral-8x7b at batch 24 and sequence 8192 on v5p-8
+// computes the head's gradient before the layers' backward, its 11.7 GiB of logits gone at
+// the peak, where the smaller steps keep theirs. Without inlined stacks or a residue (not
+// TPU) this is every gradient plus the larger of a layer's backward and the logits'.
+void ComposePeak(const std::vector<std::string>& order, const model_internal::BlockFigures& logits,
+                 FitResult* r) {
+  int64_t inlined_gradients = 0;
+  int64_t inlined_gathered = 0;
+  for (const LayerStack& s : r->stacks) {
+    if (!s.inlined) continue;
+    inlined_gradients += s.gradient_bytes;
+    inlined_gathered += s.gathered_bytes;
+  }
+  struct Phase {
+    int64_t gradients = 0;
+    int64_t gathered = 0;
+    int64_t transient = 0;
+    std::string where;
+    int64_t total() const { return gradients + gathered + transient; }
+  };
+  const int64_t looped_gradients = r->gradient_bytes - inlined_gradients;
+  const auto largest_phase = [&](int64_t residue) {
+    Phase best{looped_gradients, inlined_gathered, r->logits_peak_bytes,
+               logits.backward_peak_where};
+    int64_t done_gradients = 0;
+    int64_t pending_gathered = inlined_gathered;
+    for (auto name = order.rbegin(); name != order.rend(); ++name) {
+      const auto s = std::find_if(r->stacks.begin(), r->stacks.end(),
+                                  [&](const LayerStack& l) { return l.name == *name; });
+      if (s == r->stacks.end()) continue;
+      const Phase phase{looped_gradients + done_gradients, pending_gathered,
+                        s->backward_peak_bytes + residue,
+                        fmt::format("the backward of one layer of {} ({}){}", s->name,
+                                    s->backward_peak_where,
+                                    residue > 0 ? ", beside the logits the output head's "
+                                                  "gradient reads after the layers' backward"
+                                                : "")};
+      if (phase.total() > best.total()) best = phase;
+      if (s->inlined) {
+        done_gradients += s->held_gradient_bytes;
+        pending_gathered -= s->gathered_bytes;
+      }
+    }
+    return best;
+  };
+  const bool tpu = r->target.platform == "tpu";
+  Phase best = largest_phase(tpu ? logits.residue_bytes : 0);
+  const double limit = r->target.chip.scheduler_memory_limit;
+  const int64_t argument = r->parameter_bytes + r->optimizer_bytes + r->batch_bytes;
+  if (tpu && limit > 0 &&
+      static_cast<double>(argument + r->kept_bytes + r->cast_bytes + best.total()) >
+          limit * static_cast<double>(r->target.hbm_bytes)) {
+    best = largest_phase(0);
+  }
+  r->peak_gradient_bytes = best.gradients;
+  r->gathered_bytes = best.gathered;
+  r->peak_temporary_bytes = best.transient;
+  r->peak_where = best.where;
+}
+
 FitResult FitOnce(const FitRequest& request) {
   FitResult r;
   SHARDTRACE_CHECK(request.tables != nullptr);
@@ -212,7 +291,6 @@ FitResult FitOnce(const FitRequest& request) {
                                     r.mesh)
                             .bytes_per_device /
                         4 * act_bytes;
-  int64_t layer_peak = 0;
   for (const auto& stack_entry : by_stack) {
     // Not a structured binding: clang 14 cannot capture one in the lambda below.
     const std::string& name = stack_entry.first;
@@ -255,24 +333,59 @@ FitResult FitOnce(const FitRequest& request) {
     for (int i = 0; i < s.moe_blocks; ++i) parts.push_back(blocks.moe.at(0));
     for (int i = 0; i < s.shared_blocks; ++i) parts.push_back(blocks.shared.at(0));
     for (int i = 0; i < s.mlp_blocks; ++i) parts.push_back(blocks.mlp.at(0));
-    for (const BlockFigures& f : parts) {
+    // One block's gathered weights, by role (a stack of several sublayers holds each role's
+    // arrays once per sublayer).
+    const auto one_block_gathered = [&](ParamRole role, int blocks) {
+      return model_internal::GatheredWeightBytes(config, r.mesh, weights_of(role)) /
+             std::max(1, blocks);
+    };
+    std::vector<int64_t> part_gathered;
+    for (int i = 0; i < s.attention_blocks; ++i) {
+      part_gathered.push_back(one_block_gathered(ParamRole::kAttention, s.attention_blocks));
+    }
+    for (int i = 0; i < s.moe_blocks; ++i) {
+      part_gathered.push_back(one_block_gathered(ParamRole::kMoe, s.moe_blocks));
+    }
+    for (int i = 0; i < s.shared_blocks; ++i) {
+      part_gathered.push_back(one_block_gathered(ParamRole::kSharedExperts, s.shared_blocks));
+    }
+    for (int i = 0; i < s.mlp_blocks; ++i) {
+      part_gathered.push_back(one_block_gathered(ParamRole::kMlp, s.mlp_blocks));
+    }
+    int64_t peak_part_gathered = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const BlockFigures& f = parts[i];
       for (const MemoryItem& k : f.kept) s.kept.push_back(k);
       s.offloaded_bytes += f.offloaded_bytes;
       if (f.backward_peak_bytes > s.backward_peak_bytes) {
         s.backward_peak_bytes = f.backward_peak_bytes;
         s.backward_peak_where = f.backward_peak_where;
+        peak_part_gathered = part_gathered[i];
       }
       AddCollectives(collectives, f.collectives, s.layers);
     }
     // The cotangent of the layer's output (float32) arrives beside the layer's backward.
     s.backward_peak_bytes += carry / act_bytes * 4;
     for (const MemoryItem& k : s.kept) s.kept_bytes += k.bytes;
+    s.inlined = r.target.platform == "tpu" && s.layers == 1;
+    for (const ParamBuffer* p : params) {
+      if (!p->trainable) continue;
+      s.gradient_bytes += p->bytes_per_device;
+      // kimi-k2's inlined expert stacks at expert 8: TPU's temp holds their gradients as
+      // bf16[48,7168,2048] and writes the float32 update straight into the donated state.
+      s.held_gradient_bytes += s.inlined ? p->bytes_per_device / ByteSize(p->dtype) *
+                                               std::min(act_bytes, ByteSize(p->dtype))
+                                         : p->bytes_per_device;
+    }
+    if (s.inlined) {
+      // All its weights stay gathered from the forward (the fixtures' buffer reports:
+      // llama4-17b-16e's twelve bf16 expert kernels, gpt-oss-20b's six, live at the peak);
+      // the block's backward peak counted its own.
+      s.gathered_bytes = model_internal::GatheredWeightBytes(config, r.mesh, {params, 1});
+      s.backward_peak_bytes -= std::min(s.backward_peak_bytes, peak_part_gathered);
+    }
     r.kept_bytes += CheckedMul(s.kept_bytes, s.layers, "kept residuals");
     r.offloaded_bytes += CheckedMul(s.offloaded_bytes, s.layers, "offloaded residuals");
-    if (s.backward_peak_bytes > layer_peak) {
-      layer_peak = s.backward_peak_bytes;
-      r.peak_where = fmt::format("the backward of one layer of {} ({})", name, s.backward_peak_where);
-    }
     r.stacks.push_back(std::move(s));
   }
   LayerWeights head;
@@ -282,7 +395,8 @@ FitResult FitOnce(const FitRequest& request) {
       head.params.push_back(&p);
     }
   }
-  const BlockFigures logits = model_internal::LogitsStep(config, r.mesh, head, batch);
+  const BlockFigures logits = model_internal::LogitsStep(config, r.mesh, head, batch,
+                                                             r.target.platform == "tpu");
   r.logits_peak_bytes = logits.backward_peak_bytes;
   AddCollectives(collectives, logits.collectives, 1);
   LayerWeights embedding;
@@ -294,15 +408,19 @@ FitResult FitOnce(const FitRequest& request) {
   // Where the weights are stored wider than the activations, TPU casts each scanned stack to
   // the activation dtype once, before the layer loop, and keeps the cast through the step
   // (measured on the TPU fixtures: the forward loop carries bf16[layers, ...] shards).
+  // An inlined stack has no loop to cast before.
+  std::set<std::string> inlined;
+  for (const LayerStack& s : r.stacks) {
+    if (s.inlined) inlined.insert(s.name);
+  }
   if (r.target.platform == "tpu") {
     for (const ParamBuffer& p : r.params) {
-      if (IsStacked(p) && ByteSize(p.dtype) > act_bytes) {
+      if (IsStacked(p) && !inlined.count(p.stack) && ByteSize(p.dtype) > act_bytes) {
         r.cast_bytes += p.bytes_per_device / ByteSize(p.dtype) * act_bytes;
       }
     }
   }
-  r.peak_temporary_bytes = std::max(layer_peak, r.logits_peak_bytes);
-  if (r.logits_peak_bytes >= layer_peak) r.peak_where = logits.backward_peak_where;
+  ComposePeak(StackOrder(layout), logits, &r);
 
   // memory_analysis()'s fields. The state (parameters and optimizer) is donated: the new state
   // aliases it.
@@ -311,7 +429,8 @@ FitResult FitOnce(const FitRequest& request) {
   m.argument_size_in_bytes = state + r.batch_bytes;
   m.output_size_in_bytes = state;
   m.alias_size_in_bytes = state;
-  m.temp_size_in_bytes = r.gradient_bytes + r.kept_bytes + r.cast_bytes + r.peak_temporary_bytes;
+  m.temp_size_in_bytes = r.peak_gradient_bytes + r.kept_bytes + r.cast_bytes + r.gathered_bytes +
+                         r.peak_temporary_bytes;
   m.host_temp_size_in_bytes = r.offloaded_bytes;
   m.peak_memory_in_bytes = m.argument_size_in_bytes + m.output_size_in_bytes -
                            m.alias_size_in_bytes + m.temp_size_in_bytes;

@@ -93,6 +93,15 @@ struct LayerStack {
   int64_t offloaded_bytes = 0;   // per layer, to pinned_host
   int64_t backward_peak_bytes = 0;  // one layer's backward temporaries at their peak
   std::string backward_peak_where;
+  int64_t gradient_bytes = 0;  // the stack's parameters' gradients, every layer
+  // What of them the backward holds: inlined, in the activation dtype (no loop accumulates
+  // them; the cast to the weight dtype fuses into the optimizer's update).
+  int64_t held_gradient_bytes = 0;
+  // A stack of one layer is a scan of one iteration, which XLA's while-loop simplifier
+  // inlines: on TPU its weights are gathered (in the activation dtype) once in the forward
+  // and kept for the backward, not cast before a loop and gathered again.
+  bool inlined = false;
+  int64_t gathered_bytes = 0;  // inlined: its weights gathered, kept from forward to backward
 };
 
 // The step's collectives of one kind over one set of mesh axes.
@@ -141,6 +150,8 @@ struct FitResult {
   int64_t kept_bytes = 0;       // every layer's kept residuals on the device
   int64_t offloaded_bytes = 0;  // every layer's residuals on the host
   int64_t cast_bytes = 0;  // the scanned weights cast to the activation dtype (TPU)
+  int64_t peak_gradient_bytes = 0;  // the gradients live at the peak (inlined stacks' come later)
+  int64_t gathered_bytes = 0;  // inlined stacks' gathered weights live at the peak (TPU)
   int64_t logits_peak_bytes = 0;
   int64_t peak_temporary_bytes = 0;  // the transient part of temp at the step's peak
   std::string peak_where;

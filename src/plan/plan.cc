@@ -292,7 +292,8 @@ PlanResult Plan(const PlanRequest& request) {
         if (!search_batch) break;
         const BatchProbe probe_result{
             fit.fits, fit.target.hbm_bytes - fit.headroom_bytes,
-            fit.memory.argument_size_in_bytes + fit.gradient_bytes + fit.cast_bytes,
+            fit.memory.argument_size_in_bytes + fit.peak_gradient_bytes + fit.cast_bytes +
+                fit.gathered_bytes,
             fit.target.hbm_bytes};
         if (!search.Record(probe_result)) break;
       } catch (const Error& e) {
