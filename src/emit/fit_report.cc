@@ -172,6 +172,7 @@ std::string FitToJson(const FitResult& f) {
                      {"kept_for_backward", f.kept_bytes},
                      {"weights_cast", f.cast_bytes},
                      {"weights_gathered", f.gathered_bytes},
+                     {"logits_kept", f.logits_kept_bytes},
                      {"offloaded", f.offloaded_bytes},
                      {"peak_temporaries", f.peak_temporary_bytes}};
   j["peak_where"] = f.peak_where;
@@ -192,12 +193,16 @@ std::string FitToJson(const FitResult& f) {
   for (const LayerStack& s : f.stacks) {
     nlohmann::ordered_json kept = nlohmann::ordered_json::array();
     for (const MemoryItem& k : s.kept) kept.push_back({{"name", k.name}, {"bytes", k.bytes}});
+    nlohmann::ordered_json gathered = nlohmann::ordered_json::array();
+    for (const MemoryItem& g : s.gathered) gathered.push_back({{"path", g.name}, {"bytes", g.bytes}});
     j["stacks"].push_back({{"name", s.name},
                            {"layers", s.layers},
                            {"kept_per_layer", kept},
                            {"kept_bytes_per_layer", s.kept_bytes},
                            {"offloaded_bytes_per_layer", s.offloaded_bytes},
-                           {"backward_peak_bytes", s.backward_peak_bytes}});
+                           {"backward_peak_bytes", s.backward_peak_bytes},
+                           {"inlined", s.inlined},
+                           {"gathered", gathered}});
   }
   j["largest"] = nlohmann::ordered_json::array();
   for (const MemoryItem& i : f.largest) {

@@ -150,13 +150,14 @@ void ComposePeak(const std::vector<std::string>& order, const model_internal::Bl
   struct Phase {
     int64_t gradients = 0;
     int64_t gathered = 0;
-    int64_t transient = 0;
+    int64_t transient = 0;  // with the kept logits
+    int64_t logits_kept = 0;
     std::string where;
     int64_t total() const { return gradients + gathered + transient; }
   };
   const int64_t looped_gradients = r->gradient_bytes - inlined_gradients;
   const auto largest_phase = [&](int64_t residue) {
-    Phase best{looped_gradients, inlined_gathered, r->logits_peak_bytes,
+    Phase best{looped_gradients, inlined_gathered, r->logits_peak_bytes, 0,
                logits.backward_peak_where};
     int64_t done_gradients = 0;
     int64_t pending_gathered = inlined_gathered;
@@ -165,7 +166,7 @@ void ComposePeak(const std::vector<std::string>& order, const model_internal::Bl
                                   [&](const LayerStack& l) { return l.name == *name; });
       if (s == r->stacks.end()) continue;
       const Phase phase{looped_gradients + done_gradients, pending_gathered,
-                        s->backward_peak_bytes + residue,
+                        s->backward_peak_bytes + residue, residue,
                         fmt::format("the backward of one layer of {} ({}){}", s->name,
                                     s->backward_peak_where,
                                     residue > 0 ? ", beside the logits the output head's "
@@ -191,6 +192,7 @@ void ComposePeak(const std::vector<std::string>& order, const model_internal::Bl
   r->peak_gradient_bytes = best.gradients;
   r->gathered_bytes = best.gathered;
   r->peak_temporary_bytes = best.transient;
+  r->logits_kept_bytes = best.logits_kept;
   r->peak_where = best.where;
 }
 
@@ -381,7 +383,11 @@ FitResult FitOnce(const FitRequest& request) {
       // All its weights stay gathered from the forward (the fixtures' buffer reports:
       // llama4-17b-16e's twelve bf16 expert kernels, gpt-oss-20b's six, live at the peak);
       // the block's backward peak counted its own.
-      s.gathered_bytes = model_internal::GatheredWeightBytes(config, r.mesh, {params, 1});
+      for (const ParamBuffer* p : params) {
+        s.gathered.push_back(
+            {p->path, model_internal::GatheredWeightBytes(config, r.mesh, {{p}, 1}), ""});
+        s.gathered_bytes += s.gathered.back().bytes;
+      }
       s.backward_peak_bytes -= std::min(s.backward_peak_bytes, peak_part_gathered);
     }
     r.kept_bytes += CheckedMul(s.kept_bytes, s.layers, "kept residuals");

@@ -102,6 +102,7 @@ struct LayerStack {
   // and kept for the backward, not cast before a loop and gathered again.
   bool inlined = false;
   int64_t gathered_bytes = 0;  // inlined: its weights gathered, kept from forward to backward
+  std::vector<MemoryItem> gathered;  // inlined: each array's share of gathered_bytes
 };
 
 // The step's collectives of one kind over one set of mesh axes.
@@ -152,6 +153,7 @@ struct FitResult {
   int64_t cast_bytes = 0;  // the scanned weights cast to the activation dtype (TPU)
   int64_t peak_gradient_bytes = 0;  // the gradients live at the peak (inlined stacks' come later)
   int64_t gathered_bytes = 0;  // inlined stacks' gathered weights live at the peak (TPU)
+  int64_t logits_kept_bytes = 0;  // the logits live in the layers' backward at the peak (TPU)
   int64_t logits_peak_bytes = 0;
   int64_t peak_temporary_bytes = 0;  // the transient part of temp at the step's peak
   std::string peak_where;
