@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -20,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "model/whole_step.h"
 #include "test_support.h"
 
 namespace shardtrace::testing {
@@ -112,6 +114,17 @@ TEST_CASE("fit against the TPU compiler's whole training steps", "[fit][tpu]") {
       CHECK(fit.at("fits").get<bool>() != tpu_fits);
     }
     CHECK(fit.at("devices") == f.tpu.at("devices"));
+    // fit's peak against the compiler's (its peak, or the HBM its OOM says it needed) stays in
+    // the band the verdict's "near the line" names, and a wrong verdict is flagged near it.
+    const int64_t tpu_peak = tpu_fits ? f.tpu.at("memory").at("peak_memory_in_bytes").get<int64_t>()
+                                      : f.tpu.at("oom").value("used_bytes", int64_t{0});
+    const double hbm = fit.at("hbm_bytes").get<double>();
+    const double band = (fit.at("peak_memory_in_bytes").get<double>() - tpu_peak) / hbm;
+    CHECK((band >= -kFitPeakUnderHbm && band <= kFitPeakOverHbm) !=
+          Listed(diffs, f.name, "peak band"));
+    if (Listed(diffs, f.name, "verdict") && !Listed(diffs, f.name, "peak band")) {
+      CHECK(fit.at("near_line").get<bool>());
+    }
     if (!tpu_fits) {
       if (print) {
         std::cout << fmt::format("{:40s} TPU: does not fit (used {} of {}), fit peak {}\n", f.name,
@@ -194,7 +207,11 @@ TEST_CASE("plan calls a compiled fixture a fit only where the TPU compiler compi
     REQUIRE(fit.status == 0);
     const bool plan_fits = plan.at("fitting").get<int>() == 1;
     CHECK(plan_fits == json::parse(fit.out).at("fits").get<bool>());
-    if (plan_fits) CHECK((!f.tpu.contains("oom") || f.tpu.at("oom").is_null()));
+    // A false fit only where fit's is (listed, with the reason), and flagged near the line.
+    if (plan_fits && f.tpu.contains("oom") && !f.tpu.at("oom").is_null()) {
+      CHECK(Listed(Differences(), f.name, "verdict"));
+      CHECK(plan.at("configs").at(0).at("near_line").get<bool>());
+    }
   }
   CHECK(planned >= 30);
 }

@@ -93,8 +93,13 @@ std::string FitVerdict(bool fits, int64_t headroom_bytes) {
 }
 
 std::string FitHeadline(const FitResult& f) {
-  return fmt::format("{} on {}: {}", f.model_name, f.target.ToString(),
-                     FitVerdict(f.fits, f.headroom_bytes));
+  return fmt::format(
+      "{} on {}: {}{}", f.model_name, f.target.ToString(), FitVerdict(f.fits, f.headroom_bytes),
+      f.near_line ? fmt::format(" (near the line: on its fixtures fit's peak stays within "
+                                "{:.1f}% of HBM under and {:.1f}% over the TPU compiler's; "
+                                "compile to be sure)",
+                                100 * kFitPeakUnderHbm, 100 * kFitPeakOverHbm)
+                  : "");
 }
 
 std::string FitToText(const FitResult& f) {
@@ -163,6 +168,7 @@ std::string FitToJson(const FitResult& f) {
   j["fits"] = f.fits;
   j["hbm_bytes"] = f.target.hbm_bytes;
   j["headroom_bytes"] = f.headroom_bytes;
+  j["near_line"] = f.near_line;
   const FitMemory& m = f.memory;
   AddMemoryAnalysis(j, m);
   j["components"] = {{"parameters", f.parameter_bytes},

@@ -73,7 +73,8 @@ std::string PlanToText(const PlanResult& plan, int top) {
   int rank = 0;
   for (const PlannedConfig& c : plan.fits) {
     if (++rank > top) break;
-    fits.AddRow({std::to_string(rank), Joined(c.overrides), HumanBytes(c.headroom_bytes),
+    fits.AddRow({std::to_string(rank), Joined(c.overrides),
+                 HumanBytes(c.headroom_bytes) + (c.near_line ? " (near the line)" : ""),
                  Seconds(c.time.step_seconds), fmt::format("{:.1f}%", 100 * c.time.mfu),
                  fmt::format("{:.0f}", c.time.tokens_per_second_per_device), CommByAxis(c.time),
                  c.pareto ? "*" : ""});
@@ -120,6 +121,7 @@ std::string PlanToJson(const PlanResult& plan, int top) {
     r["fits"] = c.fits;
     r["hbm_bytes"] = c.hbm_bytes;
     r["headroom_bytes"] = c.headroom_bytes;
+    r["near_line"] = c.near_line;
     AddMemoryAnalysis(r, c.memory);
     r["est_step_seconds"] = c.time.step_seconds;
     r["compute_seconds"] = c.time.compute_seconds;

@@ -11,22 +11,31 @@
 namespace shardtrace::model_internal {
 namespace {
 
-// TPU reduces a weight's gradient with an all-reduce-scatter fused into the dot that
-// produces it (measured on the TPU fixtures, docs/fit.md): the whole unreduced gradient the
-// block model holds at its peak never lives in HBM there. Except where the fusion is refused
-// (`unfused`: spmd/tpu_collectives.h kUnfusedMinorDim, a bf16 share of the layout's minor dim
-// under 512 bytes): that gradient is all-reduced whole and stays at the peak (DeepSeek-V3 at
+// The backward's peak as TPU's compiler writes the block, taken again over its schedule
+// without a weight's whole unreduced gradient: TPU reduces it with an all-reduce-scatter fused
+// into the dot that produces it (measured on the TPU fixtures, docs/fit.md). Except where the
+// fusion is refused (`unfused`: spmd/tpu_collectives.h kUnfusedMinorDim, a bf16 share of the
+// layout's minor dim under 512 bytes): that gradient is all-reduced whole (DeepSeek-V3 at
 // fsdp 128: temp -33.1% -> -14.5% against the compiler).
-int64_t WholeWeightGradientsAtPeak(const RunResult& run, const StepResult& step,
-                                   const std::set<int>& unfused) {
-  int64_t bytes = 0;
-  for (const StepBuffer& b : step.memory.at_peak) {
-    if (b.cotangent && !unfused.count(b.tensor) &&
-        run.trace.tensors[static_cast<size_t>(b.tensor)].kind == TensorKind::kWeight) {
-      bytes += b.bytes;
-    }
+int64_t TpuBackwardPeak(const RunResult& run, const StepResult& step,
+                        const std::set<int>& unfused) {
+  const StepMemory& m = step.memory;
+  std::vector<int64_t> delta(m.backward_transient.size() + 1, 0);
+  for (const StepRange& r : m.backward_ranges) {
+    const StepBuffer& b = r.buffer;
+    const bool weight_gradient =
+        b.cotangent && !unfused.count(b.tensor) &&
+        run.trace.tensors[static_cast<size_t>(b.tensor)].kind == TensorKind::kWeight;
+    if (weight_gradient) continue;
+    delta[static_cast<size_t>(r.lo)] += b.bytes;
+    delta[static_cast<size_t>(r.hi) + 1] -= b.bytes;
   }
-  return bytes;
+  int64_t live = 0, peak = 0;
+  for (size_t i = 0; i < m.backward_transient.size(); ++i) {
+    live += delta[i];
+    peak = std::max(peak, live + m.backward_transient[i]);
+  }
+  return peak;
 }
 
 BlockFigures FiguresOf(const RunResult& run, const StepResult& step, const std::string& from,
@@ -42,8 +51,7 @@ BlockFigures FiguresOf(const RunResult& run, const StepResult& step, const std::
   f.backward_peak_bytes = step.memory.peak_temporary_bytes();
   if (tpu) {
     f.backward_peak_bytes =
-        std::max(step.memory.forward_temporary_bytes,
-                 step.memory.backward_temporary_bytes - WholeWeightGradientsAtPeak(run, step, unfused));
+        std::max(step.memory.forward_temporary_bytes, TpuBackwardPeak(run, step, unfused));
   }
   f.backward_peak_where = fmt::format("{} block backward (spmd/step_memory.h)", from);
   for (const CollectiveTotal& t : run.totals.collectives) {

@@ -287,6 +287,7 @@ PlanResult Plan(const PlanRequest& request) {
           p.memory = fit.memory;
           p.hbm_bytes = fit.target.hbm_bytes;
           p.headroom_bytes = fit.headroom_bytes;
+          p.near_line = fit.near_line;
           p.time = EstimateStepTime(fit);
         }
         if (!search_batch) break;

@@ -326,11 +326,13 @@ StepMemoryPlan PlanStepMemory(const StepGraph& g, const RematPolicy& policy, Ste
         if (g.T(g.CastSource(in)).kind == TensorKind::kWeight)
           transient += g.ReadBytes(trace.ops[i], in);
     if (const auto it = moved.find(i); it != moved.end()) transient += it->second;
+    m.backward_transient.push_back(transient);
     if (live + transient > m.backward_temporary_bytes) {
       m.backward_temporary_bytes = live + transient;
       m.backward_peak_op = i;
     }
   }
+  for (const Range& r : ranges) m.backward_ranges.push_back({{r.tensor, r.bytes, r.cotangent}, r.lo, r.hi});
   // What holds the backward's peak, largest first.
   for (const Range& r : ranges)
     if (r.lo <= m.backward_peak_op && m.backward_peak_op <= r.hi)

@@ -78,6 +78,12 @@ struct StepBuffer {
   bool cotangent = false;
 };
 
+// A buffer of the backward's schedule, live while the VJPs of forward ops lo..hi run.
+struct StepRange {
+  StepBuffer buffer;
+  int lo = 0, hi = 0;
+};
+
 struct StepMemory {
   int64_t parameter_bytes = 0;
   int64_t input_bytes = 0;
@@ -94,6 +100,11 @@ struct StepMemory {
   int64_t backward_temporary_bytes = 0;  // residuals and cotangents live, at their peak
   int backward_peak_op = -1;             // the forward op whose transpose runs at that peak
   std::vector<StepBuffer> at_peak;       // what is live there, largest first
+  // The backward's schedule, for a reader that drops buffers a compiler never writes and
+  // takes the peak again (model/block_step.cc, TPU): its buffers, and by forward op what its
+  // VJP adds for itself alone (a gathered weight's cotangent, reshard copies).
+  std::vector<StepRange> backward_ranges;
+  std::vector<int64_t> backward_transient;
   // How XLA:CPU's memory_analysis() on fake devices differs from these TPU figures (what it
   // allocates that this model does not count, or counts wider).
   std::vector<std::string> xla_cpu_notes;

@@ -67,6 +67,16 @@ CASES = [
          "max_target_length=2048", layers=2),
     case("pair_mixtral_l2_v5e16_pdb20", "mixtral-8x7b", "v5e-16", "per_device_batch_size=20",
          "max_target_length=2048", layers=2),
+    # Consecutive batches at the compiler's own line, found by bisecting between the pairs
+    # above with the compiler (the batch compiles, the next one up does not).
+    case("pair_mixtral_l2_v5e16_pdb13", "mixtral-8x7b", "v5e-16", "per_device_batch_size=13",
+         "max_target_length=2048", layers=2),
+    case("pair_mixtral_l2_v5e16_pdb14", "mixtral-8x7b", "v5e-16", "per_device_batch_size=14",
+         "max_target_length=2048", layers=2),
+    case("pair_deepseek3_test_v5p8_pdb30", "deepseek3-test", "v5p-8", "per_device_batch_size=30",
+         "max_target_length=2048"),
+    case("pair_deepseek3_test_v5p8_pdb31", "deepseek3-test", "v5p-8", "per_device_batch_size=31",
+         "max_target_length=2048"),
     # Round two: tpu7x, more v6e and v5e, data parallelism, the other remat policies, larger
     # models, a config fit says does not fit, dropping (capacity_factor) on the dense path.
     case("mixtral_l2_tpu7x8", "mixtral-8x7b", "tpu7x-8", "per_device_batch_size=4", "max_target_length=2048",
