@@ -331,33 +331,25 @@ FitResult FitOnce(const FitRequest& request) {
       }
       return w;
     };
+    // Each block of one layer, with its own gathered weights (a stack of several sublayers
+    // holds each role's arrays once per sublayer).
     std::vector<BlockFigures> parts;
-    for (int i = 0; i < s.attention_blocks; ++i) {
-      parts.push_back(model_internal::AttentionLayer(config, r.mesh, r.policy, kernel,
-                                                     weights_of(ParamRole::kAttention), batch));
-    }
-    for (int i = 0; i < s.moe_blocks; ++i) parts.push_back(blocks.moe.at(0));
-    for (int i = 0; i < s.shared_blocks; ++i) parts.push_back(blocks.shared.at(0));
-    for (int i = 0; i < s.mlp_blocks; ++i) parts.push_back(blocks.mlp.at(0));
-    // One block's gathered weights, by role (a stack of several sublayers holds each role's
-    // arrays once per sublayer).
-    const auto one_block_gathered = [&](ParamRole role, int blocks) {
-      return model_internal::GatheredWeightBytes(config, r.mesh, weights_of(role)) /
-             std::max(1, blocks);
-    };
     std::vector<int64_t> part_gathered;
-    for (int i = 0; i < s.attention_blocks; ++i) {
-      part_gathered.push_back(one_block_gathered(ParamRole::kAttention, s.attention_blocks));
-    }
-    for (int i = 0; i < s.moe_blocks; ++i) {
-      part_gathered.push_back(one_block_gathered(ParamRole::kMoe, s.moe_blocks));
-    }
-    for (int i = 0; i < s.shared_blocks; ++i) {
-      part_gathered.push_back(one_block_gathered(ParamRole::kSharedExperts, s.shared_blocks));
-    }
-    for (int i = 0; i < s.mlp_blocks; ++i) {
-      part_gathered.push_back(one_block_gathered(ParamRole::kMlp, s.mlp_blocks));
-    }
+    const auto add_blocks = [&](int count, ParamRole role, const auto& figures) {
+      const int64_t gathered = model_internal::GatheredWeightBytes(config, r.mesh, weights_of(role)) /
+                               std::max(1, count);
+      for (int i = 0; i < count; ++i) {
+        parts.push_back(figures());
+        part_gathered.push_back(gathered);
+      }
+    };
+    add_blocks(s.attention_blocks, ParamRole::kAttention, [&] {
+      return model_internal::AttentionLayer(config, r.mesh, r.policy, kernel,
+                                            weights_of(ParamRole::kAttention), batch);
+    });
+    add_blocks(s.moe_blocks, ParamRole::kMoe, [&] { return blocks.moe.at(0); });
+    add_blocks(s.shared_blocks, ParamRole::kSharedExperts, [&] { return blocks.shared.at(0); });
+    add_blocks(s.mlp_blocks, ParamRole::kMlp, [&] { return blocks.mlp.at(0); });
     int64_t peak_part_gathered = 0;
     for (size_t i = 0; i < parts.size(); ++i) {
       const BlockFigures& f = parts[i];

@@ -11,7 +11,9 @@ gives:
   - the largest of the rest, each with its bytes, shape, HLO op, phase (forward: jvp; backward:
     transpose(jvp); other: compiler-made, e.g. a loop's carried buffers or async copies) and
     the tail of its op_name.
-A value live at the peak is not all of temp_size_in_bytes: the heap's packing adds to it.
+These are HLO values, not buffers: an in-place op's output shares its operand's buffer and both
+are listed, so live_temp_bytes can pass temp_size_in_bytes; and the heap's packing adds to what
+is live. Read the shapes and sources, not the sum.
 Usage (on a dump of one's own): tpu_peak_buffers.py DUMP_DIR. Needs only the standard library.
 """
 
