@@ -216,5 +216,74 @@ TEST_CASE("plan calls a compiled fixture a fit only where the TPU compiler compi
   CHECK(planned >= 30);
 }
 
+// fit's two rules read from the compiler's buffers (docs/fit.md, "The backward's phases"),
+// checked against the buffers each fixture records live at TPU's peak (peak_buffers,
+// tools/maxtext_oracle/tpu_peak_buffers.py):
+//  - the output head's backward leaves one buffer live through the layers' backward (the
+//    logits, their cotangent or the head's gradient): where the compiler's peak is inside a
+//    layer's backward, it holds such a buffer exactly when fit keeps the logits there, and one
+//    no larger than fit's (or the fixture is listed with bound 'peak logits' and its reason);
+//  - a one-layer stack is inlined and keeps its forward-gathered weights: each of its expert
+//    arrays large enough to be recorded is a buffer of exactly fit's gathered bytes at the
+//    compiler's peak (the forward's gathered copy, or later in the backward that copy's whole
+//    gradient, as in gpt-oss-120b, whose reduction TPU does not fuse).
+TEST_CASE("fit's kept logits and inlined gathered experts are buffers at TPU's peak",
+          "[fit][tpu]") {
+  const json diffs = Differences();
+  int read = 0, with_logits = 0, with_inlined = 0;
+  for (const Fixture& f : TpuFixtures()) {
+    if (!f.tpu.contains("peak_buffers") || f.tpu.at("peak_buffers").is_null()) continue;
+    if (Listed(diffs, f.name, "refused") || Listed(diffs, f.name, "verdict")) continue;
+    INFO("fixture " << f.name);
+    ++read;
+    const CommandResult r = RunShardtrace(FitArgs(f.tpu));
+    REQUIRE(r.status == 0);
+    const json fit = json::parse(r.out);
+    const json& buffers = f.tpu.at("peak_buffers").at("buffers");
+    REQUIRE(!buffers.empty());
+    bool in_layer_backward = false;
+    int64_t head = 0, smallest = buffers.back().at("bytes").get<int64_t>();
+    std::vector<int64_t> gathered;  // buffers of the forward or the backward (not compiler-made)
+    for (const json& b : buffers) {
+      const std::string source = b.at("source");
+      const int64_t bytes = b.at("bytes");
+      in_layer_backward |= source.rfind("transpose(jvp())/while/body", 0) == 0;
+      // The logits (their dot, or the reductions fused with it), their cotangent (the
+      // transpose of the cast to float32) or the head's gradient (the transpose of its dot).
+      if (source == "jvp()/dot_general" || source == "jvp()/reduce_sum" ||
+          source == "transpose(jvp())/convert_element_type" ||
+          source == "transpose(jvp())/dot_general") {
+        head = std::max(head, bytes);
+      }
+      if (b.at("phase") != "other") gathered.push_back(bytes);
+      smallest = std::min(smallest, bytes);
+    }
+    const int64_t kept = fit.at("components").at("logits_kept");
+    if (in_layer_backward) {
+      // A fixture listed with bound 'peak logits' must miss it (the list stays true).
+      const bool agrees = (head > 0) == (kept > 0) && head <= kept;
+      CHECK(agrees != Listed(diffs, f.name, "peak logits"));
+      with_logits += agrees && kept > 0;
+    }
+    std::map<std::string, std::string> roles;
+    for (const json& p : fit.at("params")) roles[p.at("path")] = p.at("role");
+    for (const json& stack : fit.at("stacks")) {
+      if (!stack.at("inlined").get<bool>()) continue;
+      for (const json& g : stack.at("gathered")) {
+        const int64_t bytes = g.at("bytes");
+        if (roles[g.at("path")] != "routed experts" || bytes < smallest) continue;
+        INFO("gathered " << g.at("path").get<std::string>() << " " << bytes << " B");
+        const auto match = std::find(gathered.begin(), gathered.end(), bytes);
+        CHECK(match != gathered.end());
+        if (match != gathered.end()) gathered.erase(match);
+        ++with_inlined;
+      }
+    }
+  }
+  CHECK(read >= 25);
+  CHECK(with_logits >= 8);
+  CHECK(with_inlined >= 12);
+}
+
 }  // namespace
 }  // namespace shardtrace::testing
