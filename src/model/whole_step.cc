@@ -136,11 +136,13 @@ std::vector<std::string> StackOrder(const ModelLayout& layout) {
 // backward, the output head's weight gradient their last reader, which the compiler's
 // scheduler places after the layers' backward; fit drops them where they would take the step
 // past the share of HBM where that scheduler trades latency for memory (95%: libtpu's flag,
-// in the chip table). The fixtures' buffers at the peak keep them in 10 of 11 steps whose
-// peak is in a layer's backward, and drop them in mixtral at batch 24 and sequence 8192 (11.7
-// GiB of logits, 92% of HBM with them); mixtral on v5e-16 at batch 12 and 13 keeps them at
-// 86% and 96%, against the rule (listed with bound 'peak logits'): the limit is not all the
-// scheduler weighs. Without inlined stacks or a residue (not TPU) this is every gradient plus
+// in the chip table). The fixtures' buffers at the compiler's peak hold one of them (or a
+// piece, or the head's gradient) in 22 of the 26 steps that peak in a layer's backward; not
+// mixtral at batch 24 and sequence 8192 (11.7 GiB of logits, 92% of HBM with them), mixtral
+// under save_qkv_proj, deepseek3-test rematerializing at batch 30, llama4 peaking where its
+// forward ends. mixtral on v5e-16 at batch 12 and 13 keeps them at 86% and 96% of HBM,
+// against the 95% rule (listed with bound 'peak logits'): the limit is not all the scheduler
+// weighs. Without inlined stacks or a residue (not TPU) this is every gradient plus
 // the larger of a layer's backward and the logits'.
 void ComposePeak(const std::vector<std::string>& order, const model_internal::BlockFigures& logits,
                  FitResult* r) {
