@@ -276,17 +276,12 @@ StepMemoryPlan PlanStepMemory(const StepGraph& g, const RematPolicy& policy, Ste
   // The backward phase: delta[i] changes what is live while the VJP of forward op i runs
   // (the backward walks i from the last op down to 0).
   std::vector<int64_t> delta(num_ops + 2, 0);
-  struct Range {
-    int tensor, lo, hi;
-    int64_t bytes;
-    bool cotangent;
-  };
-  std::vector<Range> ranges;
+  std::vector<StepRange>& ranges = m.backward_ranges;  // the schedule, kept for its readers
   auto live_between = [&](int tensor, int lo, int hi, int64_t bytes, bool cotangent) {
     if (lo < 0 || hi < lo) return;  // live while the VJPs of ops lo..hi run
     delta[lo] += bytes;
     delta[hi + 1] -= bytes;
-    ranges.push_back({tensor, lo, hi, bytes, cotangent});
+    ranges.push_back({{tensor, bytes, cotangent}, lo, hi});
   };
   for (const auto& [r, v] : residual) {
     m.residual_bytes += v.bytes;
@@ -332,11 +327,9 @@ StepMemoryPlan PlanStepMemory(const StepGraph& g, const RematPolicy& policy, Ste
       m.backward_peak_op = i;
     }
   }
-  for (const Range& r : ranges) m.backward_ranges.push_back({{r.tensor, r.bytes, r.cotangent}, r.lo, r.hi});
   // What holds the backward's peak, largest first.
-  for (const Range& r : ranges)
-    if (r.lo <= m.backward_peak_op && m.backward_peak_op <= r.hi)
-      m.at_peak.push_back({r.tensor, r.bytes, r.cotangent});
+  for (const StepRange& r : ranges)
+    if (r.lo <= m.backward_peak_op && m.backward_peak_op <= r.hi) m.at_peak.push_back(r.buffer);
   std::stable_sort(m.at_peak.begin(), m.at_peak.end(),
                    [](const StepBuffer& a, const StepBuffer& b) { return a.bytes > b.bytes; });
   XlaCpuNotes(g, m);
