@@ -285,5 +285,84 @@ TEST_CASE("fit's kept logits and inlined gathered experts are buffers at TPU's p
   CHECK(with_inlined >= 12);
 }
 
+// The collectives per step, by kind, against those the compiled step's HLO runs (the fixture's
+// "collectives": each op with its replica-group size, result bytes, count and the trip count of
+// the loop it runs in). Bytes are sent per device: an all-gather sends result x (g-1)/g; TPU
+// writes each gradient's reduce-scatter as an all-reduce whose only user slices the device's
+// share (all-reduce-scatter fusion), counted as that reduce-scatter, result x (g-1)/g; a
+// reduce-scatter sends result x (g-1); an all-to-all result x (g-1)/g. Bounds: all-gathers and
+// reductions within 10% of TPU's bytes ('collectives gather', 'collectives reduce'), the
+// all-to-alls equal in count and within 1% in bytes ('collectives all-to-all'), the ragged
+// all-to-alls equal in count ('collectives ragged': their bytes are the send buffer fit counts
+// and the worst-case receive buffer the HLO allocates, not comparable). TPU's
+// collective-permutes (its own decomposition of gathers and reductions on some topologies)
+// are not compared; a fixture whose sums miss for them is listed with that reason.
+TEST_CASE("fit's collectives per step are the compiled step's", "[fit][tpu]") {
+  const json diffs = Differences();
+  const bool print = std::getenv("SHARDTRACE_PRINT_FIT_TABLE") != nullptr;
+  int compared = 0;
+  for (const Fixture& f : TpuFixtures()) {
+    if (f.tpu.at("status") != "compiled" || Listed(diffs, f.name, "refused")) continue;
+    INFO("fixture " << f.name);
+    const CommandResult r = RunShardtrace(FitArgs(f.tpu));
+    REQUIRE(r.status == 0);
+    const json fit = json::parse(r.out);
+    std::map<std::string, double> tpu_bytes, fit_bytes;
+    std::map<std::string, int64_t> tpu_count, fit_count;
+    for (const json& c : f.tpu.at("collectives")) {
+      const std::string op = c.at("op");
+      const double g = c.at("group_size").get<double>();
+      const int64_t n = c.at("count").get<int64_t>() * c.at("trip_count").get<int64_t>();
+      const double result = c.at("result_bytes").get<double>();
+      if (g < 2) continue;
+      const auto add = [&](const std::string& kind, double sent) {
+        tpu_bytes[kind] += sent * static_cast<double>(n);
+        tpu_count[kind] += n;
+      };
+      if (op == "all_gather") add("gather", result * (g - 1) / g);
+      if (op == "all_reduce") add("reduce", result * (g - 1) / g);
+      if (op == "reduce_scatter") add("reduce", result * (g - 1));
+      if (op == "all_to_all") add("all-to-all", result * (g - 1) / g);
+      if (op == "ragged_all_to_all") add("ragged", 0);
+    }
+    for (const json& c : fit.at("collectives")) {
+      const std::string kind = c.at("kind");
+      const std::string mine = kind == "all_gather"                             ? "gather"
+                               : kind == "psum_scatter" || kind == "psum"      ? "reduce"
+                               : kind == "all_to_all"                          ? "all-to-all"
+                               : kind == "ragged_all_to_all"                   ? "ragged"
+                                                                               : kind;
+      fit_bytes[mine] += c.at("bytes_per_device").get<double>();
+      fit_count[mine] += c.at("count").get<int64_t>();
+    }
+    ++compared;
+    const auto within = [&](const std::string& kind, double bound) {
+      const double theirs = tpu_bytes[kind], mine = fit_bytes[kind];
+      if (theirs == 0) return mine == 0;
+      return std::abs(mine - theirs) <= bound * theirs;
+    };
+    const bool gather = within("gather", 0.10);
+    const bool reduce = within("reduce", 0.10);
+    const bool all_to_all =
+        fit_count["all-to-all"] == tpu_count["all-to-all"] && within("all-to-all", 0.01);
+    const bool ragged = fit_count["ragged"] == tpu_count["ragged"];
+    if (print) {
+      std::cout << fmt::format(
+          "{:40s} gather {:+6.1f}%  reduce {:+6.1f}%  all-to-all {}/{}  ragged {}/{}\n", f.name,
+          100 * RelativeError(static_cast<int64_t>(fit_bytes["gather"]),
+                              static_cast<int64_t>(tpu_bytes["gather"])),
+          100 * RelativeError(static_cast<int64_t>(fit_bytes["reduce"]),
+                              static_cast<int64_t>(tpu_bytes["reduce"])),
+          fit_count["all-to-all"], tpu_count["all-to-all"], fit_count["ragged"],
+          tpu_count["ragged"]);
+    }
+    CHECK(gather != Listed(diffs, f.name, "collectives gather"));
+    CHECK(reduce != Listed(diffs, f.name, "collectives reduce"));
+    CHECK(all_to_all != Listed(diffs, f.name, "collectives all-to-all"));
+    CHECK(ragged != Listed(diffs, f.name, "collectives ragged"));
+  }
+  CHECK(compared >= 25);
+}
+
 }  // namespace
 }  // namespace shardtrace::testing

@@ -79,7 +79,7 @@ std::vector<StepCollectiveTotal> WeightCollectives(const Config& config, const M
   const int64_t act = ByteSize(ActivationDType(config));
   std::vector<StepCollectiveTotal> out;
   const auto add = [&](CollectiveKind kind, std::vector<std::string> axes, int64_t count,
-                       int64_t bytes) {
+                       int64_t bytes, bool regather = false) {
     if (axes.empty() || mesh.Size(axes) < 2 || bytes == 0) return;
     StepCollectiveTotal t;
     t.kind = kind;
@@ -87,25 +87,79 @@ std::vector<StepCollectiveTotal> WeightCollectives(const Config& config, const M
     t.count = count;
     t.bytes_per_device = CheckedMul(count, bytes, "collective bytes");
     t.from = from;
+    t.regather = regather;
     out.push_back(std::move(t));
   };
   for (const ParamBuffer* p : weights.params) {
     const int64_t shard = p->bytes_per_device / std::max<int64_t>(1, weights.layers);
     const std::vector<std::string> gather = GatherAxes(*p, batch);
     const int64_t n = mesh.Size(gather);
-    // The weight is cast to the activation dtype before its gather; its gradient is reduced
-    // in the parameter's dtype.
-    const int64_t gathered = shard / ByteSize(p->dtype) * std::min(act, ByteSize(p->dtype)) * n;
-    add(CollectiveKind::kAllGather, gather, gathered_again ? 2 : 1, gathered - gathered / n);
-    add(CollectiveKind::kPsumScatter, gather, 1, shard * n - shard);
+    // The weight is cast to the activation dtype before its gather, and its gradient is
+    // reduced in that dtype too: the reduction follows the dot that writes it, before the
+    // cast's transpose widens it (the TPU fixtures' HLO: mixtral's attention kernels reduce
+    // as bf16[4096,4096], its output head as bf16[4096,32000]).
+    const int64_t narrow = shard / ByteSize(p->dtype) * std::min(act, ByteSize(p->dtype));
+    const int64_t gathered = narrow * n;
+    add(CollectiveKind::kAllGather, gather, 1, gathered - gathered / n);
+    if (gathered_again) add(CollectiveKind::kAllGather, gather, 1, gathered - gathered / n, true);
+    add(CollectiveKind::kPsumScatter, gather, 1, gathered - narrow);
     std::vector<std::string> replicated;
     const std::vector<std::string> used = p->spec.UsedAxes();
     for (const std::string& a : batch) {
       if (std::find(used.begin(), used.end(), a) == used.end()) replicated.push_back(a);
     }
-    add(CollectiveKind::kPsum, replicated, 1, shard);
+    add(CollectiveKind::kPsum, replicated, 1, narrow);
   }
   return out;
+}
+
+std::vector<StepCollectiveTotal> EmbeddingCollectives(const Config& config, const Mesh& mesh,
+                                                      const LayerWeights& table, int64_t batch) {
+  const std::set<std::string> batch_axes = BatchAxes(config, mesh);
+  if (table.params.size() != 1 || table.params.front()->shape.size() != 2) {
+    return WeightCollectives(config, mesh, table, false, "embedding");
+  }
+  const ParamBuffer& p = *table.params.front();
+  // Only the embed dim sharded, over axes that split the batch: the lookup runs on the
+  // device's embed slice for every token and an all-to-all gives each device its tokens'
+  // whole rows; the backward sends the cotangent back the same way and scatter-adds into
+  // the local slice. No table is gathered or reduced (the TPU fixtures' HLO: two all-to-alls
+  // of bf16[batch, length, emb] per device, e.g. DeepSeek-V3's 112 MiB at fsdp 128).
+  const auto split = [&](size_t dim) {  // the axes of more than one device splitting dim
+    std::vector<std::string> axes;
+    if (dim < p.spec.rank()) {
+      for (const std::string& a : p.spec[dim]) {
+        if (mesh.Size(a) > 1) axes.push_back(a);
+      }
+    }
+    return axes;
+  };
+  const std::vector<std::string> vocab_axes = split(0);
+  const std::vector<std::string> embed_axes = split(1);
+  const bool over_batch =
+      !embed_axes.empty() && std::all_of(embed_axes.begin(), embed_axes.end(), [&](const std::string& a) {
+        return batch_axes.count(a) > 0;
+      });
+  if (!vocab_axes.empty() || !over_batch) {
+    return WeightCollectives(config, mesh, table, false, "embedding");
+  }
+  const int64_t n = mesh.Size(embed_axes);
+  const int64_t act = ByteSize(ActivationDType(config));
+  const int64_t table_bytes = p.bytes_per_device / ByteSize(p.dtype) * std::min(act, ByteSize(p.dtype)) * n;
+  const int64_t rows = LocalBytes(config, mesh, {batch, config.Int("max_target_length"), config.Int("emb_dim")},
+                                  LogicalNames({"activation_embed_and_logits_batch", "activation_length",
+                                                "activation_embed"}),
+                                  ActivationDType(config), "embedded tokens");
+  // The partitioner moves whichever is smaller: a device's tokens' rows, or the table (mixtral
+  // at batch 24 and length 8192: 1.5 GiB of rows against a 250 MiB table, gathered).
+  if (rows >= table_bytes) return WeightCollectives(config, mesh, table, false, "embedding");
+  StepCollectiveTotal t;
+  t.kind = CollectiveKind::kAllToAll;
+  t.axes = embed_axes;
+  t.count = 2;
+  t.bytes_per_device = CheckedMul(2, rows - rows / n, "collective bytes");
+  t.from = "embedding";
+  return {t};
 }
 
 BlockFigures AttentionLayer(const Config& config, const Mesh& mesh, const RematPolicy& policy,

@@ -59,6 +59,12 @@ std::vector<StepCollectiveTotal> WeightCollectives(const Config& config, const M
                                                    const LayerWeights& weights, bool gathered_again,
                                                    const std::string& from);
 
+// The token embedding's collectives per step: where only its embed dim is sharded, over axes
+// that split the batch, two all-to-alls of the embedded tokens (the lookup's and its
+// cotangent's) and no gather or reduction of the table; else as WeightCollectives.
+std::vector<StepCollectiveTotal> EmbeddingCollectives(const Config& config, const Mesh& mesh,
+                                                      const LayerWeights& table, int64_t batch);
+
 // The weights' bytes per device gathered whole over those axes, in the activation dtype.
 int64_t GatheredWeightBytes(const Config& config, const Mesh& mesh, const LayerWeights& weights);
 

@@ -59,7 +59,10 @@ BlockFigures FiguresOf(const RunResult& run, const StepResult& step, const std::
   }
   for (const StepCollective& c : step.backward) {
     if (c.bytes_per_device == 0) continue;
-    f.collectives.push_back({c.kind, c.axes, 1, c.bytes_per_device, false, from});
+    const TensorRecord& t = run.trace.tensors[static_cast<size_t>(c.tensor)];
+    const bool regather = c.recompute && c.kind == CollectiveKind::kAllGather &&
+                          t.kind == TensorKind::kWeight;
+    f.collectives.push_back({c.kind, c.axes, 1, c.bytes_per_device, false, from, regather});
   }
   return f;
 }

@@ -345,6 +345,9 @@ FitResult FitOnce(const FitRequest& request) {
         part_gathered.push_back(gathered);
       }
     };
+    // A scan of one layer is inlined on TPU: its weights stay gathered from the forward
+    // (measured: gpt-oss-20b's, llama4-17b-16e's and kimi-k2's steps gather each once).
+    const bool inlined = r.target.platform == "tpu" && s.layers == 1;
     add_blocks(s.attention_blocks, ParamRole::kAttention, [&] {
       return model_internal::AttentionLayer(config, r.mesh, r.policy, kernel,
                                             weights_of(ParamRole::kAttention), batch);
@@ -362,12 +365,16 @@ FitResult FitOnce(const FitRequest& request) {
         s.backward_peak_where = f.backward_peak_where;
         peak_part_gathered = part_gathered[i];
       }
-      AddCollectives(collectives, f.collectives, s.layers);
+      std::vector<StepCollectiveTotal> issued;
+      for (const StepCollectiveTotal& c : f.collectives) {
+        if (!(inlined && c.regather)) issued.push_back(c);
+      }
+      AddCollectives(collectives, issued, s.layers);
     }
     // The cotangent of the layer's output (float32) arrives beside the layer's backward.
     s.backward_peak_bytes += carry / act_bytes * 4;
     for (const MemoryItem& k : s.kept) s.kept_bytes += k.bytes;
-    s.inlined = r.target.platform == "tpu" && s.layers == 1;
+    s.inlined = inlined;
     for (const ParamBuffer* p : params) {
       if (!p->trainable) continue;
       s.gradient_bytes += p->bytes_per_device;
@@ -408,7 +415,7 @@ FitResult FitOnce(const FitRequest& request) {
     if (p.role == ParamRole::kEmbedding && !config.Bool("logits_via_embedding")) embedding.params.push_back(&p);
   }
   AddCollectives(collectives,
-                 model_internal::WeightCollectives(config, r.mesh, embedding, false, "embedding"), 1);
+                 model_internal::EmbeddingCollectives(config, r.mesh, embedding, batch), 1);
   // Where the weights are stored wider than the activations, TPU casts each scanned stack to
   // the activation dtype once, before the layer loop, and keeps the cast through the step
   // (measured on the TPU fixtures: the forward loop carries bf16[layers, ...] shards).

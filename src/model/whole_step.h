@@ -113,6 +113,9 @@ struct StepCollectiveTotal {
   int64_t bytes_per_device = 0;   // sent per step
   bool dcn = false;               // crosses slices
   std::string from;               // which parts of the model ("attention, MoE")
+  // A weight's all-gather the backward runs again under remat: an inlined stack (a scan of
+  // one layer, TPU) keeps the forward's gathered weights instead.
+  bool regather = false;
 };
 
 // memory_analysis()'s fields, per device.
