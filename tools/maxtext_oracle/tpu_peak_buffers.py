@@ -11,9 +11,13 @@ gives:
   - the largest of the rest, each with its bytes, shape, HLO op, phase (forward: jvp; backward:
     transpose(jvp); other: compiler-made, e.g. a loop's carried buffers or async copies) and
     the tail of its op_name.
-These are HLO values, not buffers: an in-place op's output shares its operand's buffer and both
-are listed, so live_temp_bytes can pass temp_size_in_bytes; and the heap's packing adds to what
-is live. Read the shapes and sources, not the sum.
+An in-place op's output shares its operand's buffer: live_temp_bytes sums HLO values and can pass
+temp_size_in_bytes. The same module's `*-buffer-assignment.txt` gives each value its allocation
+and offset; values at one offset of one allocation are one buffer, so it also gives:
+  - unique_temp_bytes: the distinct buffers live at the peak (temp_size_in_bytes less this is
+    the heap's packing: what no live buffer holds at the peak);
+  - buffers: one entry per distinct buffer (its largest value's shape, op and source; "values":
+    how many HLO values share it).
 Usage (on a dump of one's own): tpu_peak_buffers.py DUMP_DIR. Needs only the standard library.
 """
 
@@ -56,7 +60,8 @@ def peak_buffers(dump):
   length = re.search(r"HloLiveRange \(max (\d+)\)", text)
   if not peak:
     return None
-  live, argument_bytes, temp_bytes = [], 0, 0
+  placed = _placements(ranges[-1].replace("-live-range.txt", "-buffer-assignment.txt"))
+  live, argument_bytes, temp_bytes, by_buffer = [], 0, 0, {}
   for name, index, size in re.findall(r"^\s+([\w.\-]+)\{([\d,]*)\}: (\d+) bytes", peak.group(2), re.M):
     size = int(size)
     if name in arguments:
@@ -68,11 +73,41 @@ def peak_buffers(dump):
       parts = re.findall(r"\w+\[[\d,]*\]", shape)
       shape = parts[int(index.split(",")[0])] if int(index.split(",")[0]) < len(parts) else shape
     shape = re.sub(r"\{[^}]*\}", "", shape)[:60]
-    live.append({"bytes": size, "shape": shape, "op": op, "phase": _phase(op_name),
-                 "source": op_name.replace("jit(train_step)/", "")[-100:]})
+    value = {"bytes": size, "shape": shape, "op": op, "phase": _phase(op_name),
+             "source": op_name.replace("jit(train_step)/", "")[-100:], "values": 1}
+    where = placed.get(f"{name}{{{index}}}")
+    if where is None:  # not in the assignment (no dump of it): a buffer of its own
+      live.append(value)
+      continue
+    kept = by_buffer.get(where)
+    if kept is None:
+      by_buffer[where] = value
+      live.append(value)
+    else:  # an in-place value: the buffer's bytes once, described by its largest value
+      kept["values"] += 1
+      if size > kept["bytes"]:
+        kept.update({k: v for k, v in value.items() if k != "values"})
   live.sort(key=lambda b: -b["bytes"])
   return {"schedule_step": int(peak.group(1)), "schedule_length": int(length.group(1)) if length else None,
-          "live_temp_bytes": temp_bytes, "live_argument_bytes": argument_bytes, "buffers": live[:TOP]}
+          "live_temp_bytes": temp_bytes, "unique_temp_bytes": sum(b["bytes"] for b in live),
+          "live_argument_bytes": argument_bytes, "buffers": live[:TOP]}
+
+
+def _placements(path):
+  """Value ("name{index}") -> (allocation, offset) from a buffer-assignment dump ({} if none)."""
+  if not os.path.exists(path):
+    return {}
+  placed, allocation = {}, None
+  with open(path, encoding="utf-8") as f:
+    for line in f:
+      m = re.match(r"allocation (\d+):", line)
+      if m:
+        allocation = int(m.group(1))
+        continue
+      m = re.match(r" value: <\d+ ([\w.\-]+)(\{[\d,]*\})?(?: \(phi\))? @\d+> \(size=\d+,offset=(\d+)\)", line)
+      if m and allocation is not None:
+        placed[m.group(1) + (m.group(2) or "{}")] = (allocation, int(m.group(3)))
+  return placed
 
 
 def main(argv):
