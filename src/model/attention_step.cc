@@ -191,6 +191,8 @@ BlockFigures AttentionLayer(const Config& config, const Mesh& mesh, const RematP
   const auto keep = [&](const std::string& name, int64_t bytes, const std::string& detail) {
     if (Saved(policy, name)) f.kept.push_back({name, bytes, detail});
     if (Offloaded(policy, name)) f.offloaded_bytes += bytes;
+    // The output projection is the next block's input, counted there.
+    if (policy.wrapped && !Saved(policy, name) && name != "out_proj") f.recomputed_bytes += bytes;
   };
   keep("query_proj", q, "the query projection");
   keep("key_proj", k, "the key projection");
@@ -225,6 +227,14 @@ BlockFigures AttentionLayer(const Config& config, const Mesh& mesh, const RematP
                                       DType::kFloat32, "attention logits");
     peak += 2 * logits;
     where += " and the float32 [batch, heads, length, length] logits with their cotangent";
+  }
+  if (kernel != "dot_product" && policy.wrapped) {
+    // The flash kernel's residuals beside q, k, v and the context: its log-sum-exp in float32,
+    // which TPU's splash kernel keeps on 128 lanes a row (the fixtures' dumps: mixtral at batch
+    // 13 holds f32[13,32,2048,128] of splash_mha_fwd_segmented_residuals at the compiler's
+    // peak, in the MoE block's backward).
+    f.recomputed_bytes += LocalBytes(config, mesh, {batch, length, heads, 128}, q_names,
+                                     DType::kFloat32, "log-sum-exp");
   }
   f.backward_peak_bytes = peak;
   f.backward_peak_where = where;

@@ -35,6 +35,10 @@ struct BlockFigures {
   // the logits, whose last reader, the output head's weight gradient, its scheduler places
   // after the layers' backward.
   int64_t residue_bytes = 0;
+  // What this part's backward reads that the layer's rematerialized forward writes again and
+  // the policy does not keep: live from that forward through the backward of the parts after
+  // this one in the layer, which runs first.
+  int64_t recomputed_bytes = 0;
   std::vector<StepCollectiveTotal> collectives;  // per layer (forward and backward)
 };
 

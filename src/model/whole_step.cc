@@ -356,12 +356,17 @@ FitResult FitOnce(const FitRequest& request) {
     add_blocks(s.shared_blocks, ParamRole::kSharedExperts, [&] { return blocks.shared.at(0); });
     add_blocks(s.mlp_blocks, ParamRole::kMlp, [&] { return blocks.mlp.at(0); });
     int64_t peak_part_gathered = 0;
+    // The layer's backward runs its parts last first, after one rematerialized forward of the
+    // whole layer: what the earlier parts' backward reads is live through the later parts'.
+    int64_t earlier_recomputed = 0;
     for (size_t i = 0; i < parts.size(); ++i) {
       const BlockFigures& f = parts[i];
       for (const MemoryItem& k : f.kept) s.kept.push_back(k);
       s.offloaded_bytes += f.offloaded_bytes;
-      if (f.backward_peak_bytes > s.backward_peak_bytes) {
-        s.backward_peak_bytes = f.backward_peak_bytes;
+      const int64_t peak = f.backward_peak_bytes + earlier_recomputed;
+      earlier_recomputed += f.recomputed_bytes;
+      if (peak > s.backward_peak_bytes) {
+        s.backward_peak_bytes = peak;
         s.backward_peak_where = f.backward_peak_where;
         peak_part_gathered = part_gathered[i];
       }

@@ -139,10 +139,12 @@ struct FitVariant {
 
 // fit's peak against the TPU compiler's on its fixtures (peak_memory_in_bytes, or the HBM its
 // RESOURCE_EXHAUSTED message says it needed; tests/fit_tpu_test.cc holds the band): from 3.1%
-// of HBM under to 6.9% over, the compiler's own rematerialization near the line aside. A
-// verdict on TPU closer to the line than that says so.
+// of HBM under to 9.3% over, the compiler's own rematerialization near the line and the
+// large-batch MoE backward (listed in fit_differences.json) aside. Over rather than under: a
+// verdict wrong near the line is a "does not fit" the compiler would compile, never a false
+// fit. A verdict on TPU closer to the line than that says so.
 inline constexpr double kFitPeakUnderHbm = 0.035;
-inline constexpr double kFitPeakOverHbm = 0.07;
+inline constexpr double kFitPeakOverHbm = 0.095;
 
 struct FitResult {
   std::string revision;  // the MaxText revision whose layouts and moe.py it follows
