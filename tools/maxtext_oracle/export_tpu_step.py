@@ -154,11 +154,30 @@ def computation_multiplicity(hlo_text):
   return comps, mult
 
 
+def _continuation_buffers(hlo_text):
+  """Per fusion computation, the shapes of its parameters ("bf16[1,8,4096]").
+
+  TPU runs a collective asynchronously as fusions: an async-collective-start (its computation
+  takes the operand alone), `async_collective_fusion` continuations that let it progress
+  inside a loop (a windowed einsum's) and an async-collective-done. The continuations and the
+  done take the in-flight result buffer as a parameter and write the same collective again in
+  their bodies: such a collective is the started one, not a new one."""
+  params = {}
+  for line in hlo_text.splitlines():
+    m = re.match(r"^%?((?:async_collective_fusion|fused_computation)[\w.\-]*)\s*\((.*)\)\s*->", line)
+    if m:
+      params[m.group(1)] = set(re.findall(r"\w+\[[\d,]*\]", m.group(2)))
+  return params
+
+
 def collectives_with_trips(hlo_text, mesh_shape):
   comps, mult = computation_multiplicity(hlo_text)
+  continuing = _continuation_buffers(hlo_text)
   grouped = collections.Counter()
   for name, lines in comps.items():
     for rec in hlo_collectives.collectives_from_hlo("\n".join(lines), mesh_shape):
+      if name in continuing and any(r in continuing[name] for r in rec["result"]):
+        continue  # a continuation of a collective started before the loop
       key = (rec["op"], rec["group_size"], rec["result_bytes"], mult.get(name, 1),
              tuple(rec["mesh_axes"] or ()))
       grouped[key] += 1
