@@ -327,11 +327,11 @@ TEST_CASE("fit's collectives per step are the compiled step's", "[fit][tpu]") {
     }
     for (const json& c : fit.at("collectives")) {
       const std::string kind = c.at("kind");
-      const std::string mine = kind == "all_gather"                             ? "gather"
-                               : kind == "psum_scatter" || kind == "psum"      ? "reduce"
-                               : kind == "all_to_all"                          ? "all-to-all"
-                               : kind == "ragged_all_to_all"                   ? "ragged"
-                                                                               : kind;
+      const std::string mine = kind == "all_gather"                       ? "gather"
+                               : kind == "psum_scatter" || kind == "psum" ? "reduce"
+                               : kind == "all_to_all"                     ? "all-to-all"
+                               : kind == "ragged_all_to_all"              ? "ragged"
+                                                                          : kind;
       fit_bytes[mine] += c.at("bytes_per_device").get<double>();
       fit_count[mine] += c.at("count").get<int64_t>();
     }

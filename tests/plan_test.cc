@@ -226,19 +226,29 @@ TEST_CASE("plan stands DeepSeek-V3's v5p-256 run at batch 7, where it ran and ba
   // and batch 8 runs out of HBM by about 1 GB. Without a batch of the user's, plan stands the
   // config at the largest batch fit calls a fit: that must be 7, and fit must call 8 a miss.
   const std::vector<std::string> config = {
-      SourcePath("testdata/maxtext-moe-models/configs/base.yml"), "model_name=deepseek3-671b",
-      "compile_topology=v5p-256", "compile_topology_num_slices=1", "max_target_length=8192",
-      "ici_fsdp_parallelism=128", "ici_tensor_parallelism=1", "ici_expert_parallelism=1",
-      "ici_data_parallelism=1", "weight_dtype=bfloat16", "opt_type=sgd", "remat_policy=custom",
-      "decoder_layer_input=offload", "sparse_matmul=true"};
-  const CommandResult r = RunShardtrace(Args(Args({"plan"}, config), {"--format", "json", "--quiet"}));
+      SourcePath("testdata/maxtext-moe-models/configs/base.yml"),
+      "model_name=deepseek3-671b",
+      "compile_topology=v5p-256",
+      "compile_topology_num_slices=1",
+      "max_target_length=8192",
+      "ici_fsdp_parallelism=128",
+      "ici_tensor_parallelism=1",
+      "ici_expert_parallelism=1",
+      "ici_data_parallelism=1",
+      "weight_dtype=bfloat16",
+      "opt_type=sgd",
+      "remat_policy=custom",
+      "decoder_layer_input=offload",
+      "sparse_matmul=true"};
+  const CommandResult r =
+      RunShardtrace(Args(Args({"plan"}, config), {"--format", "json", "--quiet"}));
   REQUIRE(r.status == 0);
   const json plan = json::parse(r.out);
   REQUIRE(plan.at("configs").size() == 1);
   CHECK(plan.at("configs")[0].at("overrides").get<std::vector<std::string>>().back() ==
         "per_device_batch_size=7");
-  const CommandResult eight = RunShardtrace(
-      Args(Args({"fit"}, config), {"per_device_batch_size=8", "--format", "json"}));
+  const CommandResult eight =
+      RunShardtrace(Args(Args({"fit"}, config), {"per_device_batch_size=8", "--format", "json"}));
   REQUIRE(eight.status == 0);
   CHECK_FALSE(json::parse(eight.out).at("fits").get<bool>());
 }

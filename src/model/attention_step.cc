@@ -136,20 +136,21 @@ std::vector<StepCollectiveTotal> EmbeddingCollectives(const Config& config, cons
   };
   const std::vector<std::string> vocab_axes = split(0);
   const std::vector<std::string> embed_axes = split(1);
-  const bool over_batch =
-      !embed_axes.empty() && std::all_of(embed_axes.begin(), embed_axes.end(), [&](const std::string& a) {
-        return batch_axes.count(a) > 0;
-      });
+  const bool over_batch = !embed_axes.empty() && std::all_of(embed_axes.begin(), embed_axes.end(),
+                                                             [&](const std::string& a) {
+                                                               return batch_axes.count(a) > 0;
+                                                             });
   if (!vocab_axes.empty() || !over_batch) {
     return WeightCollectives(config, mesh, table, false, "embedding");
   }
   const int64_t n = mesh.Size(embed_axes);
   const int64_t act = ByteSize(ActivationDType(config));
-  const int64_t table_bytes = p.bytes_per_device / ByteSize(p.dtype) * std::min(act, ByteSize(p.dtype)) * n;
-  const int64_t rows = LocalBytes(config, mesh, {batch, config.Int("max_target_length"), config.Int("emb_dim")},
-                                  LogicalNames({"activation_embed_and_logits_batch", "activation_length",
-                                                "activation_embed"}),
-                                  ActivationDType(config), "embedded tokens");
+  const int64_t table_bytes =
+      p.bytes_per_device / ByteSize(p.dtype) * std::min(act, ByteSize(p.dtype)) * n;
+  const int64_t rows = LocalBytes(
+      config, mesh, {batch, config.Int("max_target_length"), config.Int("emb_dim")},
+      LogicalNames({"activation_embed_and_logits_batch", "activation_length", "activation_embed"}),
+      ActivationDType(config), "embedded tokens");
   // The partitioner moves whichever is smaller: a device's tokens' rows, or the table (mixtral
   // at batch 24 and length 8192: 1.5 GiB of rows against a 250 MiB table, gathered).
   if (rows >= table_bytes) return WeightCollectives(config, mesh, table, false, "embedding");

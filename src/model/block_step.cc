@@ -59,9 +59,9 @@ BlockFigures FiguresOf(const RunResult& run, const StepResult& step, const std::
   }
   for (const StepCollective& c : step.backward) {
     if (c.bytes_per_device == 0) continue;
-    const TensorRecord& t = run.trace.tensors[static_cast<size_t>(c.tensor)];
-    const bool regather = c.recompute && c.kind == CollectiveKind::kAllGather &&
-                          t.kind == TensorKind::kWeight;
+    const bool regather =
+        c.recompute && c.kind == CollectiveKind::kAllGather && c.tensor >= 0 &&
+        run.trace.tensors[static_cast<size_t>(c.tensor)].kind == TensorKind::kWeight;
     f.collectives.push_back({c.kind, c.axes, 1, c.bytes_per_device, false, from, regather});
   }
   return f;
