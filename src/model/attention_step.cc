@@ -115,17 +115,12 @@ std::vector<StepCollectiveTotal> WeightCollectives(const Config& config, const M
 
 std::vector<StepCollectiveTotal> EmbeddingCollectives(const Config& config, const Mesh& mesh,
                                                       const LayerWeights& table, int64_t batch) {
-  const std::set<std::string> batch_axes = BatchAxes(config, mesh);
-  if (table.params.size() != 1 || table.params.front()->shape.size() != 2) {
-    return WeightCollectives(config, mesh, table, false, "embedding");
-  }
-  const ParamBuffer& p = *table.params.front();
   // Only the embed dim sharded, over axes that split the batch: the lookup runs on the
   // device's embed slice for every token and an all-to-all gives each device its tokens'
   // whole rows; the backward sends the cotangent back the same way and scatter-adds into
   // the local slice. No table is gathered or reduced (the TPU fixtures' HLO: two all-to-alls
   // of bf16[batch, length, emb] per device, e.g. DeepSeek-V3's 112 MiB at fsdp 128).
-  const auto split = [&](size_t dim) {  // the axes of more than one device splitting dim
+  const auto split = [&](const ParamBuffer& p, size_t dim) {  // axes of >1 device on dim
     std::vector<std::string> axes;
     if (dim < p.spec.rank()) {
       for (const std::string& a : p.spec[dim]) {
@@ -134,26 +129,24 @@ std::vector<StepCollectiveTotal> EmbeddingCollectives(const Config& config, cons
     }
     return axes;
   };
-  const std::vector<std::string> vocab_axes = split(0);
-  const std::vector<std::string> embed_axes = split(1);
-  const bool over_batch = !embed_axes.empty() && std::all_of(embed_axes.begin(), embed_axes.end(),
-                                                             [&](const std::string& a) {
-                                                               return batch_axes.count(a) > 0;
-                                                             });
-  if (!vocab_axes.empty() || !over_batch) {
-    return WeightCollectives(config, mesh, table, false, "embedding");
-  }
-  const int64_t n = mesh.Size(embed_axes);
-  const int64_t act = ByteSize(ActivationDType(config));
-  const int64_t table_bytes =
-      p.bytes_per_device / ByteSize(p.dtype) * std::min(act, ByteSize(p.dtype)) * n;
+  const std::set<std::string> batch_axes = BatchAxes(config, mesh);
+  const bool one_table = table.params.size() == 1 && table.params.front()->shape.size() == 2;
+  const std::vector<std::string> embed_axes =
+      one_table ? split(*table.params.front(), 1) : std::vector<std::string>{};
+  const bool embed_over_batch =
+      one_table && split(*table.params.front(), 0).empty() && !embed_axes.empty() &&
+      std::all_of(embed_axes.begin(), embed_axes.end(),
+                  [&](const std::string& a) { return batch_axes.count(a) > 0; });
   const int64_t rows = LocalBytes(
       config, mesh, {batch, config.Int("max_target_length"), config.Int("emb_dim")},
       LogicalNames({"activation_embed_and_logits_batch", "activation_length", "activation_embed"}),
       ActivationDType(config), "embedded tokens");
   // The partitioner moves whichever is smaller: a device's tokens' rows, or the table (mixtral
   // at batch 24 and length 8192: 1.5 GiB of rows against a 250 MiB table, gathered).
-  if (rows >= table_bytes) return WeightCollectives(config, mesh, table, false, "embedding");
+  if (!embed_over_batch || rows >= GatheredWeightBytes(config, mesh, table)) {
+    return WeightCollectives(config, mesh, table, false, "embedding");
+  }
+  const int64_t n = mesh.Size(embed_axes);
   StepCollectiveTotal t;
   t.kind = CollectiveKind::kAllToAll;
   t.axes = embed_axes;
