@@ -141,14 +141,20 @@ TEST_CASE("plan calls every published MaxText MoE run a fit, and the fitted runs
 }
 
 TEST_CASE("without a batch of the user's, plan stands each config at the largest batch that fits", "[plan]") {
-  // base.yml's 12 sequences of 8192 do not fit Mixtral's 2 layers on v5e-16, nor 6; halving
-  // reaches 3, and bisecting between 3 and 6 tries 4: the config stands at 3, the largest batch
-  // fit calls a fit, and fit calls the next one up a miss.
+  // base.yml's 12 sequences of 8192 do not fit Mixtral's 2 layers on v5e-16 (sparse), nor 6;
+  // halving reaches 3, and bisecting between 3 and 6 tries 4: the config stands at 3, the
+  // largest batch fit calls a fit, and fit calls the next one up a miss.
   const std::vector<std::string> config = {
-      SourcePath("testdata/maxtext-moe-models/configs/base.yml"), "model_name=mixtral-8x7b",
-      "override_model_config=true", "base_num_decoder_layers=2", "compile_topology=v5e-16",
-      "compile_topology_num_slices=1", "max_target_length=8192", "ici_fsdp_parallelism=16",
-      "remat_policy=full"};
+      SourcePath("testdata/maxtext-moe-models/configs/base.yml"),
+      "model_name=mixtral-8x7b",
+      "override_model_config=true",
+      "base_num_decoder_layers=2",
+      "compile_topology=v5e-16",
+      "compile_topology_num_slices=1",
+      "max_target_length=8192",
+      "ici_fsdp_parallelism=16",
+      "remat_policy=full",
+      "sparse_matmul=true"};
   const CommandResult r = RunShardtrace(Args(Args({"plan"}, config), {"--format", "json", "--quiet"}));
   REQUIRE(r.status == 0);
   const json plan = json::parse(r.out);
@@ -219,12 +225,13 @@ TEST_CASE("plan --axes factorizes the devices over the axes it names", "[plan]")
   CHECK(stage_refused);
 }
 
-TEST_CASE("plan stands DeepSeek-V3's v5p-256 run at batch 7, where it ran and batch 8 did not",
-          "[plan]") {
+TEST_CASE("plan stands DeepSeek-V3's v5p-256 run at batch 8, the compiler's line", "[plan]") {
   // Issue 34's run: DeepSeek-V3 on v5p-256 at fsdp 128, sequence 8192, bf16 weights, SGD and
-  // MaxText's MoE recipe policy (each layer's input offloaded) runs at 7 sequences a device,
-  // and batch 8 runs out of HBM by about 1 GB. Without a batch of the user's, plan stands the
-  // config at the largest batch fit calls a fit: that must be 7, and fit must call 8 a miss.
+  // MaxText's MoE recipe policy (each layer's input offloaded), published at 7 sequences a
+  // device with batch 8 out of HBM at run time by about 1 GB. libtpu 0.0.51 compiles MaxText
+  // 0.2.5's step at 7 and 8 and runs out of HBM at 9 (testdata/maxtext-tpu/steps/
+  // pair_deepseek3_671b_v5p256_pdb7..9.json). Without a batch of the user's, plan stands the
+  // config at the largest batch fit calls a fit: that must be 8, and fit must call 9 a miss.
   const std::vector<std::string> config = {
       SourcePath("testdata/maxtext-moe-models/configs/base.yml"),
       "model_name=deepseek3-671b",
@@ -246,11 +253,11 @@ TEST_CASE("plan stands DeepSeek-V3's v5p-256 run at batch 7, where it ran and ba
   const json plan = json::parse(r.out);
   REQUIRE(plan.at("configs").size() == 1);
   CHECK(plan.at("configs")[0].at("overrides").get<std::vector<std::string>>().back() ==
-        "per_device_batch_size=7");
-  const CommandResult eight =
-      RunShardtrace(Args(Args({"fit"}, config), {"per_device_batch_size=8", "--format", "json"}));
-  REQUIRE(eight.status == 0);
-  CHECK_FALSE(json::parse(eight.out).at("fits").get<bool>());
+        "per_device_batch_size=8");
+  const CommandResult nine =
+      RunShardtrace(Args(Args({"fit"}, config), {"per_device_batch_size=9", "--format", "json"}));
+  REQUIRE(nine.status == 0);
+  CHECK_FALSE(json::parse(nine.out).at("fits").get<bool>());
 }
 
 TEST_CASE("plan splits the slices over DCN data, fsdp and expert, as fit does them", "[plan]") {

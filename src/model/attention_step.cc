@@ -263,6 +263,18 @@ BlockFigures LogitsStep(const Config& config, const Mesh& mesh, const LayerWeigh
   // reports: bf16[1,2048,102400] of deepseek2-16b, bf16[1024,32000] of mixtral-8x7b, at the
   // peak inside a layer's backward).
   f.residue_bytes = logits;
+  // Over a group of 8 or 16 devices TPU gathers the head, and reduces its gradient, in a
+  // windowed einsum (loops of collective-permutes, spmd/tpu_collectives.h) and runs the
+  // gradient's loop after the layers' backward whatever the memory: each of the eight dumped
+  // steps with that loop keeps the logits' cotangent there, mixtral on v5e-16 at batch 13 at
+  // 96% of HBM (and at batch 14 past it, out of HBM). Groups of 4 (v5p-8) and 128 (v5p-256)
+  // keep an all-gather and a dot, which the scheduler moves before the layers' backward past
+  // its memory limit (mixtral at sequence 8192, deepseek3-test at batch 20).
+  const std::set<std::string> batch_axes = BatchAxes(config, mesh);
+  for (const ParamBuffer* p : head.params) {
+    const int64_t group = mesh.Size(GatherAxes(*p, batch_axes));
+    f.residue_pinned = f.residue_pinned || (tpu && (group == 8 || group == 16));
+  }
   f.collectives = WeightCollectives(config, mesh, head, false, "output head");
   return f;
 }

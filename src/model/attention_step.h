@@ -35,6 +35,8 @@ struct BlockFigures {
   // the logits, whose last reader, the output head's weight gradient, its scheduler places
   // after the layers' backward.
   int64_t residue_bytes = 0;
+  // The residue stays whatever the memory: its reader is a loop the scheduler does not move.
+  bool residue_pinned = false;
   // What this part's backward reads that the layer's rematerialized forward writes again and
   // the policy does not keep: live from that forward through the backward of the parts after
   // this one in the layer, which runs first.

@@ -12,11 +12,17 @@ namespace shardtrace::model_internal {
 namespace {
 
 // The backward's peak as TPU's compiler writes the block, taken again over its schedule
-// without a weight's whole unreduced gradient: TPU reduces it with an all-reduce-scatter fused
-// into the dot that produces it (measured on the TPU fixtures, docs/fit.md). Except where the
-// fusion is refused (`unfused`: spmd/tpu_collectives.h kUnfusedMinorDim, a bf16 share of the
-// layout's minor dim under 512 bytes): that gradient is all-reduced whole (DeepSeek-V3 at
-// fsdp 128: temp -33.1% -> -14.5% against the compiler).
+// (measured on the TPU fixtures, docs/fit.md):
+// - without a weight's whole unreduced gradient: TPU reduces it with an all-reduce-scatter
+//   fused into the dot that produces it. Except where the fusion is refused (`unfused`:
+//   spmd/tpu_collectives.h kUnfusedMinorDim, a bf16 share of the layout's minor dim under 512
+//   bytes): that gradient is all-reduced whole (DeepSeek-V3 at fsdp 128);
+// - without an activation fused into its elementwise readers (silu(w0) of silu(w0) * w1);
+// - without a dot's operand once the dot's VJP has read it for the other operand's gradient,
+//   before it writes the operand's own cotangent.
+// The last two leave the MoE backward at the compiler's three [rows, mlp], three gathered
+// expert kernels and three [rows, emb] buffers where the step model holds five, four and two
+// (mixtral at expert 4: 2,400 MiB, the compiler's exactly, at its buffers' fullest moment).
 int64_t TpuBackwardPeak(const RunResult& run, const StepResult& step,
                         const std::set<int>& unfused) {
   const StepMemory& m = step.memory;
@@ -26,8 +32,10 @@ int64_t TpuBackwardPeak(const RunResult& run, const StepResult& step,
     const bool weight_gradient =
         b.cotangent && !unfused.count(b.tensor) &&
         run.trace.tensors[static_cast<size_t>(b.tensor)].kind == TensorKind::kWeight;
-    if (weight_gradient) continue;
-    delta[static_cast<size_t>(r.lo)] += b.bytes;
+    if (weight_gradient || r.fusible_activation) continue;
+    const int lo = r.freed_before_cotangent ? r.lo + 1 : r.lo;
+    if (lo > r.hi) continue;
+    delta[static_cast<size_t>(lo)] += b.bytes;
     delta[static_cast<size_t>(r.hi) + 1] -= b.bytes;
   }
   int64_t live = 0, peak = 0;

@@ -190,7 +190,7 @@ void ComposePeak(const std::vector<std::string>& order, const model_internal::Bl
   Phase best = largest_phase(tpu ? logits.residue_bytes : 0);
   const double limit = r->target.chip.scheduler_memory_limit;
   const int64_t argument = r->parameter_bytes + r->optimizer_bytes + r->batch_bytes;
-  if (tpu && limit > 0 &&
+  if (tpu && limit > 0 && !logits.residue_pinned &&
       static_cast<double>(argument + r->kept_bytes + r->cast_bytes + best.total()) >
           limit * static_cast<double>(r->target.hbm_bytes)) {
     best = largest_phase(0);

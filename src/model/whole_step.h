@@ -138,12 +138,11 @@ struct FitVariant {
 };
 
 // fit's peak against the TPU compiler's on its fixtures (peak_memory_in_bytes, or the HBM its
-// RESOURCE_EXHAUSTED message says it needed; tests/fit_tpu_test.cc holds the band): from 3.1%
-// of HBM under to 9.3% over, the compiler's own rematerialization near the line and the
-// large-batch MoE backward (listed in fit_differences.json) aside. Over rather than under: a
-// verdict wrong near the line is a "does not fit" the compiler would compile, never a false
-// fit. A verdict on TPU closer to the line than that says so.
-inline constexpr double kFitPeakUnderHbm = 0.035;
+// RESOURCE_EXHAUSTED message says it needed; tests/fit_tpu_test.cc holds the band): from 6.4%
+// of HBM under (DeepSeek-V3 at full depth and batch 7, near the line: the compiler's temp
+// grows 1.5 GiB from batch 7 to 8 where fit's grows 6.3 GiB) to 9.5% over (mixtral on v5e-16 at
+// batch 20, out of HBM either way). A verdict on TPU closer to the line than that says so.
+inline constexpr double kFitPeakUnderHbm = 0.065;
 inline constexpr double kFitPeakOverHbm = 0.095;
 
 struct FitResult {

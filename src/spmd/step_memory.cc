@@ -107,6 +107,31 @@ void RecomputedFrom(const StepGraph& g, int r, const Stop& stop, const Visit& vi
   }
 }
 
+// Whether residual `r` is an activation (silu, gelu) of another residual read only by
+// elementwise products (or through its own aliases): silu(w0) * w1 of a gated MLP. TPU fuses
+// it into those products and their VJPs and never writes it (the TPU fixtures' buffers at the
+// compiler's peak in the MoE backward: three [rows, mlp] buffers, layer_w0, layer_w1 and the
+// cotangent, against five with it and the product kept).
+bool FusibleActivation(const StepGraph& g, int r, const std::map<int, Residual>& residual) {
+  const int p = g.producer[static_cast<size_t>(r)];
+  if (p < 0) return false;
+  const OpRecord& op = g.trace.ops[static_cast<size_t>(p)];
+  if (op.kind != OpKind::kActivation || op.inputs.empty() ||
+      !residual.count(g.root[static_cast<size_t>(op.inputs.front())])) {
+    return false;
+  }
+  for (size_t t = 0; t < g.trace.tensors.size(); ++t) {
+    if (g.root[t] != r) continue;
+    for (const int c : g.consumers[t]) {
+      const OpRecord& reader = g.trace.ops[static_cast<size_t>(c)];
+      const bool alias =
+          !reader.outputs.empty() && g.root[static_cast<size_t>(reader.outputs.front())] == r;
+      if (reader.kind != OpKind::kMul && !alias) return false;
+    }
+  }
+  return true;
+}
+
 // StepMemoryPlan::run_again from the plan's kept residuals and gathered operands.
 std::vector<bool> RunAgain(const StepGraph& g, const StepMemoryPlan& plan) {
   const Trace& trace = g.trace;
@@ -289,6 +314,9 @@ StepMemoryPlan PlanStepMemory(const StepGraph& g, const RematPolicy& policy, Ste
     // Kept on the device: held from the forward until the VJP of its first reader; else
     // computed again (or fetched from the host) for its last VJP reader.
     live_between(r, v.first, on_device(r) ? num_ops - 1 : v.last, v.bytes, false);
+    if (!on_device(r) && !ranges.empty() && ranges.back().buffer.tensor == r) {
+      ranges.back().fusible_activation = FusibleActivation(g, r, residual);
+    }
   }
   // Cotangents, one per buffer: from the VJP of the last reader of the value (or an alias of
   // it) to the VJP of its producer. A value XLA fuses into its one elementwise reader has its
@@ -310,6 +338,23 @@ StepMemoryPlan PlanStepMemory(const StepGraph& g, const RematPolicy& policy, Ste
     if (static_cast<size_t>(t.id) < fused.size() && fused[t.id] && !read_by_alias[t.id]) continue;
     live_between(t.id, g.producer[t.id], std::max(last_use[t.id], g.producer[t.id]),
                  g.spmd.tensor(t.id).bytes_per_device, true);
+  }
+  // The VJP of a residual's last backward reader writes the residual's cotangent there (the
+  // cotangent's range ends, in the backward's order begins, at that op).
+  std::map<int, int> cotangent_born;
+  for (const StepRange& r : ranges) {
+    if (r.buffer.cotangent) cotangent_born[r.buffer.tensor] = r.hi;
+  }
+  for (StepRange& r : ranges) {
+    const OpRecord& op = trace.ops[static_cast<size_t>(r.lo)];
+    const auto born = cotangent_born.find(r.buffer.tensor);
+    if (r.buffer.cotangent || born == cotangent_born.end() || born->second != r.lo ||
+        (op.kind != OpKind::kEinsum && op.kind != OpKind::kGmm)) {
+      continue;
+    }
+    r.freed_before_cotangent = std::any_of(op.inputs.begin(), op.inputs.end(), [&](int in) {
+      return g.root[static_cast<size_t>(in)] == r.buffer.tensor;
+    });
   }
   // Prefix sums over i give what is live at VJP i (ranges are [lo, hi] in op order).
   int64_t live = 0;

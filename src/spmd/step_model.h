@@ -78,10 +78,18 @@ struct StepBuffer {
   bool cotangent = false;
 };
 
-// A buffer of the backward's schedule, live while the VJPs of forward ops lo..hi run.
+// A buffer of the backward's schedule, live while the VJPs of forward ops lo..hi run (the
+// backward runs hi first). Two facts of its place in the graph let a reader that knows its
+// compiler drop or shorten it (model/block_step.cc, TPU):
 struct StepRange {
   StepBuffer buffer;
   int lo = 0, hi = 0;
+  // A recomputed residual an activation writes from another residual, read only by
+  // elementwise ops: a fusing compiler computes it inside its readers and their VJPs.
+  bool fusible_activation = false;
+  // A residual whose last VJP reader is a dot that also writes its cotangent: that VJP can
+  // compute the other operand's gradient first and free it before writing its own.
+  bool freed_before_cotangent = false;
 };
 
 struct StepMemory {

@@ -1,23 +1,25 @@
-"""What the TPU compiler's temp holds at its peak: the buffers live there, from its own dumps.
+"""What the TPU compiler's temp holds at its fullest: the buffers live there, from its own dumps.
 
 export_tpu_step.py compiles each step with XLA's dumps on (a temporary directory, removed after)
 and records this as the fixture's "peak_buffers", so fit's memory plan can be read against
-what TPU keeps rather than against one total. From the largest jit_train_step module's
-`*-live-range.txt` (XLA's HloLiveRange: the schedule, and the values live at its peak with
-their bytes) and its optimized HLO (each value's shape and the JAX op_name it comes from), it
-gives:
-  - where the peak is in the schedule (step of steps);
-  - the bytes live there, split into the step's arguments (the state and batch) and the rest;
-  - the largest of the rest, each with its bytes, shape, HLO op, phase (forward: jvp; backward:
-    transpose(jvp); other: compiler-made, e.g. a loop's carried buffers or async copies) and
-    the tail of its op_name.
-An in-place op's output shares its operand's buffer: live_temp_bytes sums HLO values and can pass
-temp_size_in_bytes. The same module's `*-buffer-assignment.txt` gives each value its allocation
-and offset; values at one offset of one allocation are one buffer, so it also gives:
-  - unique_temp_bytes: the distinct buffers live at the peak (temp_size_in_bytes less this is
-    the heap's packing: what no live buffer holds at the peak);
-  - buffers: one entry per distinct buffer (its largest value's shape, op and source; "values":
-    how many HLO values share it).
+what TPU keeps rather than against one total. It reads the largest jit_train_step module's
+`*-live-range.txt` (XLA's HloLiveRange: the schedule and each value's span of it), its
+`*-buffer-assignment.txt` (each value's allocation, offset and size) and its optimized HLO
+(each value's shape and the JAX op_name it comes from). Values at one place of one allocation
+live at once are one buffer (an in-place op's output and its operand). It gives:
+  - schedule_step: the fullest moment, where the live values cover the most bytes of the temp
+    allocations (HloLiveRange's own "peak", report_peak_step, sums values, so it counts a shared
+    buffer once per value and can name another moment: 1856 for 1867 on mixtral at batch 13);
+  - unique_temp_bytes: the bytes covered there (live_temp_bytes: the values' sum);
+  - heap_bytes: the largest temp allocation, what temp_size_in_bytes is made of, and
+    best_fit_bytes: its buffers placed again, each when it starts, into the smallest hole
+    among the buffers live then. heap_bytes less unique_temp_bytes is the heap's packing;
+    best_fit_bytes says whether that allocator, run on the compiler's own buffers and
+    schedule, explains it;
+  - buffers: the largest buffers at the fullest moment (one entry per buffer: its largest
+    value's shape, HLO op, phase (forward: jvp; backward: transpose(jvp); other:
+    compiler-made, e.g. a loop's carried buffers or async copies), the tail of its op_name and
+    how many values share it).
 Usage (on a dump of one's own): tpu_peak_buffers.py DUMP_DIR. Needs only the standard library.
 """
 
@@ -40,7 +42,7 @@ def _phase(op_name):
 
 
 def peak_buffers(dump):
-  """The peak's buffers from a dump directory, or None when it holds no train-step module."""
+  """The fullest moment's buffers from a dump directory, or None when it holds no train-step module."""
   ranges = sorted(glob.glob(os.path.join(dump, "*jit_train_step*-live-range.txt")), key=os.path.getsize)
   if not ranges:
     return None
@@ -54,20 +56,38 @@ def peak_buffers(dump):
     if m:
       op = re.search(r'op_name="([^"]*)"', line)
       values[m.group(1)] = (m.group(2), m.group(3), op.group(1) if op else "")
-  entry = hlo[hlo.index("\nENTRY"):]
-  arguments = set(re.findall(r"%([\w.\-]+) = \S+ parameter\(", entry.split("\n}\n")[0]))
-  peak = re.search(r"Live ranges at (\d+) \(peak\):\n(.*?)\n  Stack trace", text, re.S)
+  report = re.search(r"Live ranges at (\d+) \(peak\):", text)
   length = re.search(r"HloLiveRange \(max (\d+)\)", text)
-  if not peak:
-    return None
+  spans = re.search(r"BufferLiveRange:\n(.*?)\n  Live ranges at", text, re.S)
   placed = _placements(ranges[-1].replace("-live-range.txt", "-buffer-assignment.txt"))
-  live, argument_bytes, temp_bytes, by_buffer = [], 0, 0, {}
-  for name, index, size in re.findall(r"^\s+([\w.\-]+)\{([\d,]*)\}: (\d+) bytes", peak.group(2), re.M):
-    size = int(size)
-    if name in arguments:
-      argument_bytes += size
-      continue
-    temp_bytes += size
+  if not report or not spans or not placed:
+    return None
+  # Each temp value's span of the schedule and its place in the heap.
+  temp = []
+  for name, index, first, last in re.findall(r"^\s+([\w.\-]+)\{([\d,]*)\}:(\d+)-(\d+)", spans.group(1), re.M):
+    where = placed.get(f"{name}{{{index}}}")
+    if where is not None and where[3]:
+      temp.append((int(first), int(last), name, index, where))
+  # The fullest moment: where the live values cover the most heap bytes (values at one place
+  # are one buffer, an in-place op's output and its operand). HloLiveRange's own "peak" sums
+  # values, so it counts a shared buffer once per value and can name another moment.
+  starts = {}
+  for v in temp:
+    starts.setdefault(v[0], []).append(v)
+  live, best = [], (-1, -1, [])
+  for step in range(max((v[1] for v in temp), default=-1) + 1):
+    live = [v for v in live if v[1] >= step] + starts.get(step, [])
+    covered, reach = 0, {}
+    for _, _, _, _, (allocation, offset, size, _) in sorted(live, key=lambda v: (v[4][0], v[4][1])):
+      end = reach.get(allocation, 0)
+      covered += max(0, offset + size - max(offset, end))
+      reach[allocation] = max(end, offset + size)
+    if covered > best[0]:
+      best = (covered, step, list(live))
+  occupied, step, at = best
+  buffers, value_bytes = {}, 0
+  for _, _, name, index, (allocation, offset, size, _) in at:
+    value_bytes += size
     shape, op, op_name = values.get(name, ("", "", ""))
     if index and shape.startswith("("):  # one element of a tuple: its own shape
       parts = re.findall(r"\w+\[[\d,]*\]", shape)
@@ -75,38 +95,71 @@ def peak_buffers(dump):
     shape = re.sub(r"\{[^}]*\}", "", shape)[:60]
     value = {"bytes": size, "shape": shape, "op": op, "phase": _phase(op_name),
              "source": op_name.replace("jit(train_step)/", "")[-100:], "values": 1}
-    where = placed.get(f"{name}{{{index}}}")
-    if where is None:  # not in the assignment (no dump of it): a buffer of its own
-      live.append(value)
-      continue
-    kept = by_buffer.get(where)
+    kept = buffers.get((allocation, offset))
     if kept is None:
-      by_buffer[where] = value
-      live.append(value)
+      buffers[(allocation, offset)] = value
     else:  # an in-place value: the buffer's bytes once, described by its largest value
       kept["values"] += 1
       if size > kept["bytes"]:
         kept.update({k: v for k, v in value.items() if k != "values"})
-  live.sort(key=lambda b: -b["bytes"])
-  return {"schedule_step": int(peak.group(1)), "schedule_length": int(length.group(1)) if length else None,
-          "live_temp_bytes": temp_bytes, "unique_temp_bytes": sum(b["bytes"] for b in live),
-          "live_argument_bytes": argument_bytes, "buffers": live[:TOP]}
+  live = sorted(buffers.values(), key=lambda b: -b["bytes"])
+  heap, repacked = _repacked(temp)
+  return {"schedule_step": step, "schedule_length": int(length.group(1)) if length else None,
+          "report_peak_step": int(report.group(1)), "live_temp_bytes": value_bytes,
+          "unique_temp_bytes": occupied, "heap_bytes": heap, "best_fit_bytes": repacked,
+          "buffers": live[:TOP]}
+
+
+def _repacked(temp):
+  """The largest temp allocation's size, and the extent of its buffers placed again best-fit in
+  the schedule's order (each, when it starts, into the smallest hole among the buffers live
+  then). Values at one place whose spans meet are one buffer (an in-place op's output)."""
+  sizes = {}
+  for v in temp:
+    allocation, offset, size, _ = v[4]
+    sizes[allocation] = max(sizes.get(allocation, 0), offset + size)
+  if not sizes:
+    return 0, 0
+  main = max(sizes, key=sizes.get)
+  merged = []
+  for first, last, _, _, (allocation, offset, size, _) in sorted(
+      (v for v in temp if v[4][0] == main), key=lambda v: (v[4][1], v[0])):
+    if merged and merged[-1][2] == offset and first <= merged[-1][1] + 1:
+      merged[-1][1] = max(merged[-1][1], last)
+      merged[-1][3] = max(merged[-1][3], size)
+    else:
+      merged.append([first, last, offset, size])
+  placed, extent = [], 0
+  for first, last, _, size in sorted(merged, key=lambda b: (b[0], -b[3])):
+    placed = [p for p in placed if p[1] >= first]  # the buffers live when this one starts
+    best, end = None, 0
+    for start, stop in sorted((p[2], p[2] + p[3]) for p in placed):
+      if start - end >= size and (best is None or start - end < best[0]):
+        best = (start - end, end)
+      end = max(end, stop)
+    offset = best[1] if best else end
+    placed.append((first, last, offset, size))
+    extent = max(extent, offset + size)
+  return sizes[main], extent
 
 
 def _placements(path):
-  """Value ("name{index}") -> (allocation, offset) from a buffer-assignment dump ({} if none)."""
+  """Value ("name{index}") -> (allocation, offset, size, temp) from a buffer-assignment dump;
+  temp: in the device's own temp allocation."""
   if not os.path.exists(path):
     return {}
-  placed, allocation = {}, None
+  placed, allocation, temp = {}, None, False
   with open(path, encoding="utf-8") as f:
     for line in f:
       m = re.match(r"allocation (\d+):", line)
       if m:
+        # Device memory only: color 0 (no color named); pinned_host (offloaded) is color 5.
         allocation = int(m.group(1))
+        temp = "preallocated-temp" in line and " color " not in line
         continue
-      m = re.match(r" value: <\d+ ([\w.\-]+)(\{[\d,]*\})?(?: \(phi\))? @\d+> \(size=\d+,offset=(\d+)\)", line)
+      m = re.match(r" value: <\d+ ([\w.\-]+)(\{[\d,]*\})?(?: \(phi\))? @\d+> \(size=(\d+),offset=(\d+)\)", line)
       if m and allocation is not None:
-        placed[m.group(1) + (m.group(2) or "{}")] = (allocation, int(m.group(3)))
+        placed[m.group(1) + (m.group(2) or "{}")] = (allocation, int(m.group(4)), int(m.group(3)), temp)
   return placed
 
 
