@@ -10,6 +10,10 @@ Usage: tpu_cases.py [--list] [NAME ...]: prints `name<TAB>argv...` lines for the
 import sys
 
 COMMON = ("run_name=tpu_fixture", "enable_checkpointing=false", "compile_topology_num_slices=1")
+# DeepSeek-V3's published v5p-256 recipe (issue 34): fsdp 128, sequence 8192, bf16 weights, SGD,
+# each decoder layer's input offloaded.
+DEEPSEEK3_RECIPE = ("max_target_length=8192", "ici_fsdp_parallelism=128", "weight_dtype=bfloat16", "opt_type=sgd",
+                    "remat_policy=custom", "decoder_layer_input=offload")
 
 
 def case(name, model, topology, *overrides, layers=None):
@@ -102,18 +106,8 @@ CASES = [
     # The published DeepSeek-V3 run at full depth (61 layers): v5p-256, fsdp 128, sequence 8192,
     # bf16 weights, SGD, the decoder layers' input offloaded; it ran at batch 7 and "OOMs by
     # 1 GB" at batch 8 at run time. libtpu 0.0.51 compiles 7 and 8 and runs out of HBM at 9.
-    case("pair_deepseek3_671b_v5p256_pdb7", "deepseek3-671b", "v5p-256", "per_device_batch_size=7",
-         "max_target_length=8192", "ici_fsdp_parallelism=128", "weight_dtype=bfloat16", "opt_type=sgd",
-         "remat_policy=custom", "decoder_layer_input=offload"),
-    case("pair_deepseek3_671b_v5p256_pdb8", "deepseek3-671b", "v5p-256", "per_device_batch_size=8",
-         "max_target_length=8192", "ici_fsdp_parallelism=128", "weight_dtype=bfloat16", "opt_type=sgd",
-         "remat_policy=custom", "decoder_layer_input=offload"),
-    case("pair_deepseek3_671b_v5p256_pdb9", "deepseek3-671b", "v5p-256", "per_device_batch_size=9",
-         "max_target_length=8192", "ici_fsdp_parallelism=128", "weight_dtype=bfloat16", "opt_type=sgd",
-         "remat_policy=custom", "decoder_layer_input=offload"),
-    case("pair_deepseek3_671b_v5p256_pdb10", "deepseek3-671b", "v5p-256", "per_device_batch_size=10",
-         "max_target_length=8192", "ici_fsdp_parallelism=128", "weight_dtype=bfloat16", "opt_type=sgd",
-         "remat_policy=custom", "decoder_layer_input=offload"),
+    *[case(f"pair_deepseek3_671b_v5p256_pdb{batch}", "deepseek3-671b", "v5p-256",
+           f"per_device_batch_size={batch}", *DEEPSEEK3_RECIPE) for batch in (7, 8, 9, 10)],
     case("qwen3_235b_l2_v5p32_ep2", "qwen3-235b-a22b", "v5p-32", "per_device_batch_size=1",
          "max_target_length=4096", "ici_fsdp_parallelism=8", "ici_expert_parallelism=2", layers=2),
 ]
