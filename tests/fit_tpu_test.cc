@@ -8,11 +8,10 @@
 // misses a bound ('verdict', 'argument 3%', 'temp 10%', 'temp 20%', or 'refused': fit refuses a
 // config MaxText compiles, with one line naming the key); the listing is checked too (a listed fixture that meets the bound fails, so
 // the file stays true). SHARDTRACE_PRINT_FIT_TABLE=1 prints the comparison.
-#include <catch2/catch.hpp>
-
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -22,6 +21,7 @@
 #include <regex>
 
 #include "model/whole_step.h"
+#include "step_compare.h"
 #include "test_support.h"
 
 namespace shardtrace::testing {
@@ -66,29 +66,6 @@ bool Listed(const json& diffs, const std::string& fixture, const std::string& bo
     if (d.at("fixture") == fixture && d.at("bound") == bound) return true;
   }
   return false;
-}
-
-// The bytes of an HLO shape as the array holds them ("bf16[32,1,2880,2880]"), before TPU pads
-// its buffer to (8, 128) tiles: peak_buffers records the padded buffer (517.5 MiB there), fit
-// the array (506.25 MiB).
-int64_t ShapeBytes(const std::string& shape) {
-  const std::map<std::string, int64_t> bytes_of = {{"pred", 1}, {"s8", 1},  {"u8", 1},  {"bf16", 2},
-                                                   {"f16", 2},  {"s16", 2}, {"f32", 4}, {"s32", 4},
-                                                   {"u32", 4},  {"f64", 8}, {"s64", 8}, {"u64", 8}};
-  const std::smatch m = [&] {
-    std::smatch r;
-    std::regex_match(shape, r, std::regex(R"((\w+)\[([\d,]*)\])"));
-    return r;
-  }();
-  if (m.empty() || !bytes_of.count(m[1])) return 0;
-  int64_t bytes = bytes_of.at(m[1]);
-  const std::string dims = m[2];
-  for (size_t at = 0; at < dims.size();) {
-    const size_t end = std::min(dims.find(',', at), dims.size());
-    bytes *= std::stoll(dims.substr(at, end - at));
-    at = end + 1;
-  }
-  return bytes;
 }
 
 double RelativeError(int64_t mine, int64_t theirs) {
@@ -275,11 +252,14 @@ TEST_CASE("fit's kept logits and inlined gathered experts are buffers at TPU's p
     const json& buffers = f.tpu.at("peak_buffers").at("buffers");
     REQUIRE(!buffers.empty());
     bool in_layer_backward = false;
-    int64_t head = 0, smallest = ShapeBytes(buffers.back().at("shape"));
+    // A buffer's array bytes, from its shape: peak_buffers records the buffer TPU pads to (8, 128)
+    // tiles (gpt-oss-20b's bf16[32,1,2880,2880]: 517.5 MiB), fit the array (506.25 MiB).
+    const auto array_bytes = [](const json& b) { return step_compare::ResultBytes(b.at("shape")); };
+    int64_t head = 0, smallest = array_bytes(buffers.back());
     std::vector<int64_t> gathered;  // buffers of the forward or the backward (not compiler-made)
     for (const json& b : buffers) {
       const std::string source = b.at("source");
-      const int64_t bytes = ShapeBytes(b.at("shape"));
+      const int64_t bytes = array_bytes(b);
       in_layer_backward |= source.rfind("transpose(jvp())/while/body", 0) == 0;
       // The logits (their dot, or the reductions fused with it), their cotangent (the
       // transpose of the cast to float32) or the head's gradient (the transpose of its dot).

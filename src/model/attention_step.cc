@@ -269,12 +269,15 @@ BlockFigures LogitsStep(const Config& config, const Mesh& mesh, const LayerWeigh
   // steps with that loop keeps the logits' cotangent there, mixtral on v5e-16 at batch 13 at
   // 96% of HBM (and at batch 14 past it, out of HBM). Groups of 4 (v5p-8) and 128 (v5p-256)
   // keep an all-gather and a dot, which the scheduler moves before the layers' backward past
-  // its memory limit (mixtral at sequence 8192, deepseek3-test at batch 20).
+  // its memory limit (ComposePeak), and on v5p-8 at times below it (listed 'peak logits').
+  constexpr int64_t kWindowedHeadGroups[] = {8, 16};
   const std::set<std::string> batch_axes = BatchAxes(config, mesh);
-  for (const ParamBuffer* p : head.params) {
-    const int64_t group = mesh.Size(GatherAxes(*p, batch_axes));
-    f.residue_pinned = f.residue_pinned || (tpu && (group == 8 || group == 16));
-  }
+  f.residue_pinned =
+      tpu && std::any_of(head.params.begin(), head.params.end(), [&](const ParamBuffer* p) {
+        const int64_t group = mesh.Size(GatherAxes(*p, batch_axes));
+        return std::count(std::begin(kWindowedHeadGroups), std::end(kWindowedHeadGroups), group) >
+               0;
+      });
   f.collectives = WeightCollectives(config, mesh, head, false, "output head");
   return f;
 }

@@ -110,8 +110,8 @@ void RecomputedFrom(const StepGraph& g, int r, const Stop& stop, const Visit& vi
 // Whether residual `r` is an activation (silu, gelu) of another residual read only by
 // elementwise products (or through its own aliases): silu(w0) * w1 of a gated MLP. TPU fuses
 // it into those products and their VJPs and never writes it (the TPU fixtures' buffers at the
-// compiler's peak in the MoE backward: three [rows, mlp] buffers, layer_w0, layer_w1 and the
-// cotangent, against five with it and the product kept).
+// compiler's fullest moment in the MoE backward: three [rows, mlp] buffers, layer_w0, layer_w1
+// and the cotangent, against five with it and the product kept).
 bool FusibleActivation(const StepGraph& g, int r, const std::map<int, Residual>& residual) {
   const int p = g.producer[static_cast<size_t>(r)];
   if (p < 0) return false;
