@@ -40,6 +40,14 @@ struct MemoryRow {
   bool indent = false;
 };
 
+// A component live in part at the peak: what is live there, of what the step holds at most
+// (the stacks whose backward is done have freed theirs).
+std::string AtPeak(int64_t at_peak, int64_t whole, const std::string& what) {
+  if (at_peak == whole) return what;
+  return fmt::format("at the peak, of {}: {} (the stacks whose backward is done have freed theirs)",
+                     HumanBytes(whole), what);
+}
+
 std::vector<MemoryRow> MemoryRows(const FitResult& f) {
   const FitMemory& m = f.memory;
   std::vector<MemoryRow> rows = {
@@ -60,12 +68,15 @@ std::vector<MemoryRow> MemoryRows(const FitResult& f) {
                          "stack's come after it, held in the activation dtype)",
                          HumanBytes(f.gradient_bytes)),
        true},
-      {"kept for the backward", f.kept_bytes, "every layer's residuals under " + f.policy.name,
+      {"kept for the backward", f.peak_kept_bytes,
+       AtPeak(f.peak_kept_bytes, f.kept_bytes, "every layer's residuals under " + f.policy.name),
        true}};
   if (f.cast_bytes > 0) {
-    rows.push_back({"weights cast", f.cast_bytes,
-                    "the scanned weights in the activation dtype, cast once before the layer loop",
-                    true});
+    rows.push_back(
+        {"weights cast", f.peak_cast_bytes,
+         AtPeak(f.peak_cast_bytes, f.cast_bytes,
+                "the scanned weights in the activation dtype, cast once before the layer loop"),
+         true});
   }
   if (f.gathered_bytes > 0) {
     rows.push_back({"weights gathered", f.gathered_bytes,
@@ -92,6 +103,12 @@ std::string FitVerdict(bool fits, int64_t headroom_bytes) {
               : fmt::format("does not fit by {}", HumanBytes(-headroom_bytes));
 }
 
+std::string FitCapacityText(const FitResult& f) {
+  if (f.capacity_bytes == f.target.hbm_bytes) return "";
+  return fmt::format(", held to the {} ({:.0f}%) its compiler schedules within",
+                     HumanBytes(f.capacity_bytes), 100.0 * f.target.chip.scheduler_memory_limit);
+}
+
 std::string FitHeadline(const FitResult& f) {
   return fmt::format(
       "{} on {}: {}{}", f.model_name, f.target.ToString(), FitVerdict(f.fits, f.headroom_bytes),
@@ -105,9 +122,9 @@ std::string FitHeadline(const FitResult& f) {
 std::string FitToText(const FitResult& f) {
   const FitMemory& m = f.memory;
   std::string out = FitHeadline(f) + "\n";
-  out +=
-      fmt::format("  the whole training step per device: {} of {} HBM ({})\n",
-                  HumanBytes(m.peak_memory_in_bytes), HumanBytes(f.target.hbm_bytes), f.revision);
+  out += fmt::format("  the whole training step per device: {} of {} HBM{} ({})\n",
+                     HumanBytes(m.peak_memory_in_bytes), HumanBytes(f.target.hbm_bytes),
+                     FitCapacityText(f), f.revision);
   out += fmt::format("  mesh {}", f.mesh.ToString());
   for (const auto& [key, value] : f.settings) out += fmt::format(", {} {}", key, value);
   out += "\n\nmemory per device\n";
@@ -167,6 +184,7 @@ std::string FitToJson(const FitResult& f) {
   j["mesh"] = f.mesh.ToString();
   j["fits"] = f.fits;
   j["hbm_bytes"] = f.target.hbm_bytes;
+  j["capacity_bytes"] = f.capacity_bytes;
   j["headroom_bytes"] = f.headroom_bytes;
   j["near_line"] = f.near_line;
   const FitMemory& m = f.memory;
@@ -175,8 +193,8 @@ std::string FitToJson(const FitResult& f) {
                      {"optimizer_state", f.optimizer_bytes},
                      {"batch", f.batch_bytes},
                      {"gradients", f.peak_gradient_bytes},
-                     {"kept_for_backward", f.kept_bytes},
-                     {"weights_cast", f.cast_bytes},
+                     {"kept_for_backward", f.peak_kept_bytes},
+                     {"weights_cast", f.peak_cast_bytes},
                      {"weights_gathered", f.gathered_bytes},
                      {"logits_kept", f.logits_kept_bytes},
                      {"offloaded", f.offloaded_bytes},
@@ -267,13 +285,13 @@ std::string FitMemoryChart(const FitResult& f) {
                 {"optimizer state", d(f.optimizer_bytes)},
                 {"batch", d(f.batch_bytes)},
                 {"gradients", d(f.peak_gradient_bytes)},
-                {"kept for the backward", d(f.kept_bytes)}}};
-  if (f.cast_bytes > 0) bar.segments.push_back({"weights cast", d(f.cast_bytes)});
+                {"kept for the backward", d(f.peak_kept_bytes)}}};
+  if (f.cast_bytes > 0) bar.segments.push_back({"weights cast", d(f.peak_cast_bytes)});
   if (f.gathered_bytes > 0) bar.segments.push_back({"weights gathered", d(f.gathered_bytes)});
   bar.segments.push_back({"peak temporaries", d(f.peak_temporary_bytes)});
   const int64_t drawn = f.parameter_bytes + f.optimizer_bytes + f.batch_bytes +
-                        f.peak_gradient_bytes + f.kept_bytes + f.cast_bytes + f.gathered_bytes +
-                        f.peak_temporary_bytes;
+                        f.peak_gradient_bytes + f.peak_kept_bytes + f.peak_cast_bytes +
+                        f.gathered_bytes + f.peak_temporary_bytes;
   // What peak_memory_in_bytes holds beyond the named components (output - alias).
   if (f.memory.peak_memory_in_bytes > drawn) {
     bar.segments.push_back({"other", d(f.memory.peak_memory_in_bytes - drawn)});

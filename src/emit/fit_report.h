@@ -24,6 +24,10 @@ std::string FitToHtml(const FitResult& fit, const std::string& command);
 // The first line of every format: "mixtral-8x7b on v5p-8 (4 devices), ...: fits with ...".
 std::string FitHeadline(const FitResult& fit);
 
+// On TPU, the share of HBM fit holds the step to (FitResult::capacity_bytes), as a clause
+// for after "X of Y HBM"; empty where that is the whole HBM.
+std::string FitCapacityText(const FitResult& fit);
+
 // "fits with 12.3 GiB to spare" / "does not fit by 1.2 GiB".
 std::string FitVerdict(bool fits, int64_t headroom_bytes);
 

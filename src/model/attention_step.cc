@@ -157,17 +157,21 @@ std::vector<StepCollectiveTotal> EmbeddingCollectives(const Config& config, cons
 }
 
 BlockFigures AttentionLayer(const Config& config, const Mesh& mesh, const RematPolicy& policy,
-                            const std::string& kernel, const LayerWeights& weights,
-                            int64_t batch) {
+                            const std::string& kernel, const LayerWeights& weights, int64_t batch,
+                            bool tpu) {
   const DType dt = ActivationDType(config);
+  // TPU's (8, 128) tiles: the head dim is the minor dim of q, k, v and the context (the
+  // fixtures' buffers: deepseek3-test's bf16[30,128,2048,192] hold 3.75 GiB, 256 lanes a row;
+  // gpt-oss-20b's bf16[2,64,2048,64] 62.5 MiB, 128).
+  const auto lanes = [tpu](int64_t dim) { return tpu ? (dim + 127) / 128 * 128 : dim; };
   const int64_t length = config.Int("max_target_length");
   const int64_t emb = config.Int("emb_dim");
   const int64_t heads = config.Int("num_query_heads");
   const bool mla = config.Str("attention_type") == "mla";
   const int64_t kv_heads = mla ? heads : config.Int("num_kv_heads");
-  const int64_t qk_dim = mla ? config.Int("qk_nope_head_dim") + config.Int("qk_rope_head_dim")
-                             : config.Int("head_dim");
-  const int64_t v_dim = mla ? config.Int("v_head_dim") : config.Int("head_dim");
+  const int64_t qk_dim = lanes(mla ? config.Int("qk_nope_head_dim") + config.Int("qk_rope_head_dim")
+                                   : config.Int("head_dim"));
+  const int64_t v_dim = lanes(mla ? config.Int("v_head_dim") : config.Int("head_dim"));
   const LogicalAxes q_names = LogicalNames({"activation_batch", "activation_length",
                                             "activation_heads", "activation_kv"});
   const LogicalAxes kv_names = LogicalNames({"activation_batch", "activation_length",

@@ -47,9 +47,11 @@ struct BlockFigures {
 // The attention kernel MaxText runs for this config on `platform` ("dot_product" or "flash").
 std::string AttentionKernel(const Config& config, const std::string& platform);
 
+// `tpu`: the projections' head dim, their minor dim, takes whole 128-lane tiles (MLA's 192
+// holds 256, gpt-oss's 64 holds 128), as TPU lays them out.
 BlockFigures AttentionLayer(const Config& config, const Mesh& mesh, const RematPolicy& policy,
-                            const std::string& kernel, const LayerWeights& weights,
-                            int64_t batch);
+                            const std::string& kernel, const LayerWeights& weights, int64_t batch,
+                            bool tpu);
 
 // The output head and cross-entropy: logits [batch, length, vocab] in the config's dtype
 // (float32 with logits_dot_in_fp32) and their cotangent, and the head kernel gathered for its

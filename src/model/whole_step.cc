@@ -126,64 +126,84 @@ std::vector<std::string> StackOrder(const ModelLayout& layout) {
   return order;
 }
 
-// temp's transient part at the step's peak: the largest of the backward's phases, each with
-// the gradients and inlined stacks' gathered weights live there. The logits' backward comes
-// first, every inlined stack's weights still gathered and none of its gradients yet; then
-// each stack's backward, the last stack first: the inlined stacks before it (and itself)
-// still hold their gathered weights, those after it have made their gradients. A looped
-// stack's gradients are the loop's accumulators, live from its start, so all of them count
-// in every phase. On TPU the logits (or their cotangent) stay live through the layers'
-// backward, the output head's weight gradient their last reader, which the compiler's
-// scheduler places after the layers' backward; fit drops them where they would take the step
-// past the share of HBM where that scheduler trades latency for memory (95%: libtpu's flag,
-// in the chip table). The fixtures' buffers at the compiler's peak hold one of them (or a
-// piece, or the head's gradient) in 22 of the 26 steps that peak in a layer's backward; not
-// mixtral at batch 24 and sequence 8192 (11.7 GiB of logits, 92% of HBM with them), mixtral
-// under save_qkv_proj, deepseek3-test rematerializing at batch 30, llama4 peaking where its
-// forward ends. mixtral on v5e-16 at batch 12 and 13 keeps them at 86% and 96% of HBM,
-// against the 95% rule (listed with bound 'peak logits'): the limit is not all the scheduler
-// weighs. Without inlined stacks or a residue (not TPU) this is every gradient plus
-// the larger of a layer's backward and the logits'.
+// temp at the step's peak: the largest of the backward's phases, each with what is live
+// there (measured on the TPU fixtures' buffer timelines, docs/fit.md "Phases"):
+// - the logits' backward comes first: every stack's kept residuals and cast weights, every
+//   inlined stack's gathered weights, and no layer's gradient yet. A looped stack's
+//   gradients are its backward loop's accumulators, made when that loop starts
+//   (deepseek3-test at batch 20 and 31: the compiler's float32 [58, ...] accumulators appear
+//   after the head's cotangent);
+// - then each stack's backward, the last stack first. Its own accumulators and those of the
+//   stacks after it (done) are live, with the gradients outside the stacks (the head's);
+//   the stacks after it have freed their kept residuals and cast weights, their loop their
+//   last reader (deepseek3-test at batch 30: 36.6 GiB in the dense layers' backward, where
+//   the MoE stack's 3.4 GiB of residuals and 7.1 GiB of cast weights are gone, against
+//   46.5 GiB in the MoE layers'). Inlined stacks before it (and itself) still hold their
+//   gathered weights, those after it have made their gradients.
+// On TPU the logits (or their cotangent) stay live through the layers' backward, the output
+// head's weight gradient their last reader, which the compiler's scheduler places after the
+// layers' backward; fit drops them where they would take the step past the share of HBM
+// where that scheduler trades latency for memory (95%: libtpu's flag, in the chip table).
+// The fixtures' buffers at the compiler's peak hold one of them (or a piece, or the head's
+// gradient) in 22 of the 26 steps that peak in a layer's backward; not mixtral at batch 24
+// and sequence 8192 (11.7 GiB of logits, 92% of HBM with them), mixtral under
+// save_qkv_proj, deepseek3-test rematerializing at batch 30, llama4 peaking where its forward
+// ends. mixtral on v5e-16 at batch 12 and 13 keeps them at 86% and 96% of HBM, against the
+// 95% rule (listed with bound 'peak logits'): the limit is not all the scheduler weighs.
 void ComposePeak(const std::vector<std::string>& order, const model_internal::BlockFigures& logits,
                  FitResult* r) {
-  int64_t inlined_gradients = 0;
-  int64_t inlined_gathered = 0;
-  for (const LayerStack& s : r->stacks) {
-    if (!s.inlined) continue;
-    inlined_gradients += s.gradient_bytes;
-    inlined_gathered += s.gathered_bytes;
-  }
   struct Phase {
     int64_t gradients = 0;
+    int64_t kept = 0;
+    int64_t cast = 0;
     int64_t gathered = 0;
     int64_t transient = 0;  // with the kept logits
     int64_t logits_kept = 0;
     std::string where;
-    int64_t total() const { return gradients + gathered + transient; }
+    int64_t total() const { return gradients + kept + cast + gathered + transient; }
   };
-  const int64_t looped_gradients = r->gradient_bytes - inlined_gradients;
+  // The stacks in the forward's order; the gradients outside them (embedding, head, norms).
+  std::vector<const LayerStack*> stacks;
+  int64_t outside_gradients = r->gradient_bytes;
+  for (const std::string& name : order) {
+    const auto s = std::find_if(r->stacks.begin(), r->stacks.end(),
+                                [&](const LayerStack& l) { return l.name == name; });
+    if (s == r->stacks.end()) continue;
+    stacks.push_back(&*s);
+    outside_gradients -= s->gradient_bytes;
+  }
+  int64_t all_kept = 0, all_cast = 0, all_gathered = 0;
+  for (const LayerStack* s : stacks) {
+    all_kept += s->kept_bytes * s->layers;
+    all_cast += s->cast_bytes;
+    all_gathered += s->gathered_bytes;
+  }
   const bool tpu = r->target.platform == "tpu";
   const auto largest_phase = [&](int64_t residue) -> Phase {
-    Phase best{looped_gradients, inlined_gathered, r->logits_peak_bytes, 0,
-               logits.backward_peak_where};
-    int64_t done_gradients = 0;
-    int64_t pending_gathered = inlined_gathered;
-    for (auto name = order.rbegin(); name != order.rend(); ++name) {
-      const auto s = std::find_if(r->stacks.begin(), r->stacks.end(),
-                                  [&](const LayerStack& l) { return l.name == *name; });
-      if (s == r->stacks.end()) continue;
-      const Phase phase{looped_gradients + done_gradients, pending_gathered,
-                        s->backward_peak_bytes + residue, residue,
-                        fmt::format("the backward of one layer of {} ({}){}", s->name,
-                                    s->backward_peak_where,
-                                    residue > 0 ? ", beside the logits the output head's "
-                                                  "gradient reads after the layers' backward"
-                                                : "")};
+    Phase best{
+        0, all_kept, all_cast, all_gathered, r->logits_peak_bytes, 0, logits.backward_peak_where};
+    // What the stacks after the current one (in the forward's order) have made or freed.
+    int64_t done_gradients = outside_gradients;
+    int64_t pending_kept = all_kept, pending_cast = all_cast, pending_gathered = all_gathered;
+    for (auto it = stacks.rbegin(); it != stacks.rend(); ++it) {
+      const LayerStack& s = **it;
+      const int64_t own_gradients = s.inlined ? 0 : s.gradient_bytes;
+      const Phase phase{
+          done_gradients + own_gradients,
+          pending_kept,
+          pending_cast,
+          pending_gathered,
+          s.backward_peak_bytes + residue,
+          residue,
+          fmt::format("the backward of one layer of {} ({}){}", s.name, s.backward_peak_where,
+                      residue > 0 ? ", beside the logits the output head's "
+                                    "gradient reads after the layers' backward"
+                                  : "")};
       if (phase.total() > best.total()) best = phase;
-      if (s->inlined) {
-        done_gradients += s->held_gradient_bytes;
-        pending_gathered -= s->gathered_bytes;
-      }
+      done_gradients += s.inlined ? s.held_gradient_bytes : s.gradient_bytes;
+      pending_kept -= s.kept_bytes * s.layers;
+      pending_cast -= s.cast_bytes;
+      pending_gathered -= s.gathered_bytes;
     }
     return best;
   };
@@ -191,11 +211,13 @@ void ComposePeak(const std::vector<std::string>& order, const model_internal::Bl
   const double limit = r->target.chip.scheduler_memory_limit;
   const int64_t argument = r->parameter_bytes + r->optimizer_bytes + r->batch_bytes;
   if (tpu && limit > 0 && !logits.residue_pinned &&
-      static_cast<double>(argument + r->kept_bytes + r->cast_bytes + best.total()) >
+      static_cast<double>(argument + best.total()) >
           limit * static_cast<double>(r->target.hbm_bytes)) {
     best = largest_phase(0);
   }
   r->peak_gradient_bytes = best.gradients;
+  r->peak_kept_bytes = best.kept;
+  r->peak_cast_bytes = best.cast;
   r->gathered_bytes = best.gathered;
   r->peak_temporary_bytes = best.transient;
   r->logits_kept_bytes = best.logits_kept;
@@ -350,7 +372,8 @@ FitResult FitOnce(const FitRequest& request) {
     const bool inlined = r.target.platform == "tpu" && s.layers == 1;
     add_blocks(s.attention_blocks, ParamRole::kAttention, [&] {
       return model_internal::AttentionLayer(config, r.mesh, r.policy, kernel,
-                                            weights_of(ParamRole::kAttention), batch);
+                                            weights_of(ParamRole::kAttention), batch,
+                                            r.target.platform == "tpu");
     });
     add_blocks(s.moe_blocks, ParamRole::kMoe, [&] { return blocks.moe.at(0); });
     add_blocks(s.shared_blocks, ParamRole::kSharedExperts, [&] { return blocks.shared.at(0); });
@@ -425,15 +448,15 @@ FitResult FitOnce(const FitRequest& request) {
   // the activation dtype once, before the layer loop, and keeps the cast through the step
   // (measured on the TPU fixtures: the forward loop carries bf16[layers, ...] shards).
   // An inlined stack has no loop to cast before.
-  std::set<std::string> inlined;
-  for (const LayerStack& s : r.stacks) {
-    if (s.inlined) inlined.insert(s.name);
-  }
   if (r.target.platform == "tpu") {
-    for (const ParamBuffer& p : r.params) {
-      if (IsStacked(p) && !inlined.count(p.stack) && ByteSize(p.dtype) > act_bytes) {
-        r.cast_bytes += p.bytes_per_device / ByteSize(p.dtype) * act_bytes;
+    for (LayerStack& s : r.stacks) {
+      if (s.inlined) continue;
+      for (const ParamBuffer& p : r.params) {
+        if (IsStacked(p) && p.stack == s.name && ByteSize(p.dtype) > act_bytes) {
+          s.cast_bytes += p.bytes_per_device / ByteSize(p.dtype) * act_bytes;
+        }
       }
+      r.cast_bytes += s.cast_bytes;
     }
   }
   ComposePeak(StackOrder(layout), logits, &r);
@@ -445,13 +468,22 @@ FitResult FitOnce(const FitRequest& request) {
   m.argument_size_in_bytes = state + r.batch_bytes;
   m.output_size_in_bytes = state;
   m.alias_size_in_bytes = state;
-  m.temp_size_in_bytes = r.peak_gradient_bytes + r.kept_bytes + r.cast_bytes + r.gathered_bytes +
-                         r.peak_temporary_bytes;
+  m.temp_size_in_bytes = r.peak_gradient_bytes + r.peak_kept_bytes + r.peak_cast_bytes +
+                         r.gathered_bytes + r.peak_temporary_bytes;
   m.host_temp_size_in_bytes = r.offloaded_bytes;
   m.peak_memory_in_bytes = m.argument_size_in_bytes + m.output_size_in_bytes -
                            m.alias_size_in_bytes + m.temp_size_in_bytes;
-  r.fits = m.peak_memory_in_bytes <= r.target.hbm_bytes;
-  r.headroom_bytes = r.target.hbm_bytes - m.peak_memory_in_bytes;
+  // On TPU the step is held to the share of HBM its compiler schedules within: past it the
+  // compile rests on the compiler's rematerialization, which the fixtures show failing
+  // (deepseek3-test on v5p-8: batch 30 compiles at 94.8% of HBM, batch 31 runs out at 102.6%,
+  // its buffers 5.5 GiB fuller than batch 30's) or passing where the hardware then runs out
+  // (DeepSeek-V3 on v5p-256 at batch 8 compiles at 97.6%; the published run "OOMs by 1 GB").
+  const double limit = r.target.chip.scheduler_memory_limit;
+  r.capacity_bytes = r.target.platform == "tpu" && limit > 0
+                         ? static_cast<int64_t>(limit * static_cast<double>(r.target.hbm_bytes))
+                         : r.target.hbm_bytes;
+  r.fits = m.peak_memory_in_bytes <= r.capacity_bytes;
+  r.headroom_bytes = r.capacity_bytes - m.peak_memory_in_bytes;
   const double hbm = static_cast<double>(r.target.hbm_bytes);
   r.near_line = r.target.platform == "tpu" &&
                 static_cast<double>(r.headroom_bytes) <= kFitPeakUnderHbm * hbm &&

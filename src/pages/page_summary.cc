@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "emit/ascii_flow.h"
+#include "emit/fit_report.h"
 #include "emit/human_bytes.h"
 #include "numeric/array.h"
 #include "util/error.h"
@@ -212,11 +213,12 @@ std::string SummaryMarkdown(const SummaryInput& in) {
       const FitResult& f = *in.fit;
       out += fmt::format(
           "The whole training step on {} (`shardtrace fit`): {} {}: peak {} of {} HBM per "
-          "device.{}",
+          "device{}.{}",
           f.target.ToString(), f.model_name,
           f.fits ? fmt::format("fits with {} to spare", HumanBytes(f.headroom_bytes))
                  : fmt::format("**does not fit**, short by {}", HumanBytes(-f.headroom_bytes)),
           HumanBytes(f.memory.peak_memory_in_bytes), HumanBytes(f.target.hbm_bytes),
+          FitCapacityText(f),
           f.near_line ? " Near the line: within fit's measured error of the TPU compiler's "
                         "peak, only a compile can tell."
                       : "");

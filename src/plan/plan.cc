@@ -291,11 +291,10 @@ PlanResult Plan(const PlanRequest& request) {
           p.time = EstimateStepTime(fit);
         }
         if (!search_batch) break;
-        const BatchProbe probe_result{
-            fit.fits, fit.target.hbm_bytes - fit.headroom_bytes,
-            fit.memory.argument_size_in_bytes + fit.peak_gradient_bytes + fit.cast_bytes +
-                fit.gathered_bytes,
-            fit.target.hbm_bytes};
+        const BatchProbe probe_result{fit.fits, fit.target.hbm_bytes - fit.headroom_bytes,
+                                      fit.memory.argument_size_in_bytes + fit.peak_gradient_bytes +
+                                          fit.peak_cast_bytes + fit.gathered_bytes,
+                                      fit.target.hbm_bytes};
         if (!search.Record(probe_result)) break;
       } catch (const Error& e) {
         // A batch MaxText refuses (one the data axes do not divide): the last batch that ran
