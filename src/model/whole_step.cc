@@ -172,6 +172,22 @@ void ComposePeak(const std::vector<std::string>& order, const model_internal::Bl
     stacks.push_back(&*s);
     outside_gradients -= s->gradient_bytes;
   }
+  // Of those, the layers' backward holds the output head's (when it runs first, the logits
+  // not kept for it) but not the embedding's, which the first layer's input cotangent makes
+  // after the layers' backward (kimi-k2 keeps the logits: no float32 gradient of its head or
+  // embedding among the buffers at its fullest moment).
+  int64_t head_gradient = 0, embedding_gradient = 0;
+  const bool tied = std::none_of(r->params.begin(), r->params.end(), [](const ParamBuffer& p) {
+    return p.role == ParamRole::kOutputHead;
+  });
+  for (const ParamBuffer& p : r->params) {
+    if (!p.trainable) continue;
+    if (p.role == ParamRole::kOutputHead || (tied && p.role == ParamRole::kEmbedding)) {
+      head_gradient += p.bytes_per_device;
+    } else if (p.role == ParamRole::kEmbedding) {
+      embedding_gradient += p.bytes_per_device;
+    }
+  }
   int64_t all_kept = 0, all_cast = 0, all_gathered = 0;
   for (const LayerStack* s : stacks) {
     all_kept += s->kept_bytes * s->layers;
@@ -183,7 +199,8 @@ void ComposePeak(const std::vector<std::string>& order, const model_internal::Bl
     Phase best{
         0, all_kept, all_cast, all_gathered, r->logits_peak_bytes, 0, logits.backward_peak_where};
     // What the stacks after the current one (in the forward's order) have made or freed.
-    int64_t done_gradients = outside_gradients;
+    int64_t done_gradients =
+        outside_gradients - embedding_gradient - (residue > 0 ? head_gradient : 0);
     int64_t pending_kept = all_kept, pending_cast = all_cast, pending_gathered = all_gathered;
     for (auto it = stacks.rbegin(); it != stacks.rend(); ++it) {
       const LayerStack& s = **it;
