@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include "emit/markdown_html.h"
 #include "emit/plan_report.h"
@@ -180,11 +181,16 @@ TEST_CASE("fit --format html: the verdict, the memory chart against the HBM, the
   REQUIRE(chart != std::string::npos);
   CHECK(verdict < chart);
   CHECK(chart < html.find("<details id=\"memory\""));
-  CHECK_THAT(html, Catch::Contains("<title>training step: parameters (2.9 GiB)</title>") &&
-                       Catch::Contains("<title>training step: weights cast (") &&
-                       Catch::Contains("<title>v5p HBM 95.7 GiB</title>") &&
-                       Catch::Contains("shardtrace fit ") &&
-                       Catch::Contains("<td>decoder/layers/MoeBlock_0/wi_0</td>"));
+  CHECK_THAT(html,
+             Catch::Contains("<title>training step: parameters (2.9 GiB)</title>") &&
+                 Catch::Contains("<title>training step: weights cast (") &&
+                 Catch::Contains("<title>v5p HBM 95.7 GiB</title>") &&
+                 // The 95% of HBM fit holds a TPU step to, its compiler's limit.
+                 Catch::Contains("<title>95% scheduling limit 90.9 GiB</title>") &&
+                 Catch::Contains(
+                     " HBM (17%), held to the 90.9 GiB (95%) its compiler schedules within, ") &&
+                 Catch::Contains("shardtrace fit ") &&
+                 Catch::Contains("<td>decoder/layers/MoeBlock_0/wi_0</td>"));
   // The long tables sort and filter; the short ones are plain.
   for (const char* id : {"collectives-table", "params-table"}) {
     CHECK_THAT(html, Catch::Contains(fmt::format("<table class=\"sortable\" id=\"{}\">", id)));
@@ -205,7 +211,25 @@ TEST_CASE("fit --format html: the verdict, the memory chart against the HBM, the
                              "16.00 GiB HBM per device: does not fit by") &&
                  Catch::Contains("<title>h100 HBM 16.0 GiB</title>") &&
                  Catch::Contains("<h1>fit: mixtral-8x7b on h100</h1>") &&
-                 !Catch::Contains("weights cast ("));
+                 !Catch::Contains("weights cast (") && !Catch::Contains("schedules within"));
+  // The JSON names the capacity: on TPU the chip table's scheduler_memory_limit share of the
+  // HBM, elsewhere the whole HBM.
+  std::vector<std::string> json_args = {"fit"};
+  json_args.insert(json_args.end(), config.begin(), config.end());
+  json_args.insert(json_args.end(), {"--format", "json"});
+  const CommandResult tpu = RunShardtrace(json_args);
+  REQUIRE(tpu.status == 0);
+  const nlohmann::json tpu_fit = nlohmann::json::parse(tpu.out);
+  CHECK(tpu_fit.at("capacity_bytes").get<int64_t>() ==
+        static_cast<int64_t>(0.95 * tpu_fit.at("hbm_bytes").get<double>()));
+  CHECK(tpu_fit.at("headroom_bytes").get<int64_t>() ==
+        tpu_fit.at("capacity_bytes").get<int64_t>() -
+            tpu_fit.at("peak_memory_in_bytes").get<int64_t>());
+  const CommandResult gpu = RunShardtrace({"fit", "model_name=mixtral-8x7b", "--devices", "8",
+                                           "--hbm", "16", "--chip", "h100", "--format", "json"});
+  REQUIRE(gpu.status == 0);
+  const nlohmann::json gpu_fit = nlohmann::json::parse(gpu.out);
+  CHECK(gpu_fit.at("capacity_bytes") == gpu_fit.at("hbm_bytes"));
 }
 
 TEST_CASE("plan --format html: the scatter of every fitting config, round ticks, the tables",

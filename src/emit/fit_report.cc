@@ -300,6 +300,12 @@ std::string FitMemoryChart(const FitResult& f) {
   chart.lines.push_back(
       {fmt::format("{} HBM {}", f.target.chip.name, HumanBytes(f.target.hbm_bytes)),
        d(f.target.hbm_bytes)});
+  if (f.capacity_bytes != f.target.hbm_bytes) {
+    chart.lines.push_back(
+        {fmt::format("{:.0f}% scheduling limit {}", 100.0 * f.target.chip.scheduler_memory_limit,
+                     HumanBytes(f.capacity_bytes)),
+         d(f.capacity_bytes)});
+  }
   return "<figure class=\"chart-box\">\n" + StackedBarsSvg(chart) + "</figure>\n";
 }
 
@@ -323,13 +329,13 @@ std::string FitToHtml(const FitResult& f, const std::string& command) {
   }
   report.summary = fmt::format(
       "<p class=\"verdict {}\">{}</p>\n<p>The whole training step per device: {} of {} HBM "
-      "({:.0f}%), {}.</p>\n<p class=\"note\">{}</p>\n",
+      "({:.0f}%){}, {}.</p>\n<p class=\"note\">{}</p>\n",
       f.fits ? "fits" : "does-not-fit", HtmlEscape(FitHeadline(f)),
       HtmlEscape(HumanBytes(m.peak_memory_in_bytes)), HtmlEscape(HumanBytes(f.target.hbm_bytes)),
       f.target.hbm_bytes > 0 ? 100.0 * static_cast<double>(m.peak_memory_in_bytes) /
                                    static_cast<double>(f.target.hbm_bytes)
                              : 0.0,
-      HtmlEscape(f.revision), fmt::join(settings, ", "));
+      HtmlEscape(FitCapacityText(f)), HtmlEscape(f.revision), fmt::join(settings, ", "));
   report.summary += FitMemoryChart(f);
 
   // memory_analysis()'s fields with the components indented under them, in this order.
