@@ -64,8 +64,8 @@ std::vector<MemoryRow> MemoryRows(const FitResult& f) {
       {"gradients", f.peak_gradient_bytes,
        f.peak_gradient_bytes == f.gradient_bytes
            ? "sharded like the parameters"
-           : fmt::format("at the peak, of {} sharded like the parameters (an inlined "
-                         "stack's come after it, held in the activation dtype)",
+           : fmt::format("at the peak, of {} sharded like the parameters (the stacks whose "
+                         "backward has not begun and the embedding make theirs later)",
                          HumanBytes(f.gradient_bytes)),
        true},
       {"kept for the backward", f.peak_kept_bytes,
