@@ -40,13 +40,14 @@ struct MemoryRow {
   bool indent = false;
 };
 
-// A component live in part at the peak: what is live there, of what the step holds at most
-// (the stacks whose backward is done have freed theirs).
-std::string AtPeak(int64_t at_peak, int64_t whole, const std::string& what) {
+// A component live only in part at the peak: what it is, and why the rest is not there.
+std::string AtPeak(int64_t at_peak, int64_t whole, const std::string& what,
+                   const std::string& why) {
   if (at_peak == whole) return what;
-  return fmt::format("at the peak, of {}: {} (the stacks whose backward is done have freed theirs)",
-                     HumanBytes(whole), what);
+  return fmt::format("at the peak, of {}: {} ({})", HumanBytes(whole), what, why);
 }
+
+constexpr char kFreedByDoneStacks[] = "the stacks whose backward is done have freed theirs";
 
 std::vector<MemoryRow> MemoryRows(const FitResult& f) {
   const FitMemory& m = f.memory;
@@ -62,20 +63,19 @@ std::vector<MemoryRow> MemoryRows(const FitResult& f) {
       {"alias_size_in_bytes", m.alias_size_in_bytes, "the donated state the output reuses"},
       {"temp_size_in_bytes", m.temp_size_in_bytes, "inside the step"},
       {"gradients", f.peak_gradient_bytes,
-       f.peak_gradient_bytes == f.gradient_bytes
-           ? "sharded like the parameters"
-           : fmt::format("at the peak, of {} sharded like the parameters (the stacks whose "
-                         "backward has not begun and the embedding make theirs later)",
-                         HumanBytes(f.gradient_bytes)),
+       AtPeak(f.peak_gradient_bytes, f.gradient_bytes, "sharded like the parameters",
+              "the stacks whose backward has not begun and the embedding make theirs later"),
        true},
       {"kept for the backward", f.peak_kept_bytes,
-       AtPeak(f.peak_kept_bytes, f.kept_bytes, "every layer's residuals under " + f.policy.name),
+       AtPeak(f.peak_kept_bytes, f.kept_bytes, "every layer's residuals under " + f.policy.name,
+              kFreedByDoneStacks),
        true}};
   if (f.cast_bytes > 0) {
     rows.push_back(
         {"weights cast", f.peak_cast_bytes,
          AtPeak(f.peak_cast_bytes, f.cast_bytes,
-                "the scanned weights in the activation dtype, cast once before the layer loop"),
+                "the scanned weights in the activation dtype, cast once before the layer loop",
+                kFreedByDoneStacks),
          true});
   }
   if (f.gathered_bytes > 0) {

@@ -148,8 +148,9 @@ std::vector<std::string> StackOrder(const ModelLayout& layout) {
 // gradient) in 22 of the 26 steps that peak in a layer's backward; not mixtral at batch 24
 // and sequence 8192 (11.7 GiB of logits, 92% of HBM with them), mixtral under
 // save_qkv_proj, deepseek3-test at batch 30 (v5p-8: the head's gradient first), llama4
-// peaking where its forward ends. mixtral on v5e-16 at batch 12 and 13 keeps them at 86% and 96% of HBM, against the
-// 95% rule (listed with bound 'peak logits'): the limit is not all the scheduler weighs.
+// peaking where its forward ends. mixtral on v5e-16 at batch 12 and 13 keeps them at 86% and
+// 96% of HBM, against the 95% rule (listed with bound 'peak logits'): the limit is not all
+// the scheduler weighs.
 void ComposePeak(const std::vector<std::string>& order, const model_internal::BlockFigures& logits,
                  FitResult* r) {
   struct Phase {
