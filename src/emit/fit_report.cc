@@ -26,10 +26,18 @@ std::string Billions(int64_t count) {
 std::string BlocksText(const LayerStack& s) {
   std::vector<std::string> blocks;
   if (s.attention_blocks) blocks.push_back(fmt::format("{} attention", s.attention_blocks));
+  if (s.linear_attention_blocks) {
+    blocks.push_back(fmt::format("{} linear attention", s.linear_attention_blocks));
+  }
   if (s.moe_blocks) blocks.push_back(fmt::format("{} MoE", s.moe_blocks));
   if (s.shared_blocks) blocks.push_back(fmt::format("{} shared experts", s.shared_blocks));
   if (s.mlp_blocks) blocks.push_back(fmt::format("{} MLP", s.mlp_blocks));
   return fmt::format("{}", fmt::join(blocks, ", "));
+}
+
+// A stack scanned inside another's blocks runs in that one's loop: "local_layers (in layers)".
+std::string StackName(const LayerStack& s) {
+  return s.loop.empty() || s.loop == s.name ? s.name : fmt::format("{} (in {})", s.name, s.loop);
 }
 
 // A row of the memory table: memory_analysis()'s fields, the components indented under them.
@@ -138,7 +146,7 @@ std::string FitToText(const FitResult& f) {
   TextTable layers(
       {"stack", "layers", "blocks", "kept per layer", "offloaded per layer", "backward peak"});
   for (const LayerStack& s : f.stacks) {
-    layers.AddRow({s.name, std::to_string(s.layers), BlocksText(s), HumanBytes(s.kept_bytes),
+    layers.AddRow({StackName(s), std::to_string(s.layers), BlocksText(s), HumanBytes(s.kept_bytes),
                    HumanBytes(s.offloaded_bytes), HumanBytes(s.backward_peak_bytes)});
   }
   out += layers.Render("  ");
@@ -221,6 +229,8 @@ std::string FitToJson(const FitResult& f) {
     for (const MemoryItem& g : s.gathered) gathered.push_back({{"path", g.name}, {"bytes", g.bytes}});
     j["stacks"].push_back({{"name", s.name},
                            {"layers", s.layers},
+                           {"loop", s.loop},
+                           {"blocks", BlocksText(s)},
                            {"kept_per_layer", kept},
                            {"kept_bytes_per_layer", s.kept_bytes},
                            {"offloaded_bytes_per_layer", s.offloaded_bytes},
@@ -356,8 +366,9 @@ std::string FitToHtml(const FitResult& f, const std::string& command) {
       "layers-table", "stacks",
       {"stack", "layers", "blocks", "kept per layer", "offloaded per layer", "backward peak"});
   for (const LayerStack& s : f.stacks) {
-    layers.rows.push_back({Text(s.name), Count(s.layers), Text(BlocksText(s)), Bytes(s.kept_bytes),
-                           Bytes(s.offloaded_bytes), Bytes(s.backward_peak_bytes)});
+    layers.rows.push_back({Text(StackName(s)), Count(s.layers), Text(BlocksText(s)),
+                           Bytes(s.kept_bytes), Bytes(s.offloaded_bytes),
+                           Bytes(s.backward_peak_bytes)});
   }
   report.sections.push_back(
       {"layers", "Layers (one layer of each scanned stack)", HtmlStaticTableMarkup(layers), false});

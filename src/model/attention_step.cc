@@ -9,14 +9,16 @@
 #include "util/checked.h"
 
 namespace shardtrace::model_internal {
-namespace {
 
-// Bytes per device of an activation of `shape` constrained to `names` by the config's rules.
 int64_t LocalBytes(const Config& config, const Mesh& mesh, const Shape& shape,
                    const LogicalAxes& names, DType dtype, const std::string& what) {
   const PartitionSpec spec = ResolveSpec(names, config.logical_axis_rules(), &mesh);
   return ShardTensor(what, shape, dtype, spec, mesh).bytes_per_device;
 }
+
+DType ActivationDType(const Config& config) { return ParseDType(config.Str("dtype"), "dtype"); }
+
+namespace {
 
 // The mesh axes MaxText splits the batch and the length of activations over: a weight
 // sharded over one of them is gathered whole where it is used (FSDP).
@@ -38,8 +40,6 @@ std::vector<std::string> GatherAxes(const ParamBuffer& p, const std::set<std::st
   }
   return out;
 }
-
-DType ActivationDType(const Config& config) { return ParseDType(config.Str("dtype"), "dtype"); }
 
 int64_t Saved(const RematPolicy& policy, const std::string& name) {
   if (!policy.wrapped) return 1;
@@ -114,7 +114,8 @@ std::vector<StepCollectiveTotal> WeightCollectives(const Config& config, const M
 }
 
 std::vector<StepCollectiveTotal> EmbeddingCollectives(const Config& config, const Mesh& mesh,
-                                                      const LayerWeights& table, int64_t batch) {
+                                                      const LayerWeights& table, int64_t batch,
+                                                      bool tied) {
   // Only the embed dim sharded, over axes that split the batch: the lookup runs on the
   // device's embed slice for every token and an all-to-all gives each device its tokens'
   // whole rows; the backward sends the cotangent back the same way and scatter-adds into
@@ -144,6 +145,8 @@ std::vector<StepCollectiveTotal> EmbeddingCollectives(const Config& config, cons
   // The partitioner moves whichever is smaller: a device's tokens' rows, or the table (mixtral
   // at batch 24 and length 8192: 1.5 GiB of rows against a 250 MiB table, gathered).
   if (!embed_over_batch || rows >= GatheredWeightBytes(config, mesh, table)) {
+    // A table that is also the output head: the head's gather and reduction serve the lookup.
+    if (tied) return {};
     return WeightCollectives(config, mesh, table, false, "embedding");
   }
   const int64_t n = mesh.Size(embed_axes);

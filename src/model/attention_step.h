@@ -69,9 +69,20 @@ std::vector<StepCollectiveTotal> WeightCollectives(const Config& config, const M
 
 // The token embedding's collectives per step: where only its embed dim is sharded, over axes
 // that split the batch, two all-to-alls of the embedded tokens (the lookup's and its
-// cotangent's) and no gather or reduction of the table; else as WeightCollectives.
+// cotangent's) and no gather or reduction of the table; else as WeightCollectives, or none
+// for a table `tied` to the output head (logits_via_embedding), which the head gathers and
+// reduces. A tied table's lookup keeps its all-to-alls beside the head's gather (gemma4-26b
+// on v5e-16: two bf16[1,2048,2816] all-to-alls and the table's bf16[262144,2816] gather).
 std::vector<StepCollectiveTotal> EmbeddingCollectives(const Config& config, const Mesh& mesh,
-                                                      const LayerWeights& table, int64_t batch);
+                                                      const LayerWeights& table, int64_t batch,
+                                                      bool tied);
+
+// Bytes per device of an activation of `shape` constrained to `names` by the config's rules.
+int64_t LocalBytes(const Config& config, const Mesh& mesh, const Shape& shape,
+                   const LogicalAxes& names, DType dtype, const std::string& what);
+
+// The config's `dtype`: the activations'.
+DType ActivationDType(const Config& config);
 
 // The weights' bytes per device gathered whole over those axes, in the activation dtype.
 int64_t GatheredWeightBytes(const Config& config, const Mesh& mesh, const LayerWeights& weights);

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string_view>
 
 #include "util/checked.h"
@@ -112,6 +114,11 @@ ParamRole RoleOf(const std::string& path, const LogicalAxes& axes) {
   if (has("norm/scale") || has("norm/bias")) return ParamRole::kNorm;
   if (has("shared_expert")) return ParamRole::kSharedExperts;
   if (axis("exp") || has("moeblock") || has("/gate/")) return ParamRole::kMoe;
+  // Qwen3-Next's gated delta net: its fused projections, conv and decay parameters.
+  if (has("attention") && (has("in_proj_qkvz") || has("in_proj_ba") || has("conv1d") ||
+                           has("a_log") || has("dt_bias") || has("out_proj/"))) {
+    return ParamRole::kLinearAttention;
+  }
   if (has("attention") || has("attn") || axis("heads") || axis("q_heads") || axis("kv_heads") ||
       axis("q_lora") || axis("kv_lora")) {
     return ParamRole::kAttention;
@@ -154,8 +161,41 @@ bool ConfigHas(const Config& config, const std::string& key) {
   return config.Has(key);
 }
 
+// Each parameter's stack (its innermost layer axis) and loop (its outermost). The nesting is
+// read from the parameters whose axes name every dim, in the order the scans stack them
+// ("layers" before "local_layers"); a parameter with fewer axes takes it from them.
+void AssignStacks(std::vector<ParamLayout>& params) {
+  std::map<std::string, size_t> depth;
+  for (const ParamLayout& p : params) {
+    if (!p.axes_complete) continue;
+    size_t d = 0;
+    for (const auto& a : p.axes) {
+      if (!IsLayerAxis(a)) continue;
+      depth[*a] = std::max(depth[*a], d++);
+    }
+  }
+  for (ParamLayout& p : params) {
+    for (const auto& a : p.axes) {
+      if (!IsLayerAxis(a)) continue;
+      const size_t d = depth.count(*a) ? depth.at(*a) : 0;
+      if (p.stack.empty() || d > depth[p.stack]) p.stack = *a;
+      if (p.loop.empty() || d < depth[p.loop]) p.loop = *a;
+    }
+  }
+}
 
 }  // namespace
+
+bool IsLayerAxis(const std::optional<std::string>& axis) {
+  return axis && axis->size() >= 6 && axis->substr(axis->size() - 6) == "layers";
+}
+
+const ParamLayout& ModelLayout::Find(const std::string& path) const {
+  const auto it = std::find_if(params.begin(), params.end(),
+                               [&](const ParamLayout& p) { return p.path == path; });
+  SHARDTRACE_CHECK(it != params.end());
+  return *it;
+}
 
 std::string ToString(ParamRole role) {
   switch (role) {
@@ -163,6 +203,8 @@ std::string ToString(ParamRole role) {
     case ParamRole::kOutputHead: return "output head";
     case ParamRole::kNorm: return "norms";
     case ParamRole::kAttention: return "attention";
+    case ParamRole::kLinearAttention:
+      return "linear attention";
     case ParamRole::kMoe: return "routed experts";
     case ParamRole::kSharedExperts: return "shared experts";
     case ParamRole::kMlp: return "dense MLP";
@@ -191,17 +233,16 @@ LayoutTable LayoutTable::Embedded() {
         param.dims.push_back(d.is_string() ? d.get<std::string>() : std::to_string(d.get<int64_t>()));
       }
       for (const auto& a : p.at("axes")) {
-        param.axes.push_back(a.is_null() ? std::nullopt : std::optional<std::string>(a.get<std::string>()));
-        if (a.is_string()) {
-          const std::string name = a.get<std::string>();
-          if (name.size() >= 6 && name.substr(name.size() - 6) == "layers") param.stack = name;
-        }
+        param.axes.push_back(a.is_null() ? std::nullopt
+                                         : std::optional<std::string>(a.get<std::string>()));
       }
+      param.axes_complete = param.axes.size() == param.dims.size();
       param.dtype = p.at("dtype").get<std::string>();
       param.trainable = p.value("trainable", true);
       param.role = RoleOf(param.path, param.axes);
       layout.params.push_back(std::move(param));
     }
+    AssignStacks(layout.params);
   }
   return table;
 }

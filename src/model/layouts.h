@@ -22,7 +22,17 @@
 namespace shardtrace {
 
 // What a parameter is part of, for the per-component totals.
-enum class ParamRole { kEmbedding, kOutputHead, kNorm, kAttention, kMoe, kSharedExperts, kMlp, kOther };
+enum class ParamRole {
+  kEmbedding,
+  kOutputHead,
+  kNorm,
+  kAttention,
+  kLinearAttention,  // a gated delta net (Qwen3-Next's linear-attention layers)
+  kMoe,
+  kSharedExperts,
+  kMlp,
+  kOther
+};
 std::string ToString(ParamRole role);
 
 struct ParamLayout {
@@ -37,6 +47,14 @@ struct ParamLayout {
   // The scanned stack the parameter belongs to ("layers", "moe_layers", "dense_layers", ...;
   // empty outside the scan): the logical axis name MaxText gives its stacked dim.
   std::string stack;
+  // The scan whose loop runs the stack: the stack itself, or the outer scan it is nested in
+  // (Gemma 4's and Qwen3-Next's blocks scan their local layers inside each block: "layers"
+  // for "local_layers").
+  std::string loop;
+  // Whether `axes` names every dim. MaxText gives Qwen3-Next's norms no logical axes and the
+  // scans prepend theirs, so theirs is shorter than the shape, and its gated delta net's
+  // decay parameters none at all (empty): JAX leaves the dims past a spec's end unsharded.
+  bool axes_complete = true;
 };
 
 struct ModelLayout {
@@ -44,7 +62,13 @@ struct ModelLayout {
   std::string decoder_block;
   std::vector<std::pair<std::string, std::string>> structural;  // key (or "key>0"), value
   std::vector<ParamLayout> params;
+
+  // The parameter at `path` (one of `params`').
+  const ParamLayout& Find(const std::string& path) const;
 };
+
+// A logical axis a scan gives its stacked dim ("layers", "local_layers", "moe_layers").
+bool IsLayerAxis(const std::optional<std::string>& axis);
 
 // Every recorded layout, parsed once: plan fits hundreds of configs against one table, and
 // parsing the JSON was a third of each fit. Immutable once built.

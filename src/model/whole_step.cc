@@ -8,6 +8,7 @@
 #include "config/run_inputs.h"
 #include "model/attention_step.h"
 #include "model/block_step.h"
+#include "model/linear_attention_step.h"
 #include "numeric/dtype.h"
 #include "run/run.h"
 #include "shard/axis_rules.h"
@@ -73,6 +74,8 @@ int CountModules(const std::vector<const ParamBuffer*>& params, ParamRole role) 
       module = path.substr(0, path.rfind('/'));
     } else if (role == ParamRole::kAttention && ends("/out/kernel")) {
       module = path.substr(0, path.size() - std::string_view("/out/kernel").size());
+    } else if (role == ParamRole::kLinearAttention && ends("/out_proj/kernel")) {
+      module = path.substr(0, path.size() - std::string_view("/out_proj/kernel").size());
     } else if ((role == ParamRole::kSharedExperts || role == ParamRole::kMlp) &&
                (ends("/wi_0/kernel") || ends("/wi/kernel"))) {
       module = path.substr(0, path.rfind("/wi"));
@@ -189,6 +192,13 @@ void ComposePeak(const std::vector<std::string>& order, const model_internal::Bl
       embedding_gradient += p.bytes_per_device;
     }
   }
+  // The backward loops, in the forward's order: each stack's own, or one for the stacks a
+  // scan runs in every block (ParamLayout::loop).
+  std::vector<std::vector<const LayerStack*>> loops;
+  for (const LayerStack* s : stacks) {
+    if (loops.empty() || loops.back().front()->loop != s->loop) loops.emplace_back();
+    loops.back().push_back(s);
+  }
   int64_t all_kept = 0, all_cast = 0, all_gathered = 0;
   for (const LayerStack* s : stacks) {
     all_kept += s->kept_bytes * s->layers;
@@ -203,25 +213,33 @@ void ComposePeak(const std::vector<std::string>& order, const model_internal::Bl
     int64_t done_gradients =
         outside_gradients - embedding_gradient - (residue > 0 ? head_gradient : 0);
     int64_t pending_kept = all_kept, pending_cast = all_cast, pending_gathered = all_gathered;
-    for (auto it = stacks.rbegin(); it != stacks.rend(); ++it) {
-      const LayerStack& s = **it;
-      const int64_t own_gradients = s.inlined ? 0 : s.gradient_bytes;
-      const Phase phase{
-          done_gradients + own_gradients,
-          pending_kept,
-          pending_cast,
-          pending_gathered,
-          s.backward_peak_bytes + residue,
-          residue,
-          fmt::format("the backward of one layer of {} ({}){}", s.name, s.backward_peak_where,
-                      residue > 0 ? ", beside the logits the output head's "
-                                    "gradient reads after the layers' backward"
-                                  : "")};
+    for (auto group = loops.rbegin(); group != loops.rend(); ++group) {
+      // One backward loop: every stack it runs has its accumulators made and its residuals
+      // kept until the loop ends; its peak is the largest of their layers'.
+      const LayerStack* largest = group->front();
+      int64_t own_gradients = 0;
+      for (const LayerStack* s : *group) {
+        own_gradients += s->inlined ? 0 : s->gradient_bytes;
+        if (s->backward_peak_bytes > largest->backward_peak_bytes) largest = s;
+      }
+      const Phase phase{done_gradients + own_gradients,
+                        pending_kept,
+                        pending_cast,
+                        pending_gathered,
+                        largest->backward_peak_bytes + residue,
+                        residue,
+                        fmt::format("the backward of one layer of {} ({}){}", largest->name,
+                                    largest->backward_peak_where,
+                                    residue > 0 ? ", beside the logits the output head's "
+                                                  "gradient reads after the layers' backward"
+                                                : "")};
       if (phase.total() > best.total()) best = phase;
-      done_gradients += s.inlined ? s.held_gradient_bytes : s.gradient_bytes;
-      pending_kept -= s.kept_bytes * s.layers;
-      pending_cast -= s.cast_bytes;
-      pending_gathered -= s.gathered_bytes;
+      for (const LayerStack* s : *group) {
+        done_gradients += s->inlined ? s->held_gradient_bytes : s->gradient_bytes;
+        pending_kept -= s->kept_bytes * s->layers;
+        pending_cast -= s->cast_bytes;
+        pending_gathered -= s->gathered_bytes;
+      }
     }
     return best;
   };
@@ -292,11 +310,18 @@ FitResult FitOnce(const FitRequest& request) {
     b.path = p.path;
     for (const std::string& d : p.dims) b.shape.push_back(EvaluateDim(d, config, p.path));
     b.dtype = p.dtype == "weight_dtype" ? weight_dtype : ParseDType(p.dtype, p.path);
+    // The spec as JAX prints it, shorter than the shape where MaxText's axes are (P(None,)
+    // on a rank-2 norm); the dims past its end are unsharded.
     b.spec = ResolveSpec(p.axes, config.logical_axis_rules(), &r.mesh);
-    b.bytes_per_device = ShardTensor(p.path, b.shape, b.dtype, b.spec, r.mesh).bytes_per_device;
+    std::vector<PartitionSpec::Entry> entries = b.spec.entries();
+    entries.resize(std::max(entries.size(), b.shape.size()));
+    b.bytes_per_device =
+        ShardTensor(p.path, b.shape, b.dtype, PartitionSpec(std::move(entries)), r.mesh)
+            .bytes_per_device;
     b.role = p.role;
     b.trainable = p.trainable;
     b.stack = p.stack;
+    b.loop = p.loop;
     r.parameter_count = CheckedAdd(r.parameter_count, NumElements(b.shape), "parameter count");
     r.parameter_bytes = CheckedAdd(r.parameter_bytes, b.bytes_per_device, "parameter bytes");
     if (b.trainable) {
@@ -346,12 +371,20 @@ FitResult FitOnce(const FitRequest& request) {
     LayerStack s;
     s.name = name;
     const ParamBuffer& first = *params.front();
-    const auto it = std::find_if(layout.params.begin(), layout.params.end(),
-                                 [&](const ParamLayout& l) { return l.path == first.path; });
-    for (size_t d = 0; d < it->axes.size(); ++d) {
-      if (it->axes[d] == name) s.layers = first.shape[d];
+    // Every layer axis of an array whose axes name each dim: a nested stack's arrays carry
+    // the outer scan's blocks and its own layers per block.
+    const auto named = std::find_if(params.begin(), params.end(), [&](const ParamBuffer* p) {
+      return layout.Find(p->path).axes_complete;
+    });
+    SHARDTRACE_CHECK(named != params.end());
+    const ParamLayout& shape_of = layout.Find((*named)->path);
+    s.layers = 1;
+    for (size_t d = 0; d < shape_of.axes.size(); ++d) {
+      if (IsLayerAxis(shape_of.axes[d])) s.layers *= (*named)->shape[d];
     }
+    s.loop = first.loop;
     s.attention_blocks = CountModules(params, ParamRole::kAttention);
+    s.linear_attention_blocks = CountModules(params, ParamRole::kLinearAttention);
     s.moe_blocks = CountModules(params, ParamRole::kMoe);
     s.shared_blocks = CountModules(params, ParamRole::kSharedExperts);
     s.mlp_blocks = CountModules(params, ParamRole::kMlp);
@@ -386,12 +419,23 @@ FitResult FitOnce(const FitRequest& request) {
       }
     };
     // A scan of one layer is inlined on TPU: its weights stay gathered from the forward
-    // (measured: gpt-oss-20b's, llama4-17b-16e's and kimi-k2's steps gather each once).
-    const bool inlined = r.target.platform == "tpu" && s.layers == 1;
+    // (measured: gpt-oss-20b's, llama4-17b-16e's and kimi-k2's steps gather each once). Not
+    // a stack sharing its loop with a nested one: MaxText runs the block's one full-attention
+    // layer in a scan of its own, "guarded by a trip-count-one while boundary" so that it is
+    // rematerialized alone (models/gemma4.py, _scan_global_layer; Qwen3-Next's alike).
+    const bool shares_loop = std::any_of(by_stack.begin(), by_stack.end(), [&](const auto& other) {
+      return other.first != name && other.second.front()->loop == s.loop;
+    });
+    const bool inlined = r.target.platform == "tpu" && s.layers == 1 && !shares_loop;
     add_blocks(s.attention_blocks, ParamRole::kAttention, [&] {
       return model_internal::AttentionLayer(config, r.mesh, r.policy, kernel,
                                             weights_of(ParamRole::kAttention), batch,
                                             r.target.platform == "tpu");
+    });
+    add_blocks(s.linear_attention_blocks, ParamRole::kLinearAttention, [&] {
+      return model_internal::LinearAttentionLayer(config, r.mesh, r.policy,
+                                                  weights_of(ParamRole::kLinearAttention), batch,
+                                                  r.target.platform == "tpu");
     });
     add_blocks(s.moe_blocks, ParamRole::kMoe, [&] { return blocks.moe.at(0); });
     add_blocks(s.shared_blocks, ParamRole::kSharedExperts, [&] { return blocks.shared.at(0); });
@@ -461,10 +505,12 @@ FitResult FitOnce(const FitRequest& request) {
   AddCollectives(collectives, logits.collectives, 1);
   LayerWeights embedding;
   for (const ParamBuffer& p : r.params) {
-    if (p.role == ParamRole::kEmbedding && !config.Bool("logits_via_embedding")) embedding.params.push_back(&p);
+    if (p.role == ParamRole::kEmbedding) embedding.params.push_back(&p);
   }
   AddCollectives(collectives,
-                 model_internal::EmbeddingCollectives(config, r.mesh, embedding, batch), 1);
+                 model_internal::EmbeddingCollectives(config, r.mesh, embedding, batch,
+                                                      config.Bool("logits_via_embedding")),
+                 1);
   // Where the weights are stored wider than the activations, TPU casts each scanned stack to
   // the activation dtype once, before the layer loop, and keeps the cast through the step
   // (measured on the TPU fixtures: the forward loop carries bf16[layers, ...] shards).

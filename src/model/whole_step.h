@@ -74,6 +74,7 @@ struct ParamBuffer {
   ParamRole role = ParamRole::kOther;
   bool trainable = true;  // false: model state with no gradient or optimizer moments
   std::string stack;  // the scanned stack ("layers", "moe_layers", ...) or empty
+  std::string loop;   // the scan whose loop runs that stack (ParamLayout::loop)
 };
 
 // A named amount of memory per device, with what it is.
@@ -86,8 +87,14 @@ struct MemoryItem {
 // One scanned stack of identical layers and what one of its layers holds and needs.
 struct LayerStack {
   std::string name;  // the stack's logical axis ("layers", "moe_layers", "dense_layers")
+  // Its layers in the whole model: a stack nested in another scan's blocks counts them all
+  // (Gemma 4's local layers: 5 per block x 5 blocks).
   int64_t layers = 0;
-  int attention_blocks = 0, moe_blocks = 0, shared_blocks = 0, mlp_blocks = 0;
+  // The scan whose loop runs it: its own name, or the outer scan whose every iteration runs
+  // it beside the stacks that share that loop (their backward runs interleaved, one loop).
+  std::string loop;
+  int attention_blocks = 0, linear_attention_blocks = 0, moe_blocks = 0, shared_blocks = 0,
+      mlp_blocks = 0;
   std::vector<MemoryItem> kept;  // per layer, on the device
   int64_t kept_bytes = 0;        // per layer
   int64_t offloaded_bytes = 0;   // per layer, to pinned_host

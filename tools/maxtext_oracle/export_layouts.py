@@ -37,7 +37,7 @@ from maxtext.utils import model_creation_utils  # pylint: disable=wrong-import-p
 # e.g. q_lora_rank) is left alone.
 PROBES = {
     "base_emb_dim": (160, 224),
-    "base_mlp_dim": (176, 240),
+    "base_mlp_dim": (184, 248),  # its halves and quarters are no L/k
     "base_moe_mlp_dim": (208, 272),
     "base_num_query_heads": (6, 10),
     "base_num_kv_heads": (2, 5),
@@ -49,7 +49,7 @@ PROBES = {
     "q_lora_rank": (56, 88),
     "kv_lora_rank": (72, 104),
     "qk_nope_head_dim": (20, 36),
-    "qk_rope_head_dim": (16, 18),
+    "qk_rope_head_dim": (14, 22),  # not 2 * gdn_num_value_heads on both probes (in_proj_ba)
     "v_head_dim": (28, 46),
     "gdn_key_head_dim": (26, 34),
     "gdn_value_head_dim": (30, 42),
@@ -58,6 +58,9 @@ PROBES = {
     "shared_experts": (2, 3),  # only where the model has more than one (a width multiplier)
 }
 WEIGHT_DTYPES = ("float32", "bfloat16")
+# Head counts and the head dims they multiply in a projection's width.
+HEAD_WIDTHS = (("gdn_num_key_heads", "gdn_key_head_dim"), ("gdn_num_value_heads", "gdn_value_head_dim"),
+               ("base_num_query_heads", "head_dim"), ("base_num_kv_heads", "head_dim"))
 # Fixed keys a size may be multiplied by (DeepSeek-V4's hyper-connection copies).
 MULTIPLIERS = ("mhc_expansion_rate",)
 
@@ -88,14 +91,15 @@ def _params(argv):
       # A variable that is not an nnx.Param (DeepSeek's loss-free routing bias) is state the
       # optimizer does not update: no gradient, no optimizer moments.
       out[key] = {"shape": [int(d) for d in value.shape], "dtype": str(value.dtype), "trainable": trainable,
-                  "axes": [a if a is None else str(a) for a in axes] if axes else [None] * len(value.shape)}
+                  # No sharding metadata: no axes (JAX's P(), not P(None, ...)).
+                  "axes": [a if a is None else str(a) for a in axes] if axes else []}
   return config, out
 
 
 def _candidates(symbols, passive=None):
   """[{value: [expression, ...]}, ...] by level: a key, a key over a small integer, two keys
-  (+ - * /), then a key times a sum of two. The simplest level that explains a dimension wins."""
-  levels = [{}, {}, {}, {}]
+  (+ - * /), then a key times a sum of two, then a sum of two products. The simplest level that explains a dimension wins."""
+  levels = [{}, {}, {}, {}, {}]
 
   def add(level, v, e):
     if isinstance(v, int) and v > 0:
@@ -124,11 +128,24 @@ def _candidates(symbols, passive=None):
   for (a, va), (b, vb), (c, vc) in itertools.permutations(items, 3):
     if b < c:
       add(3, va * (vb + vc), f"{a}*({b}+{c})")
+  # Sums of two projection widths (heads times head dim, once or twice): the gated delta net's
+  # fused projections (2 * key heads * key head dim + value heads * value head dim). Only
+  # such pairs: sums of any two products explain sizes by coincidence.
+  terms = []
+  for heads, dim in HEAD_WIDTHS:
+    if heads in symbols and dim in symbols:
+      for k in (1, 2):
+        v = k * symbols[heads] * symbols[dim]
+        terms.append((v, f"{heads}*{dim}" if k == 1 else f"2*{heads}*{dim}"))
+  for (v1, e1), (v2, e2) in itertools.combinations(terms, 2):
+    add(4, v1 + v2, f"{e1}+{e2}")
   return levels
 
 
 def evaluate(expr, symbols, passive=None):
-  return int(eval(expr, {"__builtins__": {}}, {**(passive or {}), **symbols}))  # pylint: disable=eval-used
+  """The expression's value, or None where a quotient is not whole (no dimension)."""
+  v = eval(expr, {"__builtins__": {}}, {**(passive or {}), **symbols})  # pylint: disable=eval-used
+  return int(v) if float(v).is_integer() else None
 
 
 def _symbols(config, probed):

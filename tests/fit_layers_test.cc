@@ -1,0 +1,90 @@
+// `fit` of the decoders that scan layers inside each scanned block (MaxText 0.2.5's Gemma 4
+// and Qwen3-Next: nnx_decoders.py's _init_scanned_gemma4 / _init_scanned_qwen3_next), and of
+// Qwen3-Next's gated delta net, through the CLI: every layer of a nested stack counted, its
+// loop the outer scan's, the linear-attention layer among the blocks.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "test_support.h"
+
+namespace shardtrace::testing {
+namespace {
+
+using nlohmann::json;
+
+json FitJson(const std::vector<std::string>& overrides) {
+  std::vector<std::string> args = {"fit",
+                                   SourcePath("testdata/maxtext-moe-models/configs/base.yml")};
+  args.insert(args.end(), overrides.begin(), overrides.end());
+  args.insert(args.end(), {"--format", "json"});
+  const CommandResult r = RunShardtrace(args);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  return json::parse(r.out);
+}
+
+const json& Stack(const json& fit, const std::string& name) {
+  for (const json& s : fit.at("stacks"))
+    if (s.at("name") == name) return s;
+  FAIL("no stack " << name);
+  return fit;
+}
+
+TEST_CASE("a stack scanned in every block counts every layer and runs in the outer loop", "[fit]") {
+  // gemma4-26b: 30 layers in 5 blocks of 5 local layers and 1 global.
+  const json gemma = FitJson({"model_name=gemma4-26b", "compile_topology=v5p-64",
+                              "per_device_batch_size=1", "max_target_length=2048"});
+  const json& local = Stack(gemma, "local_layers");
+  const json& global = Stack(gemma, "layers");
+  CHECK(local.at("layers") == 25);
+  CHECK(global.at("layers") == 5);
+  CHECK(local.at("loop") == "layers");
+  CHECK(global.at("loop") == "layers");
+  // Every layer's input is kept under remat full: bf16 [1 x 32 devices, 2048, 2816] sharded
+  // over the 32 devices' fsdp, 11 MiB a layer.
+  const int64_t carry = int64_t{1} * 2048 * 2816 * 2;
+  CHECK(local.at("kept_bytes_per_layer") == carry);
+  CHECK(gemma.at("components").at("kept_for_backward") == 30 * carry);
+  CHECK_FALSE(global.at("inlined").get<bool>());
+
+  // qwen3-next-80b-a3b: 48 layers in 12 blocks of 3 linear-attention layers and 1 full.
+  const json next = FitJson({"model_name=qwen3-next-80b-a3b", "compile_topology=v6e-16",
+                             "per_device_batch_size=1", "max_target_length=4096"});
+  CHECK(Stack(next, "local_layers").at("layers") == 36);
+  CHECK(Stack(next, "layers").at("layers") == 12);
+  CHECK(Stack(next, "local_layers").at("blocks") == "1 linear attention, 1 MoE, 1 shared experts");
+  CHECK(Stack(next, "layers").at("blocks") == "1 attention, 1 MoE, 1 shared experts");
+}
+
+TEST_CASE(
+    "Qwen3-Next's gated delta net: its specs as JAX prints MaxText's, its residuals kept "
+    "without remat",
+    "[fit]") {
+  const std::vector<std::string> config = {
+      "model_name=qwen3-next-80b-a3b", "compile_topology=v6e-16",    "per_device_batch_size=1",
+      "max_target_length=4096",        "override_model_config=true", "base_num_decoder_layers=4"};
+  const json full = FitJson(config);
+  std::map<std::string, std::string> spec;
+  for (const json& p : full.at("params")) spec[p.at("path")] = p.at("spec");
+  // No logical axes but the scans': JAX's P shorter than the array; none at all: P().
+  CHECK(spec.at("decoder/layers/global_layer/attention/attention/key_norm/scale") == "P(None,)");
+  CHECK(spec.at("decoder/layers/local_layers/attention/A_log") == "P()");
+  CHECK(spec.at("decoder/layers/local_layers/attention/in_proj_qkvz/kernel") ==
+        "P('fsdp', None, None, None)");
+
+  std::vector<std::string> none = config;
+  none.push_back("remat_policy=none");
+  const json kept = FitJson(none);
+  int64_t delta_net = -1;
+  for (const json& k : Stack(kept, "local_layers").at("kept_per_layer"))
+    if (k.at("name") == "gated_delta_net") delta_net = k.at("bytes");
+  // Per device (fsdp 16, batch 1): chunk states 2 x f32 [1,32,64*128,128] (128 MiB each),
+  // chunk values f32 [1,32,64*64,128] (64 MiB), solves 2 x f32 [1,32,64*64,128 lanes]
+  // (64 MiB each), conv in and out 2 x bf16 [1,4096,8192] (64 MiB each), gate and core output
+  // 2 x bf16 [1,4096,4096] (32 MiB each), the core output in f32 [1,4096,32,128] (64 MiB).
+  const int64_t mib = int64_t{1} << 20;
+  CHECK(delta_net == (2 * 128 + 64 + 2 * 64 + 2 * 64 + 2 * 32 + 64) * mib);
+}
+
+}  // namespace
+}  // namespace shardtrace::testing
