@@ -64,6 +64,16 @@ class DimParser {
         v = CheckedMul(v, rhs, what_);
       } else {
         if (rhs == 0) Fail("{}: {} divides by zero with this config", what_, text_);
+        // The exporter found the dim a whole quotient on both probes; one that is not whole
+        // here is a model MaxText builds otherwise (qwen3-next at 6 layers: one block of 4
+        // scanned and the other 2 in a remainder block), which the layout does not describe.
+        if (v % rhs != 0) {
+          Fail(
+              "{}: {} is {} / {} with this config, not a whole number: MaxText builds the model "
+              "otherwise than its recorded layout (the layers past the last whole block go to a "
+              "remainder block), which fit does not model",
+              what_, text_, v, rhs);
+        }
         v /= rhs;
       }
     }
