@@ -381,6 +381,7 @@ FitResult FitOnce(const FitRequest& request) {
     s.layers = 1;
     for (size_t d = 0; d < shape_of.axes.size(); ++d) {
       if (IsLayerAxis(shape_of.axes[d])) s.layers *= (*named)->shape[d];
+      if (shape_of.axes[d] == first.loop && first.loop != name) s.blocks = (*named)->shape[d];
     }
     s.loop = first.loop;
     s.attention_blocks = CountModules(params, ParamRole::kAttention);
@@ -526,6 +527,14 @@ FitResult FitOnce(const FitRequest& request) {
       r.cast_bytes += s.cast_bytes;
     }
   }
+  // A stack scanned inside each of several blocks: the inner loop's backward writes the
+  // block's gradients into accumulators of its own, and reads the block's slice of the cast
+  // weights as a copy, beside the outer loop's (Qwen3-Next with two blocks: f32[3,512,128,512]
+  // and bf16[3,512,128,512] beside the stack's f32[2,512,3,128,512] and bf16[2,3,512,128,512]
+  // at the compiler's fullest moment; with one block the outer loop is gone and they are one).
+  for (LayerStack& s : r.stacks) {
+    if (s.blocks > 1) s.backward_peak_bytes += (s.gradient_bytes + s.cast_bytes) / s.blocks;
+  }
   ComposePeak(StackOrder(layout), logits, &r);
 
   // memory_analysis()'s fields. The state (parameters and optimizer) is donated: the new state
@@ -622,6 +631,13 @@ FitResult FitOnce(const FitRequest& request) {
                                 "tools/maxtext_oracle/export_layouts.py)",
                                 layout.model_name));
   for (const std::string& n : blocks.notes) r.notes.push_back(n);
+  if (config.Has("use_indexer") && config.Bool("use_indexer")) {
+    r.notes.push_back(
+        "use_indexer=true: the sparse indexer's parameters and their gathers are counted, its "
+        "index "
+        "scores ([batch, length, length] per indexer head) and top-k mask are not: the attention "
+        "is modelled as the dense kernel it masks");
+  }
   return r;
 }
 
