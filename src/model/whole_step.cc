@@ -118,6 +118,13 @@ std::vector<StepCollectiveTotal> Merge(const std::vector<StepCollectiveTotal>& a
   return out;
 }
 
+// Whether MaxText unrolls the scan over the decoder's blocks: Gemma 4's
+// (nnx_decoders.py _apply_gemma4_scanned_blocks: unroll=scan_length, "lets XLA pipeline/free
+// block activations across iterations"); Qwen3-Next's loops.
+bool UnrollsBlockScan(const std::string& decoder_block) {
+  return decoder_block == "DecoderBlockType.GEMMA4";
+}
+
 // The stacks' names in the forward's order, as MaxText's layout lists its arrays.
 std::vector<std::string> StackOrder(const ModelLayout& layout) {
   std::vector<std::string> order;
@@ -428,6 +435,8 @@ FitResult FitOnce(const FitRequest& request) {
       return other.first != name && other.second.front()->loop == s.loop;
     });
     const bool inlined = r.target.platform == "tpu" && s.layers == 1 && !shares_loop;
+    // The block's own layer of a loop shared with a nested stack: one a block.
+    if (shares_loop && s.loop == name) s.blocks = s.layers;
     add_blocks(s.attention_blocks, ParamRole::kAttention, [&] {
       return model_internal::AttentionLayer(config, r.mesh, r.policy, kernel,
                                             weights_of(ParamRole::kAttention), batch,
@@ -527,13 +536,23 @@ FitResult FitOnce(const FitRequest& request) {
       r.cast_bytes += s.cast_bytes;
     }
   }
-  // A stack scanned inside each of several blocks: the inner loop's backward writes the
-  // block's gradients into accumulators of its own, and reads the block's slice of the cast
-  // weights as a copy, beside the outer loop's (Qwen3-Next with two blocks: f32[3,512,128,512]
-  // and bf16[3,512,128,512] beside the stack's f32[2,512,3,128,512] and bf16[2,3,512,128,512]
-  // at the compiler's fullest moment; with one block the outer loop is gone and they are one).
+  // Stacks scanned in blocks of layers. Where the outer scan loops, a nested stack's inner
+  // loop writes the block's gradients into accumulators of its own and reads the block's slice
+  // of the cast weights as a copy, beside the outer loop's (Qwen3-Next with two blocks:
+  // f32[3,512,128,512] and bf16[3,512,128,512] beside the stack's f32[2,512,3,128,512] and
+  // bf16[2,3,512,128,512] at the compiler's fullest moment; with one block the outer loop is
+  // gone and they are one). Where MaxText unrolls the outer scan (Gemma 4's), each block
+  // casts its own slice and its gradients are the stack's: one block's cast is live (gemma4
+  // with two blocks: bf16[5,128,176,704] of the local experts, f32[5,...] accumulators twice).
+  const bool unrolled = UnrollsBlockScan(layout.decoder_block);
   for (LayerStack& s : r.stacks) {
-    if (s.blocks > 1) s.backward_peak_bytes += (s.gradient_bytes + s.cast_bytes) / s.blocks;
+    if (s.blocks <= 1) continue;
+    if (unrolled) {
+      r.cast_bytes -= s.cast_bytes - s.cast_bytes / s.blocks;
+      s.cast_bytes /= s.blocks;
+    } else if (s.loop != s.name) {
+      s.backward_peak_bytes += (s.gradient_bytes + s.cast_bytes) / s.blocks;
+    }
   }
   ComposePeak(StackOrder(layout), logits, &r);
 

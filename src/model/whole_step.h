@@ -93,7 +93,9 @@ struct LayerStack {
   // The scan whose loop runs it: its own name, or the outer scan whose every iteration runs
   // it beside the stacks that share that loop (their backward runs interleaved, one loop).
   std::string loop;
-  int64_t blocks = 1;  // nested: the outer scan's iterations (`layers` of them per block)
+  // Scanned in blocks of layers (sharing its loop with a nested stack): the blocks, each
+  // holding layers / blocks of it.
+  int64_t blocks = 1;
   int attention_blocks = 0, linear_attention_blocks = 0, moe_blocks = 0, shared_blocks = 0,
       mlp_blocks = 0;
   std::vector<MemoryItem> kept;  // per layer, on the device

@@ -58,6 +58,8 @@ CASES = [
     # Nested scans: one whole Gemma 4 block (five local layers scanned inside it, one global),
     # and two Qwen3-Next blocks (the outer loop runs twice).
     case("gemma4_26b_l6_v5e16", "gemma4-26b", "v5e-16", "per_device_batch_size=1", "max_target_length=2048", layers=6),
+    case("gemma4_26b_l12_v5e16", "gemma4-26b", "v5e-16", "per_device_batch_size=1", "max_target_length=2048",
+         layers=12),
     case("qwen3_next_l8_v6e16", "qwen3-next-80b-a3b", "v6e-16", "per_device_batch_size=1", "max_target_length=4096",
          layers=8),
     case("deepseek4_tiny_v5p8", "deepseek4-tiny", "v5p-8", "per_device_batch_size=2", "max_target_length=2048"),
