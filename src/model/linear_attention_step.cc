@@ -13,14 +13,19 @@ BlockFigures LinearAttentionLayer(const Config& config, const Mesh& mesh, const 
   const auto lanes = [tpu](int64_t dim) { return tpu ? (dim + 127) / 128 * 128 : dim; };
   const DType act = ActivationDType(config);
   const int64_t length = config.Int("max_target_length");
-  const int64_t chunk = config.Int("gdn_chunk_size");
-  if (chunk <= 0) Fail("gdn_chunk_size is {}: expected a positive chunk length", chunk);
+  // The sizes the layer's buffers are made of, each named where the config gives none.
+  const auto positive = [&](const char* key) {
+    const int64_t v = config.Int(key);
+    if (v <= 0) Fail("{} is {}: the gated delta net needs a positive size", key, v);
+    return v;
+  };
+  const int64_t chunk = positive("gdn_chunk_size");
   const int64_t chunks = (length + chunk - 1) / chunk;
-  const int64_t value_heads = config.Int("gdn_num_value_heads");
-  const int64_t key_dim = config.Int("gdn_key_head_dim");
-  const int64_t value_dim = config.Int("gdn_value_head_dim");
+  const int64_t value_heads = positive("gdn_num_value_heads");
+  const int64_t key_dim = positive("gdn_key_head_dim");
+  const int64_t value_dim = positive("gdn_value_head_dim");
   const int64_t conv_dim =
-      CheckedAdd(CheckedMul(2, CheckedMul(config.Int("gdn_num_key_heads"), key_dim, "gdn key dim"),
+      CheckedAdd(CheckedMul(2, CheckedMul(positive("gdn_num_key_heads"), key_dim, "gdn key dim"),
                             "gdn conv dim"),
                  CheckedMul(value_heads, value_dim, "gdn value dim"), "gdn conv dim");
   // The chunked rule runs under shard_map on the batch and head shards; its chunk axis
