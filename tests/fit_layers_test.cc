@@ -54,6 +54,16 @@ TEST_CASE("a stack scanned in every block counts every layer and runs in the out
   CHECK(Stack(next, "layers").at("layers") == 12);
   CHECK(Stack(next, "local_layers").at("blocks") == "1 linear attention, 1 MoE, 1 shared experts");
   CHECK(Stack(next, "layers").at("blocks") == "1 attention, 1 MoE, 1 shared experts");
+
+  // qwen3.5-35b-a3b: 40 layers in 10 scanned blocks of 3 linear-attention layers and 1 full,
+  // no nested scan: one stack, one carry kept a block.
+  const json q35 = FitJson({"model_name=qwen3.5-35b-a3b", "compile_topology=v6e-16",
+                            "per_device_batch_size=1", "max_target_length=4096"});
+  REQUIRE(q35.at("stacks").size() == 1);
+  CHECK(Stack(q35, "layers").at("layers") == 10);
+  CHECK(Stack(q35, "layers").at("loop") == "layers");
+  CHECK(Stack(q35, "layers").at("blocks") ==
+        "1 attention, 3 linear attention, 4 MoE, 4 shared experts");
 }
 
 TEST_CASE(

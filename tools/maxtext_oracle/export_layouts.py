@@ -159,6 +159,12 @@ def _symbols(config, probed):
   return out
 
 
+def _holds_head_dim(config):
+  """Qwen3.5's text decoder takes its rope from mrope_section, which must describe
+  head_dim * partial_rotary_factor / 2 frequencies: head_dim cannot be probed alone."""
+  return str(config.decoder_block) == "DecoderBlockType.QWEN3_5"
+
+
 def layout(base, model):
   probe = {}
   for name in ("a", "b"):
@@ -173,6 +179,10 @@ def layout(base, model):
       if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
         continue
       if key == "shared_experts" and v < 2:
+        continue
+      # Qwen3.5's multimodal rope ties head_dim to mrope_section (rotary_dim / 2 frequencies):
+      # left at the model's value, it is named as a key both probes hold equal.
+      if key == "head_dim" and _holds_head_dim(own):
         continue
       if key == "base_num_kv_heads" and own.base_num_kv_heads == own.base_num_query_heads:
         args.append(f"{key}={PROBES['base_num_query_heads'][i]}")
@@ -190,6 +200,8 @@ def layout(base, model):
              if isinstance(v, int) and not isinstance(v, bool) and v > 1 and k not in sym_a and
              getattr(cb, k, None) == v}
   cands = _candidates(sym_a, {k: v for k, v in passive.items() if k in MULTIPLIERS})
+  # Only where the probes left it alone (the same condition as in the probe loop above).
+  held = {"head_dim"} if _holds_head_dim(own) and "head_dim" in sym_a else set()
   records, problems = [], []
   for path in sorted(pa):
     a, b = pa[path], pb.get(path)
@@ -199,6 +211,17 @@ def layout(base, model):
     dims = []
     for da, db in zip(a["shape"], b["shape"]):
       if da == db:
+        # A dim of a key held at the model's value (Qwen3.5's head_dim): the simplest
+        # expression of it alone, where one is unique.
+        held_found = []
+        for level in cands:
+          held_found = [e for e in level.get(da, []) if any(k in e for k in held) and
+                        all(k in held for k in sym_a if k in e.replace("*", " ").replace("/", " ").split())]
+          if held_found:
+            break
+        if len(held_found) == 1:
+          dims.append(held_found[0])
+          continue
         names = [k for k, v in sorted(passive.items()) if v == da]
         dims.append(names[0] if len(names) == 1 else da)
         continue

@@ -62,6 +62,10 @@ CASES = [
          layers=12),
     case("qwen3_next_l8_v6e16", "qwen3-next-80b-a3b", "v6e-16", "per_device_batch_size=1", "max_target_length=4096",
          layers=8),
+    # Qwen3.5: a scanned block of 3 gated delta net layers and 1 full-attention layer (no
+    # nested scan; the block rematerialized whole).
+    case("qwen3_5_35b_l8_v6e16", "qwen3.5-35b-a3b", "v6e-16", "per_device_batch_size=1", "max_target_length=4096",
+         layers=8),
     case("deepseek4_tiny_v5p8", "deepseek4-tiny", "v5p-8", "per_device_batch_size=2", "max_target_length=2048"),
     case("envy_test_v5p8", "envy-test", "v5p-8", "per_device_batch_size=2", "max_target_length=1024"),
     # Pairs that straddle the fit boundary: the batch sizes either side of where `fit` puts it,
