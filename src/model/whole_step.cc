@@ -453,6 +453,10 @@ FitResult FitOnce(const FitRequest& request) {
     int64_t peak_part_gathered = 0;
     // The layer's backward runs its parts last first, after one rematerialized forward of the
     // whole layer: what the earlier parts' backward reads is live through the later parts'.
+    // That includes the weights a part that keeps nothing gathers again in that forward, read
+    // by its backward too (Qwen3.5's block of four MoE layers: all twelve bf16[1,256,2048,512]
+    // expert kernels gathered at the compiler's fullest moment; the attention's kernels beside
+    // the MoE backward of every fixture under remat full, about 1% of temp).
     int64_t earlier_recomputed = 0;
     for (size_t i = 0; i < parts.size(); ++i) {
       const BlockFigures& f = parts[i];
@@ -460,6 +464,7 @@ FitResult FitOnce(const FitRequest& request) {
       s.offloaded_bytes += f.offloaded_bytes;
       const int64_t peak = f.backward_peak_bytes + earlier_recomputed;
       earlier_recomputed += f.recomputed_bytes;
+      if (r.policy.wrapped && !inlined && f.kept.empty()) earlier_recomputed += part_gathered[i];
       if (peak > s.backward_peak_bytes) {
         s.backward_peak_bytes = peak;
         s.backward_peak_where = f.backward_peak_where;

@@ -150,11 +150,12 @@ struct FitVariant {
 
 // fit's peak against the TPU compiler's on its fixtures (peak_memory_in_bytes, or the HBM its
 // RESOURCE_EXHAUSTED message says it needed; tests/fit_tpu_test.cc holds the band): from 5.5%
-// of HBM under (DeepSeek-V3 at full depth and batch 7; gpt-oss-120b at 5.2%, whose compiler
-// interleaves the inlined layers' backward with the head's) to 8.7% over (DeepSeek-V3 at
-// batch 10, out of HBM either way). A verdict on TPU closer to the line than that says so.
+// of HBM under (deepseek3-test at batch 32 at 5.3%, out of HBM either way; gpt-oss-120b at 5.2%,
+// whose compiler interleaves the inlined layers' backward with the head's) to 9.0% over
+// (DeepSeek-V3 at batch 10, out of HBM either way). A verdict on TPU closer to the line than
+// that says so.
 inline constexpr double kFitPeakUnderHbm = 0.055;
-inline constexpr double kFitPeakOverHbm = 0.087;
+inline constexpr double kFitPeakOverHbm = 0.09;
 
 struct FitResult {
   std::string revision;  // the MaxText revision whose layouts and moe.py it follows
