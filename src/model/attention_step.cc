@@ -166,7 +166,7 @@ BlockFigures AttentionLayer(const Config& config, const Mesh& mesh, const RematP
   // TPU's (8, 128) tiles: the head dim is the minor dim of q, k, v and the context (the
   // fixtures' buffers: deepseek3-test's bf16[30,128,2048,192] hold 3.75 GiB, 256 lanes a row;
   // gpt-oss-20b's bf16[2,64,2048,64] 62.5 MiB, 128).
-  const auto lanes = [tpu](int64_t dim) { return tpu ? (dim + 127) / 128 * 128 : dim; };
+  const auto lanes = [tpu](int64_t dim) { return Lanes(dim, tpu); };
   const int64_t length = config.Int("max_target_length");
   const int64_t emb = config.Int("emb_dim");
   const int64_t heads = config.Int("num_query_heads");

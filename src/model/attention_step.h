@@ -84,6 +84,9 @@ int64_t LocalBytes(const Config& config, const Mesh& mesh, const Shape& shape,
 // The config's `dtype`: the activations'.
 DType ActivationDType(const Config& config);
 
+// `dim` as TPU lays out a minor dim, in whole 128-lane tiles (`tpu`), or as it is.
+inline int64_t Lanes(int64_t dim, bool tpu) { return tpu ? (dim + 127) / 128 * 128 : dim; }
+
 // The weights' bytes per device gathered whole over those axes, in the activation dtype.
 int64_t GatheredWeightBytes(const Config& config, const Mesh& mesh, const LayerWeights& weights);
 

@@ -10,7 +10,7 @@ namespace shardtrace::model_internal {
 
 BlockFigures LinearAttentionLayer(const Config& config, const Mesh& mesh, const RematPolicy& policy,
                                   const LayerWeights& weights, int64_t batch, bool tpu) {
-  const auto lanes = [tpu](int64_t dim) { return tpu ? (dim + 127) / 128 * 128 : dim; };
+  const auto lanes = [tpu](int64_t dim) { return Lanes(dim, tpu); };
   const DType act = ActivationDType(config);
   const int64_t length = config.Int("max_target_length");
   // The sizes the layer's buffers are made of, each named where the config gives none.

@@ -529,7 +529,10 @@ FitResult FitOnce(const FitRequest& request) {
   // Where the weights are stored wider than the activations, TPU casts each scanned stack to
   // the activation dtype once, before the layer loop, and keeps the cast through the step
   // (measured on the TPU fixtures: the forward loop carries bf16[layers, ...] shards).
-  // An inlined stack has no loop to cast before.
+  // An inlined stack has no loop to cast before. Where MaxText unrolls the scan over blocks
+  // (Gemma 4's), each block casts its own slice before its loops: one block's cast is live
+  // (gemma4 with two blocks: bf16[5,128,176,704] of the local experts).
+  const bool unrolled = UnrollsBlockScan(layout.decoder_block);
   if (r.target.platform == "tpu") {
     for (LayerStack& s : r.stacks) {
       if (s.inlined) continue;
@@ -538,6 +541,7 @@ FitResult FitOnce(const FitRequest& request) {
           s.cast_bytes += p.bytes_per_device / ByteSize(p.dtype) * act_bytes;
         }
       }
+      if (unrolled) s.cast_bytes /= s.blocks;
       r.cast_bytes += s.cast_bytes;
     }
   }
@@ -546,16 +550,10 @@ FitResult FitOnce(const FitRequest& request) {
   // of the cast weights as a copy, beside the outer loop's (Qwen3-Next with two blocks:
   // f32[3,512,128,512] and bf16[3,512,128,512] beside the stack's f32[2,512,3,128,512] and
   // bf16[2,3,512,128,512] at the compiler's fullest moment; with one block the outer loop is
-  // gone and they are one). Where MaxText unrolls the outer scan (Gemma 4's), each block
-  // casts its own slice and its gradients are the stack's: one block's cast is live (gemma4
-  // with two blocks: bf16[5,128,176,704] of the local experts, f32[5,...] accumulators twice).
-  const bool unrolled = UnrollsBlockScan(layout.decoder_block);
+  // gone and they are one). Unrolled (Gemma 4's), a block's gradients are the stack's own
+  // (gemma4 with two blocks: f32[5,...] accumulators twice, nothing beside them).
   for (LayerStack& s : r.stacks) {
-    if (s.blocks <= 1) continue;
-    if (unrolled) {
-      r.cast_bytes -= s.cast_bytes - s.cast_bytes / s.blocks;
-      s.cast_bytes /= s.blocks;
-    } else if (s.loop != s.name) {
+    if (s.blocks > 1 && !unrolled && s.loop != s.name) {
       s.backward_peak_bytes += (s.gradient_bytes + s.cast_bytes) / s.blocks;
     }
   }
