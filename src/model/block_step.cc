@@ -18,25 +18,57 @@ namespace {
 //   spmd/tpu_collectives.h kUnfusedMinorDim, a bf16 share of the layout's minor dim under 512
 //   bytes): that gradient is all-reduced whole (DeepSeek-V3 at fsdp 128);
 // - without an activation fused into its elementwise readers (silu(w0) of silu(w0) * w1);
-// - without a dot's operand once the dot's VJP has read it for the other operand's gradient,
-//   before it writes the operand's own cotangent.
-// The last two leave the MoE backward at the compiler's three [rows, mlp], three gathered
-// expert kernels and three [rows, emb] buffers where the step model holds five, four and two
-// (mixtral at expert 4: 2,400 MiB, the compiler's exactly, at its buffers' fullest moment).
-int64_t TpuBackwardPeak(const RunResult& run, const StepResult& step,
-                        const std::set<int>& unfused) {
+// - an elementwise op's operand, where its VJP is that operand's last reader, shares its
+//   buffer with the VJP's output (the activation's VJP fusion writes where the recomputed
+//   gmm outputs were: qwen3-30b's fusion.760 starts where gmm.3, .4 and .5 end).
+// Then in one of two orders:
+// - kWeightGradientsLast, the scheduler's choice with memory to spare: every gmm's
+//   activation gradient runs before any weight gradient (tgmm). What the tgmms read (each
+//   gmm's token operand and its output's cotangent) is held down to the block's first gmm,
+//   each kernel until its activation gradient has read it, and the sorted tokens' cotangent
+//   is written as two partials and their sum. qwen3-30b at expert 2 holds there five
+//   [rows, emb] (the sorted tokens, the sorted output cotangent, the wi_0 and wi_1
+//   activation gradients, one unsorted), three [rows, mlp] and two gathered kernels;
+// - kWeightGradientsEach, where that would take the step past the scheduler's memory limit:
+//   each dot's operand freed once its VJP has read it for the other operand's gradient,
+//   before its own cotangent is written. It leaves the MoE backward at three [rows, mlp],
+//   three gathered expert kernels and three [rows, emb] (mixtral at sequence 8192 and batch
+//   32, at 93% of HBM: three bf16[524288,14336] at the compiler's fullest moment, no weight
+//   gradient pending).
+enum class TpuBackwardOrder { kWeightGradientsLast, kWeightGradientsEach };
+
+int64_t TpuBackwardPeak(const RunResult& run, const StepResult& step, const std::set<int>& unfused,
+                        TpuBackwardOrder order) {
   const StepMemory& m = step.memory;
+  const auto op_of = [&](int id) -> const OpRecord& {
+    return run.trace.ops[static_cast<size_t>(id)];
+  };
+  const auto is_weight = [&](int tensor) {
+    return run.trace.tensors[static_cast<size_t>(tensor)].kind == TensorKind::kWeight;
+  };
+  const bool last = order == TpuBackwardOrder::kWeightGradientsLast && m.first_gmm >= 0;
   std::vector<int64_t> delta(m.backward_transient.size() + 1, 0);
+  const auto add = [&](int lo, int hi, int64_t bytes) {
+    if (lo > hi) return;
+    delta[static_cast<size_t>(lo)] += bytes;
+    delta[static_cast<size_t>(hi) + 1] -= bytes;
+  };
   for (const StepRange& r : m.backward_ranges) {
     const StepBuffer& b = r.buffer;
-    const bool weight_gradient =
-        b.cotangent && !unfused.count(b.tensor) &&
-        run.trace.tensors[static_cast<size_t>(b.tensor)].kind == TensorKind::kWeight;
+    const bool weight_gradient = b.cotangent && !unfused.count(b.tensor) && is_weight(b.tensor);
     if (weight_gradient || r.fusible_activation) continue;
-    const int lo = r.freed_before_cotangent ? r.lo + 1 : r.lo;
-    if (lo > r.hi) continue;
-    delta[static_cast<size_t>(lo)] += b.bytes;
-    delta[static_cast<size_t>(r.hi) + 1] -= b.bytes;
+    const OpKind reader = op_of(r.lo).kind;
+    const bool gmm_kernel = !b.cotangent && reader == OpKind::kGmm && is_weight(b.tensor);
+    int lo = r.lo;
+    if (last && r.read_by_weight_gradient) {
+      lo = std::min(lo, m.first_gmm);
+    } else if (r.freed_before_cotangent && !(last && gmm_kernel)) {
+      lo = r.lo + 1;
+    } else if (!b.cotangent && (reader == OpKind::kMul || reader == OpKind::kActivation)) {
+      lo = r.lo + 1;
+    }
+    add(lo, r.hi, b.bytes);
+    if (last && r.summed_at >= 0) add(r.summed_at, r.summed_at, 2 * b.bytes);
   }
   int64_t live = 0, peak = 0;
   for (size_t i = 0; i < m.backward_transient.size(); ++i) {
@@ -58,8 +90,11 @@ BlockFigures FiguresOf(const RunResult& run, const StepResult& step, const std::
   f.offloaded_bytes = step.memory.offloaded_bytes;
   f.backward_peak_bytes = step.memory.peak_temporary_bytes();
   if (tpu) {
-    f.backward_peak_bytes =
-        std::max(step.memory.forward_temporary_bytes, TpuBackwardPeak(run, step, unfused));
+    const int64_t forward = step.memory.forward_temporary_bytes;
+    f.backward_peak_bytes = std::max(
+        forward, TpuBackwardPeak(run, step, unfused, TpuBackwardOrder::kWeightGradientsLast));
+    f.lean_backward_peak_bytes = std::max(
+        forward, TpuBackwardPeak(run, step, unfused, TpuBackwardOrder::kWeightGradientsEach));
   }
   f.backward_peak_where = fmt::format("{} block backward (spmd/step_memory.h)", from);
   for (const CollectiveTotal& t : run.totals.collectives) {

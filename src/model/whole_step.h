@@ -103,6 +103,9 @@ struct LayerStack {
   int64_t offloaded_bytes = 0;   // per layer, to pinned_host
   int64_t backward_peak_bytes = 0;  // one layer's backward temporaries at their peak
   std::string backward_peak_where;
+  // The same in the order TPU's scheduler takes past its memory limit (model/block_step.h):
+  // what backward_peak_bytes becomes where the step would otherwise pass it.
+  int64_t lean_backward_peak_bytes = 0;
   int64_t gradient_bytes = 0;  // the stack's parameters' gradients, every layer
   // What of them the backward holds: inlined, in the activation dtype (no loop accumulates
   // them; the cast to the weight dtype fuses into the optimizer's update).

@@ -356,6 +356,25 @@ StepMemoryPlan PlanStepMemory(const StepGraph& g, const RematPolicy& policy, Ste
       return g.root[static_cast<size_t>(in)] == r.buffer.tensor;
     });
   }
+  // What a gmm's weight gradient reads, and the cotangents several gmms' activation gradients
+  // sum into (facts for model/block_step.cc's TPU schedule).
+  std::map<int, std::vector<int>> gmm_readers;  // root of a gmm's activation operand -> gmms
+  std::set<int> gmm_outputs;
+  for (const OpRecord& op : trace.ops) {
+    if (op.kind != OpKind::kGmm || !g.Live(op) || op.inputs.size() < 2 || op.outputs.empty())
+      continue;
+    if (g.T(g.CastSource(op.inputs[1])).kind != TensorKind::kWeight) continue;
+    if (m.first_gmm < 0) m.first_gmm = op.id;
+    gmm_readers[g.root[static_cast<size_t>(op.inputs[0])]].push_back(op.id);
+    gmm_outputs.insert(g.root[static_cast<size_t>(op.outputs[0])]);
+  }
+  for (StepRange& r : ranges) {
+    const auto readers = gmm_readers.find(r.buffer.tensor);
+    r.read_by_weight_gradient =
+        r.buffer.cotangent ? gmm_outputs.count(r.buffer.tensor) > 0 : readers != gmm_readers.end();
+    if (r.buffer.cotangent && readers != gmm_readers.end() && readers->second.size() > 1)
+      r.summed_at = readers->second.front();
+  }
   // Prefix sums over i give what is live at VJP i (ranges are [lo, hi] in op order).
   int64_t live = 0;
   for (int i = 0; i < num_ops; ++i) {

@@ -79,8 +79,8 @@ struct StepBuffer {
 };
 
 // A buffer of the backward's schedule, live while the VJPs of forward ops lo..hi run (the
-// backward runs hi first). Two facts of its place in the graph let a reader that knows its
-// compiler drop or shorten it (model/block_step.cc, TPU):
+// backward runs hi first). Facts of its place in the graph let a reader that knows its
+// compiler drop, shorten or lengthen it (model/block_step.cc, TPU):
 struct StepRange {
   StepBuffer buffer;
   int lo = 0, hi = 0;
@@ -90,6 +90,14 @@ struct StepRange {
   // A residual whose last VJP reader is a dot that also writes its cotangent: that VJP can
   // compute the other operand's gradient first and free it before writing its own.
   bool freed_before_cotangent = false;
+  // A gmm's activation operand or its output's cotangent: what the gmm's weight gradient (a
+  // tgmm) reads. A compiler that runs every gmm's activation gradient first and the tgmms
+  // after them holds it down to the VJP of the block's first gmm (StepMemory::first_gmm).
+  bool read_by_weight_gradient = false;
+  // A cotangent summed from several gmms' activation gradients (the sorted tokens read by wi_0
+  // and wi_1): at the VJP of op summed_at the last partial and the sum are written beside the
+  // accumulated one, custom calls no add fuses into. -1: none.
+  int summed_at = -1;
 };
 
 struct StepMemory {
@@ -113,6 +121,7 @@ struct StepMemory {
   // VJP adds for itself alone (a gathered weight's cotangent, reshard copies).
   std::vector<StepRange> backward_ranges;
   std::vector<int64_t> backward_transient;
+  int first_gmm = -1;  // the first gmm op with a weight operand, -1: none
   // How XLA:CPU's memory_analysis() on fake devices differs from these TPU figures (what it
   // allocates that this model does not count, or counts wider).
   std::vector<std::string> xla_cpu_notes;
