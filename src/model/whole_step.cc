@@ -214,8 +214,20 @@ void ComposePeak(const std::vector<std::string>& order, const model_internal::Bl
   }
   const bool tpu = r->target.platform == "tpu";
   const auto largest_phase = [&](int64_t residue) -> Phase {
+    // With no loop between them, the compiler starts an inlined last stack's rematerialized
+    // forward before the logits' backward ends (gpt-oss-20b: the splash kernel's residuals and
+    // the MoE's gathered tokens beside the logits and their cotangent at its fullest moment).
+    const int64_t early_forward =
+        !stacks.empty() && stacks.back()->inlined ? stacks.back()->recomputed_bytes : 0;
     Phase best{
-        0, all_kept, all_cast, all_gathered, r->logits_peak_bytes, 0, logits.backward_peak_where};
+        0,
+        all_kept,
+        all_cast,
+        all_gathered,
+        r->logits_peak_bytes + early_forward,
+        0,
+        logits.backward_peak_where +
+            (early_forward > 0 ? ", beside the inlined layer's rematerialized forward" : "")};
     // What the stacks after the current one (in the forward's order) have made or freed.
     int64_t done_gradients =
         outside_gradients - embedding_gradient - (residue > 0 ? head_gradient : 0);
@@ -519,6 +531,7 @@ FitResult FitOnce(const FitRequest& request) {
     // float32 on none).
     s.backward_peak_bytes += carry;
     s.lean_backward_peak_bytes += carry;
+    s.recomputed_bytes = earlier_recomputed;
     for (const MemoryItem& k : s.kept) s.kept_bytes += k.bytes;
     s.inlined = inlined;
     for (const ParamBuffer* p : params) {

@@ -106,6 +106,9 @@ struct LayerStack {
   // The same in the order TPU's scheduler takes past its memory limit (model/block_step.h):
   // what backward_peak_bytes becomes where the step would otherwise pass it.
   int64_t lean_backward_peak_bytes = 0;
+  // What one layer's backward reads that its rematerialized forward writes again: the parts'
+  // recomputed residuals, and the weights a part that keeps nothing gathers again.
+  int64_t recomputed_bytes = 0;
   int64_t gradient_bytes = 0;  // the stack's parameters' gradients, every layer
   // What of them the backward holds: inlined, in the activation dtype (no loop accumulates
   // them; the cast to the weight dtype fuses into the optimizer's update).
