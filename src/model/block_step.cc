@@ -35,6 +35,12 @@ namespace {
 //   three gathered expert kernels and three [rows, emb] (mixtral at sequence 8192 and batch
 //   32, at 93% of HBM: three bf16[524288,14336] at the compiler's fullest moment, no weight
 //   gradient pending).
+// Kept by the remat policy on the device (or offloaded): not written again in the backward.
+bool Kept(const StepMemory& m, int tensor) {
+  return std::any_of(m.saved.begin(), m.saved.end(),
+                     [&](const SavedResidual& s) { return s.tensor == tensor; });
+}
+
 enum class TpuBackwardOrder { kWeightGradientsLast, kWeightGradientsEach };
 
 int64_t TpuBackwardPeak(const RunResult& run, const StepResult& step, const std::set<int>& unfused,
@@ -88,6 +94,20 @@ BlockFigures FiguresOf(const RunResult& run, const StepResult& step, const std::
                       fmt::format("{} of the {} block", tensor, from)});
   }
   f.offloaded_bytes = step.memory.offloaded_bytes;
+  // Of what the block's backward reads and the layer's rematerialized forward writes again,
+  // the gmms' token operands (the sorted tokens) stay from that forward to the block's weight
+  // gradients, through the backward of the parts after it: Qwen3.5's fullest moment holds
+  // each earlier MoE layer's sorted tokens, not their gmm outputs, which the compiler computes
+  // again inside each block's backward.
+  std::set<int> carried;
+  for (const StepRange& r : step.memory.backward_ranges) {
+    const TensorRecord& t = run.trace.tensors[static_cast<size_t>(r.buffer.tensor)];
+    if (r.buffer.cotangent || !r.read_by_weight_gradient || t.kind == TensorKind::kWeight ||
+        Kept(step.memory, r.buffer.tensor) || !carried.insert(r.buffer.tensor).second) {
+      continue;
+    }
+    f.recomputed_bytes += r.buffer.bytes;
+  }
   f.backward_peak_bytes = step.memory.peak_temporary_bytes();
   if (tpu) {
     const int64_t forward = step.memory.forward_temporary_bytes;
