@@ -14,9 +14,10 @@ namespace {
 // The backward's peak as TPU's compiler writes the block, taken again over its schedule
 // (measured on the TPU fixtures, docs/fit.md):
 // - without a weight's whole unreduced gradient: TPU reduces it with an all-reduce-scatter
-//   fused into the dot that produces it. Except where the fusion is refused (`unfused`:
-//   spmd/tpu_collectives.h kUnfusedMinorDim, a bf16 share of the layout's minor dim under 512
-//   bytes): that gradient is all-reduced whole (DeepSeek-V3 at fsdp 128);
+//   fused into the dot that produces it. Except where the fusion is refused (`unfused`):
+//   a bf16 share of the layout's minor dim under 512 bytes (spmd/tpu_collectives.h
+//   kUnfusedMinorDim), that gradient all-reduced whole (DeepSeek-V3 at fsdp 128); and across
+//   slices, every gmm's, reduce-scattered whole (RunBlocks);
 // - without an activation fused into its elementwise readers (silu(w0) of silu(w0) * w1);
 // - an elementwise op's operand, where its VJP is that operand's last reader, shares its
 //   buffer with the VJP's output (the activation's VJP fusion writes where the recomputed
@@ -164,7 +165,7 @@ std::string InBlockPolicyKey(const RematPolicy& policy, const Trace& trace) {
 }  // namespace
 
 BlockRuns RunBlocks(const RunRequest& base, const RunSetup& setup, const BlocksNeeded& needed,
-                    bool tpu, BlockCache* cache) {
+                    bool tpu, int slices, BlockCache* cache) {
   BlockRuns out;
   const RematPolicy policy = RematPolicyOf(setup.config);
   const auto run = [&](Block block, const std::string& from) {
@@ -207,6 +208,13 @@ BlockRuns RunBlocks(const RunRequest& base, const RunSetup& setup, const BlocksN
       for (const TpuCollective& c : lowered.backward) {
         if (c.rule == TpuRule::kUnfusedMinorDim) unfused.insert(c.tensor);
       }
+      // Across slices TPU reduce-scatters each gmm weight gradient with a plain reduce-scatter
+      // over the slice's fsdp (then to the other slices by send/recv), not fused into an
+      // all-reduce-scatter: the tgmms' whole outputs are held (mixtral and qwen3-30b on two
+      // v5p-8 slices at 4 layers: three bf16[8,4096,14336], three bf16[128,2048,768]-shaped,
+      // at the compiler's fullest moment).
+      if (slices > 1)
+        unfused.insert(step->memory.gmm_kernels.begin(), step->memory.gmm_kernels.end());
       const std::string rewritten = RewriteSummary(lowered);
       if (!rewritten.empty())
         out.notes.push_back(fmt::format(

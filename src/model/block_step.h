@@ -29,10 +29,11 @@ struct BlocksNeeded {
 // dot that produces it, and whose scheduler orders a gmm block's backward one of two ways
 // (model/block_step.cc): with memory to spare, every activation gradient before the weight
 // gradients (BlockFigures::backward_peak_bytes); past its memory limit, each weight gradient
-// as its dot's backward runs, which holds less (lean_backward_peak_bytes).
+// as its dot's backward runs, which holds less (lean_backward_peak_bytes). `slices`: the
+// slices the step spans (compile_topology_num_slices).
 // `setup` is Prepare(base): the config is loaded once for every block.
 // `cache`: forward runs shared with other fits (model/block_cache.h); null: none.
 BlockRuns RunBlocks(const RunRequest& base, const RunSetup& setup, const BlocksNeeded& needed,
-                    bool tpu, BlockCache* cache);
+                    bool tpu, int slices, BlockCache* cache);
 
 }  // namespace shardtrace::model_internal

@@ -401,8 +401,9 @@ FitResult FitOnce(const FitRequest& request) {
     needed.shared |= p.role == ParamRole::kSharedExperts;
     needed.mlp |= p.role == ParamRole::kMlp && IsStacked(p);
   }
-  const model_internal::BlockRuns blocks = model_internal::RunBlocks(base, setup, needed, r.target.platform == "tpu",
-                                                                      request.block_cache);
+  const model_internal::BlockRuns blocks =
+      model_internal::RunBlocks(base, setup, needed, r.target.platform == "tpu",
+                                static_cast<int>(r.target.num_slices), request.block_cache);
   std::vector<StepCollectiveTotal> collectives;
   const int64_t act_bytes = ByteSize(ParseDType(config.Str("dtype"), "dtype"));
   const int64_t carry = ShardTensor("decoder_layer_input", {batch, length, config.Int("emb_dim")},

@@ -367,6 +367,7 @@ StepMemoryPlan PlanStepMemory(const StepGraph& g, const RematPolicy& policy, Ste
     if (m.first_gmm < 0) m.first_gmm = op.id;
     gmm_readers[g.root[static_cast<size_t>(op.inputs[0])]].push_back(op.id);
     gmm_outputs.insert(g.root[static_cast<size_t>(op.outputs[0])]);
+    m.gmm_kernels.push_back(g.root[static_cast<size_t>(op.inputs[1])]);
   }
   for (StepRange& r : ranges) {
     const auto readers = gmm_readers.find(r.buffer.tensor);

@@ -122,6 +122,7 @@ struct StepMemory {
   std::vector<StepRange> backward_ranges;
   std::vector<int64_t> backward_transient;
   int first_gmm = -1;  // the first gmm op with a weight operand, -1: none
+  std::vector<int> gmm_kernels;  // the weights gmms read (their tgmms write the gradients)
   // How XLA:CPU's memory_analysis() on fake devices differs from these TPU figures (what it
   // allocates that this model does not count, or counts wider).
   std::vector<std::string> xla_cpu_notes;

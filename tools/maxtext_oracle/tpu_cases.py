@@ -53,6 +53,8 @@ CASES = [
          "max_target_length=2048", "remat_policy=custom", "decoder_layer_input=offload", "mlpwo=device", layers=4),
     case("mixtral_l4_2x_v5p8_dcn", "mixtral-8x7b", "v5p-8", "per_device_batch_size=1", "max_target_length=1024",
          "compile_topology_num_slices=2", "dcn_data_parallelism=2", layers=4),
+    case("qwen3_30b_l4_2x_v5p8_dcn", "qwen3-30b-a3b", "v5p-8", "per_device_batch_size=2", "max_target_length=2048",
+         "compile_topology_num_slices=2", "dcn_data_parallelism=2", layers=4),
     case("kimi_k2_l2_v5p16_ep8", "kimi-k2-1t", "v5p-16", "per_device_batch_size=1", "max_target_length=1024",
          "ici_fsdp_parallelism=1", "ici_expert_parallelism=8", "first_num_dense_layers=1", layers=2),
     case("deepseek3_671b_l4_v5p256", "deepseek3-671b", "v5p-256", "per_device_batch_size=1",
