@@ -11,6 +11,12 @@
 namespace shardtrace::model_internal {
 namespace {
 
+// Kept by the remat policy on the device (or offloaded): not written again in the backward.
+bool Kept(const StepMemory& m, int tensor) {
+  return std::any_of(m.saved.begin(), m.saved.end(),
+                     [&](const SavedResidual& s) { return s.tensor == tensor; });
+}
+
 // The backward's peak as TPU's compiler writes the block, taken again over its schedule
 // (measured on the TPU fixtures, docs/fit.md):
 // - without a weight's whole unreduced gradient: TPU reduces it with an all-reduce-scatter
@@ -36,12 +42,6 @@ namespace {
 //   three gathered expert kernels and three [rows, emb] (mixtral at sequence 8192 and batch
 //   32, at 93% of HBM: three bf16[524288,14336] at the compiler's fullest moment, no weight
 //   gradient pending).
-// Kept by the remat policy on the device (or offloaded): not written again in the backward.
-bool Kept(const StepMemory& m, int tensor) {
-  return std::any_of(m.saved.begin(), m.saved.end(),
-                     [&](const SavedResidual& s) { return s.tensor == tensor; });
-}
-
 enum class TpuBackwardOrder { kWeightGradientsLast, kWeightGradientsEach };
 
 int64_t TpuBackwardPeak(const RunResult& run, const StepResult& step, const std::set<int>& unfused,

@@ -611,8 +611,6 @@ FitResult FitOnce(const FitRequest& request) {
       s.lean_backward_peak_bytes += (s.gradient_bytes + s.cast_bytes) / s.blocks;
     }
   }
-  ComposePeak(StackOrder(layout), logits, &r);
-
   const std::vector<std::string> order = StackOrder(layout);
   ComposePeak(order, logits, &r);
   SettleMemory(&r);
