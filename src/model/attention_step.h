@@ -32,7 +32,7 @@ struct BlockFigures {
   int64_t offloaded_bytes = 0;   // per layer, on the host
   int64_t backward_peak_bytes = 0;
   std::string backward_peak_where;
-  // A gmm block's backward peak in the order TPU's scheduler takes past its memory limit
+  // A gmm block's backward peak in the order TPU's scheduler takes where memory is not ample
   // (model/block_step.h, TpuBackwardOrder); unset: backward_peak_bytes in either order.
   std::optional<int64_t> lean_backward_peak_bytes;
   // What stays live from this part's backward through the layers' backward after it (TPU):

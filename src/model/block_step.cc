@@ -36,7 +36,7 @@ bool Kept(const StepMemory& m, int tensor) {
 //   is written as two partials and their sum. qwen3-30b at expert 2 holds there five
 //   [rows, emb] (the sorted tokens, the sorted output cotangent, the wi_0 and wi_1
 //   activation gradients, one unsorted), three [rows, mlp] and two gathered kernels;
-// - kWeightGradientsEach, where that would take the step past the scheduler's memory limit:
+// - kWeightGradientsEach, where memory is not ample (whole_step.h, kWeightsLastUntilHbm):
 //   each dot's operand freed once its VJP has read it for the other operand's gradient,
 //   before its own cotangent is written. It leaves the MoE backward at three [rows, mlp],
 //   three gathered expert kernels and three [rows, emb] (mixtral at sequence 8192 and batch

@@ -28,7 +28,7 @@ struct BlocksNeeded {
 // `tpu`: the target is a TPU, whose compiler fuses each weight gradient's reduction into the
 // dot that produces it, and whose scheduler orders a gmm block's backward one of two ways
 // (model/block_step.cc): with memory to spare, every activation gradient before the weight
-// gradients (BlockFigures::backward_peak_bytes); past its memory limit, each weight gradient
+// gradients (BlockFigures::backward_peak_bytes); where memory is not ample, each weight gradient
 // as its dot's backward runs, which holds less (lean_backward_peak_bytes). `slices`: the
 // slices the step spans (compile_topology_num_slices).
 // `setup` is Prepare(base): the config is loaded once for every block.

@@ -615,22 +615,25 @@ FitResult FitOnce(const FitRequest& request) {
   ComposePeak(order, logits, &r);
   SettleMemory(&r);
   // TPU's scheduler orders a gmm block's backward with the weight gradients after every
-  // activation gradient where memory allows, and runs each as its dot's backward runs where
-  // that would pass its limit (model/block_step.h). Mixtral on v5p-8 at sequence 8192 and
-  // batch 32 compiles at 93% of HBM in the second order (its fullest moment three
+  // activation gradient where memory is ample, and runs each as its dot's backward runs where
+  // it is not (model/block_step.h, kWeightsLastUntilHbm). Mixtral on v5p-8 at sequence 8192
+  // and batch 32 compiles at 93% of HBM in the second order (its fullest moment three
   // bf16[524288,14336], no weight gradient pending); the first would put it at 99%.
   const bool lean = std::any_of(r.stacks.begin(), r.stacks.end(), [](const LayerStack& s) {
     return s.lean_backward_peak_bytes < s.backward_peak_bytes;
   });
-  if (r.target.platform == "tpu" && !r.fits && lean) {
+  const double ample = kWeightsLastUntilHbm * static_cast<double>(r.target.hbm_bytes);
+  if (r.target.platform == "tpu" && static_cast<double>(r.memory.peak_memory_in_bytes) > ample &&
+      lean) {
     const int64_t last_order = r.memory.temp_size_in_bytes;
     for (LayerStack& s : r.stacks) s.backward_peak_bytes = s.lean_backward_peak_bytes;
     ComposePeak(order, logits, &r);
     SettleMemory(&r);
     r.notes.push_back(fmt::format(
-        "TPU's scheduler past its memory limit: each MoE weight gradient as its dot's backward "
-        "runs, {:.1f} GiB under the weight gradients last (its choice with memory to spare; "
-        "model/block_step.h)",
+        "TPU's scheduler with the step past {:.1f}% of HBM: each MoE weight gradient as its "
+        "dot's backward runs, {:.1f} GiB under the weight gradients last (its order with memory "
+        "to spare; model/block_step.h)",
+        100 * kWeightsLastUntilHbm,
         static_cast<double>(last_order - r.memory.temp_size_in_bytes) / (1 << 30)));
   }
 
