@@ -5,23 +5,12 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "test_support.h"
+#include "fit_json.h"
 
 namespace shardtrace::testing {
 namespace {
 
 using nlohmann::json;
-
-json FitJson(const std::vector<std::string>& overrides) {
-  std::vector<std::string> args = {"fit",
-                                   SourcePath("testdata/maxtext-moe-models/configs/base.yml")};
-  args.insert(args.end(), overrides.begin(), overrides.end());
-  args.insert(args.end(), {"--format", "json"});
-  const CommandResult r = RunShardtrace(args);
-  INFO(r.err);
-  REQUIRE(r.status == 0);
-  return json::parse(r.out);
-}
 
 const json& Stack(const json& fit, const std::string& name) {
   for (const json& s : fit.at("stacks"))

@@ -8,28 +8,17 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "test_support.h"
+#include "fit_json.h"
 
 namespace shardtrace::testing {
 namespace {
 
 using nlohmann::json;
 
-json Fit(const std::vector<std::string>& overrides) {
-  std::vector<std::string> args = {"fit",
-                                   SourcePath("testdata/maxtext-moe-models/configs/base.yml")};
-  args.insert(args.end(), overrides.begin(), overrides.end());
-  args.insert(args.end(), {"--format", "json"});
-  const CommandResult r = RunShardtrace(args);
-  INFO(r.err);
-  REQUIRE(r.status == 0);
-  return json::parse(r.out);
-}
-
 json MixtralAtSequence8192(int batch) {
-  return Fit({"model_name=mixtral-8x7b", "compile_topology=v5p-8", "override_model_config=true",
-              "base_num_decoder_layers=2", fmt::format("per_device_batch_size={}", batch),
-              "max_target_length=8192"});
+  return FitJson({"model_name=mixtral-8x7b", "compile_topology=v5p-8", "override_model_config=true",
+                  "base_num_decoder_layers=2", fmt::format("per_device_batch_size={}", batch),
+                  "max_target_length=8192"});
 }
 
 std::vector<std::string> OrderNotes(const json& fit) {
@@ -65,9 +54,9 @@ TEST_CASE("a step with memory to spare runs the MoE weight gradients last", "[fi
   // qwen3-30b at fsdp 4 x expert 2 compiles at 14% of HBM with its three tgmms after its three
   // activation gradients: no fallback, and temp is the weights-last order's.
   const json qwen =
-      Fit({"model_name=qwen3-30b-a3b", "compile_topology=v5p-16", "override_model_config=true",
-           "base_num_decoder_layers=4", "per_device_batch_size=2", "max_target_length=4096",
-           "ici_fsdp_parallelism=4", "ici_expert_parallelism=2"});
+      FitJson({"model_name=qwen3-30b-a3b", "compile_topology=v5p-16", "override_model_config=true",
+               "base_num_decoder_layers=4", "per_device_batch_size=2", "max_target_length=4096",
+               "ici_fsdp_parallelism=4", "ici_expert_parallelism=2"});
   CHECK(OrderNotes(qwen).empty());
   CHECK(qwen.at("temp_size_in_bytes").get<int64_t>() == 8341289248);
 }
