@@ -77,12 +77,15 @@ TEST_CASE(
   int64_t delta_net = -1;
   for (const json& k : Stack(kept, "local_layers").at("kept_per_layer"))
     if (k.at("name") == "gated_delta_net") delta_net = k.at("bytes");
-  // Per device (fsdp 16, batch 1): chunk states 2 x f32 [1,32,64*128,128] (128 MiB each),
-  // chunk values f32 [1,32,64*64,128] (64 MiB), solves 2 x f32 [1,32,64*64,128 lanes]
-  // (64 MiB each), conv in and out 2 x bf16 [1,4096,8192] (64 MiB each), gate and core output
-  // 2 x bf16 [1,4096,4096] (32 MiB each), the core output in f32 [1,4096,32,128] (64 MiB).
+  // Per device (fsdp 16, batch 1), every array the backward reads, as the compiler holds
+  // them: chunk states 2 x f32 [1,32,64*128,128] (128 MiB each); in f32, chunk values 3 x
+  // [1,32,64*64,128], keys 4 x the same, solves 5 x [1,32,64*64,128 lanes] (64 MiB each), and
+  // one bf16 copy of each (32 MiB); the conv's bf16 [1,4096,8192] (64 MiB); the gate twice
+  // and the core output twice, bf16 [1,4096,4096] (32 MiB each), and once in f32
+  // [1,4096,32,128] (64 MiB); query and key heads 2 x bf16 [1,4096,16*2*128] (32 MiB each).
   const int64_t mib = int64_t{1} << 20;
-  CHECK(delta_net == (2 * 128 + 64 + 2 * 64 + 2 * 64 + 2 * 32 + 64) * mib);
+  CHECK(delta_net ==
+        (2 * 128 + (3 + 4 + 5) * 64 + 3 * 32 + 64 + 2 * 32 + 2 * 32 + 64 + 2 * 32) * mib);
 }
 
 }  // namespace
