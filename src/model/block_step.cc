@@ -33,9 +33,12 @@ bool Kept(const StepMemory& m, int tensor) {
 //   activation gradient runs before any weight gradient (tgmm). What the tgmms read (each
 //   gmm's token operand and its output's cotangent) is held down to the block's first gmm,
 //   each kernel until its activation gradient has read it, and the sorted tokens' cotangent
-//   is written as two partials and their sum. qwen3-30b at expert 2 holds there five
-//   [rows, emb] (the sorted tokens, the sorted output cotangent, the wi_0 and wi_1
-//   activation gradients, one unsorted), three [rows, mlp] and two gathered kernels;
+//   is written as two partials and their sum, both kernels of the gmms that read those tokens
+//   (wi_0's and wi_1's) held until it. qwen3-30b at expert 2 holds there five [rows, emb]
+//   (the sorted tokens, the sorted output cotangent, the wi_0 and wi_1 activation gradients,
+//   one unsorted), three [rows, mlp] and the two gathered wi kernels; so do qwen3-235b at
+//   expert 2 (bf16[1,64,4096,1536] twice), qwen3-30b on v6e-8, DeepSeek-V3 and gemma4-26b
+//   at their fullest moments (two wi kernels each);
 // - kWeightGradientsEach, where memory is not ample (whole_step.h, kWeightsLastUntilHbm):
 //   each dot's operand freed once its VJP has read it for the other operand's gradient,
 //   before its own cotangent is written. It leaves the MoE backward at three [rows, mlp],
@@ -69,6 +72,8 @@ int64_t TpuBackwardPeak(const RunResult& run, const StepResult& step, const std:
     int lo = r.lo;
     if (last && r.read_by_weight_gradient) {
       lo = std::min(lo, m.first_gmm);
+    } else if (last && gmm_kernel && r.kernel_summed_at >= 0) {
+      lo = std::min(lo, r.kernel_summed_at);
     } else if (r.freed_before_cotangent && !(last && gmm_kernel)) {
       lo = r.lo + 1;
     } else if (!b.cotangent && (reader == OpKind::kMul || reader == OpKind::kActivation)) {

@@ -359,6 +359,7 @@ StepMemoryPlan PlanStepMemory(const StepGraph& g, const RematPolicy& policy, Ste
   // What a gmm's weight gradient reads, and the cotangents several gmms' activation gradients
   // sum into (facts for model/block_step.cc's TPU schedule).
   std::map<int, std::vector<int>> gmm_readers;  // root of a gmm's activation operand -> gmms
+  std::map<int, int> kernel_operand;            // root of a gmm's kernel -> of its operand
   std::set<int> gmm_outputs;
   for (const OpRecord& op : trace.ops) {
     if (op.kind != OpKind::kGmm || !g.Live(op) || op.inputs.size() < 2 || op.outputs.empty())
@@ -368,6 +369,7 @@ StepMemoryPlan PlanStepMemory(const StepGraph& g, const RematPolicy& policy, Ste
     gmm_readers[g.root[static_cast<size_t>(op.inputs[0])]].push_back(op.id);
     gmm_outputs.insert(g.root[static_cast<size_t>(op.outputs[0])]);
     m.gmm_kernels.push_back(g.root[static_cast<size_t>(op.inputs[1])]);
+    kernel_operand[m.gmm_kernels.back()] = g.root[static_cast<size_t>(op.inputs[0])];
   }
   for (StepRange& r : ranges) {
     const auto readers = gmm_readers.find(r.buffer.tensor);
@@ -375,6 +377,11 @@ StepMemoryPlan PlanStepMemory(const StepGraph& g, const RematPolicy& policy, Ste
         r.buffer.cotangent ? gmm_outputs.count(r.buffer.tensor) > 0 : readers != gmm_readers.end();
     if (r.buffer.cotangent && readers != gmm_readers.end() && readers->second.size() > 1)
       r.summed_at = readers->second.front();
+    if (const auto k = kernel_operand.find(r.buffer.tensor);
+        !r.buffer.cotangent && k != kernel_operand.end()) {
+      const std::vector<int>& sharing = gmm_readers.at(k->second);
+      if (sharing.size() > 1) r.kernel_summed_at = sharing.front();
+    }
   }
   // Prefix sums over i give what is live at VJP i (ranges are [lo, hi] in op order).
   int64_t live = 0;

@@ -98,6 +98,10 @@ struct StepRange {
   // and wi_1): at the VJP of op summed_at the last partial and the sum are written beside the
   // accumulated one, custom calls no add fuses into. -1: none.
   int summed_at = -1;
+  // A gmm's kernel, where that gmm's token operand is read by several gmms whose activation
+  // gradients are summed (wi_0's and wi_1's): the op of that sum (StepRange::summed_at). -1:
+  // none.
+  int kernel_summed_at = -1;
 };
 
 struct StepMemory {
