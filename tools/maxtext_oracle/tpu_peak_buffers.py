@@ -20,7 +20,9 @@ live at once are one buffer (an in-place op's output and its operand). It gives:
     value's shape, HLO op, phase (forward: jvp; backward: transpose(jvp); other:
     compiler-made, e.g. a loop's carried buffers or async copies), the tail of its op_name and
     how many values share it).
-Usage (on a dump of one's own): tpu_peak_buffers.py DUMP_DIR. Needs only the standard library.
+Usage (on a dump of one's own): tpu_peak_buffers.py DUMP_DIR; tpu_peak_buffers.py DUMP_DIR --at
+NAME... gives the same at the start of each named instruction instead (the buffers live while
+a gmm or tgmm of tpu_backward_order.py's list runs, say). Needs only the standard library.
 """
 
 import glob
@@ -41,8 +43,10 @@ def _phase(op_name):
   return "other"
 
 
-def peak_buffers(dump):
-  """The fullest moment's buffers from a dump directory, or None when it holds no train-step module."""
+def _load(dump):
+  """The largest jit_train_step module of a dump: its values' (shape, op, op_name), the live
+  range dump's text, and each temp value's (first, last, name, index, placement); None when
+  the dump holds no train-step module or lacks a part."""
   ranges = sorted(glob.glob(os.path.join(dump, "*jit_train_step*-live-range.txt")), key=os.path.getsize)
   if not ranges:
     return None
@@ -56,11 +60,9 @@ def peak_buffers(dump):
     if m:
       op = re.search(r'op_name="([^"]*)"', line)
       values[m.group(1)] = (m.group(2), m.group(3), op.group(1) if op else "")
-  report = re.search(r"Live ranges at (\d+) \(peak\):", text)
-  length = re.search(r"HloLiveRange \(max (\d+)\)", text)
   spans = re.search(r"BufferLiveRange:\n(.*?)\n  Live ranges at", text, re.S)
   placed = _placements(ranges[-1].replace("-live-range.txt", "-buffer-assignment.txt"))
-  if not report or not spans or not placed:
+  if not spans or not placed:
     return None
   # Each temp value's span of the schedule and its place in the heap.
   temp = []
@@ -68,23 +70,22 @@ def peak_buffers(dump):
     where = placed.get(f"{name}{{{index}}}")
     if where is not None and where[3]:
       temp.append((int(first), int(last), name, index, where))
-  # The fullest moment: where the live values cover the most heap bytes (values at one place
-  # are one buffer, an in-place op's output and its operand). HloLiveRange's own "peak" sums
-  # values, so it counts a shared buffer once per value and can name another moment.
-  starts = {}
-  for v in temp:
-    starts.setdefault(v[0], []).append(v)
-  live, best = [], (-1, -1, [])
-  for step in range(max((v[1] for v in temp), default=-1) + 1):
-    live = [v for v in live if v[1] >= step] + starts.get(step, [])
-    covered, reach = 0, {}
-    for _, _, _, _, (allocation, offset, size, _) in sorted(live, key=lambda v: (v[4][0], v[4][1])):
-      end = reach.get(allocation, 0)
-      covered += max(0, offset + size - max(offset, end))
-      reach[allocation] = max(end, offset + size)
-    if covered > best[0]:
-      best = (covered, step, list(live))
-  occupied, step, at = best
+  return values, text, temp
+
+
+def _covered(live):
+  """The heap bytes the live values cover: values at one place are one buffer."""
+  covered, reach = 0, {}
+  for _, _, _, _, (allocation, offset, size, _) in sorted(live, key=lambda v: (v[4][0], v[4][1])):
+    end = reach.get(allocation, 0)
+    covered += max(0, offset + size - max(offset, end))
+    reach[allocation] = max(end, offset + size)
+  return covered
+
+
+def _described(values, at):
+  """The live values `at` as buffers (one per place in the heap, described by its largest
+  value), largest first, and the values' summed bytes."""
   buffers, value_bytes = {}, 0
   for _, _, name, index, (allocation, offset, size, _) in at:
     value_bytes += size
@@ -102,7 +103,33 @@ def peak_buffers(dump):
       kept["values"] += 1
       if size > kept["bytes"]:
         kept.update({k: v for k, v in value.items() if k != "values"})
-  live = sorted(buffers.values(), key=lambda b: -b["bytes"])
+  return sorted(buffers.values(), key=lambda b: -b["bytes"]), value_bytes
+
+
+def peak_buffers(dump):
+  """The fullest moment's buffers from a dump directory, or None when it holds no train-step module."""
+  loaded = _load(dump)
+  if loaded is None:
+    return None
+  values, text, temp = loaded
+  report = re.search(r"Live ranges at (\d+) \(peak\):", text)
+  length = re.search(r"HloLiveRange \(max (\d+)\)", text)
+  if not report:
+    return None
+  # The fullest moment: where the live values cover the most heap bytes (values at one place
+  # are one buffer, an in-place op's output and its operand). HloLiveRange's own "peak" sums
+  # values, so it counts a shared buffer once per value and can name another moment.
+  starts = {}
+  for v in temp:
+    starts.setdefault(v[0], []).append(v)
+  live, best = [], (-1, -1, [])
+  for step in range(max((v[1] for v in temp), default=-1) + 1):
+    live = [v for v in live if v[1] >= step] + starts.get(step, [])
+    covered = _covered(live)
+    if covered > best[0]:
+      best = (covered, step, list(live))
+  occupied, step, at = best
+  live, value_bytes = _described(values, at)
   heap, repacked = _repacked(temp)
   return {"schedule_step": step, "schedule_length": int(length.group(1)) if length else None,
           "report_peak_step": int(report.group(1)), "live_temp_bytes": value_bytes,
@@ -163,10 +190,35 @@ def _placements(path):
   return placed
 
 
+def buffers_at(dump, names):
+  """For each named instruction of the train step (gmm.5, tgmm.1, ...): the schedule step where
+  its value starts, the heap bytes covered there and the largest buffers live there."""
+  loaded = _load(dump)
+  if loaded is None:
+    return None
+  values, _, temp = loaded
+  starts = {}
+  for first, _, name, _, _ in temp:
+    starts[name] = min(first, starts.get(name, first))
+  out = []
+  for name in names:
+    if name not in starts:
+      out.append({"instruction": name, "error": "no temp value of that name"})
+      continue
+    step = starts[name]
+    live = [v for v in temp if v[0] <= step <= v[1]]
+    out.append({"instruction": name, "schedule_step": step, "unique_temp_bytes": _covered(live),
+                "buffers": _described(values, live)[0][:TOP]})
+  return out
+
+
 def main(argv):
-  if len(argv) != 2:
+  if len(argv) == 2:
+    json.dump(peak_buffers(argv[1]), sys.stdout, indent=1)
+  elif len(argv) > 3 and argv[2] == "--at":
+    json.dump(buffers_at(argv[1], argv[3:]), sys.stdout, indent=1)
+  else:
     sys.exit(__doc__)
-  json.dump(peak_buffers(argv[1]), sys.stdout, indent=1)
   sys.stdout.write("\n")
 
 
