@@ -54,7 +54,8 @@ TEST_CASE("a step with memory to spare runs the MoE weight gradients last", "[fi
   // qwen3-30b at fsdp 4 x expert 2 compiles at 14% of HBM with its three tgmms after its three
   // activation gradients: no fallback, and temp is the weights-last order's, its fullest
   // moment the sum of the sorted tokens' two cotangent partials with both gathered wi kernels
-  // (bf16[1,64,2048,768], 192 MiB each) still live, as the compiler's.
+  // (bf16[1,64,2048,768], 192 MiB each) still live: the compiler's fullest moment holds the
+  // same count of buffers (at its first wi activation gradient).
   const json qwen =
       FitJson({"model_name=qwen3-30b-a3b", "compile_topology=v5p-16", "override_model_config=true",
                "base_num_decoder_layers=4", "per_device_batch_size=2", "max_target_length=4096",

@@ -33,12 +33,14 @@ bool Kept(const StepMemory& m, int tensor) {
 //   activation gradient runs before any weight gradient (tgmm). What the tgmms read (each
 //   gmm's token operand and its output's cotangent) is held down to the block's first gmm,
 //   each kernel until its activation gradient has read it, and the sorted tokens' cotangent
-//   is written as two partials and their sum, both kernels of the gmms that read those tokens
-//   (wi_0's and wi_1's) held until it. qwen3-30b at expert 2 holds there five [rows, emb]
-//   (the sorted tokens, the sorted output cotangent, the wi_0 and wi_1 activation gradients,
-//   one unsorted), three [rows, mlp] and the two gathered wi kernels; so do qwen3-235b at
-//   expert 2 (bf16[1,64,4096,1536] twice), qwen3-30b on v6e-8, DeepSeek-V3 and gemma4-26b
-//   at their fullest moments (two wi kernels each);
+//   is written as two partials and their sum. The compiler's fullest moment holds five
+//   [rows, emb], three [rows, mlp] and both gathered wi kernels (qwen3-30b at expert 2, its
+//   dump read instruction by instruction: at the first of the two wi activation gradients,
+//   five bf16[131072,2048] already written and the other wi kernel not yet read; two wi
+//   kernels also at the fullest moment of qwen3-235b at expert 2, qwen3-30b on v6e-8,
+//   DeepSeek-V3 and gemma4-26b). This schedule reaches that count at the sum, so it holds
+//   the wi kernels until the sum (StepRange::kernel_summed_at): the count measured, not the
+//   compiler's order of those writes;
 // - kWeightGradientsEach, where memory is not ample (whole_step.h, kWeightsLastUntilHbm):
 //   each dot's operand freed once its VJP has read it for the other operand's gradient,
 //   before its own cotangent is written. It leaves the MoE backward at three [rows, mlp],
