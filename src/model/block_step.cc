@@ -84,7 +84,7 @@ int64_t TpuBackwardPeak(const RunResult& run, const StepResult& step, const std:
     add(lo, r.hi, b.bytes);
     if (last && r.summed_at >= 0) add(r.summed_at, r.summed_at, 2 * b.bytes);
   }
-  if (last) {
+  if (last && m.combine_all_to_all > m.first_gmm) {
     // On the ragged all-to-all path, the combining all-to-all's output (the device's routed
     // rows, [rows, emb]) is written again by the rematerialized forward into a buffer the
     // compiler makes before the gmms' activation gradients, and held through them: only the
@@ -92,13 +92,7 @@ int64_t TpuBackwardPeak(const RunResult& run, const StepResult& step, const std:
     // fixtures: qwen3-30b at expert 2 bf16[65536,2,1024], qwen3-235b bf16[32768,2,2048],
     // deepseek2-16b at expert 4 bf16[12288,2,1024]; kimi-k2's bf16[8192,2,3584] through its
     // wi activation gradients.
-    const OpRecord* combine = nullptr;
-    for (const OpRecord& op : run.trace.ops) {
-      if (op.kind == OpKind::kRaggedAllToAll && !op.outputs.empty()) combine = &op;
-    }
-    if (combine != nullptr && combine->id > m.first_gmm) {
-      add(m.first_gmm, combine->id, run.spmd.tensor(combine->outputs.front()).bytes_per_device);
-    }
+    add(m.first_gmm, m.combine_all_to_all, m.combine_bytes);
   }
   int64_t live = 0, peak = 0;
   for (size_t i = 0; i < m.backward_transient.size(); ++i) {

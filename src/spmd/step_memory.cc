@@ -371,6 +371,11 @@ StepMemoryPlan PlanStepMemory(const StepGraph& g, const RematPolicy& policy, Ste
     m.gmm_kernels.push_back(g.root[static_cast<size_t>(op.inputs[1])]);
     kernel_operand[m.gmm_kernels.back()] = g.root[static_cast<size_t>(op.inputs[0])];
   }
+  for (const OpRecord& op : trace.ops) {
+    if (op.kind != OpKind::kRaggedAllToAll || !g.Live(op) || op.outputs.empty()) continue;
+    m.combine_all_to_all = op.id;
+    m.combine_bytes = g.spmd.tensor(op.outputs.front()).bytes_per_device;
+  }
   for (StepRange& r : ranges) {
     const auto readers = gmm_readers.find(r.buffer.tensor);
     r.read_by_weight_gradient =

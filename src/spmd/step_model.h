@@ -127,6 +127,10 @@ struct StepMemory {
   std::vector<int64_t> backward_transient;
   int first_gmm = -1;  // the first gmm op with a weight operand, -1: none
   std::vector<int> gmm_kernels;  // the weights gmms read (their tgmms write the gradients)
+  // The ragged all-to-all that brings the experts' outputs back (the block's last), and its
+  // output per device (the device's routed rows); -1 / 0: none.
+  int combine_all_to_all = -1;
+  int64_t combine_bytes = 0;
   // How XLA:CPU's memory_analysis() on fake devices differs from these TPU figures (what it
   // allocates that this model does not count, or counts wider).
   std::vector<std::string> xla_cpu_notes;
