@@ -65,7 +65,6 @@ TEST_CASE("a step with memory to spare runs the MoE weight gradients last", "[fi
   CHECK(qwen.at("temp_size_in_bytes").get<int64_t>() == 8811051296);
 }
 
-
 std::vector<std::string> PeelNotes(const json& fit) {
   std::vector<std::string> notes;
   for (const json& n : fit.at("notes"))
@@ -79,8 +78,9 @@ TEST_CASE("a loop of two layers the compiler peels to none is named as not model
   // compiler's there (fit_differences.json) and says so. At 4 layers the loop stays and fit is
   // within 6%, no note.
   const std::vector<std::string> offload = {
-      "model_name=mixtral-8x7b",    "compile_topology=v5p-8",   "override_model_config=true",
-      "per_device_batch_size=2",    "max_target_length=2048",   "remat_policy=custom",
+      "model_name=mixtral-8x7b",     "compile_topology=v5p-8",
+      "override_model_config=true",  "per_device_batch_size=2",
+      "max_target_length=2048",      "remat_policy=custom",
       "decoder_layer_input=offload", "mlpwo=device"};
   std::vector<std::string> two = offload, four = offload;
   two.push_back("base_num_decoder_layers=2");

@@ -708,7 +708,8 @@ FitResult FitOnce(const FitRequest& request) {
   // with one iteration, which it inlines, and the whole step runs unrolled. fit models a loop
   // (at 4 layers those fixtures are within 6%), not that: named, since its temp is under the
   // compiler's there (docs/fit.md).
-  const bool peels = r.target.platform == "tpu" && (r.target.num_slices > 1 || r.offloaded_bytes > 0);
+  const bool peels =
+      r.target.platform == "tpu" && (r.target.num_slices > 1 || r.offloaded_bytes > 0);
   for (const LayerStack& s : r.stacks) {
     if (peels && !s.inlined && s.layers == 2 && s.blocks == 1 && s.loop == s.name) {
       r.notes.push_back(fmt::format(
