@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -52,6 +53,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)MeshFromConfig(user, std::nullopt);
   } catch (const Error&) {
   }
+  // Nothing left in TMPDIR once the run ends (as fuzz_sharding_dump.cc).
+  std::remove(TempFile().c_str());
   try {
     const Config base = Config::Load(ConfigSource{{}, overrides});
     (void)MeshFromConfig(base, std::nullopt);
