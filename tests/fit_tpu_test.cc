@@ -253,7 +253,9 @@ TEST_CASE("fit's kept logits and inlined gathered experts are buffers at TPU's p
     REQUIRE(!buffers.empty());
     bool in_layer_backward = false;
     // A buffer's array bytes, from its shape: peak_buffers records the buffer TPU pads to (8, 128)
-    // tiles (gpt-oss-20b's bf16[32,1,2880,2880]: 517.5 MiB), fit the array (506.25 MiB).
+    // tiles (gpt-oss-20b's bf16[32,1,2880,2880]: 517.5 MiB for an array of 506.25 MiB). fit
+    // counts the logits as arrays, and a gathered expert kernel as the gmm takes it, its minor
+    // dim on whole lanes: that one is compared with the buffer's own bytes.
     const auto array_bytes = [](const json& b) { return step_compare::ResultBytes(b.at("shape")); };
     int64_t head = 0, smallest = array_bytes(buffers.back());
     std::vector<int64_t> gathered;  // buffers of the forward or the backward (not compiler-made)
@@ -268,7 +270,7 @@ TEST_CASE("fit's kept logits and inlined gathered experts are buffers at TPU's p
           source == "transpose(jvp())/dot_general") {
         head = std::max(head, bytes);
       }
-      if (b.at("phase") != "other") gathered.push_back(bytes);
+      if (b.at("phase") != "other") gathered.push_back(b.at("bytes").get<int64_t>());
       smallest = std::min(smallest, bytes);
     }
     const int64_t kept = fit.at("components").at("logits_kept");

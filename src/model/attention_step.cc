@@ -72,6 +72,21 @@ int64_t GatheredWeightBytes(const Config& config, const Mesh& mesh, const LayerW
   return total;
 }
 
+int64_t GmmKernelMinor(const Config& config, const Mesh& mesh, const ParamBuffer& p) {
+  if (p.role != ParamRole::kMoe || !config.Bool("sparse_matmul") || p.shape.empty() ||
+      p.path.find("gate") != std::string::npos) {
+    return 0;
+  }
+  const std::vector<std::string> gathered = GatherAxes(p, BatchAxes(config, mesh));
+  std::vector<std::string> kept;
+  if (p.spec.rank() == p.shape.size()) {
+    for (const std::string& a : p.spec[p.spec.rank() - 1]) {
+      if (std::find(gathered.begin(), gathered.end(), a) == gathered.end()) kept.push_back(a);
+    }
+  }
+  return p.shape.back() / std::max<int64_t>(1, mesh.Size(kept));
+}
+
 std::vector<StepCollectiveTotal> WeightCollectives(const Config& config, const Mesh& mesh,
                                                    const LayerWeights& weights, bool gathered_again,
                                                    const std::string& from) {

@@ -94,4 +94,18 @@ inline int64_t Lanes(int64_t dim, bool tpu) { return tpu ? (dim + 127) / 128 * 1
 // The weights' bytes per device gathered whole over those axes, in the activation dtype.
 int64_t GatheredWeightBytes(const Config& config, const Mesh& mesh, const LayerWeights& weights);
 
+// `bytes` of an expert kernel gathered for a gmm, as TPU holds it: megablox's gmm is a Pallas
+// custom call whose kernel operand has its output dim (the kernel's minor) on the 128 lanes,
+// so that dim takes whole lanes (the fixtures' buffers: gemma4-26b's wi_0 and wi_1 gathered as
+// bf16[1,128,2816,704] in 528 MiB, 704 on 768 lanes, its wo [1,128,704,2816] in 484 MiB;
+// gpt-oss's bf16[128,1,2880,2880] in 2070 MiB, 2880 on 2944). `minor` is that dim on the
+// device; as it is off TPU or where it fills its lanes.
+inline int64_t GmmKernelBytes(int64_t bytes, int64_t minor, bool tpu) {
+  return minor > 0 ? bytes / minor * Lanes(minor, tpu) : bytes;
+}
+
+// An expert kernel of the config's gmm path (sparse_matmul: wi_0, wi_1, wo; not the router),
+// gathered over the batch axes: its minor dim on the device, or 0 for any other weight.
+int64_t GmmKernelMinor(const Config& config, const Mesh& mesh, const ParamBuffer& p);
+
 }  // namespace shardtrace::model_internal

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "model/attention_step.h"
 #include "run/run.h"
 #include "spmd/step_model.h"
 #include "spmd/tpu_collectives.h"
@@ -81,7 +82,12 @@ int64_t TpuBackwardPeak(const RunResult& run, const StepResult& step, const std:
     } else if (!b.cotangent && (reader == OpKind::kMul || reader == OpKind::kActivation)) {
       lo = r.lo + 1;
     }
-    add(lo, r.hi, b.bytes);
+    const int64_t bytes =
+        gmm_kernel
+            ? GmmKernelBytes(b.bytes, run.trace.tensors[static_cast<size_t>(b.tensor)].shape.back(),
+                             true)
+            : b.bytes;
+    add(lo, r.hi, bytes);
     if (last && r.summed_at >= 0) add(r.summed_at, r.summed_at, 2 * b.bytes);
   }
   if (last && m.combine_all_to_all > m.first_gmm) {

@@ -450,6 +450,16 @@ FitResult FitOnce(const FitRequest& request) {
     } else {
       s.kept.push_back({"decoder_layer_input", carry, "the layer's input, the scan's carry"});
     }
+    // The weights gathered whole, the gmm's expert kernels on their lanes on TPU.
+    const auto gathered_on_target = [&](const LayerWeights& w) {
+      int64_t total = 0;
+      for (const ParamBuffer* p : w.params) {
+        total += model_internal::GmmKernelBytes(
+            model_internal::GatheredWeightBytes(config, r.mesh, {{p}, w.layers}),
+            model_internal::GmmKernelMinor(config, r.mesh, *p), r.target.platform == "tpu");
+      }
+      return total;
+    };
     const auto weights_of = [&](ParamRole role) {
       LayerWeights w;
       w.layers = s.layers;
@@ -463,8 +473,7 @@ FitResult FitOnce(const FitRequest& request) {
     std::vector<BlockFigures> parts;
     std::vector<int64_t> part_gathered;
     const auto add_blocks = [&](int count, ParamRole role, const auto& figures) {
-      const int64_t gathered = model_internal::GatheredWeightBytes(config, r.mesh, weights_of(role)) /
-                               std::max(1, count);
+      const int64_t gathered = gathered_on_target(weights_of(role)) / std::max(1, count);
       for (int i = 0; i < count; ++i) {
         parts.push_back(figures());
         part_gathered.push_back(gathered);
@@ -549,8 +558,7 @@ FitResult FitOnce(const FitRequest& request) {
       // llama4-17b-16e's twelve bf16 expert kernels, gpt-oss-20b's six, live at the peak);
       // the block's backward peak counted its own.
       for (const ParamBuffer* p : params) {
-        s.gathered.push_back(
-            {p->path, model_internal::GatheredWeightBytes(config, r.mesh, {{p}, 1}), ""});
+        s.gathered.push_back({p->path, gathered_on_target({{p}, 1}), ""});
         s.gathered_bytes += s.gathered.back().bytes;
       }
       s.backward_peak_bytes -= std::min(s.backward_peak_bytes, peak_part_gathered);
