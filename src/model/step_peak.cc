@@ -1,0 +1,156 @@
+#include "model/step_peak.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace shardtrace::model_internal {
+
+void ComposePeak(const std::vector<std::string>& order, const BlockFigures& logits, FitResult* r) {
+  struct Phase {
+    int64_t gradients = 0;
+    int64_t kept = 0;
+    int64_t cast = 0;
+    int64_t gathered = 0;
+    int64_t transient = 0;  // with the kept logits
+    int64_t logits_kept = 0;
+    std::string where;
+    int64_t total() const { return gradients + kept + cast + gathered + transient; }
+  };
+  // The stacks in the forward's order; the gradients outside them (embedding, head, norms).
+  std::vector<const LayerStack*> stacks;
+  int64_t outside_gradients = r->gradient_bytes;
+  for (const std::string& name : order) {
+    const auto s = std::find_if(r->stacks.begin(), r->stacks.end(),
+                                [&](const LayerStack& l) { return l.name == name; });
+    if (s == r->stacks.end()) continue;
+    stacks.push_back(&*s);
+    outside_gradients -= s->gradient_bytes;
+  }
+  // Of those, the layers' backward holds the output head's (when it runs first, the logits
+  // not kept for it) but not the embedding's, which the first layer's input cotangent makes
+  // after the layers' backward (kimi-k2 keeps the logits: no float32 gradient of its head or
+  // embedding among the buffers at its fullest moment).
+  int64_t head_gradient = 0, embedding_gradient = 0;
+  const bool tied = std::none_of(r->params.begin(), r->params.end(), [](const ParamBuffer& p) {
+    return p.role == ParamRole::kOutputHead;
+  });
+  for (const ParamBuffer& p : r->params) {
+    if (!p.trainable) continue;
+    if (p.role == ParamRole::kOutputHead || (tied && p.role == ParamRole::kEmbedding)) {
+      head_gradient += p.bytes_per_device;
+    } else if (p.role == ParamRole::kEmbedding) {
+      embedding_gradient += p.bytes_per_device;
+    }
+  }
+  // The backward loops, in the forward's order: each stack's own, or one for the stacks a
+  // scan runs in every block (ParamLayout::loop).
+  std::vector<std::vector<const LayerStack*>> loops;
+  for (const LayerStack* s : stacks) {
+    if (loops.empty() || loops.back().front()->loop != s->loop) loops.emplace_back();
+    loops.back().push_back(s);
+  }
+  int64_t all_kept = 0, all_cast = 0, all_gathered = 0;
+  for (const LayerStack* s : stacks) {
+    all_kept += s->kept_bytes * s->layers;
+    all_cast += s->cast_bytes;
+    all_gathered += s->gathered_bytes;
+  }
+  const bool tpu = r->target.platform == "tpu";
+  const auto largest_phase = [&](int64_t residue) -> Phase {
+    // With no loop between them, the compiler starts an inlined last stack's rematerialized
+    // forward before the logits' backward ends (gpt-oss-20b: the splash kernel's residuals and
+    // the MoE's gathered tokens beside the logits and their cotangent at its fullest moment).
+    const int64_t early_forward =
+        !stacks.empty() && stacks.back()->inlined ? stacks.back()->recomputed_bytes : 0;
+    Phase best{
+        0,
+        all_kept,
+        all_cast,
+        all_gathered,
+        r->logits_peak_bytes + early_forward,
+        0,
+        logits.backward_peak_where +
+            (early_forward > 0 ? ", beside the inlined layer's rematerialized forward" : "")};
+    // What the stacks after the current one (in the forward's order) have made or freed.
+    int64_t done_gradients =
+        outside_gradients - embedding_gradient - (residue > 0 ? head_gradient : 0);
+    int64_t pending_kept = all_kept, pending_cast = all_cast, pending_gathered = all_gathered;
+    for (auto group = loops.rbegin(); group != loops.rend(); ++group) {
+      // One backward loop: every stack it runs has its accumulators made and its residuals
+      // kept until the loop ends; its peak is the largest of their layers'.
+      const LayerStack* largest = group->front();
+      int64_t own_gradients = 0;
+      for (const LayerStack* s : *group) {
+        own_gradients += s->inlined ? 0 : s->gradient_bytes;
+        if (s->backward_peak_bytes > largest->backward_peak_bytes) largest = s;
+      }
+      const Phase phase{done_gradients + own_gradients,
+                        pending_kept,
+                        pending_cast,
+                        pending_gathered,
+                        largest->backward_peak_bytes + residue,
+                        residue,
+                        fmt::format("the backward of one layer of {} ({}){}", largest->name,
+                                    largest->backward_peak_where,
+                                    residue > 0 ? ", beside the logits the output head's "
+                                                  "gradient reads after the layers' backward"
+                                                : "")};
+      if (phase.total() > best.total()) best = phase;
+      for (const LayerStack* s : *group) {
+        done_gradients += s->inlined ? s->held_gradient_bytes : s->gradient_bytes;
+        pending_kept -= s->kept_bytes * s->layers;
+        pending_cast -= s->cast_bytes;
+        pending_gathered -= s->gathered_bytes;
+      }
+    }
+    return best;
+  };
+  Phase best = largest_phase(tpu ? logits.residue_bytes : 0);
+  const double limit = r->target.chip.scheduler_memory_limit;
+  const int64_t argument = r->parameter_bytes + r->optimizer_bytes + r->batch_bytes;
+  if (tpu && limit > 0 && !logits.residue_pinned &&
+      static_cast<double>(argument + best.total()) >
+          limit * static_cast<double>(r->target.hbm_bytes)) {
+    best = largest_phase(0);
+  }
+  r->peak_gradient_bytes = best.gradients;
+  r->peak_kept_bytes = best.kept;
+  r->peak_cast_bytes = best.cast;
+  r->gathered_bytes = best.gathered;
+  r->peak_temporary_bytes = best.transient;
+  r->logits_kept_bytes = best.logits_kept;
+  r->peak_where = best.where;
+}
+
+void SettleMemory(FitResult* r) {
+  // memory_analysis()'s fields. The state (parameters and optimizer) is donated: the new state
+  // aliases it.
+  const int64_t state = r->parameter_bytes + r->optimizer_bytes;
+  FitMemory& m = r->memory;
+  m.argument_size_in_bytes = state + r->batch_bytes;
+  m.output_size_in_bytes = state;
+  m.alias_size_in_bytes = state;
+  m.temp_size_in_bytes = r->peak_gradient_bytes + r->peak_kept_bytes + r->peak_cast_bytes +
+                         r->gathered_bytes + r->peak_temporary_bytes;
+  m.host_temp_size_in_bytes = r->offloaded_bytes;
+  m.peak_memory_in_bytes = m.argument_size_in_bytes + m.output_size_in_bytes -
+                           m.alias_size_in_bytes + m.temp_size_in_bytes;
+  // On TPU the step is held to the share of HBM its compiler schedules within: past it the
+  // compile rests on the compiler's rematerialization, which the fixtures show failing
+  // (deepseek3-test on v5p-8: batch 30 compiles at 94.8% of HBM, batch 31 runs out at 102.6%,
+  // its buffers 5.5 GiB fuller than batch 30's) or passing where the hardware then runs out
+  // (DeepSeek-V3 on v5p-256 at batch 8 compiles at 97.6%; the published run "OOMs by 1 GB").
+  const double limit = r->target.chip.scheduler_memory_limit;
+  r->capacity_bytes = r->target.platform == "tpu" && limit > 0
+                          ? static_cast<int64_t>(limit * static_cast<double>(r->target.hbm_bytes))
+                          : r->target.hbm_bytes;
+  r->fits = m.peak_memory_in_bytes <= r->capacity_bytes;
+  r->headroom_bytes = r->capacity_bytes - m.peak_memory_in_bytes;
+  const double hbm = static_cast<double>(r->target.hbm_bytes);
+  r->near_line = r->target.platform == "tpu" &&
+                 static_cast<double>(r->headroom_bytes) <= kFitPeakUnderHbm * hbm &&
+                 static_cast<double>(r->headroom_bytes) >= -kFitPeakOverHbm * hbm;
+}
+
+}  // namespace shardtrace::model_internal
