@@ -22,7 +22,11 @@ live at once are one buffer (an in-place op's output and its operand). It gives:
     how many values share it).
 Usage (on a dump of one's own): tpu_peak_buffers.py DUMP_DIR; tpu_peak_buffers.py DUMP_DIR --at
 NAME... gives the same at the start of each named instruction instead (the buffers live while
-a gmm or tgmm of tpu_backward_order.py's list runs, say). Needs only the standard library.
+a gmm or tgmm of tpu_backward_order.py's list runs, say); tpu_peak_buffers.py DUMP_DIR --profile
+EVERY gives the step's course, every EVERY schedule steps: the heap bytes covered and the
+buffers of 256 MiB and more live there, counted by shape, op and phase (where a phase holds the
+most, and which buffers stay across phases: a peeled loop's hoisted gathers, say). Needs only
+the standard library.
 """
 
 import glob
@@ -212,11 +216,39 @@ def buffers_at(dump, names):
   return out
 
 
+def profile(dump, every, large=256 << 20):
+  """Every `every` schedule steps: the step, the heap bytes covered there, and its buffers of
+  `large` bytes or more as (count, shape, op, phase), most first."""
+  loaded = _load(dump)
+  if loaded is None:
+    return None
+  values, _, temp = loaded
+  starts = {}
+  for v in temp:
+    starts.setdefault(v[0], []).append(v)
+  out, live = [], []
+  for step in range(max((v[1] for v in temp), default=-1) + 1):
+    live = [v for v in live if v[1] >= step] + starts.get(step, [])
+    if step % every:
+      continue
+    kinds = {}
+    for b in _described(values, live)[0]:
+      if b["bytes"] >= large:
+        key = (b["shape"], b["op"], b["phase"])
+        kinds[key] = kinds.get(key, 0) + 1
+    out.append({"schedule_step": step, "unique_temp_bytes": _covered(live),
+                "large": [{"count": n, "shape": k[0], "op": k[1], "phase": k[2]}
+                          for k, n in sorted(kinds.items(), key=lambda kv: -kv[1])]})
+  return out
+
+
 def main(argv):
   if len(argv) == 2:
     json.dump(peak_buffers(argv[1]), sys.stdout, indent=1)
   elif len(argv) > 3 and argv[2] == "--at":
     json.dump(buffers_at(argv[1], argv[3:]), sys.stdout, indent=1)
+  elif len(argv) == 4 and argv[2] == "--profile" and argv[3].isdigit() and int(argv[3]) > 0:
+    json.dump(profile(argv[1], int(argv[3])), sys.stdout, indent=1)
   else:
     sys.exit(__doc__)
   sys.stdout.write("\n")
