@@ -45,6 +45,11 @@ struct BlockFigures {
   // the policy does not keep: live from that forward through the backward of the parts after
   // this one in the layer, which runs first.
   int64_t recomputed_bytes = 0;
+  // What the rematerialized forward of a gmm block holds once it has run, before the block's
+  // backward reads it, as a fusing compiler writes it (model/block_step.cc): each gmm's token
+  // operand and output, the combine's float32 input; not the elementwise ops between them.
+  // Unset (other parts): recomputed_bytes.
+  std::optional<int64_t> rematerialized_bytes;
   std::vector<StepCollectiveTotal> collectives;  // per layer (forward and backward)
 };
 

@@ -1,12 +1,14 @@
 #include "model/block_step.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "model/attention_step.h"
 #include "run/run.h"
 #include "spmd/step_model.h"
 #include "spmd/tpu_collectives.h"
+#include "util/checked.h"
 #include "util/error.h"
 
 namespace shardtrace::model_internal {
@@ -16,6 +18,50 @@ namespace {
 bool Kept(const StepMemory& m, int tensor) {
   return std::any_of(m.saved.begin(), m.saved.end(),
                      [&](const SavedResidual& s) { return s.tensor == tensor; });
+}
+
+// What a gmm block's rematerialized forward holds once it has run, before its backward reads
+// any of it, as a fusing compiler writes it: each gmm's token operand and output the policy
+// does not keep, and of the rest the backward reads what a non-elementwise op reads (the
+// combine's float32 input); bias adds, clamps, scales and activations are computed inside
+// their readers.
+// gpt-oss-120b's rematerialized forward beside the logits' backward: the sorted tokens, three
+// bf16[16384,2880] gmm outputs, the ffn_act product wo's gmm reads and f32[4096,4,2880].
+// Unset where the block runs no gmm.
+std::optional<int64_t> RematerializedGmmBytes(const RunResult& run, const StepResult& step) {
+  const Trace& trace = run.trace;
+  const auto bytes_of = [&](int t) {
+    const TensorRecord& r = trace.tensors[static_cast<size_t>(t)];
+    return CheckedMul(NumElements(r.shape), ByteSize(r.dtype), "a gmm buffer");
+  };
+  std::map<int, int64_t> held;
+  std::set<int> read_whole;
+  for (const OpRecord& op : trace.ops) {
+    if (op.kind == OpKind::kGmm && !op.inputs.empty()) {
+      for (int t : {op.inputs.front(), op.outputs.empty() ? -1 : op.outputs.front()}) {
+        if (t >= 0 && !Kept(step.memory, t)) held[t] = bytes_of(t);
+      }
+    }
+    const bool elementwise = IsBinary(op.kind) || op.kind == OpKind::kActivation ||
+                             op.kind == OpKind::kAstype || op.kind == OpKind::kClip ||
+                             op.kind == OpKind::kWhere || op.kind == OpKind::kSign;
+    const bool marker = op.kind == OpKind::kCheckpointName ||
+                        op.kind == OpKind::kOptimizationBarrier ||
+                        op.kind == OpKind::kShardingConstraint;
+    if (!elementwise && !marker) read_whole.insert(op.inputs.begin(), op.inputs.end());
+  }
+  if (held.empty()) return std::nullopt;
+  for (const StepRange& r : step.memory.backward_ranges) {
+    const TensorRecord& t = trace.tensors[static_cast<size_t>(r.buffer.tensor)];
+    if (r.buffer.cotangent || t.kind == TensorKind::kWeight || Kept(step.memory, r.buffer.tensor) ||
+        read_whole.count(r.buffer.tensor) == 0) {
+      continue;
+    }
+    held[r.buffer.tensor] = r.buffer.bytes;
+  }
+  int64_t total = 0;
+  for (const auto& [tensor, bytes] : held) total += bytes;
+  return total;
 }
 
 // The backward's peak as TPU's compiler writes the block, taken again over its schedule
@@ -132,6 +178,7 @@ BlockFigures FiguresOf(const RunResult& run, const StepResult& step, const std::
     }
     f.recomputed_bytes += r.buffer.bytes;
   }
+  f.rematerialized_bytes = RematerializedGmmBytes(run, step);
   f.backward_peak_bytes = step.memory.peak_temporary_bytes();
   if (tpu) {
     const int64_t forward = step.memory.forward_temporary_bytes;

@@ -58,11 +58,12 @@ void ComposePeak(const std::vector<std::string>& order, const BlockFigures& logi
   }
   const bool tpu = r->target.platform == "tpu";
   const auto largest_phase = [&](int64_t residue) -> Phase {
-    // With no loop between them, the compiler starts an inlined last stack's rematerialized
-    // forward before the logits' backward ends (gpt-oss-20b: the splash kernel's residuals and
-    // the MoE's gathered tokens beside the logits and their cotangent at its fullest moment).
+    // With no loop between them, the compiler runs an inlined last stack's rematerialized
+    // forward before the logits' backward ends: at gpt-oss's fullest moment, beside the logits
+    // and their cotangent, the splash kernel's residuals, each MoE layer's sorted tokens and
+    // the last one's whole rematerialized set (LayerStack::rematerialized_bytes).
     const int64_t early_forward =
-        !stacks.empty() && stacks.back()->inlined ? stacks.back()->recomputed_bytes : 0;
+        !stacks.empty() && stacks.back()->inlined ? stacks.back()->rematerialized_bytes : 0;
     Phase best{
         0,
         all_kept,

@@ -369,6 +369,11 @@ FitResult FitOnce(const FitRequest& request) {
     s.backward_peak_bytes += carry;
     s.lean_backward_peak_bytes += carry;
     s.recomputed_bytes = earlier_recomputed;
+    if (!parts.empty()) {
+      const BlockFigures& last = parts.back();
+      s.rematerialized_bytes = earlier_recomputed - last.recomputed_bytes +
+                               last.rematerialized_bytes.value_or(last.recomputed_bytes);
+    }
     for (const MemoryItem& k : s.kept) s.kept_bytes += k.bytes;
     s.inlined = inlined;
     for (const ParamBuffer* p : params) {

@@ -109,6 +109,10 @@ struct LayerStack {
   // What one layer's backward reads that its rematerialized forward writes again: the parts'
   // recomputed residuals, and the weights a part that keeps nothing gathers again.
   int64_t recomputed_bytes = 0;
+  // What the layer's rematerialized forward holds once it has run, before its backward reads
+  // any of it: the earlier parts' recomputed residuals and the last part's whole rematerialized
+  // set (BlockFigures::rematerialized_bytes).
+  int64_t rematerialized_bytes = 0;
   int64_t gradient_bytes = 0;  // the stack's parameters' gradients, every layer
   // What of them the backward holds: inlined, in the activation dtype (no loop accumulates
   // them; the cast to the weight dtype fuses into the optimizer's update).
