@@ -25,8 +25,11 @@ NAME... gives the same at the start of each named instruction instead (the buffe
 a gmm or tgmm of tpu_backward_order.py's list runs, say); tpu_peak_buffers.py DUMP_DIR --profile
 EVERY gives the step's course, every EVERY schedule steps: the heap bytes covered and the
 buffers of 256 MiB and more live there, counted by shape, op and phase (where a phase holds the
-most, and which buffers stay across phases: a peeled loop's hoisted gathers, say). Needs only
-the standard library.
+most, and which buffers stay across phases: a peeled loop's hoisted gathers, say);
+tpu_peak_buffers.py DUMP_DIR --holes gives the heap at the fullest moment as placed: each buffer
+of 16 MiB and more at its offset, and each hole of that size between them with the buffers that
+last held that range before the moment and the first that holds it after (the packing, buffer
+by buffer). Needs only the standard library.
 """
 
 import glob
@@ -242,6 +245,43 @@ def profile(dump, every, large=256 << 20):
   return out
 
 
+def holes(dump, least=16 << 20):
+  """The largest temp allocation at the fullest moment, in offset order: its buffers of `least`
+  bytes or more, and the holes of that size between them with what held each before and after."""
+  loaded = _load(dump)
+  peak = peak_buffers(dump)
+  if loaded is None or peak is None:
+    return None
+  values, _, temp = loaded
+  step = peak["schedule_step"]
+  sizes = {}
+  for v in temp:
+    sizes[v[4][0]] = max(sizes.get(v[4][0], 0), v[4][1] + v[4][2])
+  heap = [v for v in temp if v[4][0] == max(sizes, key=sizes.get)]
+
+  def described(v):
+    shape, op, op_name = values.get(v[2], ("", "", ""))
+    return {"shape": re.sub(r"\{[^}]*\}", "", shape)[:60], "op": op, "span": [v[0], v[1]],
+            "source": op_name.replace("jit(train_step)/", "")[-80:]}
+
+  out, reach = [], 0
+  for v in sorted((v for v in heap if v[0] <= step <= v[1]), key=lambda v: v[4][1]):
+    offset, size = v[4][1], v[4][2]
+    if offset - reach >= least:
+      lo, hi = reach, offset
+      touching = [w for w in heap if w[4][1] < hi and w[4][1] + w[4][2] > lo]
+      before = sorted((w for w in touching if w[1] < step), key=lambda w: -w[1])[:2]
+      after = sorted((w for w in touching if w[0] > step), key=lambda w: w[0])[:1]
+      out.append({"hole": [lo, hi], "bytes": hi - lo, "before": [described(w) for w in before],
+                  "after": [described(w) for w in after]})
+    if offset + size > reach:
+      if size >= least:
+        out.append({"offset": offset, "bytes": size, **described(v)})
+      reach = offset + size
+  return {"schedule_step": step, "heap_bytes": peak["heap_bytes"],
+          "unique_temp_bytes": peak["unique_temp_bytes"], "placed": out}
+
+
 def main(argv):
   if len(argv) == 2:
     json.dump(peak_buffers(argv[1]), sys.stdout, indent=1)
@@ -249,6 +289,8 @@ def main(argv):
     json.dump(buffers_at(argv[1], argv[3:]), sys.stdout, indent=1)
   elif len(argv) == 4 and argv[2] == "--profile" and argv[3].isdigit() and int(argv[3]) > 0:
     json.dump(profile(argv[1], int(argv[3])), sys.stdout, indent=1)
+  elif len(argv) == 3 and argv[2] == "--holes":
+    json.dump(holes(argv[1]), sys.stdout, indent=1)
   else:
     sys.exit(__doc__)
   sys.stdout.write("\n")
