@@ -138,4 +138,9 @@ bool IsBinary(OpKind kind) {
   }
 }
 
+bool IsElementwise(OpKind kind) {
+  return IsBinary(kind) || kind == OpKind::kActivation || kind == OpKind::kAstype ||
+         kind == OpKind::kClip || kind == OpKind::kWhere || kind == OpKind::kSign;
+}
+
 }  // namespace shardtrace

@@ -82,4 +82,8 @@ std::string ToString(OpKind kind);
 // The elementwise binary ops traced::Binary accepts.
 bool IsBinary(OpKind kind);
 
+// An op a fusing compiler computes inside its readers: the binary ops, activations, casts,
+// clips, wheres and signs (one output element from the same element of each operand).
+bool IsElementwise(OpKind kind);
+
 }  // namespace shardtrace

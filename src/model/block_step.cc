@@ -42,13 +42,11 @@ std::optional<int64_t> RematerializedGmmBytes(const RunResult& run, const StepRe
         if (t >= 0 && !Kept(step.memory, t)) held[t] = bytes_of(t);
       }
     }
-    const bool elementwise = IsBinary(op.kind) || op.kind == OpKind::kActivation ||
-                             op.kind == OpKind::kAstype || op.kind == OpKind::kClip ||
-                             op.kind == OpKind::kWhere || op.kind == OpKind::kSign;
+    // Markers pass their operand on; its real readers come after them.
     const bool marker = op.kind == OpKind::kCheckpointName ||
                         op.kind == OpKind::kOptimizationBarrier ||
                         op.kind == OpKind::kShardingConstraint;
-    if (!elementwise && !marker) read_whole.insert(op.inputs.begin(), op.inputs.end());
+    if (!IsElementwise(op.kind) && !marker) read_whole.insert(op.inputs.begin(), op.inputs.end());
   }
   if (held.empty()) return std::nullopt;
   for (const StepRange& r : step.memory.backward_ranges) {
