@@ -115,6 +115,20 @@ void ComposePeak(const std::vector<std::string>& order, const BlockFigures& logi
           limit * static_cast<double>(r->target.hbm_bytes)) {
     best = largest_phase(0);
   }
+  // After the backward, a peeled stack's optimizer update in its gradient's layout
+  // (LayerStack::relayout_update_bytes); nothing else of the backward is live by then.
+  for (const LayerStack* s : stacks) {
+    const Phase update{s->relayout_gradient_bytes,
+                       0,
+                       0,
+                       0,
+                       s->relayout_update_bytes,
+                       0,
+                       fmt::format("the optimizer's update of {}, its new state written in its "
+                                   "gradient's layer-major layout before copied back",
+                                   s->name)};
+    if (update.total() > best.total()) best = update;
+  }
   r->peak_gradient_bytes = best.gradients;
   r->peak_kept_bytes = best.kept;
   r->peak_cast_bytes = best.cast;

@@ -75,6 +75,7 @@ struct ParamBuffer {
   bool trainable = true;  // false: model state with no gradient or optimizer moments
   std::string stack;  // the scanned stack ("layers", "moe_layers", ...) or empty
   std::string loop;   // the scan whose loop runs that stack (ParamLayout::loop)
+  int stack_axis = -1;  // the dim its stack's layers are stacked on (MaxText's param_scan_axis)
 };
 
 // A named amount of memory per device, with what it is.
@@ -124,6 +125,19 @@ struct LayerStack {
   int64_t gathered_bytes = 0;  // inlined: its weights gathered, kept from forward to backward
   int64_t cast_bytes = 0;      // looped, TPU: its weights cast to the activation dtype, every layer
   std::vector<MemoryItem> gathered;  // inlined: each array's share of gathered_bytes
+  // TPU's compiler peels the first iteration of a layer loop where the step offloads to the
+  // host or crosses slices; a stack of two layers is left with no loop (mixtral-8x7b's two
+  // such fixtures: no layer loop in the offloaded step's HLO, none in the other's backward).
+  bool peeled = false;
+  // Peeled, the unrolled backward stacks each weight's gradient layer-major, unlike the
+  // parameter (its layers on dim 1): the optimizer's update reads the parameter and moments in
+  // the gradient's layout and writes the new ones there, copied back into the donated state
+  // after every stacked weight's update (mixtral-8x7b offloaded: 9 f32[8,2,...] copies of
+  // wi_0, wi_1 and wo live at once, with wi_1's two per-layer gradients, in 9.0 of the 9.0
+  // GiB the compiler's temp covers at its fullest moment). The new state, and the largest
+  // gradient the last update reads.
+  int64_t relayout_update_bytes = 0;
+  int64_t relayout_gradient_bytes = 0;
 };
 
 // The step's collectives of one kind over one set of mesh axes.
