@@ -100,6 +100,15 @@ TEST_CASE("a loop of two layers the compiler peels to none: the update in the gr
   CHECK(peeled.at("peak_where").get<std::string>().starts_with("the optimizer's update of layers"));
   const double covered = 9647049664.0;
   CHECK(std::abs(peeled.at("temp_size_in_bytes").get<double>() / covered - 1) < 0.001);
+  // The text says which gradient is live there.
+  std::vector<std::string> text = {"fit",
+                                   SourcePath("testdata/maxtext-moe-models/configs/base.yml")};
+  text.insert(text.end(), two.begin(), two.end());
+  const CommandResult shown = RunShardtrace(text);
+  REQUIRE(shown.status == 0);
+  CHECK(shown.out.find("    gradients              896.0 MiB  at the peak, of 2.9 GiB: sharded "
+                       "like the parameters (the largest stacked weight's, which the last update "
+                       "reads; the earlier updates have read theirs)\n") != std::string::npos);
   const json looped = FitJson(four);
   CHECK(PeelNotes(looped).empty());
   CHECK(looped.at("peak_where").get<std::string>().find("optimizer") == std::string::npos);

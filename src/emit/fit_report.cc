@@ -72,7 +72,7 @@ std::vector<MemoryRow> MemoryRows(const FitResult& f) {
       {"temp_size_in_bytes", m.temp_size_in_bytes, "inside the step"},
       {"gradients", f.peak_gradient_bytes,
        AtPeak(f.peak_gradient_bytes, f.gradient_bytes, "sharded like the parameters",
-              "the stacks whose backward has not begun and the embedding make theirs later"),
+              f.peak_gradient_why),
        true},
       {"kept for the backward", f.peak_kept_bytes,
        AtPeak(f.peak_kept_bytes, f.kept_bytes, "every layer's residuals under " + f.policy.name,

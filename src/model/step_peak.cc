@@ -15,6 +15,8 @@ void ComposePeak(const std::vector<std::string>& order, const BlockFigures& logi
     int64_t transient = 0;  // with the kept logits
     int64_t logits_kept = 0;
     std::string where;
+    std::string gradients_why =
+        "the stacks whose backward has not begun and the embedding make theirs later";
     int64_t total() const { return gradients + kept + cast + gathered + transient; }
   };
   // The stacks in the forward's order; the gradients outside them (embedding, head, norms).
@@ -118,18 +120,22 @@ void ComposePeak(const std::vector<std::string>& order, const BlockFigures& logi
   // After the backward, a peeled stack's optimizer update in its gradient's layout
   // (LayerStack::relayout_update_bytes); nothing else of the backward is live by then.
   for (const LayerStack* s : stacks) {
-    const Phase update{s->relayout_gradient_bytes,
-                       0,
-                       0,
-                       0,
-                       s->relayout_update_bytes,
-                       0,
-                       fmt::format("the optimizer's update of {}, its new state written in its "
-                                   "gradient's layer-major layout before copied back",
-                                   s->name)};
+    const Phase update{
+        s->relayout_gradient_bytes,
+        0,
+        0,
+        0,
+        s->relayout_update_bytes,
+        0,
+        fmt::format("the optimizer's update of {}, its new state written in its "
+                    "gradient's layer-major layout before copied back",
+                    s->name),
+        "the largest stacked weight's, which the last update reads; the earlier updates "
+        "have read theirs"};
     if (update.total() > best.total()) best = update;
   }
   r->peak_gradient_bytes = best.gradients;
+  r->peak_gradient_why = best.gradients_why;
   r->peak_kept_bytes = best.kept;
   r->peak_cast_bytes = best.cast;
   r->gathered_bytes = best.gathered;

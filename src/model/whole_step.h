@@ -209,6 +209,7 @@ struct FitResult {
   int64_t offloaded_bytes = 0;  // every layer's residuals on the host
   int64_t cast_bytes = 0;  // the scanned weights cast to the activation dtype (TPU)
   int64_t peak_gradient_bytes = 0;  // the gradients live at the peak (inlined stacks' come later)
+  std::string peak_gradient_why;    // why they are fewer than all of them, where they are
   int64_t peak_kept_bytes = 0;      // the kept residuals live at the peak (done stacks' are freed)
   int64_t peak_cast_bytes = 0;      // the cast weights live at the peak (done stacks' are freed)
   int64_t gathered_bytes = 0;  // inlined stacks' gathered weights live at the peak (TPU)
