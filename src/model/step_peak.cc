@@ -1,6 +1,7 @@
 #include "model/step_peak.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -117,23 +118,24 @@ void ComposePeak(const std::vector<std::string>& order, const BlockFigures& logi
           limit * static_cast<double>(r->target.hbm_bytes)) {
     best = largest_phase(0);
   }
-  // After the backward, a peeled stack's optimizer update in its gradient's layout
-  // (LayerStack::relayout_update_bytes); nothing else of the backward is live by then.
+  // After the backward, the peeled stacks' optimizer update in their gradients' layout
+  // (LayerStack::relayout_update_bytes): every weight's new state is written before any is
+  // copied back, beside the gradient the last update reads; nothing of the backward is live.
+  Phase update{0, 0, 0, 0, 0, 0, "", ""};
+  std::vector<std::string> peeled;
   for (const LayerStack* s : stacks) {
-    const Phase update{
-        s->relayout_gradient_bytes,
-        0,
-        0,
-        0,
-        s->relayout_update_bytes,
-        0,
-        fmt::format("the optimizer's update of {}, its new state written in its "
-                    "gradient's layer-major layout before copied back",
-                    s->name),
-        "the largest stacked weight's, which the last update reads; the earlier updates "
-        "have read theirs"};
-    if (update.total() > best.total()) best = update;
+    if (s->relayout_update_bytes == 0) continue;
+    peeled.push_back(s->name);
+    update.transient += s->relayout_update_bytes;
+    update.gradients = std::max(update.gradients, s->relayout_gradient_bytes);
   }
+  update.where = fmt::format("the optimizer's update of {}, its new state written in the "
+                             "gradients' layer-major layout before copied back",
+                             fmt::join(peeled, " and "));
+  update.gradients_why =
+      "the largest stacked weight's, which the last update reads; the earlier updates have read "
+      "theirs";
+  if (update.total() > best.total()) best = update;
   r->peak_gradient_bytes = best.gradients;
   r->peak_gradient_why = best.gradients_why;
   r->peak_kept_bytes = best.kept;
