@@ -88,5 +88,31 @@ TEST_CASE(
         (2 * 128 + (3 + 4 + 5) * 64 + 3 * 32 + 64 + 2 * 32 + 2 * 32 + 64 + 2 * 32) * mib);
 }
 
+TEST_CASE("under tensor parallelism the attention's input is gathered over tensor for its "
+          "projections and held for their weight gradients",
+          "[fit]") {
+  // mixtral_l2_v5p8_tp2's config: fsdp 2 x tensor 2, batch 2 a device x 2048 x emb 4096.
+  std::vector<std::string> config = {"model_name=mixtral-8x7b", "compile_topology=v5p-8",
+                                     "override_model_config=true", "base_num_decoder_layers=2",
+                                     "per_device_batch_size=2", "max_target_length=2048",
+                                     "ici_fsdp_parallelism=2", "ici_tensor_parallelism=2"};
+  const auto gathered_input = [](const json& fit) {
+    int64_t bytes = 0;
+    for (const json& k : Stack(fit, "layers").at("kept_per_layer"))
+      if (k.at("name") == "attention_input_gathered") bytes = k.at("bytes");
+    return bytes;
+  };
+  // Under remat full it is rematerialized with the layer (the compiler's fullest moment holds
+  // it beside the MoE backward, bf16[4,2048,4096]), not kept.
+  CHECK(gathered_input(FitJson(config)) == 0);
+  config.push_back("remat_policy=none");
+  // Kept without remat: [4 sequences (fsdp 2), 2048, 4096] in bf16, whole over tensor.
+  CHECK(gathered_input(FitJson(config)) == int64_t{4} * 2048 * 4096 * 2);
+  // Without tensor parallelism the projections read the input as it is: nothing gathered.
+  config[6] = "ici_fsdp_parallelism=4";
+  config[7] = "ici_tensor_parallelism=1";
+  CHECK(gathered_input(FitJson(config)) == 0);
+}
+
 }  // namespace
 }  // namespace shardtrace::testing

@@ -236,8 +236,25 @@ BlockFigures AttentionLayer(const Config& config, const Mesh& mesh, const RematP
   // starts): deepseek3-test's step at batch 20 and 30 holds four bf16[batch,128,2048,192] (q,
   // k and their cotangents) and three of [batch,128,2048,128] (v, its cotangent and the
   // context's) at the compiler's fullest moment, inside the splash kernel's backward.
+  // The projections contract the embed dim, which the activations split over
+  // activation_embed's axes (tensor): XLA gathers the normed input whole over them, and the
+  // projections' weight gradients read that copy, so it is rematerialized with the layer (the
+  // TPU fixtures at tensor 2, beside the MoE backward: bf16[4,2048,4096] on v5p-8,
+  // bf16[8,4096,4096] on tpu7x-16, each the input gathered for the projections).
+  const int64_t whole_input = LocalBytes(
+      config, mesh, {batch, length, emb},
+      LogicalNames({"activation_batch", "activation_length", nullptr}), dt, "attention input");
+  const int64_t input_gathered = whole_input > out ? whole_input : 0;
+  if (input_gathered > 0) {
+    if (!policy.wrapped) {
+      f.kept.push_back({"attention_input_gathered", input_gathered,
+                        "the attention's input gathered over activation_embed's axes"});
+    } else {
+      f.recomputed_bytes += input_gathered;
+    }
+  }
   const int64_t gathered = GatheredWeightBytes(config, mesh, weights);
-  int64_t peak = 2 * gathered + 2 * (q + k + v) + ctx + 2 * out;
+  int64_t peak = 2 * gathered + 2 * (q + k + v) + ctx + 2 * out + input_gathered;
   std::string where =
       "attention backward: gathered weights, their gradients, q/k/v and their "
       "cotangents, the context's cotangent";
