@@ -277,6 +277,32 @@ BlockFigures AttentionLayer(const Config& config, const Mesh& mesh, const RematP
   f.backward_peak_bytes = peak;
   f.backward_peak_where = where;
   f.collectives = WeightCollectives(config, mesh, weights, policy.wrapped, "attention");
+  if (input_gathered > 0) {
+    // Tensor parallelism's activation collectives over those axes, each moving the device's
+    // [batch, length, emb] share: the input gathered for the projections and the output
+    // projection's partial sums reduce-scattered, in the forward and again in the
+    // rematerialized forward; the output's cotangent gathered and the input's reduce-scattered
+    // in the backward (tpu7x-16 at tensor 2: three all-gathers of bf16[8,4096,4096] and three
+    // of its reduce-scatters to bf16[8,4096,2048] a layer in the HLO).
+    const PartitionSpec spec = ResolveSpec(
+        LogicalNames({"activation_batch", "activation_length", "activation_embed"}),
+        config.logical_axis_rules(), &mesh);
+    std::vector<std::string> axes;
+    for (const std::string& a : spec[2]) {
+      if (mesh.Size(a) > 1) axes.push_back(a);
+    }
+    const int64_t count = policy.wrapped ? 3 : 2;
+    const int64_t sent = input_gathered - input_gathered / mesh.Size(axes);
+    for (const CollectiveKind kind : {CollectiveKind::kAllGather, CollectiveKind::kPsumScatter}) {
+      StepCollectiveTotal t;
+      t.kind = kind;
+      t.axes = axes;
+      t.count = count;
+      t.bytes_per_device = CheckedMul(count, sent, "collective bytes");
+      t.from = "attention";
+      f.collectives.push_back(std::move(t));
+    }
+  }
   return f;
 }
 
