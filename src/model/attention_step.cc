@@ -232,13 +232,6 @@ BlockFigures AttentionLayer(const Config& config, const Mesh& mesh, const RematP
          "the low-rank key/value");
   }
 
-  // The backward of one attention layer: its gathered weights and their unreduced gradients,
-  // q, k and v (recomputed or kept) with their cotangents and the context's cotangent, and
-  // under dot_product the float32 logits and their cotangent. The context itself is not read
-  // there (the flash kernel's backward takes a row sum of it with its cotangent before it
-  // starts): deepseek3-test's step at batch 20 and 30 holds four bf16[batch,128,2048,192] (q,
-  // k and their cotangents) and three of [batch,128,2048,128] (v, its cotangent and the
-  // context's) at the compiler's fullest moment, inside the splash kernel's backward.
   // The projections contract the embed dim, which the activations split over
   // activation_embed's axes (tensor): XLA gathers the normed input whole over them, and the
   // projections' weight gradients read that copy, so it is rematerialized with the layer (the
@@ -256,6 +249,15 @@ BlockFigures AttentionLayer(const Config& config, const Mesh& mesh, const RematP
       f.recomputed_bytes += input_gathered;
     }
   }
+
+  // The backward of one attention layer: its gathered weights and their unreduced gradients,
+  // q, k and v (recomputed or kept) with their cotangents and the context's cotangent, the
+  // input gathered for the projections where it is (above), and under dot_product the float32
+  // logits and their cotangent. The context itself is not read there (the flash kernel's
+  // backward takes a row sum of it with its cotangent before it starts): deepseek3-test's step
+  // at batch 20 and 30 holds four bf16[batch,128,2048,192] (q, k and their cotangents) and
+  // three of [batch,128,2048,128] (v, its cotangent and the context's) at the compiler's
+  // fullest moment, inside the splash kernel's backward.
   const int64_t gathered = GatheredWeightBytes(config, mesh, weights);
   int64_t peak = 2 * gathered + 2 * (q + k + v) + ctx + 2 * out + input_gathered;
   std::string where =
@@ -291,11 +293,11 @@ BlockFigures AttentionLayer(const Config& config, const Mesh& mesh, const RematP
         LogicalNames({"activation_batch", "activation_length", "activation_embed"}),
         config.logical_axis_rules(), &mesh);
     std::vector<std::string> axes;
-    for (const std::string& a : spec[2]) {
+    for (const std::string& a : spec.rank() > 2 ? spec[2] : std::vector<std::string>{}) {
       if (mesh.Size(a) > 1) axes.push_back(a);
     }
     const int64_t count = policy.wrapped ? 3 : 2;
-    const int64_t sent = input_gathered - input_gathered / mesh.Size(axes);
+    const int64_t sent = input_gathered - input_gathered / std::max<int64_t>(1, mesh.Size(axes));
     for (const CollectiveKind kind : {CollectiveKind::kAllGather, CollectiveKind::kPsumScatter}) {
       StepCollectiveTotal t;
       t.kind = kind;
