@@ -50,6 +50,22 @@ int64_t Offloaded(const RematPolicy& policy, const std::string& name) {
          std::count(policy.offloaded.begin(), policy.offloaded.end(), name) > 0;
 }
 
+// One collective of a layer, `count` times `bytes` sent per device over `axes`; nothing over
+// fewer than two devices.
+void AddCollective(const Mesh& mesh, CollectiveKind kind, std::vector<std::string> axes,
+                   int64_t count, int64_t bytes, const std::string& from, bool regather,
+                   std::vector<StepCollectiveTotal>* out) {
+  if (axes.empty() || mesh.Size(axes) < 2 || bytes == 0) return;
+  StepCollectiveTotal t;
+  t.kind = kind;
+  t.axes = std::move(axes);
+  t.count = count;
+  t.bytes_per_device = CheckedMul(count, bytes, "collective bytes");
+  t.from = from;
+  t.regather = regather;
+  out->push_back(std::move(t));
+}
+
 }  // namespace
 
 std::string AttentionKernel(const Config& config, const std::string& platform) {
@@ -95,15 +111,7 @@ std::vector<StepCollectiveTotal> WeightCollectives(const Config& config, const M
   std::vector<StepCollectiveTotal> out;
   const auto add = [&](CollectiveKind kind, std::vector<std::string> axes, int64_t count,
                        int64_t bytes, bool regather = false) {
-    if (axes.empty() || mesh.Size(axes) < 2 || bytes == 0) return;
-    StepCollectiveTotal t;
-    t.kind = kind;
-    t.axes = std::move(axes);
-    t.count = count;
-    t.bytes_per_device = CheckedMul(count, bytes, "collective bytes");
-    t.from = from;
-    t.regather = regather;
-    out.push_back(std::move(t));
+    AddCollective(mesh, kind, std::move(axes), count, bytes, from, regather, &out);
   };
   for (const ParamBuffer* p : weights.params) {
     const int64_t shard = p->bytes_per_device / std::max<int64_t>(1, weights.layers);
@@ -299,13 +307,7 @@ BlockFigures AttentionLayer(const Config& config, const Mesh& mesh, const RematP
     const int64_t count = policy.wrapped ? 3 : 2;
     const int64_t sent = input_gathered - input_gathered / std::max<int64_t>(1, mesh.Size(axes));
     for (const CollectiveKind kind : {CollectiveKind::kAllGather, CollectiveKind::kPsumScatter}) {
-      StepCollectiveTotal t;
-      t.kind = kind;
-      t.axes = axes;
-      t.count = count;
-      t.bytes_per_device = CheckedMul(count, sent, "collective bytes");
-      t.from = "attention";
-      f.collectives.push_back(std::move(t));
+      AddCollective(mesh, kind, axes, count, sent, "attention", false, &f.collectives);
     }
   }
   return f;

@@ -177,6 +177,11 @@ FitResult FitOnce(const FitRequest& request) {
   const DType weight_dtype = ParseDType(config.Str("weight_dtype"), "weight_dtype");
   const std::string mu_name = config.Has("mu_dtype") ? config.Str("mu_dtype") : "";
   const DType mu_dtype = mu_name.empty() ? weight_dtype : ParseDType(mu_name, "mu_dtype");
+  // A trainable array's optimizer state: mu in mu_dtype and nu like the array (sgd: none).
+  const auto moments_bytes = [&](const ParamBuffer& p) -> int64_t {
+    if (opt == "sgd") return 0;
+    return p.bytes_per_device / ByteSize(p.dtype) * ByteSize(mu_dtype) + p.bytes_per_device;
+  };
   const int64_t batch = setup.setup.batch;
   const int64_t length = setup.setup.seq;
 
@@ -206,8 +211,7 @@ FitResult FitOnce(const FitRequest& request) {
     r.parameter_bytes = CheckedAdd(r.parameter_bytes, b.bytes_per_device, "parameter bytes");
     if (b.trainable) {
       r.gradient_bytes += b.bytes_per_device;
-      const int64_t mu = b.bytes_per_device / ByteSize(b.dtype) * ByteSize(mu_dtype);
-      if (opt != "sgd") r.optimizer_bytes += mu + b.bytes_per_device;  // mu, and nu like the parameter
+      r.optimizer_bytes += moments_bytes(b);
     }
     r.params.push_back(std::move(b));
   }
@@ -464,9 +468,7 @@ FitResult FitOnce(const FitRequest& request) {
     if (!s.peeled) continue;
     for (const ParamBuffer* p : by_stack[s.name]) {
       if (!p->trainable || p->stack_axis <= 0) continue;
-      const int64_t mu = p->bytes_per_device / ByteSize(p->dtype) * ByteSize(mu_dtype);
-      s.relayout_update_bytes +=
-          p->bytes_per_device + (opt == "sgd" ? 0 : mu + p->bytes_per_device);
+      s.relayout_update_bytes += p->bytes_per_device + moments_bytes(*p);
       s.relayout_gradient_bytes = std::max(s.relayout_gradient_bytes, p->bytes_per_device);
     }
   }
