@@ -153,6 +153,10 @@ TEST_CASE("fit against the TPU compiler's whole training steps", "[fit][tpu]") {
                                100 * temp, live);
     }
     CHECK((std::abs(arg) <= 0.03) != Listed(diffs, f.name, "argument 3%"));
+    // Tighter than the 3%: with the state in TPU's tiled layouts (model/tpu_tiles.h)
+    // the arguments are the compiler's to 0.1% (gpt-oss's 2880-wide dims are 3.3% over their
+    // elements at full depth).
+    CHECK(std::abs(arg) <= 0.001);
     CHECK((std::abs(temp) <= 0.20) != Listed(diffs, f.name, "temp 20%"));
     CHECK((std::abs(temp) <= 0.10) != Listed(diffs, f.name, "temp 10%"));
     listed_over_10 += Listed(diffs, f.name, "temp 10%");

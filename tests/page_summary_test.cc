@@ -330,7 +330,7 @@ TEST_CASE("a verdict near the line says so on the page as fit does", "[viz][summ
   render.insert(render.end(), config.begin(), config.end());
   const testing::CommandResult page = testing::RunShardtrace(render);
   REQUIRE(page.status == 0);
-  CHECK(page.out.find("**does not fit**, short by 676.1 MiB: peak 15.6 GiB of 15.8 GiB HBM per "
+  CHECK(page.out.find("**does not fit**, short by 676.2 MiB: peak 15.6 GiB of 15.8 GiB HBM per "
                       "device, held to the 15.0 GiB (95%) its compiler schedules within.") !=
         std::string::npos);
   CHECK(page.out.find("Near the line: within fit's measured error") != std::string::npos);

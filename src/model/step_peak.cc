@@ -41,9 +41,9 @@ void ComposePeak(const std::vector<std::string>& order, const BlockFigures& logi
   for (const ParamBuffer& p : r->params) {
     if (!p.trainable) continue;
     if (p.role == ParamRole::kOutputHead || (tied && p.role == ParamRole::kEmbedding)) {
-      head_gradient += p.bytes_per_device;
+      head_gradient += p.hbm_bytes;
     } else if (p.role == ParamRole::kEmbedding) {
-      embedding_gradient += p.bytes_per_device;
+      embedding_gradient += p.hbm_bytes;
     }
   }
   // The backward loops, in the forward's order: each stack's own, or one for the stacks a

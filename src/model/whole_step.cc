@@ -10,6 +10,7 @@
 #include "model/block_step.h"
 #include "model/linear_attention_step.h"
 #include "model/step_peak.h"
+#include "model/tpu_tiles.h"
 #include "numeric/dtype.h"
 #include "run/run.h"
 #include "shard/axis_rules.h"
@@ -180,11 +181,12 @@ FitResult FitOnce(const FitRequest& request) {
   // A trainable array's optimizer state: mu in mu_dtype and nu like the array (sgd: none).
   const auto moments_bytes = [&](const ParamBuffer& p) -> int64_t {
     if (opt == "sgd") return 0;
-    return p.bytes_per_device / ByteSize(p.dtype) * ByteSize(mu_dtype) + p.bytes_per_device;
+    return p.hbm_bytes / ByteSize(p.dtype) * ByteSize(mu_dtype) + p.hbm_bytes;
   };
   const int64_t batch = setup.setup.batch;
   const int64_t length = setup.setup.seq;
 
+  const bool tpu = r.target.platform == "tpu";
   // Parameters, as MaxText lays them out and the rules shard them.
   const ModelLayout layout = request.tables->layouts.For(config);
   for (const ParamLayout& p : layout.params) {
@@ -197,9 +199,11 @@ FitResult FitOnce(const FitRequest& request) {
     b.spec = ResolveSpec(p.axes, config.logical_axis_rules(), &r.mesh);
     std::vector<PartitionSpec::Entry> entries = b.spec.entries();
     entries.resize(std::max(entries.size(), b.shape.size()));
-    b.bytes_per_device =
-        ShardTensor(p.path, b.shape, b.dtype, PartitionSpec(std::move(entries)), r.mesh)
-            .bytes_per_device;
+    const Sharding sharded =
+        ShardTensor(p.path, b.shape, b.dtype, PartitionSpec(std::move(entries)), r.mesh);
+    b.bytes_per_device = sharded.bytes_per_device;
+    b.hbm_bytes =
+        tpu ? model_internal::TpuRestingBytes(sharded.local_shape, b.dtype) : b.bytes_per_device;
     b.role = p.role;
     b.trainable = p.trainable;
     b.stack = p.stack;
@@ -208,9 +212,9 @@ FitResult FitOnce(const FitRequest& request) {
       if (!p.stack.empty() && p.axes[i] == p.stack) b.stack_axis = static_cast<int>(i);
     }
     r.parameter_count = CheckedAdd(r.parameter_count, NumElements(b.shape), "parameter count");
-    r.parameter_bytes = CheckedAdd(r.parameter_bytes, b.bytes_per_device, "parameter bytes");
+    r.parameter_bytes = CheckedAdd(r.parameter_bytes, b.hbm_bytes, "parameter bytes");
     if (b.trainable) {
-      r.gradient_bytes += b.bytes_per_device;
+      r.gradient_bytes += b.hbm_bytes;
       r.optimizer_bytes += moments_bytes(b);
     }
     r.params.push_back(std::move(b));
@@ -219,8 +223,10 @@ FitResult FitOnce(const FitRequest& request) {
     const PartitionSpec spec =
         ResolveSpec(LogicalNames({"activation_batch", nullptr}), config.logical_axis_rules(),
                            &r.mesh);
-    r.batch_bytes = kBatchArrays *
-                    ShardTensor("batch", {batch, length}, DType::kInt32, spec, r.mesh).bytes_per_device;
+    const Sharding tokens = ShardTensor("batch", {batch, length}, DType::kInt32, spec, r.mesh);
+    r.batch_bytes =
+        kBatchArrays * (tpu ? model_internal::TpuRestingBytes(tokens.local_shape, DType::kInt32)
+                            : tokens.bytes_per_device);
   }
 
   // The layers: each scanned stack, one layer of it composed from its blocks.
@@ -235,9 +241,8 @@ FitResult FitOnce(const FitRequest& request) {
     needed.shared |= p.role == ParamRole::kSharedExperts;
     needed.mlp |= p.role == ParamRole::kMlp && IsStacked(p);
   }
-  const model_internal::BlockRuns blocks =
-      model_internal::RunBlocks(base, setup, needed, r.target.platform == "tpu",
-                                static_cast<int>(r.target.num_slices), request.block_cache);
+  const model_internal::BlockRuns blocks = model_internal::RunBlocks(
+      base, setup, needed, tpu, static_cast<int>(r.target.num_slices), request.block_cache);
   std::vector<StepCollectiveTotal> collectives;
   const int64_t act_bytes = ByteSize(ParseDType(config.Str("dtype"), "dtype"));
   const int64_t carry = ShardTensor("decoder_layer_input", {batch, length, config.Int("emb_dim")},
@@ -290,7 +295,7 @@ FitResult FitOnce(const FitRequest& request) {
       for (const ParamBuffer* p : w.params) {
         total += model_internal::GmmKernelBytes(
             model_internal::GatheredWeightBytes(config, r.mesh, {{p}, w.layers}),
-            model_internal::GmmKernelMinor(config, r.mesh, *p), r.target.platform == "tpu");
+            model_internal::GmmKernelMinor(config, r.mesh, *p), tpu);
       }
       return total;
     };
@@ -321,18 +326,16 @@ FitResult FitOnce(const FitRequest& request) {
     const bool shares_loop = std::any_of(by_stack.begin(), by_stack.end(), [&](const auto& other) {
       return other.first != name && other.second.front()->loop == s.loop;
     });
-    const bool inlined = r.target.platform == "tpu" && s.layers == 1 && !shares_loop;
+    const bool inlined = tpu && s.layers == 1 && !shares_loop;
     // The block's own layer of a loop shared with a nested stack: one a block.
     if (shares_loop && s.loop == name) s.blocks = s.layers;
     add_blocks(s.attention_blocks, ParamRole::kAttention, [&] {
       return model_internal::AttentionLayer(config, r.mesh, r.policy, kernel,
-                                            weights_of(ParamRole::kAttention), batch,
-                                            r.target.platform == "tpu");
+                                            weights_of(ParamRole::kAttention), batch, tpu);
     });
     add_blocks(s.linear_attention_blocks, ParamRole::kLinearAttention, [&] {
-      return model_internal::LinearAttentionLayer(config, r.mesh, r.policy,
-                                                  weights_of(ParamRole::kLinearAttention), batch,
-                                                  r.target.platform == "tpu");
+      return model_internal::LinearAttentionLayer(
+          config, r.mesh, r.policy, weights_of(ParamRole::kLinearAttention), batch, tpu);
     });
     add_blocks(s.moe_blocks, ParamRole::kMoe, [&] { return blocks.moe.at(0); });
     add_blocks(s.shared_blocks, ParamRole::kSharedExperts, [&] { return blocks.shared.at(0); });
@@ -385,12 +388,12 @@ FitResult FitOnce(const FitRequest& request) {
     s.inlined = inlined;
     for (const ParamBuffer* p : params) {
       if (!p->trainable) continue;
-      s.gradient_bytes += p->bytes_per_device;
+      s.gradient_bytes += p->hbm_bytes;
       // kimi-k2's inlined expert stacks at expert 8: TPU's temp holds their gradients as
       // bf16[48,7168,2048] and writes the float32 update straight into the donated state.
-      s.held_gradient_bytes += s.inlined ? p->bytes_per_device / ByteSize(p->dtype) *
-                                               std::min(act_bytes, ByteSize(p->dtype))
-                                         : p->bytes_per_device;
+      s.held_gradient_bytes +=
+          s.inlined ? p->hbm_bytes / ByteSize(p->dtype) * std::min(act_bytes, ByteSize(p->dtype))
+                    : p->hbm_bytes;
     }
     if (s.inlined) {
       // All its weights stay gathered from the forward (the fixtures' buffer reports:
@@ -414,8 +417,7 @@ FitResult FitOnce(const FitRequest& request) {
       head.params.push_back(&p);
     }
   }
-  const BlockFigures logits = model_internal::LogitsStep(config, r.mesh, head, batch,
-                                                             r.target.platform == "tpu");
+  const BlockFigures logits = model_internal::LogitsStep(config, r.mesh, head, batch, tpu);
   r.logits_peak_bytes = logits.backward_peak_bytes;
   AddCollectives(collectives, logits.collectives, 1);
   LayerWeights embedding;
@@ -433,12 +435,12 @@ FitResult FitOnce(const FitRequest& request) {
   // (Gemma 4's), each block casts its own slice before its loops: one block's cast is live
   // (gemma4 with two blocks: bf16[5,128,176,704] of the local experts).
   const bool unrolled = UnrollsBlockScan(layout.decoder_block);
-  if (r.target.platform == "tpu") {
+  if (tpu) {
     for (LayerStack& s : r.stacks) {
       if (s.inlined) continue;
       for (const ParamBuffer& p : r.params) {
         if (IsStacked(p) && p.stack == s.name && ByteSize(p.dtype) > act_bytes) {
-          s.cast_bytes += p.bytes_per_device / ByteSize(p.dtype) * act_bytes;
+          s.cast_bytes += p.hbm_bytes / ByteSize(p.dtype) * act_bytes;
         }
       }
       if (unrolled) s.cast_bytes /= s.blocks;
@@ -461,15 +463,14 @@ FitResult FitOnce(const FitRequest& request) {
   // Where the step offloads to the host or crosses slices, TPU's compiler peels a layer loop's
   // first iteration (loop_peel in the HLO of the four such fixtures); a loop of two is left
   // with one iteration, which it inlines (LayerStack::peeled).
-  const bool peels =
-      r.target.platform == "tpu" && (r.target.num_slices > 1 || r.offloaded_bytes > 0);
+  const bool peels = tpu && (r.target.num_slices > 1 || r.offloaded_bytes > 0);
   for (LayerStack& s : r.stacks) {
     s.peeled = peels && !s.inlined && s.layers == 2 && s.blocks == 1 && s.loop == s.name;
     if (!s.peeled) continue;
     for (const ParamBuffer* p : by_stack[s.name]) {
       if (!p->trainable || p->stack_axis <= 0) continue;
-      s.relayout_update_bytes += p->bytes_per_device + moments_bytes(*p);
-      s.relayout_gradient_bytes = std::max(s.relayout_gradient_bytes, p->bytes_per_device);
+      s.relayout_update_bytes += p->hbm_bytes + moments_bytes(*p);
+      s.relayout_gradient_bytes = std::max(s.relayout_gradient_bytes, p->hbm_bytes);
     }
   }
   const std::vector<std::string> order = StackOrder(layout);
@@ -484,8 +485,7 @@ FitResult FitOnce(const FitRequest& request) {
     return s.lean_backward_peak_bytes < s.backward_peak_bytes;
   });
   const double ample = kWeightsLastUntilHbm * static_cast<double>(r.target.hbm_bytes);
-  if (r.target.platform == "tpu" && static_cast<double>(r.memory.peak_memory_in_bytes) > ample &&
-      lean) {
+  if (tpu && static_cast<double>(r.memory.peak_memory_in_bytes) > ample && lean) {
     const int64_t last_order = r.memory.temp_size_in_bytes;
     for (LayerStack& s : r.stacks) s.backward_peak_bytes = s.lean_backward_peak_bytes;
     model_internal::ComposePeak(order, logits, &r);
@@ -505,10 +505,10 @@ FitResult FitOnce(const FitRequest& request) {
   // the kept residuals of a stack, and the peak's own temporaries.
   for (const ParamBuffer& p : r.params) {
     const int copies = opt == "sgd" ? 2 : 4;
-    r.largest.push_back({p.path, p.bytes_per_device * copies,
-                         fmt::format("{} {} {}: parameter, {}gradient", ToString(p.dtype),
-                                     ShapeToString(p.shape), p.spec.ToString(),
-                                     opt == "sgd" ? "" : "mu, nu, ")});
+    r.largest.push_back(
+        {p.path, p.hbm_bytes * copies,
+         fmt::format("{} {} {}: parameter, {}gradient", ToString(p.dtype), ShapeToString(p.shape),
+                     p.spec.ToString(), opt == "sgd" ? "" : "mu, nu, ")});
   }
   for (const LayerStack& s : r.stacks) {
     r.largest.push_back({fmt::format("kept residuals of {}", s.name), s.kept_bytes * s.layers,

@@ -70,7 +70,11 @@ struct ParamBuffer {
   Shape shape;
   DType dtype = DType::kFloat32;
   PartitionSpec spec;
-  int64_t bytes_per_device = 0;
+  int64_t bytes_per_device = 0;  // its elements on one device, as MaxText's state reports them
+  // What it takes of the device's memory at rest: on TPU in the tiled layout its compiler
+  // gives the step's state (model/tpu_tiles.h), elsewhere bytes_per_device. The step's
+  // arguments, gradients and optimizer moments are counted in these.
+  int64_t hbm_bytes = 0;
   ParamRole role = ParamRole::kOther;
   bool trainable = true;  // false: model state with no gradient or optimizer moments
   std::string stack;  // the scanned stack ("layers", "moe_layers", ...) or empty

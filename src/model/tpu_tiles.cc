@@ -1,0 +1,51 @@
+#include "model/tpu_tiles.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "numeric/dtype.h"
+#include "util/checked.h"
+
+namespace shardtrace::model_internal {
+namespace {
+
+constexpr int64_t kLanes = 128;
+constexpr int64_t kRows = 8;
+constexpr int64_t kVectorTile = 1024;  // a rank-1 array's tile, from this many elements
+
+int64_t RoundUp(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
+
+// A row dim of fewer than 8 takes the smallest of 1, 2 and 4 rows that holds it.
+int64_t Rows(int64_t n) {
+  if (n >= kRows) return RoundUp(n, kRows);
+  int64_t rows = 1;
+  while (rows < n) rows *= 2;
+  return rows;
+}
+
+}  // namespace
+
+int64_t TpuRestingBytes(const Shape& local_shape, DType dtype) {
+  const int64_t element = ByteSize(dtype);
+  const size_t rank = local_shape.size();
+  if (rank == 0) return element;
+  if (rank == 1) {
+    const int64_t n = local_shape[0];
+    return CheckedMul(RoundUp(n, n >= kVectorTile ? kVectorTile : kLanes), element, "array bytes");
+  }
+  const int64_t elements = NumElements(local_shape);
+  if (elements == 0) return 0;
+  int64_t best = std::numeric_limits<int64_t>::max();
+  for (size_t lane = 0; lane < rank; ++lane) {
+    for (size_t row = 0; row < rank; ++row) {
+      if (row == lane) continue;
+      const int64_t lanes = local_shape[lane], rows = local_shape[row];
+      const int64_t rest = elements / lanes / rows;
+      best = std::min(best, CheckedMul(CheckedMul(rest, RoundUp(lanes, kLanes), "array bytes"),
+                                       Rows(rows), "array bytes"));
+    }
+  }
+  return CheckedMul(best, element, "array bytes");
+}
+
+}  // namespace shardtrace::model_internal
