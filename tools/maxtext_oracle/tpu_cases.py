@@ -129,6 +129,15 @@ CASES = [
            f"per_device_batch_size={batch}", *DEEPSEEK3_RECIPE) for batch in (7, 8, 9, 10)],
     case("qwen3_235b_l2_v5p32_ep2", "qwen3-235b-a22b", "v5p-32", "per_device_batch_size=1",
          "max_target_length=4096", "ici_fsdp_parallelism=8", "ici_expert_parallelism=2", layers=2),
+    # Round three: the other families at full depth (the model file's own layers), sequence
+    # 4096, on the smallest common slice and batch fit expected to compile; added to judge
+    # fit, not tuned against: each is kept whatever fit then says of it.
+    case("full_mixtral_v5p32", "mixtral-8x7b", "v5p-32", "per_device_batch_size=2", "max_target_length=4096"),
+    case("full_qwen3_30b_v6e32", "qwen3-30b-a3b", "v6e-32", "per_device_batch_size=2", "max_target_length=4096"),
+    case("full_gpt_oss_20b_v6e16", "gpt-oss-20b", "v6e-16", "per_device_batch_size=1", "max_target_length=4096"),
+    case("full_deepseek2_16b_v5p16", "deepseek2-16b", "v5p-16", "per_device_batch_size=4",
+         "max_target_length=4096"),
+    case("full_llama4_16e_v5p64", "llama4-17b-16e", "v5p-64", "per_device_batch_size=1", "max_target_length=4096"),
 ]
 
 
