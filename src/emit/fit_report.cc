@@ -62,8 +62,12 @@ std::vector<MemoryRow> MemoryRows(const FitResult& f) {
   std::vector<MemoryRow> rows = {
       {"argument_size_in_bytes", m.argument_size_in_bytes, "the step's inputs"},
       {"parameters", f.parameter_bytes,
-       fmt::format("{} parameters, every layer (scanned stacks), embedding, head, norms",
-                   Billions(f.parameter_count)),
+       fmt::format("{} parameters, every layer (scanned stacks), embedding, head, norms{}",
+                   Billions(f.parameter_count),
+                   f.parameter_tile_padding_bytes > 0
+                       ? fmt::format("; {} of it TPU's tile padding",
+                                     HumanBytes(f.parameter_tile_padding_bytes))
+                       : ""),
        true},
       {"optimizer state", f.optimizer_bytes, "mu and nu (sgd: none)", true},
       {"batch", f.batch_bytes, "inputs, positions, segmentations, targets (int32)", true},
@@ -209,6 +213,7 @@ std::string FitToJson(const FitResult& f) {
                      {"peak_temporaries", f.peak_temporary_bytes}};
   j["peak_where"] = f.peak_where;
   j["parameter_count"] = f.parameter_count;
+  j["parameter_tile_padding_bytes"] = f.parameter_tile_padding_bytes;
   nlohmann::ordered_json settings = nlohmann::ordered_json::object();
   for (const auto& [k, v] : f.settings) settings[k] = v;
   j["settings"] = settings;

@@ -213,6 +213,7 @@ FitResult FitOnce(const FitRequest& request) {
     }
     r.parameter_count = CheckedAdd(r.parameter_count, NumElements(b.shape), "parameter count");
     r.parameter_bytes = CheckedAdd(r.parameter_bytes, b.hbm_bytes, "parameter bytes");
+    r.parameter_tile_padding_bytes += b.hbm_bytes - b.bytes_per_device;
     if (b.trainable) {
       r.gradient_bytes += b.hbm_bytes;
       r.optimizer_bytes += moments_bytes(b);

@@ -204,7 +204,10 @@ struct FitResult {
   RematPolicy policy;
   std::vector<ParamBuffer> params;
   int64_t parameter_count = 0;
-  int64_t parameter_bytes = 0;
+  int64_t parameter_bytes = 0;  // in HBM (ParamBuffer::hbm_bytes)
+  // Of parameter_bytes, what TPU's tiles add to the arrays' elements (gpt-oss's 2880-wide
+  // dims on 2,944 lanes); 0 off TPU.
+  int64_t parameter_tile_padding_bytes = 0;
   int64_t optimizer_bytes = 0;
   int64_t batch_bytes = 0;
   int64_t gradient_bytes = 0;
