@@ -1,7 +1,11 @@
 // `fit` of the decoders that scan layers inside each scanned block (MaxText 0.2.5's Gemma 4
 // and Qwen3-Next: nnx_decoders.py's _init_scanned_gemma4 / _init_scanned_qwen3_next), and of
 // Qwen3-Next's gated delta net, through the CLI: every layer of a nested stack counted, its
-// loop the outer scan's, the linear-attention layer among the blocks.
+// loop the outer scan's, the linear-attention layer among the blocks; and the layer rules TPU's
+// schedules show (the attention's input gathered under tensor parallelism, an inlined first
+// stack's forward held through a later loop's backward).
+#include <fmt/format.h>
+
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -112,6 +116,27 @@ TEST_CASE("under tensor parallelism the attention's input is gathered over tenso
   config[6] = "ici_fsdp_parallelism=4";
   config[7] = "ici_tensor_parallelism=1";
   CHECK(gathered_input(FitJson(config)) == 0);
+}
+
+TEST_CASE("an inlined first stack gathered in windowed einsums holds its forward through the "
+          "later loop's backward",
+          "[fit]") {
+  // deepseek2-16b at full depth: its one dense layer is inlined; on v5p-16 (fsdp 8) TPU gathers
+  // its weights in windowed einsums and writes its rematerialized forward before the MoE
+  // layers' backward loop (full_deepseek2_16b_v5p16's fullest moment).
+  const auto deepseek2 = [](const std::string& topology, int batch) {
+    return FitJson({"model_name=deepseek2-16b", "compile_topology=" + topology,
+                    fmt::format("per_device_batch_size={}", batch), "max_target_length=4096"});
+  };
+  const std::string held = "and dense_layers's rematerialized forward";
+  const json fsdp8 = deepseek2("v5p-16", 4);
+  CHECK(fsdp8.at("peak_where").get<std::string>().find(held) != std::string::npos);
+  // Over 4 devices (v5p-8) the gathers are whole all-gathers: nothing held early.
+  CHECK(deepseek2("v5p-8", 4).at("peak_where").get<std::string>().find(held) == std::string::npos);
+  // The compiler refuses batch 27 (pair_deepseek2_16b_v5p16_pdb27), which fit called a fit
+  // without it, and compiles 25.
+  CHECK_FALSE(deepseek2("v5p-16", 27).at("fits").get<bool>());
+  CHECK(deepseek2("v5p-16", 25).at("fits").get<bool>());
 }
 
 }  // namespace

@@ -88,6 +88,12 @@ int64_t GatheredWeightBytes(const Config& config, const Mesh& mesh, const LayerW
   return total;
 }
 
+bool WindowedGather(const Config& config, const Mesh& mesh, const ParamBuffer& p) {
+  constexpr int64_t kWindowedGroups[] = {8, 16};
+  const int64_t group = mesh.Size(GatherAxes(p, BatchAxes(config, mesh)));
+  return std::count(std::begin(kWindowedGroups), std::end(kWindowedGroups), group) > 0;
+}
+
 int64_t GmmKernelMinor(const Config& config, const Mesh& mesh, const ParamBuffer& p) {
   if (p.role != ParamRole::kMoe || !config.Bool("sparse_matmul") || p.shape.empty() ||
       p.path.find("gate") != std::string::npos) {
@@ -166,8 +172,9 @@ std::vector<StepCollectiveTotal> EmbeddingCollectives(const Config& config, cons
       LogicalNames({"activation_embed_and_logits_batch", "activation_length", "activation_embed"}),
       ActivationDType(config), "embedded tokens");
   // The partitioner moves whichever is smaller: a device's tokens' rows, or the table (mixtral
-  // at batch 24 and length 8192: 1.5 GiB of rows against a 250 MiB table, gathered).
-  if (!embed_over_batch || rows >= GatheredWeightBytes(config, mesh, table)) {
+  // at batch 24 and length 8192: 1.5 GiB of rows against a 250 MiB table, gathered; at equal
+  // bytes the rows: deepseek2-16b at batch 25 on v5p-16, 400 MiB of each).
+  if (!embed_over_batch || rows > GatheredWeightBytes(config, mesh, table)) {
     // A table that is also the output head: the head's gather and reduction serve the lookup.
     if (tied) return {};
     return WeightCollectives(config, mesh, table, false, "embedding");
@@ -347,13 +354,9 @@ BlockFigures LogitsStep(const Config& config, const Mesh& mesh, const LayerWeigh
   // 96% of HBM (and at batch 14 past it, out of HBM). Groups of 4 (v5p-8) and 128 (v5p-256)
   // keep an all-gather and a dot, which the scheduler moves before the layers' backward past
   // its memory limit (ComposePeak), and on v5p-8 at times below it (listed 'peak logits').
-  constexpr int64_t kWindowedHeadGroups[] = {8, 16};
-  const std::set<std::string> batch_axes = BatchAxes(config, mesh);
   f.residue_pinned =
       tpu && std::any_of(head.params.begin(), head.params.end(), [&](const ParamBuffer* p) {
-        const int64_t group = mesh.Size(GatherAxes(*p, batch_axes));
-        return std::count(std::begin(kWindowedHeadGroups), std::end(kWindowedHeadGroups), group) >
-               0;
+        return WindowedGather(config, mesh, *p);
       });
   f.collectives = WeightCollectives(config, mesh, head, false, "output head");
   return f;

@@ -45,10 +45,10 @@ struct BlockFigures {
   // the policy does not keep: live from that forward through the backward of the parts after
   // this one in the layer, which runs first.
   int64_t recomputed_bytes = 0;
-  // What the rematerialized forward of a gmm block holds once it has run, before the block's
-  // backward reads it, as a fusing compiler writes it (model/block_step.cc): each gmm's token
-  // operand and output, the combine's float32 input; not the elementwise ops between them.
-  // Unset (other parts): recomputed_bytes.
+  // What the rematerialized forward of a gmm or MLP block holds once it has run, before the
+  // block's backward reads it, as a fusing compiler writes it (model/block_step.cc): each
+  // matmul's activations (a gmm's token operand and output), the combine's float32 input; not
+  // the elementwise ops between them. Unset (other parts): recomputed_bytes.
   std::optional<int64_t> rematerialized_bytes;
   std::vector<StepCollectiveTotal> collectives;  // per layer (forward and backward)
 };
@@ -108,6 +108,13 @@ int64_t GatheredWeightBytes(const Config& config, const Mesh& mesh, const LayerW
 inline int64_t GmmKernelBytes(int64_t bytes, int64_t minor, bool tpu) {
   return minor > 0 ? bytes / minor * Lanes(minor, tpu) : bytes;
 }
+
+// Whether TPU gathers `p` in windowed einsums (loops of collective-permutes over the gather's
+// group, spmd/tpu_collectives.h) rather than with one all-gather: over a group of 8 or 16
+// devices, as every dumped step does (the output head on v5e-16, v6e-8 and v5p-16; the
+// inlined dense layer of deepseek2-16b on v5e-16 and v5p-16), not over 4 (v5p-8) or 128
+// (v5p-256). Such a loop writes its output into a buffer TPU allocates ahead of it.
+bool WindowedGather(const Config& config, const Mesh& mesh, const ParamBuffer& p);
 
 // An expert kernel of the config's gmm path (sparse_matmul: wi_0, wi_1, wo; not the router),
 // gathered over the batch axes: its minor dim on the device, or 0 for any other weight.

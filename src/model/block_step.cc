@@ -20,26 +20,43 @@ bool Kept(const StepMemory& m, int tensor) {
                      [&](const SavedResidual& s) { return s.tensor == tensor; });
 }
 
-// What a gmm block's rematerialized forward holds once it has run, before its backward reads
-// any of it, as a fusing compiler writes it: each gmm's token operand and output the policy
-// does not keep, and of the rest the backward reads what a non-elementwise op reads (the
-// combine's float32 input); bias adds, clamps, scales and activations are computed inside
-// their readers.
+// What a block's rematerialized forward holds once it has run, before its backward reads any
+// of it, as a fusing compiler writes it: each matmul's activation operands and output the
+// policy does not keep (the gmms where the block has them, else its einsums: a dense MLP's),
+// and of the rest the backward reads what a non-elementwise op reads (the combine's float32
+// input); bias adds, clamps, scales and activations are computed inside their readers.
 // gpt-oss-120b's rematerialized forward beside the logits' backward: the sorted tokens, three
-// bf16[16384,2880] gmm outputs, the ffn_act product wo's gmm reads and f32[4096,4,2880].
-// Unset where the block runs no gmm.
-std::optional<int64_t> RematerializedGmmBytes(const RunResult& run, const StepResult& step) {
+// bf16[16384,2880] gmm outputs, the ffn_act product wo's gmm reads and f32[4096,4,2880];
+// deepseek2-16b's dense layer beside the MoE layers' backward on v5p-16: its input, wi_0's and
+// wi_1's outputs and their product, three bf16[4,4096,10944]. Each at its bytes on the device
+// (an einsum's tensors are the block's whole arrays; a gmm's, inside shard_map, the device's).
+int64_t RematerializedBytes(const RunResult& run, const StepResult& step) {
   const Trace& trace = run.trace;
-  const auto bytes_of = [&](int t) {
+  const bool gmm = std::any_of(trace.ops.begin(), trace.ops.end(),
+                               [](const OpRecord& op) { return op.kind == OpKind::kGmm; });
+  std::map<int, int64_t> device_bytes;
+  for (const StepRange& r : step.memory.backward_ranges) {
+    if (!r.buffer.cotangent) device_bytes[r.buffer.tensor] = r.buffer.bytes;
+  }
+  const auto bytes_of = [&](int t) -> int64_t {
+    if (!gmm) return device_bytes.count(t) ? device_bytes.at(t) : 0;
     const TensorRecord& r = trace.tensors[static_cast<size_t>(t)];
     return CheckedMul(NumElements(r.shape), ByteSize(r.dtype), "a gmm buffer");
   };
   std::map<int, int64_t> held;
   std::set<int> read_whole;
   for (const OpRecord& op : trace.ops) {
-    if (op.kind == OpKind::kGmm && !op.inputs.empty()) {
-      for (int t : {op.inputs.front(), op.outputs.empty() ? -1 : op.outputs.front()}) {
-        if (t >= 0 && !Kept(step.memory, t)) held[t] = bytes_of(t);
+    if (op.kind == (gmm ? OpKind::kGmm : OpKind::kEinsum) && !op.inputs.empty()) {
+      // A gmm's token operand (its others are the kernel and the group sizes); an einsum's
+      // operands but its weights.
+      std::vector<int> held_here;
+      for (size_t i = 0; i < (gmm ? 1 : op.inputs.size()); ++i) {
+        const int t = op.inputs[i];
+        if (trace.tensors[static_cast<size_t>(t)].kind != TensorKind::kWeight) held_here.push_back(t);
+      }
+      if (!op.outputs.empty()) held_here.push_back(op.outputs.front());
+      for (int t : held_here) {
+        if (!Kept(step.memory, t)) held[t] = bytes_of(t);
       }
     }
     // Markers pass their operand on; its real readers come after them.
@@ -48,7 +65,6 @@ std::optional<int64_t> RematerializedGmmBytes(const RunResult& run, const StepRe
                         op.kind == OpKind::kShardingConstraint;
     if (!IsElementwise(op.kind) && !marker) read_whole.insert(op.inputs.begin(), op.inputs.end());
   }
-  if (held.empty()) return std::nullopt;
   for (const StepRange& r : step.memory.backward_ranges) {
     const TensorRecord& t = trace.tensors[static_cast<size_t>(r.buffer.tensor)];
     if (r.buffer.cotangent || t.kind == TensorKind::kWeight || Kept(step.memory, r.buffer.tensor) ||
@@ -176,7 +192,7 @@ BlockFigures FiguresOf(const RunResult& run, const StepResult& step, const std::
     }
     f.recomputed_bytes += r.buffer.bytes;
   }
-  f.rematerialized_bytes = RematerializedGmmBytes(run, step);
+  f.rematerialized_bytes = RematerializedBytes(run, step);
   f.backward_peak_bytes = step.memory.peak_temporary_bytes();
   if (tpu) {
     const int64_t forward = step.memory.forward_temporary_bytes;

@@ -67,6 +67,17 @@ void ComposePeak(const std::vector<std::string>& order, const BlockFigures& logi
     // the last one's whole rematerialized set (LayerStack::rematerialized_bytes).
     const int64_t early_forward =
         !stacks.empty() && stacks.back()->inlined ? stacks.back()->rematerialized_bytes : 0;
+    // An inlined first stack whose weights TPU gathers in windowed einsums has its layer's
+    // rematerialized forward written before the later loops' backward and held through it:
+    // deepseek2-16b's dense layer, its MLP's three bf16[batch,4096,10944] and its attention's
+    // q, k and log-sum-exp among the buffers at the compiler's fullest moment inside the MoE
+    // layers' backward loop on v5e-16 and v5p-16 (fsdp 16 and 8); not over fsdp 128 (DeepSeek-V3
+    // with 4 layers on v5p-256), whose gathers are whole all-gathers. Without it fit called
+    // deepseek2-16b at batch 27 on v5p-16 a fit, which the compiler refuses.
+    const int64_t first_forward = stacks.size() > 1 && stacks.front()->inlined &&
+                                          stacks.front()->windowed
+                                      ? stacks.front()->rematerialized_bytes
+                                      : 0;
     Phase best{
         0,
         all_kept,
@@ -89,17 +100,22 @@ void ComposePeak(const std::vector<std::string>& order, const BlockFigures& logi
         own_gradients += s->inlined ? 0 : s->gradient_bytes;
         if (s->backward_peak_bytes > largest->backward_peak_bytes) largest = s;
       }
+      const int64_t early_first = group->front()->inlined ? 0 : first_forward;
       const Phase phase{done_gradients + own_gradients,
                         pending_kept,
                         pending_cast,
                         pending_gathered,
-                        largest->backward_peak_bytes + residue,
+                        largest->backward_peak_bytes + residue + early_first,
                         residue,
-                        fmt::format("the backward of one layer of {} ({}){}", largest->name,
+                        fmt::format("the backward of one layer of {} ({}){}{}", largest->name,
                                     largest->backward_peak_where,
                                     residue > 0 ? ", beside the logits the output head's "
                                                   "gradient reads after the layers' backward"
-                                                : "")};
+                                                : "",
+                                    early_first > 0
+                                        ? fmt::format(", and {}'s rematerialized forward",
+                                                      stacks.front()->name)
+                                        : "")};
       if (phase.total() > best.total()) best = phase;
       for (const LayerStack* s : *group) {
         done_gradients += s->inlined ? s->held_gradient_bytes : s->gradient_bytes;
