@@ -118,9 +118,10 @@ TEST_CASE("under tensor parallelism the attention's input is gathered over tenso
   CHECK(gathered_input(FitJson(config)) == 0);
 }
 
-TEST_CASE("an inlined first stack gathered in windowed einsums holds its forward through the "
-          "later loop's backward",
-          "[fit]") {
+TEST_CASE(
+    "an inlined first stack gathered in windowed einsums holds its forward through the "
+    "later loop's backward",
+    "[fit]") {
   // deepseek2-16b at full depth: its one dense layer is inlined; on v5p-16 (fsdp 8) TPU gathers
   // its weights in windowed einsums and writes its rematerialized forward before the MoE
   // layers' backward loop (full_deepseek2_16b_v5p16's fullest moment).

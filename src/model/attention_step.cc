@@ -355,9 +355,8 @@ BlockFigures LogitsStep(const Config& config, const Mesh& mesh, const LayerWeigh
   // keep an all-gather and a dot, which the scheduler moves before the layers' backward past
   // its memory limit (ComposePeak), and on v5p-8 at times below it (listed 'peak logits').
   f.residue_pinned =
-      tpu && std::any_of(head.params.begin(), head.params.end(), [&](const ParamBuffer* p) {
-        return WindowedGather(config, mesh, *p);
-      });
+      tpu && std::any_of(head.params.begin(), head.params.end(),
+                         [&](const ParamBuffer* p) { return WindowedGather(config, mesh, *p); });
   f.collectives = WeightCollectives(config, mesh, head, false, "output head");
   return f;
 }

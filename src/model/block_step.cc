@@ -52,7 +52,9 @@ int64_t RematerializedBytes(const RunResult& run, const StepResult& step) {
       std::vector<int> held_here;
       for (size_t i = 0; i < (gmm ? 1 : op.inputs.size()); ++i) {
         const int t = op.inputs[i];
-        if (trace.tensors[static_cast<size_t>(t)].kind != TensorKind::kWeight) held_here.push_back(t);
+        if (trace.tensors[static_cast<size_t>(t)].kind != TensorKind::kWeight) {
+          held_here.push_back(t);
+        }
       }
       if (!op.outputs.empty()) held_here.push_back(op.outputs.front());
       for (int t : held_here) {

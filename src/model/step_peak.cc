@@ -74,10 +74,10 @@ void ComposePeak(const std::vector<std::string>& order, const BlockFigures& logi
     // layers' backward loop on v5e-16 and v5p-16 (fsdp 16 and 8); not over fsdp 128 (DeepSeek-V3
     // with 4 layers on v5p-256), whose gathers are whole all-gathers. Without it fit called
     // deepseek2-16b at batch 27 on v5p-16 a fit, which the compiler refuses.
-    const int64_t first_forward = stacks.size() > 1 && stacks.front()->inlined &&
-                                          stacks.front()->windowed
-                                      ? stacks.front()->rematerialized_bytes
-                                      : 0;
+    const int64_t first_forward =
+        stacks.size() > 1 && stacks.front()->inlined && stacks.front()->windowed
+            ? stacks.front()->rematerialized_bytes
+            : 0;
     Phase best{
         0,
         all_kept,
@@ -101,21 +101,21 @@ void ComposePeak(const std::vector<std::string>& order, const BlockFigures& logi
         if (s->backward_peak_bytes > largest->backward_peak_bytes) largest = s;
       }
       const int64_t early_first = group->front()->inlined ? 0 : first_forward;
-      const Phase phase{done_gradients + own_gradients,
-                        pending_kept,
-                        pending_cast,
-                        pending_gathered,
-                        largest->backward_peak_bytes + residue + early_first,
-                        residue,
-                        fmt::format("the backward of one layer of {} ({}){}{}", largest->name,
-                                    largest->backward_peak_where,
-                                    residue > 0 ? ", beside the logits the output head's "
-                                                  "gradient reads after the layers' backward"
-                                                : "",
-                                    early_first > 0
-                                        ? fmt::format(", and {}'s rematerialized forward",
-                                                      stacks.front()->name)
-                                        : "")};
+      const Phase phase{
+          done_gradients + own_gradients,
+          pending_kept,
+          pending_cast,
+          pending_gathered,
+          largest->backward_peak_bytes + residue + early_first,
+          residue,
+          fmt::format("the backward of one layer of {} ({}){}{}", largest->name,
+                      largest->backward_peak_where,
+                      residue > 0 ? ", beside the logits the output head's "
+                                    "gradient reads after the layers' backward"
+                                  : "",
+                      early_first > 0
+                          ? fmt::format(", and {}'s rematerialized forward", stacks.front()->name)
+                          : "")};
       if (phase.total() > best.total()) best = phase;
       for (const LayerStack* s : *group) {
         done_gradients += s->inlined ? s->held_gradient_bytes : s->gradient_bytes;
