@@ -67,17 +67,15 @@ void ComposePeak(const std::vector<std::string>& order, const BlockFigures& logi
     // the last one's whole rematerialized set (LayerStack::rematerialized_bytes).
     const int64_t early_forward =
         !stacks.empty() && stacks.back()->inlined ? stacks.back()->rematerialized_bytes : 0;
-    // An inlined first stack whose weights TPU gathers in windowed einsums has its layer's
-    // rematerialized forward written before the later loops' backward and held through it:
-    // deepseek2-16b's dense layer, its MLP's three bf16[batch,4096,10944] and its attention's
-    // q, k and log-sum-exp among the buffers at the compiler's fullest moment inside the MoE
-    // layers' backward loop on v5e-16 and v5p-16 (fsdp 16 and 8); not over fsdp 128 (DeepSeek-V3
-    // with 4 layers on v5p-256), whose gathers are whole all-gathers. Without it fit called
-    // deepseek2-16b at batch 27 on v5p-16 a fit, which the compiler refuses.
+    // An inlined first stack's forward stays until its backward, after the later loops': at
+    // the compiler's fullest moment inside the MoE layers' backward loop, deepseek2-16b's dense
+    // layer holds its MLP's three bf16[batch,4096,10944] (the forward's own on v5p-8, its
+    // rematerialized forward's on v5p-16 and v5p-32, written ahead of the loop) and its
+    // attention's q, k and log-sum-exp; on v5e-16 likewise at 3 layers. Without it fit called
+    // deepseek2-16b at batch 27 on v5p-16 a fit, which the compiler refuses. DeepSeek-V3 with 4
+    // layers on v5p-256 does not hold it (its temp +4.3% with it, -1.1% without).
     const int64_t first_forward =
-        stacks.size() > 1 && stacks.front()->inlined && stacks.front()->windowed
-            ? stacks.front()->rematerialized_bytes
-            : 0;
+        stacks.size() > 1 && stacks.front()->inlined ? stacks.front()->rematerialized_bytes : 0;
     Phase best{
         0,
         all_kept,

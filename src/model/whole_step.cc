@@ -387,9 +387,6 @@ FitResult FitOnce(const FitRequest& request) {
     }
     for (const MemoryItem& k : s.kept) s.kept_bytes += k.bytes;
     s.inlined = inlined;
-    s.windowed = tpu && std::any_of(params.begin(), params.end(), [&](const ParamBuffer* p) {
-                   return model_internal::WindowedGather(config, r.mesh, *p);
-                 });
     for (const ParamBuffer* p : params) {
       if (!p->trainable) continue;
       s.gradient_bytes += p->hbm_bytes;

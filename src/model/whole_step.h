@@ -126,8 +126,6 @@ struct LayerStack {
   // inlines: on TPU its weights are gathered (in the activation dtype) once in the forward
   // and kept for the backward, not cast before a loop and gathered again.
   bool inlined = false;
-  // TPU gathers its weights in windowed einsums (attention_step.h, WindowedGather).
-  bool windowed = false;
   int64_t gathered_bytes = 0;  // inlined: its weights gathered, kept from forward to backward
   int64_t cast_bytes = 0;      // looped, TPU: its weights cast to the activation dtype, every layer
   std::vector<MemoryItem> gathered;  // inlined: each array's share of gathered_bytes
