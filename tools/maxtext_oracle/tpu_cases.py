@@ -142,6 +142,10 @@ CASES = [
     # at batch 4 (full_deepseek2_16b_v5p16): does fit call a fit the compiler refuses?
     *[case(f"pair_deepseek2_16b_v5p16_pdb{batch}", "deepseek2-16b", "v5p-16", f"per_device_batch_size={batch}",
            "max_target_length=4096") for batch in (20, 22, 24, 25, 26, 27)],
+    # Beside fsdp 8, fsdp 4 and 16 at full depth: asked whether only windowed einsums (groups of
+    # 8 or 16) hold the dense layer's forward through the MoE backward loop; fsdp 4 holds it too.
+    case("full_deepseek2_16b_v5p8", "deepseek2-16b", "v5p-8", "per_device_batch_size=2", "max_target_length=4096"),
+    case("full_deepseek2_16b_v5p32", "deepseek2-16b", "v5p-32", "per_device_batch_size=4", "max_target_length=4096"),
 ]
 
 
