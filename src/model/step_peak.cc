@@ -73,7 +73,7 @@ void ComposePeak(const std::vector<std::string>& order, const BlockFigures& logi
     // rematerialized forward's on v5p-16 and v5p-32, written ahead of the loop) and its
     // attention's q, k and log-sum-exp; on v5e-16 likewise at 3 layers. Without it fit called
     // deepseek2-16b at batch 27 on v5p-16 a fit, which the compiler refuses. DeepSeek-V3 with 4
-    // layers on v5p-256 does not hold it (its temp +4.3% with it, -1.1% without).
+    // layers on v5p-256 does not hold it (its temp +5.8% with it, -1.1% without).
     const int64_t first_forward =
         stacks.size() > 1 && stacks.front()->inlined ? stacks.front()->rematerialized_bytes : 0;
     Phase best{
