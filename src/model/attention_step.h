@@ -109,12 +109,6 @@ inline int64_t GmmKernelBytes(int64_t bytes, int64_t minor, bool tpu) {
   return minor > 0 ? bytes / minor * Lanes(minor, tpu) : bytes;
 }
 
-// Whether TPU gathers `p` in windowed einsums (loops of collective-permutes over the gather's
-// group, spmd/tpu_collectives.h) rather than with one all-gather: over a group of 8 or 16
-// devices, as every dumped step does (the output head on v5e-16, v6e-8 and v5p-16; the
-// dense layer of deepseek2-16b on v5p-16), not over 4 (v5p-8) or 128 (v5p-256).
-bool WindowedGather(const Config& config, const Mesh& mesh, const ParamBuffer& p);
-
 // An expert kernel of the config's gmm path (sparse_matmul: wi_0, wi_1, wo; not the router),
 // gathered over the batch axes: its minor dim on the device, or 0 for any other weight.
 int64_t GmmKernelMinor(const Config& config, const Mesh& mesh, const ParamBuffer& p);

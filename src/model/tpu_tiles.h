@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "numeric/array.h"
+#include "shard/sharding.h"
 
 namespace shardtrace::model_internal {
 
@@ -22,5 +23,11 @@ namespace shardtrace::model_internal {
 // dtype (DeepSeek-V3's bfloat16 embedding on v5p-256, 56 rows a device, is not padded to 16
 // rows), so a moment of another dtype takes this / ByteSize(dtype) * ByteSize(its dtype).
 int64_t TpuRestingBytes(const Shape& local_shape, DType dtype);
+
+// What a sharded array takes of one device's memory at rest: on TPU (`tpu`) in its tiles, else
+// its elements.
+inline int64_t RestingBytes(const Sharding& sharded, bool tpu) {
+  return tpu ? TpuRestingBytes(sharded.local_shape, sharded.dtype) : sharded.bytes_per_device;
+}
 
 }  // namespace shardtrace::model_internal

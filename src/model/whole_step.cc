@@ -202,8 +202,7 @@ FitResult FitOnce(const FitRequest& request) {
     const Sharding sharded =
         ShardTensor(p.path, b.shape, b.dtype, PartitionSpec(std::move(entries)), r.mesh);
     b.bytes_per_device = sharded.bytes_per_device;
-    b.hbm_bytes =
-        tpu ? model_internal::TpuRestingBytes(sharded.local_shape, b.dtype) : b.bytes_per_device;
+    b.hbm_bytes = model_internal::RestingBytes(sharded, tpu);
     b.role = p.role;
     b.trainable = p.trainable;
     b.stack = p.stack;
@@ -224,10 +223,9 @@ FitResult FitOnce(const FitRequest& request) {
     const PartitionSpec spec =
         ResolveSpec(LogicalNames({"activation_batch", nullptr}), config.logical_axis_rules(),
                            &r.mesh);
-    const Sharding tokens = ShardTensor("batch", {batch, length}, DType::kInt32, spec, r.mesh);
     r.batch_bytes =
-        kBatchArrays * (tpu ? model_internal::TpuRestingBytes(tokens.local_shape, DType::kInt32)
-                            : tokens.bytes_per_device);
+        kBatchArrays * model_internal::RestingBytes(
+                           ShardTensor("batch", {batch, length}, DType::kInt32, spec, r.mesh), tpu);
   }
 
   // The layers: each scanned stack, one layer of it composed from its blocks.
