@@ -32,6 +32,9 @@ struct BlockFigures {
   int64_t offloaded_bytes = 0;   // per layer, on the host
   int64_t backward_peak_bytes = 0;
   std::string backward_peak_where;
+  // A gmm or MLP block's forward temporaries at their peak (TPU): composed in the step's
+  // forward, where no gradient is live yet (model/step_peak.cc), not in its backward.
+  int64_t forward_peak_bytes = 0;
   // A gmm block's backward peak in the order TPU's scheduler takes where memory is not ample
   // (model/block_step.h, TpuBackwardOrder); unset: backward_peak_bytes in either order.
   std::optional<int64_t> lean_backward_peak_bytes;

@@ -132,6 +132,16 @@ void ComposePeak(const std::vector<std::string>& order, const BlockFigures& logi
           limit * static_cast<double>(r->target.hbm_bytes)) {
     best = largest_phase(0);
   }
+  // The forward of the largest layer, beside every stack's kept residuals (at most) and cast and
+  // gathered weights, before any gradient is made.
+  Phase forward{0, all_kept, all_cast, all_gathered, 0, 0, "", ""};
+  for (const LayerStack* s : stacks) {
+    if (s->forward_peak_bytes <= forward.transient) continue;
+    forward.transient = s->forward_peak_bytes;
+    forward.where = fmt::format("the forward of one layer of {}", s->name);
+  }
+  forward.gradients_why = "none before the backward";
+  if (forward.total() > best.total()) best = forward;
   // After the backward, the peeled stacks' optimizer update in their gradients' layout
   // (LayerStack::relayout_update_bytes): every weight's new state is written before any is
   // copied back, beside the gradient the last update reads; nothing of the backward is live.

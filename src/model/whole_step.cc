@@ -358,6 +358,7 @@ FitResult FitOnce(const FitRequest& request) {
         s.lean_backward_peak_bytes = lean_peak;
         lean_peak_part_gathered = part_gathered[i];
       }
+      s.forward_peak_bytes = std::max(s.forward_peak_bytes, f.forward_peak_bytes);
       earlier_recomputed += f.recomputed_bytes;
       if (r.policy.wrapped && !inlined && f.kept.empty()) earlier_recomputed += part_gathered[i];
       if (peak > s.backward_peak_bytes) {
@@ -403,6 +404,7 @@ FitResult FitOnce(const FitRequest& request) {
         s.gathered_bytes += s.gathered.back().bytes;
       }
       s.backward_peak_bytes -= std::min(s.backward_peak_bytes, peak_part_gathered);
+      s.forward_peak_bytes -= std::min(s.forward_peak_bytes, s.gathered_bytes);
       s.lean_backward_peak_bytes -= std::min(s.lean_backward_peak_bytes, lean_peak_part_gathered);
     }
     r.kept_bytes += CheckedMul(s.kept_bytes, s.layers, "kept residuals");

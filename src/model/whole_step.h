@@ -108,6 +108,9 @@ struct LayerStack {
   int64_t offloaded_bytes = 0;   // per layer, to pinned_host
   int64_t backward_peak_bytes = 0;  // one layer's backward temporaries at their peak
   std::string backward_peak_where;
+  // One layer's forward temporaries at their peak, where its parts have one of their own
+  // (BlockFigures::forward_peak_bytes): the step's forward holds no gradient beside them.
+  int64_t forward_peak_bytes = 0;
   // The same in the order TPU's scheduler takes where memory is not ample (block_step.h):
   // what backward_peak_bytes becomes where the step passes kWeightsLastUntilHbm.
   int64_t lean_backward_peak_bytes = 0;
