@@ -146,6 +146,9 @@ CASES = [
     # 8 or 16) hold the dense layer's forward through the MoE backward loop; fsdp 4 holds it too.
     case("full_deepseek2_16b_v5p8", "deepseek2-16b", "v5p-8", "per_device_batch_size=2", "max_target_length=4096"),
     case("full_deepseek2_16b_v5p32", "deepseek2-16b", "v5p-32", "per_device_batch_size=4", "max_target_length=4096"),
+    # MaxText's logs tutorial's run (published_runs.json, N19): fsdp 4, batch 24, sequence 2048.
+    case("full_deepseek2_16b_v5p8_pdb24_s2048", "deepseek2-16b", "v5p-8", "per_device_batch_size=24",
+         "max_target_length=2048", "remat_policy=full", "ici_fsdp_parallelism=4"),
 ]
 
 
