@@ -7,6 +7,8 @@ which the compiler fits and the other not.
 Usage: tpu_cases.py [--list] [NAME ...]: prints `name<TAB>argv...` lines for the runner.
 """
 
+import json
+import os
 import sys
 
 COMMON = ("run_name=tpu_fixture", "enable_checkpointing=false", "compile_topology_num_slices=1")
@@ -146,10 +148,27 @@ CASES = [
     # 8 or 16) hold the dense layer's forward through the MoE backward loop; fsdp 4 holds it too.
     case("full_deepseek2_16b_v5p8", "deepseek2-16b", "v5p-8", "per_device_batch_size=2", "max_target_length=4096"),
     case("full_deepseek2_16b_v5p32", "deepseek2-16b", "v5p-32", "per_device_batch_size=4", "max_target_length=4096"),
-    # MaxText's logs tutorial's run (published_runs.json, N19): fsdp 4, batch 24, sequence 2048.
-    case("full_deepseek2_16b_v5p8_pdb24_s2048", "deepseek2-16b", "v5p-8", "per_device_batch_size=24",
-         "max_target_length=2048", "remat_policy=full", "ici_fsdp_parallelism=4"),
 ]
+
+
+def published_cases(ids):
+  """The runs MaxText's recipes and guides published (testdata/published_runs.json), each as
+  its own argv: all ran on the hardware, so the compiler must fit each."""
+  path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "testdata",
+                      "published_runs.json")
+  with open(path) as f:
+    runs = {r["id"]: r for r in json.load(f)["runs"]}
+  out = []
+  for run_id in ids:
+    args = runs[run_id]["args"]
+    model = args[0].split("=", 1)[1]
+    topology = args[1].split("=", 1)[1]
+    name = f"published_{run_id.lower()}_{model.replace('-', '_')}_{topology.replace('-', '')}"
+    out.append((name, [*args[:2], *COMMON, *args[2:]]))
+  return out
+
+
+CASES += published_cases(("N19", "K1", "N4", "N11", "K3", "N13", "N7", "N3", "K4", "N1"))
 
 
 def main(argv):
