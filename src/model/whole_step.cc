@@ -279,12 +279,21 @@ FitResult FitOnce(const FitRequest& request) {
     s.shared_blocks = CountModules(params, ParamRole::kSharedExperts);
     s.mlp_blocks = CountModules(params, ParamRole::kMlp);
     // The scan keeps each layer's input for the backward; a policy that offloads
-    // decoder_layer_input (custom: decoder_layer_input=offload) keeps it on the host.
-    const bool carry_offloaded =
-        r.policy.wrapped && std::count(r.policy.offloaded.begin(), r.policy.offloaded.end(),
-                                       "decoder_layer_input") > 0;
-    if (carry_offloaded) {
-      s.offloaded_bytes += carry;
+    // decoder_layer_input (custom: decoder_layer_input=offload) keeps it on the host. A scanned
+    // block of several decoder layers (Llama 4's of 4, gpt-oss's of 2) calls them in turn and
+    // each names its own input so: a policy that saves or offloads the name holds one a decoder
+    // layer (Llama 4 Scout on v5p-256, the published recipe: the compiler's host_temp 30 GiB,
+    // 48 bf16[8,8192,5120]), where the scan alone keeps the block's input, its carry.
+    const auto names = [&](const std::vector<std::string>& list) {
+      return r.policy.wrapped && std::count(list.begin(), list.end(), "decoder_layer_input") > 0;
+    };
+    const int64_t named_inputs =
+        std::max(1, s.attention_blocks + s.linear_attention_blocks) * carry;
+    if (names(r.policy.offloaded)) {
+      s.offloaded_bytes += named_inputs;
+    } else if (names(r.policy.saved)) {
+      s.kept.push_back(
+          {"decoder_layer_input", named_inputs, "each decoder layer's input, saved by the policy"});
     } else {
       s.kept.push_back({"decoder_layer_input", carry, "the layer's input, the scan's carry"});
     }
