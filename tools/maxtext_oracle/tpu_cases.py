@@ -161,10 +161,11 @@ def published_cases(ids):
   out = []
   for run_id in ids:
     args = runs[run_id]["args"]
-    model = args[0].split("=", 1)[1]
-    topology = args[1].split("=", 1)[1]
+    values = dict(a.split("=", 1) for a in args)
+    model, topology = values["model_name"], values["compile_topology"]
     name = f"published_{run_id.lower()}_{model.replace('-', '_')}_{topology.replace('-', '')}"
-    out.append((name, [*args[:2], *COMMON, *args[2:]]))
+    rest = [a for a in args if a.split("=", 1)[0] not in ("model_name", "compile_topology")]
+    out.append((name, [f"model_name={model}", f"compile_topology={topology}", *COMMON, *rest]))
   return out
 
 
