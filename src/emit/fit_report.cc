@@ -76,7 +76,12 @@ std::vector<MemoryRow> MemoryRows(const FitResult& f) {
       {"alias_size_in_bytes", m.alias_size_in_bytes, "the donated state the output reuses"},
       {"temp_size_in_bytes", m.temp_size_in_bytes, "inside the step"},
       {"gradients", f.peak_gradient_bytes,
-       AtPeak(f.peak_gradient_bytes, f.gradient_bytes, "sharded like the parameters",
+       AtPeak(f.peak_gradient_bytes, f.gradient_bytes,
+              f.gradient_layout_bytes * 1000 >= f.gradient_bytes
+                  ? fmt::format("sharded like the parameters, {} of them the expert kernels' "
+                                "padding in the layout megablox's tgmm writes",
+                                HumanBytes(f.gradient_layout_bytes))
+                  : "sharded like the parameters",
               f.peak_gradient_why),
        true},
       {"kept for the backward", f.peak_kept_bytes,
@@ -215,6 +220,7 @@ std::string FitToJson(const FitResult& f) {
   j["peak_where"] = f.peak_where;
   j["parameter_count"] = f.parameter_count;
   j["parameter_tile_padding_bytes"] = f.parameter_tile_padding_bytes;
+  j["gradient_layout_bytes"] = f.gradient_layout_bytes;
   nlohmann::ordered_json settings = nlohmann::ordered_json::object();
   for (const auto& [k, v] : f.settings) settings[k] = v;
   j["settings"] = settings;

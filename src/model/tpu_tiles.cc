@@ -48,4 +48,15 @@ int64_t TpuRestingBytes(const Shape& local_shape, DType dtype) {
   return CheckedMul(best, element, "array bytes");
 }
 
+int64_t TpuInOrderBytes(const Shape& local_shape, DType dtype) {
+  const size_t rank = local_shape.size();
+  if (rank < 2) return TpuRestingBytes(local_shape, dtype);
+  const int64_t lanes = local_shape[rank - 1], rows = local_shape[rank - 2];
+  if (lanes == 0 || rows == 0) return 0;
+  const int64_t rest = NumElements(local_shape) / lanes / rows;
+  return CheckedMul(CheckedMul(CheckedMul(rest, RoundUp(lanes, kLanes), "array bytes"), Rows(rows),
+                               "array bytes"),
+                    ByteSize(dtype), "array bytes");
+}
+
 }  // namespace shardtrace::model_internal

@@ -24,6 +24,13 @@ namespace shardtrace::model_internal {
 // rows), so a moment of another dtype takes this / ByteSize(dtype) * ByteSize(its dtype).
 int64_t TpuRestingBytes(const Shape& local_shape, DType dtype);
 
+// The same in the array's own dim order, as a kernel whose output layout is fixed writes it:
+// its last dim on the lanes and the one before on the rows (megablox's tgmm, the gmm's weight
+// gradient: Qwen3-235B at fsdp 512 accumulates wo's as f32[94,128,1536,8], 8 columns a device
+// on 128 lanes, 9,024 MiB for 564 MiB of elements; DeepSeek-V3 at fsdp 128 as
+// bf16[58,256,2048,56], 7,424 MiB).
+int64_t TpuInOrderBytes(const Shape& local_shape, DType dtype);
+
 // What a sharded array takes of one device's memory at rest: on TPU (`tpu`) in its tiles, else
 // its elements.
 inline int64_t RestingBytes(const Sharding& sharded, bool tpu) {

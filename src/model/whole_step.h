@@ -75,6 +75,9 @@ struct ParamBuffer {
   // gives the step's state (model/tpu_tiles.h), elsewhere bytes_per_device. The step's
   // arguments, gradients and optimizer moments are counted in these.
   int64_t hbm_bytes = 0;
+  // Its gradient as the step holds it: a gmm's expert kernel's as megablox's tgmm writes it on
+  // TPU, in the kernel's own dim order (model/tpu_tiles.h, TpuInOrderBytes); else hbm_bytes.
+  int64_t gradient_hbm_bytes = 0;
   ParamRole role = ParamRole::kOther;
   bool trainable = true;  // false: model state with no gradient or optimizer moments
   std::string stack;  // the scanned stack ("layers", "moe_layers", ...) or empty
@@ -211,6 +214,9 @@ struct FitResult {
   // Of parameter_bytes, what TPU's tiles add to the arrays' elements (gpt-oss's 2880-wide
   // dims on 2,944 lanes); 0 off TPU.
   int64_t parameter_tile_padding_bytes = 0;
+  // Of gradient_bytes, what the expert kernels' gradients take beyond their parameters' bytes,
+  // held in megablox's tgmm layout (ParamBuffer::gradient_hbm_bytes).
+  int64_t gradient_layout_bytes = 0;
   int64_t optimizer_bytes = 0;
   int64_t batch_bytes = 0;
   int64_t gradient_bytes = 0;
