@@ -55,6 +55,13 @@ CASES = [
          "max_target_length=2048", "remat_policy=custom", "decoder_layer_input=offload", "mlpwo=device", layers=4),
     case("mixtral_l4_2x_v5p8_dcn", "mixtral-8x7b", "v5p-8", "per_device_batch_size=1", "max_target_length=1024",
          "compile_topology_num_slices=2", "dcn_data_parallelism=2", layers=4),
+    # Offloading on v6e (the published Mixtral run there, published_n1, stages a whole stacked
+    # offload in HBM): one name, then MaxText's five, at 4 layers.
+    case("mixtral_l4_v6e8_offload", "mixtral-8x7b", "v6e-8", "per_device_batch_size=2",
+         "max_target_length=2048", "remat_policy=custom", "decoder_layer_input=offload", layers=4),
+    case("mixtral_l4_v6e8_offload5", "mixtral-8x7b", "v6e-8", "per_device_batch_size=2",
+         "max_target_length=2048", "remat_policy=custom", "decoder_layer_input=offload", "out_proj=offload",
+         "query_proj=offload", "key_proj=offload", "value_proj=offload", layers=4),
     case("qwen3_30b_l4_2x_v5p8_dcn", "qwen3-30b-a3b", "v5p-8", "per_device_batch_size=2", "max_target_length=2048",
          "compile_topology_num_slices=2", "dcn_data_parallelism=2", layers=4),
     case("kimi_k2_l2_v5p16_ep8", "kimi-k2-1t", "v5p-16", "per_device_batch_size=1", "max_target_length=1024",
