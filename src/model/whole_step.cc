@@ -608,7 +608,8 @@ FitResult FitOnce(const FitRequest& request) {
   }
   if (tpu && r.policy.wrapped && r.policy.offloaded.size() > 1 && r.offloaded_bytes > 0) {
     // Measured on one fixture only, so named rather than counted: which staging the compiler
-    // picks is not traced (Llama 4 Maverick with the same five names on v5p-256 stages none).
+    // picks is not traced (Llama 4 Maverick with the same five names on v5p-256 stages none,
+    // nor Mixtral's sparse path with them at 4 layers on v6e-8).
     r.notes.push_back(fmt::format(
         "not modelled: the policy offloads {} names, each moved to the host a layer at a time "
         "here; TPU's compiler has staged a whole stacked offload in HBM first (Mixtral 8x7B "
