@@ -176,7 +176,7 @@ def published_cases(ids):
   return out
 
 
-CASES += published_cases(("N19", "K1", "N4", "N11", "K3", "N13", "N7", "N3", "K4", "N1", "N6"))
+CASES += published_cases(("N19", "K1", "N4", "N11", "K3", "N13", "N7", "N3", "K4", "N1", "N6", "N5"))
 
 
 def main(argv):
