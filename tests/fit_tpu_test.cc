@@ -15,7 +15,6 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -24,27 +23,12 @@
 #include "model/whole_step.h"
 #include "step_compare.h"
 #include "test_support.h"
+#include "tpu_fixtures.h"
 
 namespace shardtrace::testing {
 namespace {
 
 using nlohmann::json;
-namespace fs = std::filesystem;
-
-struct Fixture {
-  std::string name;
-  json tpu;
-};
-
-std::vector<Fixture> TpuFixtures() {
-  std::vector<Fixture> out;
-  for (const auto& entry : fs::directory_iterator(SourcePath("testdata/maxtext-tpu/steps"))) {
-    if (entry.path().extension() != ".json") continue;
-    out.push_back({entry.path().stem().string(), json::parse(ReadFile(entry.path()))});
-  }
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
-  return out;
-}
 
 // The fixture's argv with the release base.yml of testdata (byte-identical to the venv's,
 // testdata/maxtext-moe-models/PROVENANCE.md) in place of the venv's path.
@@ -56,17 +40,6 @@ std::vector<std::string> FitArgs(const json& tpu) {
   args.push_back("--format");
   args.push_back("json");
   return args;
-}
-
-json Differences() {
-  return json::parse(ReadFile(SourcePath("testdata/maxtext-tpu/fit_differences.json")));
-}
-
-bool Listed(const json& diffs, const std::string& fixture, const std::string& bound) {
-  for (const auto& d : diffs.at("differences")) {
-    if (d.at("fixture") == fixture && d.at("bound") == bound) return true;
-  }
-  return false;
 }
 
 double RelativeError(int64_t mine, int64_t theirs) {

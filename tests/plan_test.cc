@@ -8,13 +8,13 @@
 #include <catch2/catch.hpp>
 #include <cctype>
 #include <cmath>
-#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 
 #include "test_support.h"
+#include "tpu_fixtures.h"
 
 namespace shardtrace::testing {
 namespace {
@@ -122,31 +122,23 @@ TEST_CASE(
   // bounded here).
   const json runs = json::parse(ReadFile(SourcePath("testdata/published_runs.json"))).at("runs");
   REQUIRE(runs.size() == 12);
-  const json differences =
-      json::parse(ReadFile(SourcePath("testdata/maxtext-tpu/fit_differences.json")));
-  std::map<std::string, bool> compiled;  // run id -> fit's verdict: the compile's, or listed
-  for (const auto& entry :
-       std::filesystem::directory_iterator(SourcePath("testdata/maxtext-tpu/steps"))) {
-    const std::string name = entry.path().stem().string();
+  const json differences = Differences();
+  std::map<std::string, bool> expected;  // run id -> fit's verdict: the compile's, or listed
+  for (const Fixture& f : TpuFixtures()) {
     const std::string prefix = "published_";
-    if (name.rfind(prefix, 0) != 0) continue;
-    std::string id = name.substr(prefix.size(), name.find('_', prefix.size()) - prefix.size());
+    if (f.name.rfind(prefix, 0) != 0) continue;
+    std::string id = f.name.substr(prefix.size(), f.name.find('_', prefix.size()) - prefix.size());
     for (char& ch : id) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-    const bool fitted = json::parse(ReadFile(entry.path())).at("status") == "compiled";
     // A run whose compile fit's verdict misses is listed so in the differences file (with its
     // reason: Mixtral on v6e-256 with five names offloaded, which fit calls a fit).
-    bool listed = false;
-    for (const json& d : differences.at("differences")) {
-      listed |= d.at("fixture") == name && d.at("bound") == "verdict";
-    }
-    compiled[id] = fitted != listed;
+    expected[id] = (f.tpu.at("status") == "compiled") != Listed(differences, f.name, "verdict");
   }
-  CHECK(compiled.size() >= 8);
+  CHECK(expected.size() >= 8);
   int out_of_hbm = 0;
   for (const json& run : runs) {
     const std::string id = run.at("id").get<std::string>();
     INFO("run " << id);
-    const bool fits = compiled.count(id) ? compiled.at(id) : true;
+    const bool fits = expected.count(id) ? expected.at(id) : true;
     out_of_hbm += !fits;
     std::vector<std::string> args = run.at("args").get<std::vector<std::string>>();
     // A run that does not set sparse_matmul ran base.yml's (true); plan would try both.
