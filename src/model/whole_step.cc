@@ -189,15 +189,20 @@ FitResult FitOnce(const FitRequest& request) {
   const bool tpu = r.target.platform == "tpu";
   // Parameters, as MaxText lays them out and the rules shard them.
   const ModelLayout layout = request.tables->layouts.For(config);
+  // Where the step offloads to the host or crosses slices, TPU's compiler peels a layer loop's
+  // first iteration (loop_peel in the HLO of the four such fixtures); a loop of two is left
+  // with one iteration, which it inlines (LayerStack::peeled).
+  const bool peels =
+      tpu && (r.target.num_slices > 1 || (r.policy.wrapped && !r.policy.offloaded.empty()));
+  // MaxText unrolls Gemma 4's scan over blocks (models/gemma4.py).
+  const bool unrolled = UnrollsBlockScan(layout.decoder_block);
   // Where the layer loop's accumulators are not the optimizer update's operands in the state's
   // layout, TPU keeps each expert kernel's gradient as megablox's tgmm writes it: where the
-  // compiler peels the loop (the step offloads to the host or crosses slices; DeepSeek-V3 at
-  // fsdp 128, Qwen3-235B at fsdp 512) and where MaxText unrolls the block scan (Gemma 4:
-  // f32[128,704,176] on 256 lanes). A plain scan's are laid out as the state (qwen3-30b at
-  // fsdp 32: f32[48,128,768,64] in its elements' 1,152 MiB; Llama 4 Scout at fsdp 32 likewise).
-  const bool in_order_gradients =
-      tpu && (r.target.num_slices > 1 || UnrollsBlockScan(layout.decoder_block) ||
-              (r.policy.wrapped && !r.policy.offloaded.empty()));
+  // compiler peels the loop (DeepSeek-V3 at fsdp 128, Qwen3-235B at fsdp 512) and where the
+  // block scan is unrolled (Gemma 4: f32[128,704,176] on 256 lanes). A plain scan's are laid out
+  // as the state (qwen3-30b at fsdp 32: f32[48,128,768,64] in its elements' 1,152 MiB; Llama 4
+  // Scout at fsdp 32 likewise).
+  const bool in_order_gradients = peels || (tpu && unrolled);
   for (const ParamLayout& p : layout.params) {
     ParamBuffer b;
     b.path = p.path;
@@ -458,7 +463,6 @@ FitResult FitOnce(const FitRequest& request) {
   // An inlined stack has no loop to cast before. Where MaxText unrolls the scan over blocks
   // (Gemma 4's), each block casts its own slice before its loops: one block's cast is live
   // (gemma4 with two blocks: bf16[5,128,176,704] of the local experts).
-  const bool unrolled = UnrollsBlockScan(layout.decoder_block);
   if (tpu) {
     for (LayerStack& s : r.stacks) {
       if (s.inlined) continue;
@@ -484,10 +488,6 @@ FitResult FitOnce(const FitRequest& request) {
       s.lean_backward_peak_bytes += (s.gradient_bytes + s.cast_bytes) / s.blocks;
     }
   }
-  // Where the step offloads to the host or crosses slices, TPU's compiler peels a layer loop's
-  // first iteration (loop_peel in the HLO of the four such fixtures); a loop of two is left
-  // with one iteration, which it inlines (LayerStack::peeled).
-  const bool peels = tpu && (r.target.num_slices > 1 || r.offloaded_bytes > 0);
   for (LayerStack& s : r.stacks) {
     s.peeled = peels && !s.inlined && s.layers == 2 && s.blocks == 1 && s.loop == s.name;
     if (!s.peeled) continue;
