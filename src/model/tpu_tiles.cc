@@ -23,6 +23,14 @@ int64_t Rows(int64_t n) {
   return rows;
 }
 
+// Elements of an array whose `lanes` dim is on the lanes and `rows` dim on the rows, padded to
+// their tiles.
+int64_t TiledElements(int64_t elements, int64_t lanes, int64_t rows) {
+  if (lanes == 0 || rows == 0) return 0;
+  return CheckedMul(CheckedMul(elements / lanes / rows, RoundUp(lanes, kLanes), "array bytes"),
+                    Rows(rows), "array bytes");
+}
+
 }  // namespace
 
 int64_t TpuRestingBytes(const Shape& local_shape, DType dtype) {
@@ -39,10 +47,7 @@ int64_t TpuRestingBytes(const Shape& local_shape, DType dtype) {
   for (size_t lane = 0; lane < rank; ++lane) {
     for (size_t row = 0; row < rank; ++row) {
       if (row == lane) continue;
-      const int64_t lanes = local_shape[lane], rows = local_shape[row];
-      const int64_t rest = elements / lanes / rows;
-      best = std::min(best, CheckedMul(CheckedMul(rest, RoundUp(lanes, kLanes), "array bytes"),
-                                       Rows(rows), "array bytes"));
+      best = std::min(best, TiledElements(elements, local_shape[lane], local_shape[row]));
     }
   }
   return CheckedMul(best, element, "array bytes");
@@ -51,12 +56,9 @@ int64_t TpuRestingBytes(const Shape& local_shape, DType dtype) {
 int64_t TpuInOrderBytes(const Shape& local_shape, DType dtype) {
   const size_t rank = local_shape.size();
   if (rank < 2) return TpuRestingBytes(local_shape, dtype);
-  const int64_t lanes = local_shape[rank - 1], rows = local_shape[rank - 2];
-  if (lanes == 0 || rows == 0) return 0;
-  const int64_t rest = NumElements(local_shape) / lanes / rows;
-  return CheckedMul(CheckedMul(CheckedMul(rest, RoundUp(lanes, kLanes), "array bytes"), Rows(rows),
-                               "array bytes"),
-                    ByteSize(dtype), "array bytes");
+  return CheckedMul(
+      TiledElements(NumElements(local_shape), local_shape[rank - 1], local_shape[rank - 2]),
+      ByteSize(dtype), "array bytes");
 }
 
 }  // namespace shardtrace::model_internal
