@@ -27,5 +27,17 @@ TEST_CASE("an array at rest takes TPU's tiles in its least-padded dim order", "[
   CHECK(TpuRestingBytes({0, 56}, DType::kBfloat16) == 0);
 }
 
+TEST_CASE("a gmm's weight gradient takes TPU's tiles in its own dim order", "[fit][tpu]") {
+  // The compilers' buffers: Qwen3-235B's wo accumulator at fsdp 512, f32[94,128,1536,8] in
+  // 9,024 MiB (8 columns on 128 lanes, where the least-padded order takes its 564 MiB), and
+  // DeepSeek-V3's at fsdp 128, bf16[58,256,2048,56] in 7,424 MiB.
+  CHECK(TpuInOrderBytes({94, 128, 1536, 8}, DType::kFloat32) == 9024LL << 20);
+  CHECK(TpuRestingBytes({94, 128, 1536, 8}, DType::kFloat32) == 564LL << 20);
+  CHECK(TpuInOrderBytes({58, 256, 2048, 56}, DType::kBfloat16) == 7424LL << 20);
+  // A row dim under 8 rounds as at rest; rank 1 as at rest.
+  CHECK(TpuInOrderBytes({3, 100}, DType::kFloat32) == 4LL * 128 * 4);
+  CHECK(TpuInOrderBytes({2880}, DType::kFloat32) == 3072LL * 4);
+}
+
 }  // namespace
 }  // namespace shardtrace::model_internal
