@@ -607,14 +607,17 @@ FitResult FitOnce(const FitRequest& request) {
                   s.name, static_cast<double>(s.relayout_update_bytes) / (1 << 30)));
   }
   if (tpu && r.policy.wrapped && r.policy.offloaded.size() > 1 && r.offloaded_bytes > 0) {
-    // Measured on one fixture only, so named rather than counted: which staging the compiler
-    // picks is not traced (Llama 4 Maverick with the same five names on v5p-256 stages none,
-    // nor Mixtral's sparse path with them at 4 layers on v6e-8).
+    // Named rather than counted: the staging follows the layouts TPU's layout assignment picks
+    // for the stacks, which fit does not trace. Bisected (n1_bisect_* fixtures): Mixtral's
+    // dropping path with five names stages at batch 12 and length 4096 on v6e-256 (4 layers
+    // too), not at batch 2 and length 2048 there, nor at batch 12 and length 4096 on v6e-8;
+    // Llama 4 Maverick with the same five names on v5p-256 stages none.
     r.notes.push_back(fmt::format(
         "not modelled: the policy offloads {} names, each moved to the host a layer at a time "
-        "here; TPU's compiler has staged a whole stacked offload in HBM first (Mixtral 8x7B "
-        "dropping on v6e-256 with five names: two bf16[32,12,4096,4096], 24 GiB, out of HBM "
-        "where fit says it fits, testdata/maxtext-tpu/fit_differences.json): compile to be sure",
+        "here; TPU's compiler has staged whole stacked offloads in HBM to change their layout "
+        "between the forward and the backward (Mixtral 8x7B dropping on v6e-256 with five "
+        "names at batch 12: two bf16[32,12,4096,4096], 24 GiB, out of HBM where fit says it "
+        "fits, testdata/maxtext-tpu/fit_differences.json): compile to be sure",
         r.policy.offloaded.size()));
   }
   if (config.Has("use_indexer") && config.Bool("use_indexer")) {

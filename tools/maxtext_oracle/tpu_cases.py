@@ -179,6 +179,29 @@ def published_cases(ids):
 CASES += published_cases(("N19", "K1", "N4", "N11", "K3", "N13", "N7", "N3", "K4", "N1", "N6", "N5"))
 
 
+def variant(name, base, *extra):
+  """The case `base` with `extra` overrides appended (MaxText takes the last of a repeated key),
+  exactly the argv dump_tpu_case.sh ran for it."""
+  args = dict(CASES)[base]
+  return name, [*args, *extra]
+
+
+# N1 bisected: which of its knobs makes the compiler stage the stacked offload in HBM (two
+# copies of each [layers, batch, length, emb] stack, to change its layout between the forward
+# and the backward). At 4 layers it still stages on v6e-256 at batch 12 and length 4096; it
+# does not at batch 2 and length 2048 there, nor with N1's shapes and dropping on v6e-8.
+MIXTRAL_DROPPING = ("sparse_matmul=false", "capacity_factor=1.25")
+CASES += [
+    variant("n1_bisect_l4", "published_n1_mixtral_8x7b_v6e256", "override_model_config=true",
+            "base_num_decoder_layers=4"),
+    variant("n1_bisect_l4_b2_s2048", "published_n1_mixtral_8x7b_v6e256", "override_model_config=true",
+            "base_num_decoder_layers=4", "per_device_batch_size=2", "max_target_length=2048"),
+    variant("mixtral_l4_v6e8_dropping_offload5", "mixtral_l4_v6e8_offload5", *MIXTRAL_DROPPING),
+    variant("mixtral_l4_v6e8_dropping_offload5_b12", "mixtral_l4_v6e8_offload5", *MIXTRAL_DROPPING,
+            "per_device_batch_size=12", "max_target_length=4096"),
+]
+
+
 def main(argv):
   names = [a for a in argv if not a.startswith("--")]
   for name, args in CASES:
