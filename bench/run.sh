@@ -121,16 +121,16 @@ echo "## 8. fit and plan beside the TPU compiler ($today)"
 echo "| what | seconds | MB RSS | the TPU compile of the same config (libtpu, this machine) |"
 echo "|---|---|---|---|"
 base=testdata/maxtext-moe-models/configs/base.yml
-for fixture in deepseek3_test_v5p8 mixtral_l2_v5p8 pair_deepseek3_test_v5p8_pdb20; do
+# pair_deepseek3_671b_v5p256_pdb7: DeepSeek-V3's published v5p-256 recipe at full depth (fsdp
+# 128, sequence 8192, bf16, sgd, the layer inputs offloaded, batch 7), compiled by libtpu.
+for fixture in deepseek3_test_v5p8 mixtral_l2_v5p8 pair_deepseek3_test_v5p8_pdb20 \
+  pair_deepseek3_671b_v5p256_pdb7 published_n19_deepseek2_16b_v5p8; do
   json=testdata/maxtext-tpu/steps/$fixture.json
   mapfile -t argv < <(python3 -c 'import json,sys; [print(a) for a in json.load(open(sys.argv[1]))["argv"][1:]]' "$json")
   compile_s=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["compile_seconds"] + d["setup_seconds"])' "$json")
   measure fit "$BIN" fit "$base" "${argv[@]}"
   echo "| fit $fixture | $fit_s | $fit_mb | $compile_s s ($(awk -v a="$compile_s" -v b="$fit_s" 'BEGIN{printf "%.0f", a/b}')x) |"
 done
-measure fit_ds3 "$BIN" fit "$base" model_name=deepseek3-671b compile_topology=v5p-256 compile_topology_num_slices=1 \
-  max_target_length=8192 per_device_batch_size=7 ici_fsdp_parallelism=128 weight_dtype=bfloat16 opt_type=sgd
-echo "| fit DeepSeek-V3 on v5p-256 (fsdp 128, sequence 8192, bf16, sgd, batch 7) | $fit_ds3_s | $fit_ds3_mb | not compiled here |"
 ds3_compile_s=$(python3 -c 'import json; d=json.load(open("testdata/maxtext-tpu/steps/deepseek3_671b_l4_v5p256.json")); print(round(d["compile_seconds"] + d["setup_seconds"]))')
 plan_row() {  # label, then plan's arguments
   local label=$1; shift

@@ -55,7 +55,8 @@ struct FitRequest {
   HardwareFile hardware;  // --hardware FILE (empty: the embedded chip table)
   // Compute the "what would make it fit" variants (each a whole fit of its own).
   bool variants = true;
-  // Parsed config files shared between fits (plan's); not owned; null: parse every time.
+  // Parsed config files shared between fits (plan's); not owned; null: Fit makes one for its
+  // own fit and its variants.
   ParsedYamlCache* yaml_cache = nullptr;
   // The tables `hardware` names, shared between fits; null: Fit loads them.
   std::shared_ptr<const FitTables> tables;
