@@ -333,7 +333,9 @@ TEST_CASE("a config variant the config cannot take is named with its reason", "[
                                      Catch::Contains("MaxText cannot build this block"));
   CHECK(cols[1].specs.empty());
   CHECK(cols[2].label == "EP on (`ici_expert_parallelism=2`)");
-  CHECK(cols[2].not_traced == "num_experts 3 is not divisible by the expert-parallel size 2");
+  CHECK(cols[2].not_traced ==
+        "num_experts 3 is not divisible by the expert-parallel size 2 (mesh axes expert); set "
+        "ici_expert_parallelism to a divisor of 3");
   CHECK(cols[2].specs.empty());
 }
 

@@ -123,11 +123,6 @@ MoeSetup MakeMoeSetup(MoeSettings settings, const Mesh& mesh) {
     s.path = MoePath::kSparse;
     s.path_reasons.push_back("attention != 'vllm_rpa'");
     s.path_reasons.push_back("sparse_matmul == True");
-    if (s.num_experts > 1 && s.num_experts % s.ep != 0)
-      Fail(
-          "num_experts {} is not divisible by the expert-parallel size {} (mesh axes {}); set "
-          "ici_expert_parallelism to a divisor of {}",
-          s.num_experts, s.ep, fmt::join(s.expert_axes, " x "), s.num_experts);
   } else {
     s.path = s.capacity_factor > 0 ? MoePath::kDenseDropping : MoePath::kDenseDropless;
     s.path_reasons.push_back("attention != 'vllm_rpa'");
@@ -163,9 +158,14 @@ MoeSetup MakeMoeSetup(MoeSettings settings, const Mesh& mesh) {
                   : fmt::format("cp == {} > 1: {} context subgroups of {} tokens, each with "
                                 "its own expert slots",
                                 cp, cp, s.seq / cp));
-    if (s.num_experts > 1 && s.num_experts % s.ep != 0)
-      Fail("num_experts {} is not divisible by the expert-parallel size {}", s.num_experts, s.ep);
   }
+  // Both the sparse and the dense paths split the experts over the expert-parallel axes (one
+  // message for both, so plan groups the configs it excludes by one reason).
+  if (s.path != MoePath::kFusedVllm && s.num_experts > 1 && s.num_experts % s.ep != 0)
+    Fail(
+        "num_experts {} is not divisible by the expert-parallel size {} (mesh axes {}); set "
+        "ici_expert_parallelism to a divisor of {}",
+        s.num_experts, s.ep, fmt::join(s.expert_axes, " x "), s.num_experts);
   for (const std::string& note : k.key_notes) s.notes.push_back(note);
   if (k.moe_dispatch_no_expert_sharding && !(s.path == MoePath::kDenseDropping && !s.inference))
     s.notes.push_back(fmt::format(
