@@ -336,5 +336,42 @@ TEST_CASE("a verdict near the line says so on the page as fit does", "[viz][summ
   CHECK(page.out.find("Near the line: within fit's measured error") != std::string::npos);
 }
 
+// The published Mixtral dropping run on v6e-256 with five names offloaded (N1), which fit calls
+// a fit and the TPU compiler refuses (testdata/maxtext-tpu/steps/published_n1_*): fit names
+// what it does not model there, and the page says so beside the verdict.
+TEST_CASE(
+    "a policy that offloads several names says on the page that fit does not model its staging",
+    "[viz][summary][fit]") {
+  const std::vector<std::string> config = {
+      testing::SourcePath("testdata/maxtext-moe-models/configs/base.yml"),
+      "model_name=mixtral-8x7b",
+      "compile_topology=v6e-256",
+      "per_device_batch_size=12",
+      "max_target_length=4096",
+      "remat_policy=custom",
+      "decoder_layer_input=offload",
+      "out_proj=offload",
+      "query_proj=offload",
+      "key_proj=offload",
+      "value_proj=offload",
+      "sparse_matmul=false",
+      "capacity_factor=1.25",
+      "ici_fsdp_parallelism=256"};
+  std::vector<std::string> fit = {"fit"};
+  fit.insert(fit.end(), config.begin(), config.end());
+  fit.insert(fit.end(), {"--format", "json"});
+  const testing::CommandResult verdict = testing::RunShardtrace(fit);
+  REQUIRE(verdict.status == 0);
+  CHECK(verdict.out.find("\"offload_staging_unmodelled\": true") != std::string::npos);
+  std::vector<std::string> render = {"render"};
+  render.insert(render.end(), config.begin(), config.end());
+  const testing::CommandResult page = testing::RunShardtrace(render);
+  REQUIRE(page.status == 0);
+  CHECK(page.out.find("mixtral-8x7b fits with 4.4 GiB to spare") != std::string::npos);
+  CHECK(page.out.find("The policy offloads several names, whose stacks TPU's compiler has "
+                      "staged whole in HBM to change their layout (not modelled): compile to be "
+                      "sure.") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace shardtrace

@@ -78,6 +78,13 @@ TEST_CASE("plan's verdict for every config it lists is fit's", "[plan]") {
     CHECK(fit.at("peak_memory_in_bytes") == c.at("peak_memory_in_bytes"));
     CHECK(fit.at("temp_size_in_bytes") == c.at("temp_size_in_bytes"));
     CHECK(fit.at("mesh") == c.at("mesh"));
+    // The policies that offload several names carry fit's caveat; one name does not.
+    const bool several =
+        std::count(overrides.begin(), overrides.end(), "remat_policy=qkv_proj_offloaded") +
+            std::count(overrides.begin(), overrides.end(), "remat_policy=minimal_offloaded") >
+        0;
+    CHECK(fit.at("offload_staging_unmodelled") == c.at("offload_staging_unmodelled"));
+    CHECK(c.at("offload_staging_unmodelled").get<bool>() == several);
   }
   CHECK(policies.size() == 11);
   CHECK(matmuls.size() == 2);
@@ -88,6 +95,25 @@ TEST_CASE("plan's verdict for every config it lists is fit's", "[plan]") {
     CHECK(f.status == 2);
     CHECK(f.err == "shardtrace: error: " + e.at("reason").get<std::string>() + "\n");
   }
+}
+
+TEST_CASE("plan marks a row whose policy offloads several names, and says why", "[plan]") {
+  const CommandResult several = RunShardtrace(Args(
+      {"plan"}, Args(Mixtral(), {"remat_policy=qkv_proj_offloaded", "ici_data_parallelism=1",
+                                 "ici_fsdp_parallelism=16", "ici_tensor_parallelism=1",
+                                 "ici_expert_parallelism=1", "sparse_matmul=true", "--quiet"})));
+  INFO(several.err);
+  REQUIRE(several.status == 0);
+  CHECK_THAT(several.out, Catch::Contains("(offloads several names)") &&
+                              Catch::Contains("  offloads several names: TPU's compiler has staged "
+                                              "whole stacked offloads in HBM"));
+  const CommandResult one = RunShardtrace(
+      Args({"plan"}, Args(Mixtral(), {"remat_policy=custom", "decoder_layer_input=offload",
+                                      "ici_data_parallelism=1", "ici_fsdp_parallelism=16",
+                                      "ici_tensor_parallelism=1", "ici_expert_parallelism=1",
+                                      "sparse_matmul=true", "--quiet"})));
+  REQUIRE(one.status == 0);
+  CHECK_THAT(one.out, !Catch::Contains("offloads several names"));
 }
 
 TEST_CASE("plan lists configs that fit for the published DeepSeek-V3 setting", "[plan]") {

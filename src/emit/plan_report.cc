@@ -71,10 +71,16 @@ std::string PlanToText(const PlanResult& plan, int top) {
   TextTable fits({"#", "overrides", "headroom", "est. step", "MFU", "tokens/s/device",
                   "communication per step", "pareto"});
   int rank = 0;
+  bool staging = false;
   for (const PlannedConfig& c : plan.fits) {
     if (++rank > top) break;
+    std::vector<std::string> caveats;
+    if (c.near_line) caveats.push_back("near the line");
+    if (c.offload_staging_unmodelled) caveats.push_back("offloads several names");
+    staging = staging || c.offload_staging_unmodelled;
     fits.AddRow({std::to_string(rank), Joined(c.overrides),
-                 HumanBytes(c.headroom_bytes) + (c.near_line ? " (near the line)" : ""),
+                 HumanBytes(c.headroom_bytes) +
+                     (caveats.empty() ? "" : fmt::format(" ({})", fmt::join(caveats, ", "))),
                  Seconds(c.time.step_seconds), fmt::format("{:.1f}%", 100 * c.time.mfu),
                  fmt::format("{:.0f}", c.time.tokens_per_second_per_device), CommByAxis(c.time),
                  c.pareto ? "*" : ""});
@@ -82,6 +88,12 @@ std::string PlanToText(const PlanResult& plan, int top) {
   out += fits.empty() ? "no config fits\n"
                       : "configs that fit, the most tokens per second per device first\n" +
                             fits.Render("  ");
+  if (staging) {
+    out +=
+        "  offloads several names: TPU's compiler has staged whole stacked offloads in HBM to "
+        "change their layout (Mixtral 8x7B dropping on v6e-256 ran out of HBM where fit says it "
+        "fits; `shardtrace fit` names it): compile such a row to be sure\n";
+  }
   if (!plan.fits.empty()) {
     out += "\nthe fastest, as a MaxText command line:\n  " + CommandLine(plan, plan.fits.front()) +
            "\n";
@@ -122,6 +134,7 @@ std::string PlanToJson(const PlanResult& plan, int top) {
     r["hbm_bytes"] = c.hbm_bytes;
     r["headroom_bytes"] = c.headroom_bytes;
     r["near_line"] = c.near_line;
+    r["offload_staging_unmodelled"] = c.offload_staging_unmodelled;
     AddMemoryAnalysis(r, c.memory);
     r["est_step_seconds"] = c.time.step_seconds;
     r["compute_seconds"] = c.time.compute_seconds;

@@ -607,7 +607,9 @@ FitResult FitOnce(const FitRequest& request) {
                   "copied back (LayerStack::peeled)",
                   s.name, static_cast<double>(s.relayout_update_bytes) / (1 << 30)));
   }
-  if (tpu && r.policy.wrapped && r.policy.offloaded.size() > 1 && r.offloaded_bytes > 0) {
+  r.offload_staging_unmodelled =
+      tpu && r.policy.wrapped && r.policy.offloaded.size() > 1 && r.offloaded_bytes > 0;
+  if (r.offload_staging_unmodelled) {
     // Named rather than counted: the staging follows the layouts TPU's layout assignment picks
     // for the stacks, which fit does not trace. Bisected (n1_bisect_* fixtures): Mixtral's
     // dropping path with five names stages at batch 12 and length 4096 on v6e-256 (4 layers

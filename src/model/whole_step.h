@@ -243,6 +243,10 @@ struct FitResult {
   // On TPU, the headroom is within fit's measured error of the line (kFitPeakUnderHbm,
   // kFitPeakOverHbm): only a compile can tell.
   bool near_line = false;
+  // On TPU, the policy offloads several names: TPU's compiler has staged whole stacked offloads
+  // in HBM to change their layout between the forward and the backward, which fit does not
+  // model (a note says so); only a compile can tell.
+  bool offload_staging_unmodelled = false;
   std::vector<MemoryItem> largest;  // the largest buffers live at the peak
   std::vector<StepCollectiveTotal> collectives;
   int64_t collective_bytes_per_device = 0;

@@ -213,7 +213,7 @@ std::string SummaryMarkdown(const SummaryInput& in) {
       const FitResult& f = *in.fit;
       out += fmt::format(
           "The whole training step on {} (`shardtrace fit`): {} {}: peak {} of {} HBM per "
-          "device{}.{}",
+          "device{}.{}{}",
           f.target.ToString(), f.model_name,
           f.fits ? fmt::format("fits with {} to spare", HumanBytes(f.headroom_bytes))
                  : fmt::format("**does not fit**, short by {}", HumanBytes(-f.headroom_bytes)),
@@ -221,7 +221,11 @@ std::string SummaryMarkdown(const SummaryInput& in) {
           FitCapacityText(f),
           f.near_line ? " Near the line: within fit's measured error of the TPU compiler's "
                         "peak, only a compile can tell."
-                      : "");
+                      : "",
+          f.offload_staging_unmodelled
+              ? " The policy offloads several names, whose stacks TPU's compiler has staged "
+                "whole in HBM to change their layout (not modelled): compile to be sure."
+              : "");
     } else {
       out += in.step ? FitLine("Training-step peak", in.step->memory.peak_bytes(), in.accelerators)
                      : FitLine("Peak", in.spmd->memory.peak_bytes(), in.accelerators);
