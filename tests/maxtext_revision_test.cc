@@ -208,4 +208,41 @@ TEST_CASE("padded_base_moe_mlp_dim pads wo as well in the release, wi_0/wi_1 onl
   }
 }
 
+// gmm_up's `mask` (moe.py e591f30:1952-1984, 0.2.5:2909-2941) and wo's (e591f30:2239-2242,
+// 0.2.5:3225-3228): with mlp_bias, main and the release zero the rows past the routed ones
+// after each bias add; the seed adds the biases unmasked.
+TEST_CASE("With mlp_bias, main and the release mask the padding rows after each bias add",
+          "[revision]") {
+  const std::vector<std::string> dims = {"base_emb_dim=64",       "base_mlp_dim=128",
+                                         "base_moe_mlp_dim=128",  "num_experts=4",
+                                         "num_experts_per_tok=2", "mlp_bias=true"};
+  for (const auto& [revision, masked] :
+       std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"seed", {}},
+           {"main", {"layer_w0", "layer_w1", "intermediate_output"}},
+           {"release", {"layer_w0", "layer_w1", "intermediate_output"}}}) {
+    std::vector<std::string> args = {"trace", kRelease, "--format", "json", "--maxtext-revision",
+                                     revision};
+    args.insert(args.end(), dims.begin(), dims.end());
+    const testing::CommandResult r = RunShardtrace(args);
+    INFO(revision << ": " << r.err);
+    REQUIRE(r.status == 0);
+    const nlohmann::json trace = nlohmann::json::parse(r.out);
+    std::vector<std::string> wheres;
+    for (const auto& op : trace.at("ops")) {
+      if (op.at("kind") != "where") continue;
+      const int out = op.at("outputs").at(0).get<int>();
+      wheres.push_back(trace.at("tensors").at(out).at("name").get<std::string>());
+      // Each reads the bias add's output.
+      const int in = op.at("inputs").at(0).get<int>();
+      bool from_add = false;
+      for (const auto& producer : trace.at("ops"))
+        for (const auto& o : producer.at("outputs"))
+          from_add |= o.get<int>() == in && producer.at("kind") == "add";
+      CHECK(from_add);
+    }
+    CHECK(wheres == masked);
+  }
+}
+
 }  // namespace shardtrace

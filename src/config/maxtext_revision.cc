@@ -36,7 +36,8 @@ const std::vector<RevisionInfo>& Revisions() {
                      .ragged_buffer_truncates_group_sizes = true,
                      .deepseek_routing_models = {"deepseek3", "deepseek4"},
                      .deepseek_swiglu_clamped = true,
-                     .expert_scale_on_topk_weights = true}},
+                     .expert_scale_on_topk_weights = true,
+                     .mlp_bias_masks_padding_rows = true}},
       {.id = RevisionId::kRelease,
        .name = "0.2.5",
        .aliases = "release",
@@ -60,7 +61,8 @@ const std::vector<RevisionInfo>& Revisions() {
                      .sparse_lb_loss_from_pre_bias_logits = true,
                      .token_chunks_sum_bias_counts = true,
                      .deepseek_swiglu_clamped = true,
-                     .expert_scale_on_topk_weights = true}},
+                     .expert_scale_on_topk_weights = true,
+                     .mlp_bias_masks_padding_rows = true}},
   };
   return kTable;
 }

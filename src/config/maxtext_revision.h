@@ -87,6 +87,13 @@ struct RevisionBehaviour {
   // path's shard_map, which reads it replicated) (main, the release); the seed scales the wo
   // kernel by it before the path. The same numbers; the backward psums its gradient.
   bool expert_scale_on_topk_weights = false;
+  // With mlp_bias, sparse_matmul zeroes the rows past the routed ones after each bias add:
+  // where(arange(rows) < valid_token_count, layer_w0 + b0, 0), likewise layer_w1 and wo's
+  // output (gmm_up's `mask`, main and the release); the seed adds the biases unmasked. The
+  // padding rows never reach the output, but each where is a buffer the backward masks its
+  // cotangent through (gpt-oss at expert 4: four bf16[131072,2880] select_n at the TPU
+  // compiler's fullest moment).
+  bool mlp_bias_masks_padding_rows = false;
 };
 
 // One row of the revision table.

@@ -25,6 +25,14 @@ using Args = std::vector<const Array*>;
 
 namespace {
 
+// gmm_up's and wo's `mask` with mlp_bias (RevisionBehaviour::mlp_bias_masks_padding_rows): the
+// rows past the routed ones zeroed after the bias add, where the revision does so.
+Value MaskBiasedRows(const MoeContext& ctx, const Value& rows, const Value& group_sizes,
+                     const std::string& name) {
+  if (!ctx.settings().revision.behaviour.mlp_bias_masks_padding_rows) return rows;
+  return MaskRowsPastGroups(ctx, rows, group_sizes, name);
+}
+
 // The mesh axes the release's permute psums the bias update's expert counts over: those of
 // the gate logits' batch and sequence dims among moe.py's batch axes (_batch_axis_names),
 // without the expert axes on the ring, whose logits are already gathered over them. None
@@ -135,6 +143,7 @@ std::pair<Value, Value> EmbChunkedUp(const MoeContext& ctx, const EmbChunks& chu
     if (b) {
       const auto c2 = t.Condition("mlp_bias");
       v = tr::Binary(t, OpKind::kAdd, v, *b, {name, t.trace().tensors[v.tensor].dims});
+      v = MaskBiasedRows(ctx, v, group_sizes, name);
     }
     return tr::CheckpointName(t, v, ckpt, inner);
   };
@@ -285,6 +294,7 @@ BodyResult MoeBody(const MoeContext& ctx, const ShardMapOperands& op, Value x, V
     if (bias) {
       const auto c2 = t.Condition("mlp_bias");
       out = tr::Binary(t, OpKind::kAdd, out, *bias, {name, t.trace().tensors[out.tensor].dims});
+      out = MaskBiasedRows(ctx, out, group_sizes, name);
     }
     return tr::CheckpointName(t, out, ckpt, inner);
   };
@@ -324,6 +334,8 @@ BodyResult MoeBody(const MoeContext& ctx, const ShardMapOperands& op, Value x, V
       const auto c2 = t.Condition("mlp_bias");
       intermediate_output =
           tr::Binary(t, OpKind::kAdd, intermediate_output, *wo_bias, {"intermediate_output", dims});
+      intermediate_output =
+          MaskBiasedRows(ctx, intermediate_output, group_sizes, "intermediate_output");
     }
     intermediate_output = tr::CheckpointName(t, intermediate_output, "moe_mlpwo", "mlpwo");
   }
