@@ -205,7 +205,8 @@ std::string FitToJson(const FitResult& f) {
   j["capacity_bytes"] = f.capacity_bytes;
   j["headroom_bytes"] = f.headroom_bytes;
   j["near_line"] = f.near_line;
-  j["offload_staging_unmodelled"] = f.offload_staging_unmodelled;
+  j["unmodelled"] = nlohmann::ordered_json::array();
+  for (const Unmodelled u : f.unmodelled) j["unmodelled"].push_back(ToString(u));
   const FitMemory& m = f.memory;
   AddMemoryAnalysis(j, m);
   j["components"] = {{"parameters", f.parameter_bytes},

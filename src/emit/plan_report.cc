@@ -6,12 +6,14 @@
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "emit/fit_report.h"
 #include "emit/html_report.h"
 #include "emit/human_bytes.h"
 #include "emit/memory_json.h"
 #include "emit/text_table.h"
+#include "model/unmodelled.h"
 
 namespace shardtrace {
 namespace {
@@ -71,13 +73,15 @@ std::string PlanToText(const PlanResult& plan, int top) {
   TextTable fits({"#", "overrides", "headroom", "est. step", "MFU", "tokens/s/device",
                   "communication per step", "pareto"});
   int rank = 0;
-  bool staging = false;
+  std::set<Unmodelled> shown;
   for (const PlannedConfig& c : plan.fits) {
     if (++rank > top) break;
     std::vector<std::string> caveats;
     if (c.near_line) caveats.push_back("near the line");
-    if (c.offload_staging_unmodelled) caveats.push_back("offloads several names");
-    staging = staging || c.offload_staging_unmodelled;
+    for (const Unmodelled u : c.unmodelled) {
+      caveats.emplace_back(ShortLabel(u));
+      shown.insert(u);
+    }
     fits.AddRow({std::to_string(rank), Joined(c.overrides),
                  HumanBytes(c.headroom_bytes) +
                      (caveats.empty() ? "" : fmt::format(" ({})", fmt::join(caveats, ", "))),
@@ -88,12 +92,7 @@ std::string PlanToText(const PlanResult& plan, int top) {
   out += fits.empty() ? "no config fits\n"
                       : "configs that fit, the most tokens per second per device first\n" +
                             fits.Render("  ");
-  if (staging) {
-    out +=
-        "  offloads several names: TPU's compiler has staged whole stacked offloads in HBM to "
-        "change their layout (Mixtral 8x7B dropping on v6e-256 ran out of HBM where fit says it "
-        "fits; `shardtrace fit` names it): compile such a row to be sure\n";
-  }
+  for (const Unmodelled u : shown) out += fmt::format("  {}: {}\n", ShortLabel(u), Explanation(u));
   if (!plan.fits.empty()) {
     out += "\nthe fastest, as a MaxText command line:\n  " + CommandLine(plan, plan.fits.front()) +
            "\n";
@@ -134,7 +133,8 @@ std::string PlanToJson(const PlanResult& plan, int top) {
     r["hbm_bytes"] = c.hbm_bytes;
     r["headroom_bytes"] = c.headroom_bytes;
     r["near_line"] = c.near_line;
-    r["offload_staging_unmodelled"] = c.offload_staging_unmodelled;
+    r["unmodelled"] = nlohmann::ordered_json::array();
+    for (const Unmodelled u : c.unmodelled) r["unmodelled"].push_back(ToString(u));
     AddMemoryAnalysis(r, c.memory);
     r["est_step_seconds"] = c.time.step_seconds;
     r["compute_seconds"] = c.time.compute_seconds;

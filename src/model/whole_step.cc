@@ -607,9 +607,8 @@ FitResult FitOnce(const FitRequest& request) {
                   "copied back (LayerStack::peeled)",
                   s.name, static_cast<double>(s.relayout_update_bytes) / (1 << 30)));
   }
-  r.offload_staging_unmodelled =
-      tpu && r.policy.wrapped && r.policy.offloaded.size() > 1 && r.offloaded_bytes > 0;
-  if (r.offload_staging_unmodelled) {
+  if (tpu && r.policy.wrapped && r.policy.offloaded.size() > 1 && r.offloaded_bytes > 0) {
+    r.unmodelled.push_back(Unmodelled::kOffloadStaging);
     // Named rather than counted: the staging follows the layouts TPU's layout assignment picks
     // for the stacks, which fit does not trace. Bisected (n1_bisect_* fixtures): Mixtral's
     // dropping path with five names stages at batch 12 and length 4096 on v6e-256 (4 layers
@@ -622,6 +621,20 @@ FitResult FitOnce(const FitRequest& request) {
         "names at batch 12: two bf16[32,12,4096,4096], 24 GiB, out of HBM where fit says it "
         "fits, testdata/maxtext-tpu/fit_differences.json): compile to be sure",
         r.policy.offloaded.size()));
+  }
+  if (tpu && config.Bool("mlp_bias") && config.Bool("sparse_matmul") && r.mesh.Size("expert") > 1 &&
+      !config.Bool("use_ring_of_experts")) {
+    // The fixtures' buffers, not yet a rule: gpt-oss-20b at expert 4 (v6e-16 and v5p-32) holds
+    // fifteen [131072, 2880] rows of the ragged buffer at the compiler's fullest moment (the
+    // select_n transposing the masks after the bias adds, the biases' and the sorted tokens'
+    // rows rematerialized) where fit's schedule holds about nine; qwen3-30b at expert 4, with
+    // no biases, is within 5%.
+    r.unmodelled.push_back(Unmodelled::kRaggedBiasRows);
+    r.notes.push_back(
+        "not modelled: mlp_bias on the expert-parallel ragged path, where TPU's compiler holds "
+        "more of the ragged buffer's [rows, emb] rows at its fullest moment than fit counts "
+        "(the masks after the bias adds, the biases' rows; gpt-oss-20b at expert 4: temp 25-27% "
+        "over fit's, testdata/maxtext-tpu/fit_differences.json): compile to be sure");
   }
   if (config.Has("use_indexer") && config.Bool("use_indexer")) {
     r.notes.push_back(

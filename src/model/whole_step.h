@@ -31,6 +31,7 @@
 #include "model/block_cache.h"
 #include "model/hardware.h"
 #include "model/layouts.h"
+#include "model/unmodelled.h"
 #include "numeric/array.h"
 #include "shard/mesh.h"
 #include "shard/partition_spec.h"
@@ -243,10 +244,9 @@ struct FitResult {
   // On TPU, the headroom is within fit's measured error of the line (kFitPeakUnderHbm,
   // kFitPeakOverHbm): only a compile can tell.
   bool near_line = false;
-  // On TPU, the policy offloads several names: TPU's compiler has staged whole stacked offloads
-  // in HBM to change their layout between the forward and the backward, which fit does not
-  // model (a note says so); only a compile can tell.
-  bool offload_staging_unmodelled = false;
+  // What the compiler may do here that fit does not count (model/unmodelled.h), each also
+  // named in a note; only a compile can tell.
+  std::vector<Unmodelled> unmodelled;
   std::vector<MemoryItem> largest;  // the largest buffers live at the peak
   std::vector<StepCollectiveTotal> collectives;
   int64_t collective_bytes_per_device = 0;

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 
@@ -213,7 +214,7 @@ std::string SummaryMarkdown(const SummaryInput& in) {
       const FitResult& f = *in.fit;
       out += fmt::format(
           "The whole training step on {} (`shardtrace fit`): {} {}: peak {} of {} HBM per "
-          "device{}.{}{}",
+          "device{}.{}",
           f.target.ToString(), f.model_name,
           f.fits ? fmt::format("fits with {} to spare", HumanBytes(f.headroom_bytes))
                  : fmt::format("**does not fit**, short by {}", HumanBytes(-f.headroom_bytes)),
@@ -221,11 +222,11 @@ std::string SummaryMarkdown(const SummaryInput& in) {
           FitCapacityText(f),
           f.near_line ? " Near the line: within fit's measured error of the TPU compiler's "
                         "peak, only a compile can tell."
-                      : "",
-          f.offload_staging_unmodelled
-              ? " The policy offloads several names, whose stacks TPU's compiler has staged "
-                "whole in HBM to change their layout (not modelled): compile to be sure."
-              : "");
+                      : "");
+      for (const Unmodelled u : f.unmodelled) {
+        const std::string_view why = Explanation(u);
+        out += fmt::format(" {}{}.", static_cast<char>(std::toupper(why.front())), why.substr(1));
+      }
     } else {
       out += in.step ? FitLine("Training-step peak", in.step->memory.peak_bytes(), in.accelerators)
                      : FitLine("Peak", in.spmd->memory.peak_bytes(), in.accelerators);

@@ -288,7 +288,7 @@ PlanResult Plan(const PlanRequest& request) {
           p.hbm_bytes = fit.target.hbm_bytes;
           p.headroom_bytes = fit.headroom_bytes;
           p.near_line = fit.near_line;
-          p.offload_staging_unmodelled = fit.offload_staging_unmodelled;
+          p.unmodelled = fit.unmodelled;
           p.time = EstimateStepTime(fit);
         }
         if (!search_batch) break;

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "model/unmodelled.h"
 #include "model/whole_step.h"
 #include "plan/step_time.h"
 
@@ -45,7 +46,7 @@ struct PlannedConfig {
   int64_t hbm_bytes = 0;
   int64_t headroom_bytes = 0;
   bool near_line = false;  // fit's: within its measured error of the line (TPU)
-  bool offload_staging_unmodelled = false;  // fit's (FitResult::offload_staging_unmodelled)
+  std::vector<Unmodelled> unmodelled;  // fit's (FitResult::unmodelled)
   StepTime time;
   bool pareto = false;  // no other fitting config has both more headroom and a shorter step
 };
