@@ -117,7 +117,7 @@ def computation_multiplicity(hlo_text):
       continue
     if current:
       comps[current].append(line)
-  def trip_of(line):
+  def trip_of(line, caller_lines):
     """A while's trip count: XLA:CPU writes known_trip_count; TPU's HLO does not, and its scan
     loops compare the counter with a constant (`compare(counter, constant(N)), direction=LT`)
     in the condition computation."""
@@ -128,8 +128,32 @@ def computation_multiplicity(hlo_text):
     for cline in comps.get(cond.group(1), ()) if cond else ():
       m = re.search(r"constant\((\d+)\)", cline)
       if m and any("direction=LT" in l for l in comps[cond.group(1)]):
-        return int(m.group(1))
+        # A loop the compiler peeled an iteration off starts its counter past 0
+        # (`loop_peel`: the backward loop of a 4-layer scan counts from 1 to 4, 3 trips).
+        return int(m.group(1)) - counter_start(line, caller_lines)
     return 1
+
+  def counter_start(line, caller_lines):
+    """The constant the while's counter (its tuple's first element) starts from; 0 if unknown."""
+    init = re.search(r"\swhile\(%?([\w.\-]+)\)", line)
+    defs = {}
+    for l in caller_lines:
+      d = re.match(r"\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*)$", l)
+      if d:
+        defs[d.group(1)] = d.group(2)
+    name = init.group(1) if init else None
+    first = re.search(r"\btuple\(%?([\w.\-]+)", defs.get(name, ""))
+    name = first.group(1) if first else None
+    for _ in range(4):  # through copies and bitcasts
+      rhs = defs.get(name, "")
+      const = re.search(r"\bconstant\((-?\d+)\)", rhs)
+      if const:
+        return int(const.group(1))
+      via = re.search(r"\b(?:copy|bitcast)\(%?([\w.\-]+)\)", rhs)
+      if not via:
+        break
+      name = via.group(1)
+    return 0
 
   edges = collections.defaultdict(list)  # computation -> [(callee, factor)]
   for name, lines in comps.items():
@@ -138,7 +162,7 @@ def computation_multiplicity(hlo_text):
       for m in _CALLS.finditer(line):
         for callee in m.group(1).split(","):
           callee = callee.strip().lstrip("%")
-          factor = trip_of(line) if (w and callee == w.group(1)) else 1
+          factor = trip_of(line, lines) if (w and callee == w.group(1)) else 1
           edges[name].append((callee, factor))
   mult = {}
 
@@ -170,17 +194,22 @@ def _continuation_buffers(hlo_text):
   return params
 
 
-def collectives_with_trips(hlo_text, mesh_shape):
+def collectives_with_trips(hlo_text, mesh_shape, num_slices=1):
   comps, mult = computation_multiplicity(hlo_text)
   continuing = _continuation_buffers(hlo_text)
   grouped = collections.Counter()
   for name, lines in comps.items():
-    for rec in hlo_collectives.collectives_from_hlo("\n".join(lines), mesh_shape):
+    text = "\n".join(lines)
+    for rec in hlo_collectives.collectives_from_hlo(text, mesh_shape):
       if name in continuing and any(r in continuing[name] for r in rec["result"]):
         continue  # a continuation of a collective started before the loop
       key = (rec["op"], rec["group_size"], rec["result_bytes"], mult.get(name, 1),
              tuple(rec["mesh_axes"] or ()))
       grouped[key] += 1
+    # Between slices: the megascale sends (op dcn_all_gather, ...; result_bytes what the device
+    # sends its peer slice), group_size the slices.
+    for rec in hlo_collectives.megascale_sends_from_hlo(text):
+      grouped[(rec["op"], num_slices, rec["result_bytes"], mult.get(name, 1), ("dcn",))] += 1
   out = []
   for (op, group, nbytes, trips, axes), count in sorted(grouped.items(), key=lambda kv: (kv[0][0], -kv[0][2])):
     out.append({"op": op, "group_size": group, "result_bytes": nbytes, "count": count, "trip_count": trips,
@@ -272,7 +301,8 @@ def export(name, argv):
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
     record["cost"] = {k: float(cost[k]) for k in ("flops", "optimal_seconds", "bytes accessed") if k in cost}
     hlo = compiled.as_text()
-    record["collectives"] = collectives_with_trips(hlo, mesh_shape)
+    record["collectives"] = collectives_with_trips(hlo, mesh_shape,
+                                                   int(config.compile_topology_num_slices))
     record["peak_buffers"] = tpu_peak_buffers.peak_buffers(_DUMP_DIR)
     if os.environ.get("SHARDTRACE_HLO_DIR"):  # for reading by hand; never committed
       with open(os.path.join(os.environ["SHARDTRACE_HLO_DIR"], name + ".hlo.txt"), "w", encoding="utf-8") as f:

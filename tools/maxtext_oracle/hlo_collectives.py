@@ -143,6 +143,37 @@ def collectives_from_hlo(hlo_text, mesh_shape=None):
   return records
 
 
+_MEGASCALE_SEND = re.compile(
+    r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*\((.*?)\)\s+send\((.*)$")
+
+
+def megascale_sends_from_hlo(hlo_text):
+  """The transfers between slices (DCN) of a multi-slice module, one dict per send.
+
+  TPU does not write a collective across slices as an all-gather or all-reduce over their
+  devices: it splits it into the collective inside each slice and host transfers between the
+  slices, a send/recv pair with is_host_transfer=true handled by xla_megascale_runtime, whose
+  frontend attributes name the kind (_xla_megascale_transfer_type, ALL_GATHER, ALL_REDUCE,
+  REDUCE_SCATTER) and the collective it serves (_xla_host_transfer_rendezvous). The send's
+  operand is what the device sends its peer slice."""
+  records = []
+  for line in hlo_text.splitlines():
+    m = _MEGASCALE_SEND.match(line)
+    if not m or "xla_megascale_runtime" not in line:
+      continue
+    name, result_tuple, _ = m.groups()
+    payload = _arrays(result_tuple)[:1]  # (data, u32[] context, token[])
+    kind = (re.search(r'_xla_megascale_transfer_type="(\w+)"', line) or [None, "UNKNOWN"])[1]
+    records.append({
+        "name": name,
+        "op": "dcn_" + kind.lower(),
+        "result": [f"{d}[{','.join(map(str, s))}]" for d, s in payload],
+        "result_bytes": _bytes(payload),
+        "rendezvous": (re.search(r'_xla_host_transfer_rendezvous="([^"]*)"', line) or [None, None])[1],
+    })
+  return records
+
+
 _STABLEHLO = re.compile(r'"?stablehlo\.(all_gather|all_reduce|reduce_scatter|all_to_all|collective_permute)"?'
                         r'|stablehlo\.custom_call @(ragged_all_to_all)')
 
