@@ -1,39 +1,38 @@
 #include "model/unmodelled.h"
 
+#include <array>
+
 namespace shardtrace {
+namespace {
 
-std::string_view ToString(Unmodelled u) {
-  switch (u) {
-    case Unmodelled::kOffloadStaging:
-      return "offload_staging";
-    case Unmodelled::kRaggedBiasRows:
-      return "ragged_bias_rows";
-  }
-  return "";
+struct Texts {
+  Unmodelled kind;
+  std::string_view json, label, explanation;
+};
+
+// One row per kind: its JSON spelling, a table cell's words, and the sentence shown beside a
+// verdict.
+constexpr std::array<Texts, 2> kTexts = {{
+    {Unmodelled::kOffloadStaging, "offload_staging", "offloads several names",
+     "the policy offloads several names, whose stacks TPU's compiler has staged whole in HBM to "
+     "change their layout (Mixtral 8x7B dropping on v6e-256 ran out of HBM where fit says it "
+     "fits): not modelled, compile to be sure"},
+    {Unmodelled::kRaggedBiasRows, "ragged_bias_rows", "biases on the ragged path",
+     "the experts' biases on the expert-parallel ragged path, where TPU's compiler holds more of "
+     "the ragged buffer's rows than fit counts (gpt-oss-20b at expert 4: its temp 25-27% over "
+     "fit's): not modelled, compile to be sure"},
+}};
+
+const Texts& Of(Unmodelled u) {
+  for (const Texts& t : kTexts)
+    if (t.kind == u) return t;
+  return kTexts.front();
 }
 
-std::string_view ShortLabel(Unmodelled u) {
-  switch (u) {
-    case Unmodelled::kOffloadStaging:
-      return "offloads several names";
-    case Unmodelled::kRaggedBiasRows:
-      return "biases on the ragged path";
-  }
-  return "";
-}
+}  // namespace
 
-std::string_view Explanation(Unmodelled u) {
-  switch (u) {
-    case Unmodelled::kOffloadStaging:
-      return "the policy offloads several names, whose stacks TPU's compiler has staged whole "
-             "in HBM to change their layout (Mixtral 8x7B dropping on v6e-256 ran out of HBM "
-             "where fit says it fits): not modelled, compile to be sure";
-    case Unmodelled::kRaggedBiasRows:
-      return "the experts' biases on the expert-parallel ragged path, where TPU's compiler holds "
-             "more of the ragged buffer's rows than fit counts (gpt-oss-20b at expert 4: its "
-             "temp 25-27% over fit's): not modelled, compile to be sure";
-  }
-  return "";
-}
+std::string_view ToString(Unmodelled u) { return Of(u).json; }
+std::string_view ShortLabel(Unmodelled u) { return Of(u).label; }
+std::string_view Explanation(Unmodelled u) { return Of(u).explanation; }
 
 }  // namespace shardtrace
