@@ -182,9 +182,9 @@ BlockFigures FiguresOf(const RunResult& run, const StepResult& step, const std::
   f.offloaded_bytes = step.memory.offloaded_bytes;
   // Of what the block's backward reads and the layer's rematerialized forward writes again,
   // the gmms' token operands (the sorted tokens) stay from that forward to the block's weight
-  // gradients, through the backward of the parts after it: Qwen3.5's fullest moment holds
-  // each earlier MoE layer's sorted tokens, not their gmm outputs, which the compiler computes
-  // again inside each block's backward.
+  // gradients, through the backward of the parts after it. An earlier MoE layer of a block
+  // whose layer inputs the policy does not keep holds its whole rematerialized set instead
+  // (model/whole_step.cc).
   std::set<int> carried;
   for (const StepRange& r : step.memory.backward_ranges) {
     const TensorRecord& t = run.trace.tensors[static_cast<size_t>(r.buffer.tensor)];

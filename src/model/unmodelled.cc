@@ -12,15 +12,11 @@ struct Texts {
 
 // One row per kind: its JSON spelling, a table cell's words, and the sentence shown beside a
 // verdict.
-constexpr std::array<Texts, 2> kTexts = {{
+constexpr std::array<Texts, 1> kTexts = {{
     {Unmodelled::kOffloadStaging, "offload_staging", "offloads several names",
      "the policy offloads several names, whose stacks TPU's compiler has staged whole in HBM to "
      "change their layout (Mixtral 8x7B dropping on v6e-256 ran out of HBM where fit says it "
      "fits): not modelled, compile to be sure"},
-    {Unmodelled::kRaggedBiasRows, "ragged_bias_rows", "biases on the ragged path",
-     "the experts' biases on the expert-parallel ragged path, where TPU's compiler holds more of "
-     "the ragged buffer's rows than fit counts (gpt-oss-20b at expert 4: its temp 25-27% over "
-     "fit's): not modelled, compile to be sure"},
 }};
 
 const Texts& Of(Unmodelled u) {

@@ -12,13 +12,9 @@ enum class Unmodelled {
   // A TPU policy offloads several names: the compiler has staged whole stacked offloads in HBM
   // to change their layout between the forward and the backward (published_n1: a false fit).
   kOffloadStaging,
-  // mlp_bias on TPU's expert-parallel ragged path: the compiler holds more of the ragged
-  // buffer's rows at its fullest moment than fit counts (the masks after the bias adds, the
-  // biases' rows; gpt-oss-20b at expert 4: temp 25-27% over fit's).
-  kRaggedBiasRows,
 };
 
-// The JSON spelling: "offload_staging", "ragged_bias_rows".
+// The JSON spelling: "offload_staging".
 std::string_view ToString(Unmodelled u);
 // A few words for a table cell: "offloads several names".
 std::string_view ShortLabel(Unmodelled u);

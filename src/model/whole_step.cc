@@ -348,6 +348,7 @@ FitResult FitOnce(const FitRequest& request) {
     };
     const int64_t named_inputs =
         std::max(1, s.attention_blocks + s.linear_attention_blocks) * carry;
+    const bool layer_inputs_kept = names(r.policy.offloaded) || names(r.policy.saved);
     if (names(r.policy.offloaded)) {
       s.offloaded_bytes += named_inputs;
     } else if (names(r.policy.saved)) {
@@ -382,6 +383,22 @@ FitResult FitOnce(const FitRequest& request) {
       const int64_t gathered = gathered_on_target(weights_of(role)) / std::max(1, count);
       for (int i = 0; i < count; ++i) {
         parts.push_back(figures());
+        // A block of several MoE layers whose inputs the policy does not keep: its
+        // rematerialized forward runs through each earlier layer to reach the next, and what
+        // that layer's backward reads (its whole rematerialized set) stays through the later
+        // layers' backward. gpt-oss-20b at expert 4: the first layer's sorted tokens, wi_0's
+        // and wi_1's outputs, both bias rows, the ffn_act product and its f32[8192,4,2880]
+        // combine input, held from its rematerialized forward to its own backward (the dump
+        // of gpt_oss_20b_l4_v5p32_ep4); Qwen3.5 at expert 4 each of its block's three earlier
+        // layers' sorted tokens, gmm outputs, ffn_act product and gathered kernels (temp -12.0%
+        // without this, +5.5% with it, written before its compile). With each layer's input
+        // kept (decoder_layer_input saved or offloaded: Llama 4's published recipes), each
+        // layer's forward is run again from its own input, and the earlier layers hold their
+        // sorted tokens alone.
+        if (role == ParamRole::kMoe && i + 1 < count && r.policy.wrapped && !layer_inputs_kept &&
+            parts.back().rematerialized_bytes) {
+          parts.back().recomputed_bytes = *parts.back().rematerialized_bytes;
+        }
         part_gathered.push_back(gathered);
       }
     };
@@ -660,20 +677,6 @@ FitResult FitOnce(const FitRequest& request) {
         "names at batch 12: two bf16[32,12,4096,4096], 24 GiB, out of HBM where fit says it "
         "fits, testdata/maxtext-tpu/fit_differences.json): compile to be sure",
         r.policy.offloaded.size()));
-  }
-  if (tpu && config.Bool("mlp_bias") && config.Bool("sparse_matmul") && r.mesh.Size("expert") > 1 &&
-      !config.Bool("use_ring_of_experts")) {
-    // The fixtures' buffers, not yet a rule: gpt-oss-20b at expert 4 (v6e-16 and v5p-32) holds
-    // fifteen [131072, 2880] rows of the ragged buffer at the compiler's fullest moment (the
-    // select_n transposing the masks after the bias adds, the biases' and the sorted tokens'
-    // rows rematerialized) where fit's schedule holds about nine; qwen3-30b at expert 4, with
-    // no biases, is within 5%.
-    r.unmodelled.push_back(Unmodelled::kRaggedBiasRows);
-    r.notes.push_back(
-        "not modelled: mlp_bias on the expert-parallel ragged path, where TPU's compiler holds "
-        "more of the ragged buffer's [rows, emb] rows at its fullest moment than fit counts "
-        "(the masks after the bias adds, the biases' rows; gpt-oss-20b at expert 4: temp 25-27% "
-        "over fit's, testdata/maxtext-tpu/fit_differences.json): compile to be sure");
   }
   if (config.Has("use_indexer") && config.Bool("use_indexer")) {
     r.notes.push_back(

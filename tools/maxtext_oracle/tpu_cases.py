@@ -225,6 +225,15 @@ CASES += [
             "per_device_batch_size=12", "max_target_length=4096"),
 ]
 
+# Which earlier layers of a scanned block of several MoE layers stay through the later
+# layers' backward: gpt-oss-20b at expert 4 holds the first layer's whole rematerialized set
+# (gmm outputs, bias rows, the combine's float32 input), Qwen3.5 without expert parallelism
+# its sorted tokens. Qwen3.5 at expert 4 tells the ragged path from the biases.
+CASES += [
+    variant("qwen3_5_35b_l8_v6e16_ep4", "qwen3_5_35b_l8_v6e16", "ici_fsdp_parallelism=4",
+            "ici_expert_parallelism=4"),
+]
+
 
 def main(argv):
   names = [a for a in argv if not a.startswith("--")]
