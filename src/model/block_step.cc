@@ -5,6 +5,7 @@
 #include <set>
 
 #include "model/attention_step.h"
+#include "model/tpu_tiles.h"
 #include "run/run.h"
 #include "spmd/step_model.h"
 #include "spmd/tpu_collectives.h"
@@ -112,8 +113,48 @@ int64_t RematerializedBytes(const RunResult& run, const StepResult& step) {
 //   gradient pending).
 enum class TpuBackwardOrder { kWeightGradientsLast, kWeightGradientsEach };
 
+// The combine's float32 input [tokens, k, emb] where TPU writes it as a buffer of its own
+// (tensor -1: none), and the dtype of the rows it widens. Its einsum with the router weights
+// follows the block's gmms; the gradient of those weights reads it, and TPU's scheduler runs that
+// gradient after the gmms' activation gradients, writing the input again there (deepseek2-16b, k =
+// 6: f32[16384,6,2048] at 2585-2597, after the last wi activation gradient at 2582, on top of the
+// heap; gpt-oss-20b, k = 4: f32[8192,4,2880] at 4243-4251, after the last at 3928). The reshape of
+// the [tokens * k, emb] rows to [tokens, k, emb] is a relayout only where k is not a multiple of
+// the 8-row sublane tile; at k = 8 it is a bitcast the reduction reads in place, no buffer
+// (deepseek3-test: no f32[8192,8,512] among its buffers).
+struct CombineInput {
+  int tensor = -1;
+  DType rows = DType::kFloat32;
+};
+CombineInput DeferredCombineInput(const RunResult& run, const StepMemory& m) {
+  int last_gmm = -1;
+  for (const OpRecord& op : run.trace.ops)
+    if (op.kind == OpKind::kGmm) last_gmm = std::max(last_gmm, op.id);
+  if (last_gmm < 0) return {};
+  for (const OpRecord& op : run.trace.ops) {
+    if (op.id <= last_gmm || op.kind != OpKind::kEinsum) continue;
+    for (const int in : op.inputs) {
+      const TensorRecord& t = run.trace.tensors[static_cast<size_t>(in)];
+      if (t.kind != TensorKind::kAct || t.dtype != DType::kFloat32 || t.shape.size() != 3 ||
+          t.shape[1] % kTpuTileRows == 0 ||
+          std::none_of(m.backward_ranges.begin(), m.backward_ranges.end(),
+                       [&](const StepRange& r) { return r.buffer.tensor == in; })) {
+        continue;
+      }
+      CombineInput found{in, DType::kFloat32};
+      for (const OpRecord& producer : run.trace.ops)
+        if (std::count(producer.outputs.begin(), producer.outputs.end(), in) &&
+            !producer.inputs.empty())
+          found.rows = run.trace.tensors[static_cast<size_t>(producer.inputs.front())].dtype;
+      return found;
+    }
+  }
+  return {};
+}
+
+// `narrow_combine_rows`: Chip::narrow_combine_rows.
 int64_t TpuBackwardPeak(const RunResult& run, const StepResult& step, const std::set<int>& unfused,
-                        TpuBackwardOrder order) {
+                        TpuBackwardOrder order, bool narrow_combine_rows) {
   const StepMemory& m = step.memory;
   const auto op_of = [&](int id) -> const OpRecord& {
     return run.trace.ops[static_cast<size_t>(id)];
@@ -122,6 +163,7 @@ int64_t TpuBackwardPeak(const RunResult& run, const StepResult& step, const std:
     return run.trace.tensors[static_cast<size_t>(tensor)].kind == TensorKind::kWeight;
   };
   const bool last = order == TpuBackwardOrder::kWeightGradientsLast && m.first_gmm >= 0;
+  const CombineInput deferred = m.first_gmm >= 0 ? DeferredCombineInput(run, m) : CombineInput{};
   std::vector<int64_t> delta(m.backward_transient.size() + 1, 0);
   const auto add = [&](int lo, int hi, int64_t bytes) {
     if (lo > hi) return;
@@ -132,6 +174,14 @@ int64_t TpuBackwardPeak(const RunResult& run, const StepResult& step, const std:
     const StepBuffer& b = r.buffer;
     const bool weight_gradient = b.cotangent && !unfused.count(b.tensor) && is_weight(b.tensor);
     if (weight_gradient || r.fusible_activation) continue;
+    if (!b.cotangent && b.tensor == deferred.tensor) {
+      // Written again after the activation gradients, beside what the tgmms still hold, in its
+      // tiles (k on the rows: f32[16384,6,2048] takes 1,024 MiB on deepseek2-16b's v5p-16).
+      add(m.first_gmm, m.first_gmm,
+          TpuInOrderBytes(run.spmd.tensor(b.tensor).local_shape,
+                          narrow_combine_rows ? deferred.rows : DType::kFloat32));
+      continue;
+    }
     const OpKind reader = op_of(r.lo).kind;
     const bool gmm_kernel = !b.cotangent && reader == OpKind::kGmm && is_weight(b.tensor);
     int lo = r.lo;
@@ -171,7 +221,8 @@ int64_t TpuBackwardPeak(const RunResult& run, const StepResult& step, const std:
 }
 
 BlockFigures FiguresOf(const RunResult& run, const StepResult& step, const std::string& from,
-                       bool tpu, const std::set<int>& unfused) {
+                       const BlockTarget& target, const std::set<int>& unfused) {
+  const bool tpu = target.tpu;
   BlockFigures f;
   for (const SavedResidual& s : step.memory.saved) {
     if (s.offloaded) continue;
@@ -201,10 +252,10 @@ BlockFigures FiguresOf(const RunResult& run, const StepResult& step, const std::
     // (mixtral under remat minimal: three bf16[8,4096,14336], 2.9 GiB, against the backward's
     // 2.8 GiB), but no gradient beside them yet.
     f.forward_peak_bytes = step.memory.forward_temporary_bytes;
-    f.backward_peak_bytes =
-        TpuBackwardPeak(run, step, unfused, TpuBackwardOrder::kWeightGradientsLast);
-    f.lean_backward_peak_bytes =
-        TpuBackwardPeak(run, step, unfused, TpuBackwardOrder::kWeightGradientsEach);
+    f.backward_peak_bytes = TpuBackwardPeak(
+        run, step, unfused, TpuBackwardOrder::kWeightGradientsLast, target.narrow_combine_rows);
+    f.lean_backward_peak_bytes = TpuBackwardPeak(
+        run, step, unfused, TpuBackwardOrder::kWeightGradientsEach, target.narrow_combine_rows);
   }
   f.backward_peak_where = fmt::format("{} block backward (spmd/step_memory.h)", from);
   for (const CollectiveTotal& t : run.totals.collectives) {
@@ -254,7 +305,8 @@ std::string InBlockPolicyKey(const RematPolicy& policy, const Trace& trace) {
 }  // namespace
 
 BlockRuns RunBlocks(const RunRequest& base, const RunSetup& setup, const BlocksNeeded& needed,
-                    bool tpu, int slices, BlockCache* cache) {
+                    const BlockTarget& target, BlockCache* cache) {
+  const bool tpu = target.tpu;
   BlockRuns out;
   const RematPolicy policy = RematPolicyOf(setup.config);
   const auto run = [&](Block block, const std::string& from) {
@@ -302,7 +354,7 @@ BlockRuns RunBlocks(const RunRequest& base, const RunSetup& setup, const BlocksN
       // all-reduce-scatter: the tgmms' whole outputs are held (mixtral and qwen3-30b on two
       // v5p-8 slices at 4 layers: three bf16[8,4096,14336], three bf16[128,2048,768]-shaped,
       // at the compiler's fullest moment).
-      if (slices > 1)
+      if (target.slices > 1)
         unfused.insert(step->memory.gmm_kernels.begin(), step->memory.gmm_kernels.end());
       const std::string rewritten = RewriteSummary(lowered);
       if (!rewritten.empty())
@@ -311,7 +363,7 @@ BlockRuns RunBlocks(const RunRequest& base, const RunSetup& setup, const BlocksN
             "({}; spmd/tpu_collectives.h, listed by `trace --step`)",
             from, rewritten));
     }
-    return FiguresOf(forward, *step, from, tpu, unfused);
+    return FiguresOf(forward, *step, from, target, unfused);
   };
   if (needed.moe) out.moe.push_back(run(Block::kMoe, "MoE"));
   if (needed.shared) out.shared.push_back(run(Block::kShared, "shared experts"));

@@ -25,15 +25,22 @@ struct BlocksNeeded {
   bool moe = false, shared = false, mlp = false;
 };
 
-// `tpu`: the target is a TPU, whose compiler fuses each weight gradient's reduction into the
+// What of the target the blocks' figures depend on.
+struct BlockTarget {
+  bool tpu = false;
+  int slices = 1;  // compile_topology_num_slices
+  // The chip's Chip::narrow_combine_rows: the combine's rows relayout in the activation dtype.
+  bool narrow_combine_rows = false;
+};
+
+// `target.tpu`: the target is a TPU, whose compiler fuses each weight gradient's reduction into the
 // dot that produces it, and whose scheduler orders a gmm block's backward one of two ways
 // (model/block_step.cc): with memory to spare, every activation gradient before the weight
 // gradients (BlockFigures::backward_peak_bytes); where memory is not ample, each weight gradient
-// as its dot's backward runs, which holds less (lean_backward_peak_bytes). `slices`: the
-// slices the step spans (compile_topology_num_slices).
+// as its dot's backward runs, which holds less (lean_backward_peak_bytes).
 // `setup` is Prepare(base): the config is loaded once for every block.
 // `cache`: forward runs shared with other fits (model/block_cache.h); null: none.
 BlockRuns RunBlocks(const RunRequest& base, const RunSetup& setup, const BlocksNeeded& needed,
-                    bool tpu, int slices, BlockCache* cache);
+                    const BlockTarget& target, BlockCache* cache);
 
 }  // namespace shardtrace::model_internal

@@ -90,6 +90,13 @@ HardwareTable LoadHardwareTable(std::string_view text, std::string_view source_n
              source, name, chip.scheduler_memory_limit);
       }
     }
+    if (row["narrow_combine_rows"]) {
+      const std::string v = row["narrow_combine_rows"].Scalar();
+      if (v != "true" && v != "false") {
+        Fail("{}: chips.{}.narrow_combine_rows is {}, expected true or false", source, name, v);
+      }
+      chip.narrow_combine_rows = v == "true";
+    }
     chip.source = row["source"] ? row["source"].Scalar() : "";
     if (chip.source.empty()) Fail("{}: chips.{}.source is missing: cite the figures", source, name);
     table.chips.emplace(name, std::move(chip));

@@ -31,6 +31,9 @@ struct Chip {
   // The share of hbm_bytes past which the compiler's scheduler trades latency for memory
   // (0: none modelled).
   double scheduler_memory_limit = 0;
+  // TPU: the compiler relayouts the MoE combine's [tokens, k, emb] rows in the activation
+  // dtype and widens them inside their reader (tpu7x), not widened to float32 first (false).
+  bool narrow_combine_rows = false;
   std::string source;
 };
 

@@ -10,7 +10,7 @@ namespace shardtrace::model_internal {
 namespace {
 
 constexpr int64_t kLanes = 128;
-constexpr int64_t kRows = 8;
+constexpr int64_t kRows = kTpuTileRows;
 constexpr int64_t kVectorTile = 1024;  // a rank-1 array's tile, from this many elements
 
 int64_t RoundUp(int64_t n, int64_t to) { return (n + to - 1) / to * to; }

@@ -18,6 +18,9 @@
 
 namespace shardtrace::model_internal {
 
+// The rows of a TPU tile: an array's second-minor dim is laid out in groups of this many.
+inline constexpr int64_t kTpuTileRows = 8;
+
 // The bytes of an array of `local_shape` (one device's share) and `dtype` at rest in TPU HBM,
 // in the dim order whose tiles pad it least. The padding is the same in elements for every
 // dtype (DeepSeek-V3's bfloat16 embedding on v5p-256, 56 rows a device, is not padded to 16

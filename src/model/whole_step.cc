@@ -300,7 +300,9 @@ FitResult FitOnce(const FitRequest& request) {
     needed.mlp |= p.role == ParamRole::kMlp && IsStacked(p);
   }
   const model_internal::BlockRuns blocks = model_internal::RunBlocks(
-      base, setup, needed, tpu, static_cast<int>(r.target.num_slices), request.block_cache);
+      base, setup, needed,
+      {tpu, static_cast<int>(r.target.num_slices), r.target.chip.narrow_combine_rows},
+      request.block_cache);
   std::vector<StepCollectiveTotal> collectives;
   const int64_t act_bytes = ByteSize(ParseDType(config.Str("dtype"), "dtype"));
   const int64_t carry = ShardTensor("decoder_layer_input", {batch, length, config.Int("emb_dim")},
