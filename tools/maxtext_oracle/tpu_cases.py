@@ -194,6 +194,7 @@ CASES += [
     # gpt_oss_20b_l4_v6e16_ep4 holds four more [rows, emb] buffers at the compiler's fullest
     # moment (select_n, jnp.where) than any other expert-parallel fixture: the same model at
     # expert 4 on v5p, and another family at expert 4 on v6e, to tell the chip from the model.
+    # (Most of them were the block's first layer's rematerialized set, docs/fit.md.)
     case("gpt_oss_20b_l4_v5p32_ep4", "gpt-oss-20b", "v5p-32", "per_device_batch_size=2",
          "max_target_length=4096", "ici_fsdp_parallelism=4", "ici_expert_parallelism=4", layers=4),
     case("qwen3_30b_l4_v6e16_ep4", "qwen3-30b-a3b", "v6e-16", "per_device_batch_size=2",
@@ -227,8 +228,9 @@ CASES += [
 
 # Which earlier layers of a scanned block of several MoE layers stay through the later
 # layers' backward: gpt-oss-20b at expert 4 holds the first layer's whole rematerialized set
-# (gmm outputs, bias rows, the combine's float32 input), Qwen3.5 without expert parallelism
-# its sorted tokens. Qwen3.5 at expert 4 tells the ragged path from the biases.
+# (gmm outputs, bias rows, the combine's float32 input). Qwen3.5 at expert 4 was added to
+# tell the ragged path and the biases apart; its dump holds each earlier layer's whole set
+# too (sorted tokens, gmm outputs, ffn_act product, gathered kernels), no biases needed.
 CASES += [
     variant("qwen3_5_35b_l8_v6e16_ep4", "qwen3_5_35b_l8_v6e16", "ici_fsdp_parallelism=4",
             "ici_expert_parallelism=4"),
