@@ -14,6 +14,7 @@
 
 #include "config/embedded_configs.h"
 #include "config/key_suggest.h"
+#include "config/run_inputs.h"
 #include "run/run.h"
 #include "test_support.h"
 #include "util/error.h"
@@ -499,4 +500,18 @@ TEST_CASE("file and override errors name the file or argument", "[config]") {
 }
 
 }  // namespace
+TEST_CASE("An override replaces every setting of its key, the last of which MaxText would take",
+          "[config]") {
+  // A user who set remat_policy twice: fit's variant "remat_policy=custom" must not be undone
+  // by the second setting (it was, and the variant showed the user's own policy's figures).
+  const std::vector<std::string> args = {"base.yml", "remat_policy=custom",
+                                         "per_device_batch_size=8", "remat_policy=full"};
+  CHECK(WithOverrides(args, {"remat_policy=custom", "decoder_layer_input=offload"}) ==
+        std::vector<std::string>{"base.yml", "remat_policy=custom", "per_device_batch_size=8",
+                                 "decoder_layer_input=offload"});
+  // A key set once keeps its place; a key's prefix is not the key.
+  CHECK(WithOverrides({"a.yml", "dtype=bfloat16", "dtype_x=1"}, {"dtype=float32"}) ==
+        std::vector<std::string>{"a.yml", "dtype=float32", "dtype_x=1"});
+}
+
 }  // namespace shardtrace

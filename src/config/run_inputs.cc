@@ -38,11 +38,15 @@ std::vector<std::string> WithOverrides(std::vector<std::string> args,
     const std::string key = kv.substr(0, kv.find('=') + 1);
     const auto same = std::find_if(args.begin(), args.end(),
                                    [&](const std::string& a) { return a.rfind(key, 0) == 0; });
-    if (same != args.end()) {
-      *same = kv;
-    } else {
+    if (same == args.end()) {
       args.push_back(kv);
+      continue;
     }
+    *same = kv;
+    // MaxText takes a key's last value: a second setting of it in `args` would undo this one.
+    args.erase(std::remove_if(std::next(same), args.end(),
+                              [&](const std::string& a) { return a.rfind(key, 0) == 0; }),
+               args.end());
   }
   return args;
 }

@@ -34,7 +34,8 @@ ConfigSource SplitArgs(const std::vector<std::string>& args, ParsedYamlCache* ca
 std::string RevisionArg(const std::vector<std::string>& args);
 
 // `args` with the key=value overrides `more`: a key `args` already sets takes the new value
-// in place (so a command line built from the result names each key once), a new key is
+// in place, where it first sets it, and its later settings go (so a command line built from the
+// result names each key once, and none set twice by the user undoes the override); a new key is
 // appended.
 std::vector<std::string> WithOverrides(std::vector<std::string> args,
                                        const std::vector<std::string>& more);
