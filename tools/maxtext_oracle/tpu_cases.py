@@ -107,6 +107,11 @@ CASES = [
          "max_target_length=2048", layers=2),
     case("pair_deepseek3_test_v5p8_pdb30", "deepseek3-test", "v5p-8", "per_device_batch_size=30",
          "max_target_length=2048"),
+    # Held out: the batch one past the largest that fit's batch row names for mixtral at
+    # sequence 8192 on v5p-8 (32), written before its compile: fit at 33 does not fit by 79.4 MiB
+    # of the 95% (97,733,050,400 B, 95.1% of HBM), near the line.
+    case("pair_mixtral_l2_v5p8_s8192_pdb33", "mixtral-8x7b", "v5p-8", "per_device_batch_size=33",
+         "max_target_length=8192", layers=2),
     case("pair_deepseek3_test_v5p8_pdb31", "deepseek3-test", "v5p-8", "per_device_batch_size=31",
          "max_target_length=2048"),
     # Round two: tpu7x, more v6e and v5e, data parallelism, the other remat policies, larger
