@@ -1,11 +1,11 @@
-// plan's batch search (plan/batch_search.h) against memory curves with a known answer: it
+// plan's batch search (model/batch_search.h) against memory curves with a known answer: it
 // must stand at the largest batch that fits at or below the start, whatever the curve's
 // shape, and a straight line should take few probes.
+#include "model/batch_search.h"
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <functional>
-
-#include "plan/batch_search.h"
 
 namespace shardtrace {
 namespace {
@@ -18,8 +18,10 @@ struct Searched {
 };
 
 // Runs the search from `start` over a config whose peak at batch b is need(b).
-Searched Search(double start, int64_t state, int64_t hbm, const std::function<int64_t(double)>& need) {
-  BatchSearch search(start);
+Searched Search(double start, int64_t state, int64_t hbm,
+                const std::function<int64_t(double)>& need,
+                BatchSearch::Direction direction = BatchSearch::Direction::kDown) {
+  BatchSearch search(start, direction);
   int probes = 0;
   while (true) {
     ++probes;
@@ -58,6 +60,38 @@ TEST_CASE("plan's batch search stands at the largest batch that fits", "[plan]")
   });
   CHECK(hopeless.batch == 1);
   CHECK(hopeless.probes == 2);
+}
+
+TEST_CASE("fit's upward batch search stands at the largest batch that fits above the user's",
+          "[plan]") {
+  constexpr auto kUp = BatchSearch::Direction::kUp;
+  const int64_t hbm = 96 * kGiB, state = 40 * kGiB;
+  const auto line = [&](double b) { return state + static_cast<int64_t>(b * 7 * kGiB); };
+  // 2 fits, the line through it says 8, which fits; 9 does not.
+  const Searched s = Search(2, state, hbm, line, kUp);
+  CHECK(s.batch == 8);
+  CHECK(s.probes == 3);
+  // The user's batch is the largest: the next one up is probed, no more.
+  CHECK(Search(8, state, hbm, line, kUp).batch == 8);
+  CHECK(Search(8, state, hbm, line, kUp).probes == 2);
+  // Down from a batch that does not fit, the same as plan's.
+  CHECK(Search(12, state, hbm, line, kUp).batch == 8);
+  // A curve that bends down (memory growing slower than the line says): the climb doubles.
+  const auto sublinear = [&](double b) {
+    return state + static_cast<int64_t>(std::sqrt(b) * 4 * kGiB);
+  };
+  const Searched root = Search(1, state, hbm, sublinear, kUp);
+  CHECK(root.batch == 196);  // 40 + 4 * 14 = 96 fits, 197 does not
+  CHECK(root.probes < 20);
+  // One that bends up: the line overshoots and bisection finds it.
+  const auto bend = [&](double b) { return state + static_cast<int64_t>(b * b * kGiB); };
+  CHECK(Search(1, state, hbm, bend, kUp).batch == 7);
+  // A fractional batch that fits climbs to whole batches.
+  CHECK(Search(0.5, state, hbm, line, kUp).batch == 8);
+  // Memory that never grows stops at the ceiling.
+  CHECK(Search(
+            1, state, hbm, [&](double) { return state; }, kUp)
+            .batch == kLargestBatch);
 }
 
 }  // namespace shardtrace

@@ -30,18 +30,6 @@ namespace {
 
 using nlohmann::json;
 
-// The fixture's argv with the release base.yml of testdata (byte-identical to the venv's,
-// testdata/maxtext-moe-models/PROVENANCE.md) in place of the venv's path.
-std::vector<std::string> FitArgs(const json& tpu) {
-  std::vector<std::string> args = {"fit",
-                                   SourcePath("testdata/maxtext-moe-models/configs/base.yml")};
-  const auto& argv = tpu.at("argv");
-  for (size_t i = 1; i < argv.size(); ++i) args.push_back(argv[i].get<std::string>());
-  args.push_back("--format");
-  args.push_back("json");
-  return args;
-}
-
 double RelativeError(int64_t mine, int64_t theirs) {
   return theirs == 0 ? 0.0 : static_cast<double>(mine - theirs) / static_cast<double>(theirs);
 }

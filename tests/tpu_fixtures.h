@@ -30,6 +30,21 @@ inline std::vector<Fixture> TpuFixtures() {
   return out;
 }
 
+// `shardtrace fit` on the fixture's argv, with the release base.yml of testdata (byte-identical to
+// the venv's, testdata/maxtext-moe-models/PROVENANCE.md) in place of the venv's path, then
+// `extra` overrides, as JSON.
+inline std::vector<std::string> FitArgs(const nlohmann::json& tpu,
+                                        const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args = {"fit",
+                                   SourcePath("testdata/maxtext-moe-models/configs/base.yml")};
+  const auto& argv = tpu.at("argv");
+  for (size_t i = 1; i < argv.size(); ++i) args.push_back(argv[i].get<std::string>());
+  args.insert(args.end(), extra.begin(), extra.end());
+  args.push_back("--format");
+  args.push_back("json");
+  return args;
+}
+
 inline nlohmann::json Differences() {
   return nlohmann::json::parse(ReadFile(SourcePath("testdata/maxtext-tpu/fit_differences.json")));
 }

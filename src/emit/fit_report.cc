@@ -110,6 +110,13 @@ std::vector<MemoryRow> MemoryRows(const FitResult& f) {
   return rows;
 }
 
+// A variant's overrides as the user would type them, then what the row is ("(the largest batch
+// that fits)").
+std::string VariantOverride(const FitVariant& v) {
+  const std::string typed = fmt::format("{}", fmt::join(v.overrides, " "));
+  return v.note.empty() ? typed : fmt::format("{} ({})", typed, v.note);
+}
+
 std::string VariantVerdict(const FitVariant& v) {
   return v.refused.empty() ? FitVerdict(v.fits, v.headroom_bytes) : "refused: " + v.refused;
 }
@@ -180,7 +187,7 @@ std::string FitToText(const FitResult& f) {
     out += "\nvariants (each a whole fit of its own)\n";
     TextTable var({"override", "verdict", "peak"});
     for (const FitVariant& v : f.variants) {
-      var.AddRow({fmt::format("{}", fmt::join(v.overrides, " ")), VariantVerdict(v),
+      var.AddRow({VariantOverride(v), VariantVerdict(v),
                   v.refused.empty() ? HumanBytes(v.peak_bytes) : "-"});
     }
     out += var.Render("  ");
@@ -269,6 +276,7 @@ std::string FitToJson(const FitResult& f) {
   j["variants"] = nlohmann::ordered_json::array();
   for (const FitVariant& v : f.variants) {
     nlohmann::ordered_json row = {{"overrides", v.overrides}};
+    if (!v.note.empty()) row["note"] = v.note;
     if (v.refused.empty()) {
       row["fits"] = v.fits;
       row["peak_memory_in_bytes"] = v.peak_bytes;
@@ -428,8 +436,7 @@ std::string FitToHtml(const FitResult& f, const std::string& command) {
   if (!f.variants.empty()) {
     HtmlTable var = NewTable("variants-table", "variants", {"override", "verdict", "peak"});
     for (const FitVariant& v : f.variants) {
-      var.rows.push_back({Text(fmt::format("{}", fmt::join(v.overrides, " "))),
-                          Text(VariantVerdict(v)),
+      var.rows.push_back({Text(VariantOverride(v)), Text(VariantVerdict(v)),
                           v.refused.empty() ? Bytes(v.peak_bytes) : Text("-")});
     }
     report.sections.push_back(

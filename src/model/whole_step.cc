@@ -9,6 +9,7 @@
 #include "config/run_inputs.h"
 #include "model/attention_step.h"
 #include "model/block_step.h"
+#include "model/fit_variants.h"
 #include "model/linear_attention_step.h"
 #include "model/step_peak.h"
 #include "model/tpu_tiles.h"
@@ -729,35 +730,7 @@ FitResult Fit(const FitRequest& given) {
   FitResult r = FitOnce(request);
   if (!request.variants) return r;
   // What would make it fit, or give the most headroom: each row a whole fit of its own.
-  std::vector<std::vector<std::string>> tries;
-  if (r.policy.name != "full") tries.push_back({"remat_policy=full"});
-  for (const auto& [key, value] : r.settings) {
-    if (key == "per_device_batch_size") {
-      const double pdb = std::stod(value);
-      if (pdb >= 2) tries.push_back({fmt::format("per_device_batch_size={}", static_cast<int64_t>(pdb / 2))});
-    }
-    if (key == "weight_dtype" && value == "float32") tries.push_back({"weight_dtype=bfloat16"});
-    if (key == "opt_type" && value != "sgd") tries.push_back({"opt_type=sgd"});
-  }
-  for (const auto& extra : tries) {
-    FitRequest v = request;
-    v.variants = false;
-    v.args = WithOverrides(request.args, extra);
-    FitVariant row;
-    row.overrides = extra;
-    try {
-      const FitResult f = FitOnce(v);
-      row.fits = f.fits;
-      row.peak_bytes = f.memory.peak_memory_in_bytes;
-      row.headroom_bytes = f.headroom_bytes;
-    } catch (const Error& e) {
-      row.refused = e.what();
-    }
-    r.variants.push_back(std::move(row));
-  }
-  std::stable_sort(r.variants.begin(), r.variants.end(), [](const FitVariant& a, const FitVariant& b) {
-    return a.headroom_bytes > b.headroom_bytes;
-  });
+  r.variants = model_internal::Variants(request, r, FitOnce);
   return r;
 }
 

@@ -180,8 +180,9 @@ struct FitVariant {
   std::vector<std::string> overrides;  // key=value added to the user's
   bool fits = false;
   int64_t peak_bytes = 0;
-  int64_t headroom_bytes = 0;  // HBM - peak (negative: short by)
+  int64_t headroom_bytes = 0;  // capacity - peak (negative: short by), as FitResult's
   std::string refused;         // the one-line error when the variant is not a legal config
+  std::string note;            // what the row is, where its overrides do not say it all
 };
 
 // fit's peak against the TPU compiler's on its fixtures (peak_memory_in_bytes, or the HBM its

@@ -11,8 +11,9 @@
 #include "config/config.h"
 #include "config/remat_policy.h"
 #include "config/run_inputs.h"
+#include "model/batch_search.h"
 #include "model/block_cache.h"
-#include "plan/batch_search.h"
+#include "model/fit_variants.h"
 #include "util/checked.h"
 #include "util/error.h"
 #include "util/progress.h"
@@ -260,7 +261,7 @@ PlanResult Plan(const PlanRequest& request) {
   ThreadPool pool(request.threads);
   // Without a per_device_batch_size of the user's, each config stands at the largest batch that
   // fits at or below the user's (base.yml's), found from the bytes each fit reports
-  // (plan/batch_search.h).
+  // (model/batch_search.h).
   const bool search_batch = !UserSets(source.overrides, "per_device_batch_size") &&
                             !vary.count("per_device_batch_size");
   const auto FitConfig = [&](size_t i, BlockCache& block_cache) {
@@ -292,10 +293,7 @@ PlanResult Plan(const PlanRequest& request) {
           p.time = EstimateStepTime(fit);
         }
         if (!search_batch) break;
-        const BatchProbe probe_result{fit.fits, fit.target.hbm_bytes - fit.headroom_bytes,
-                                      fit.memory.argument_size_in_bytes + fit.peak_gradient_bytes +
-                                          fit.peak_cast_bytes + fit.gathered_bytes,
-                                      fit.target.hbm_bytes};
+        const BatchProbe probe_result = ProbeOf(fit);
         if (!search.Record(probe_result)) break;
       } catch (const Error& e) {
         // A batch MaxText refuses (one the data axes do not divide): the last batch that ran
