@@ -135,13 +135,19 @@ std::string FitCapacityText(const FitResult& f) {
 }
 
 std::string FitHeadline(const FitResult& f) {
-  return fmt::format(
+  std::string out = fmt::format(
       "{} on {}: {}{}", f.model_name, f.target.ToString(), FitVerdict(f.fits, f.headroom_bytes),
       f.near_line ? fmt::format(" (near the line: on its fixtures fit's peak stays within "
                                 "{:.1f}% of HBM under and {:.1f}% over the TPU compiler's; "
                                 "compile to be sure)",
                                 100 * kFitPeakUnderHbm, 100 * kFitPeakOverHbm)
                   : "");
+  // The answer comes first, so what fit does not model here stands beside it, not only among
+  // the assumptions at the end (published_n1: "fits" where the compiler runs out of HBM).
+  for (const Unmodelled u : f.unmodelled) {
+    out += fmt::format(" ({}: not modelled, compile to be sure)", ShortLabel(u));
+  }
+  return out;
 }
 
 std::string FitToText(const FitResult& f) {
