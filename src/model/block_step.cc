@@ -94,7 +94,9 @@ int64_t RematerializedBytes(const RunResult& run, const StepResult& step) {
 //   gmm outputs were: qwen3-30b's fusion.760 starts where gmm.3, .4 and .5 end).
 // Then in one of two orders:
 // - kWeightGradientsLast, the scheduler's choice with memory to spare: every gmm's
-//   activation gradient runs before any weight gradient (tgmm). What the tgmms read (each
+//   activation gradient runs before any weight gradient (tgmm) reduced by the fusion (an
+//   unfused one runs at its gmm's backward, once the activation gradient has freed the
+//   kernel, as in the other order). What the tgmms read (each
 //   gmm's token operand and its output's cotangent) is held down to the block's first gmm,
 //   each kernel until its activation gradient has read it, and the sorted tokens' cotangent
 //   is written as two partials and their sum. The compiler's fullest moment holds five
@@ -192,7 +194,12 @@ int64_t TpuBackwardPeak(const RunResult& run, const StepResult& step, const std:
       lo = std::min(lo, m.first_gmm);
     } else if (last && gmm_kernel && r.kernel_summed_at >= 0) {
       lo = std::min(lo, r.kernel_summed_at);
-    } else if (r.freed_before_cotangent && !(last && gmm_kernel)) {
+    } else if (r.freed_before_cotangent && !(last && gmm_kernel && !unfused.count(b.tensor))) {
+      // A gmm whose weight gradient is reduced whole runs its tgmm at its own backward, in
+      // either order, after the activation gradient that last reads the kernel: the kernel is
+      // freed before that gradient is written (DeepSeek-V3 at fsdp 128: wo's unreduced
+      // bf16[1,256,2048,7168] beside the two wi kernels at the compiler's fullest moment,
+      // not wo's).
       lo = r.lo + 1;
     } else if (!b.cotangent && (reader == OpKind::kMul || reader == OpKind::kActivation)) {
       lo = r.lo + 1;
