@@ -32,7 +32,10 @@ small=("$src/testdata/maxtext-moe-models/configs/base.yml" model_name=mixtral-8x
   compile_topology_num_slices=1)
 fit=("${small[@]}" per_device_batch_size=1 max_target_length=1024)
 "$bin" fit "${fit[@]}" --format html -o "$work/fit.html"
-headline=$("$bin" fit "${fit[@]}" | head -n 1)
+# The whole output, then its first line: `| head -n 1` would close the pipe early, and fit
+# rightly fails a write to a closed stdout (exit 2, which pipefail then reports).
+text=$("$bin" fit "${fit[@]}")
+headline=${text%%$'\n'*}
 # Seven components stacked (parameters, optimizer state, batch, gradients, kept for the
 # backward, weights cast, peak temporaries), two limit lines (the HBM and the 95% of it the TPU
 # compiler schedules within); 13 parameters in Mixtral's layout.
