@@ -216,6 +216,16 @@ FitResult FitOnce(const FitRequest& request) {
   if (opt != "adamw" && opt != "adam_pax" && opt != "sgd") {
     Fail("opt_type is '{}': fit models adamw, adam_pax and sgd", opt);
   }
+  // DeepSeek-V3.2's dense warm-up stage: MaxText's train step skips the main model's loss and
+  // trains the indexer alone by its KL loss (trainers/pre_train/train.py); with the factor 0 the
+  // compiled step is the optimizer's update alone (its fixture's compile: 3.9 MB of temporaries).
+  if (config.Has("use_indexer") && config.Bool("use_indexer") &&
+      !(config.Has("indexer_sparse_training") && config.Bool("indexer_sparse_training"))) {
+    Fail(
+        "use_indexer=true with indexer_sparse_training=false is MaxText's dense warm-up stage, "
+        "whose step skips the model's loss and trains the indexer alone: fit models the training "
+        "step of the sparse stage (indexer_sparse_training=true)");
+  }
   const DType weight_dtype = ParseDType(config.Str("weight_dtype"), "weight_dtype");
   const std::string mu_name = config.Has("mu_dtype") ? config.Str("mu_dtype") : "";
   const DType mu_dtype = mu_name.empty() ? weight_dtype : ParseDType(mu_name, "mu_dtype");
