@@ -176,16 +176,16 @@ TEST_CASE("a loop of two layers the compiler peels to none: the update in the gr
 }
 
 }  // namespace
-TEST_CASE("a gmm whose weight gradient is all-reduced whole frees its kernel before writing it",
+TEST_CASE("a weight gradient reduced whole is written with the other tgmms, after the kernels",
           "[fit]") {
   // DeepSeek-V3 with 4 layers at fsdp 128 on v5p-256: wo's gradient is all-reduced whole (its
-  // minor dim's bf16 share, 56 x 2 bytes, under the fusion's 512; spmd/tpu_collectives.h), so
-  // its tgmm runs at wo's backward, not after the activation gradients. The compiler's fullest
-  // moment (the fixture's peak_buffers) holds that gradient, bf16[1,256,2048,7168], beside the
-  // two gathered wi kernels and not wo's: the dot's activation gradient reads the kernel first
-  // and frees it. Held against the compiler's peak_memory_in_bytes (the arguments and the
+  // minor dim's bf16 share, 56 x 2 bytes, under the fusion's 512; spmd/tpu_collectives.h). In
+  // the weights-last order its tgmm runs after the activation gradients, like the others: the
+  // compiler's fullest moment (the fixture's peak_buffers) holds the three gathered expert
+  // kernels, wo's as the copy of its gather (bf16[1,256,2048,7168] from dynamic_slice), and no
+  // unreduced gradient. Held against the compiler's peak_memory_in_bytes (the arguments and the
   // buffers live at its fullest moment, its heap's holes left out, as fit's peak is): 7.6%
-  // over; holding wo's kernel too put fit 21.5% over.
+  // over; writing the gradient at wo's own backward, beside the three kernels, put fit 21.5% over.
   const std::vector<Fixture> fixtures = TpuFixtures();
   const auto it = std::find_if(fixtures.begin(), fixtures.end(), [](const Fixture& f) {
     return f.name == "deepseek3_671b_l4_v5p256";

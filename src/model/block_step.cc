@@ -194,12 +194,7 @@ int64_t TpuBackwardPeak(const RunResult& run, const StepResult& step, const std:
       lo = std::min(lo, m.first_gmm);
     } else if (last && gmm_kernel && r.kernel_summed_at >= 0) {
       lo = std::min(lo, r.kernel_summed_at);
-    } else if (r.freed_before_cotangent && !(last && gmm_kernel && !unfused.count(b.tensor))) {
-      // A gmm whose weight gradient is reduced whole runs its tgmm at its own backward, in
-      // either order, after the activation gradient that last reads the kernel: the kernel is
-      // freed before that gradient is written (DeepSeek-V3 at fsdp 128: wo's unreduced
-      // bf16[1,256,2048,7168] beside the two wi kernels at the compiler's fullest moment,
-      // not wo's).
+    } else if (r.freed_before_cotangent && !(last && gmm_kernel)) {
       lo = r.lo + 1;
     } else if (!b.cotangent && (reader == OpKind::kMul || reader == OpKind::kActivation)) {
       lo = r.lo + 1;
@@ -209,7 +204,14 @@ int64_t TpuBackwardPeak(const RunResult& run, const StepResult& step, const std:
             ? GmmKernelBytes(b.bytes, run.trace.tensors[static_cast<size_t>(b.tensor)].shape.back(),
                              true)
             : b.bytes;
-    add(lo, r.hi, bytes);
+    // A weight gradient reduced whole is a tgmm's output like the others: in the weights-last
+    // order it is written after the activation gradients, at the block's first gmm, not at its
+    // own gmm's backward beside the kernels still held (DeepSeek-V3 at fsdp 128 on v5p-256 and
+    // V3.2 on v5p-64: the compiler's fullest moment holds all three expert kernels, wo's as the
+    // copy of its gather, and no unreduced gradient).
+    const bool whole_gradient = b.cotangent && is_weight(b.tensor) && unfused.count(b.tensor);
+    const int hi = last && whole_gradient ? std::min(r.hi, m.first_gmm) : r.hi;
+    add(lo, hi, bytes);
     if (last && r.summed_at >= 0) add(r.summed_at, r.summed_at, 2 * b.bytes);
   }
   if (last && m.combine_all_to_all > m.first_gmm) {
