@@ -87,11 +87,17 @@ TEST_CASE("fit against the TPU compiler's whole training steps", "[fit][tpu]") {
     if (Listed(diffs, f.name, "verdict") && !Listed(diffs, f.name, "peak band")) {
       CHECK(fit.at("near_line").get<bool>());
     }
-    // A false fit outside the band, or temp past 20%, is flagged by what fit does not model
-    // there (model/unmodelled.h).
-    if ((Listed(diffs, f.name, "verdict") && fit.at("fits").get<bool>() && !fit.at("near_line")) ||
-        Listed(diffs, f.name, "temp 20%")) {
+    // A false fit outside the band is flagged by what fit does not model there
+    // (model/unmodelled.h); so is a temp past 20%, unless the miss is the compiler heap's
+    // packing alone: fit's temp within 10% of the bytes the compiler's own buffers cover at its
+    // fullest moment (peak_buffers), the rest its heap's holes, which fit never counts.
+    if (Listed(diffs, f.name, "verdict") && fit.at("fits").get<bool>() && !fit.at("near_line")) {
       CHECK(!fit.at("unmodelled").empty());
+    }
+    if (Listed(diffs, f.name, "temp 20%") && fit.at("unmodelled").empty()) {
+      const json& peak = f.tpu.at("peak_buffers");
+      CHECK(std::abs(RelativeError(fit["temp_size_in_bytes"], peak.at("unique_temp_bytes"))) <=
+            0.10);
     }
     if (!fit.at("unmodelled").empty()) {
       // And the text's first line, the answer, says it beside the verdict.
