@@ -184,6 +184,29 @@ TEST_CASE("fit against the TPU compiler's whole training steps", "[fit][tpu]") {
 // Each fixture as a space of one (its mesh's four searched ICI axes, remat policy and matmul
 // pinned to what MaxText resolved; its batch is its own): plan's verdict is fit's, and a "fits"
 // is a compile that did not run out of HBM.
+TEST_CASE("the differences file quotes fit's verdicts as fit prints them", "[fit][tpu]") {
+  // A listing's "fit" text that quotes a verdict ("does not fit by 5.2 GiB", "fits with ... to
+  // spare") is fit's first line today, so the file cannot go stale while fit moves.
+  const json diffs = Differences();
+  std::map<std::string, json> tpu;
+  for (const Fixture& f : TpuFixtures()) tpu[f.name] = f.tpu;
+  const std::regex verdict(R"((does not fit by|fits with) [0-9.]+ [KMGT]?i?B)");
+  int quoted = 0;
+  for (const json& d : diffs.at("differences")) {
+    const std::string text = d.at("fit");
+    std::smatch m;
+    if (!std::regex_search(text, m, verdict)) continue;
+    INFO("fixture " << d.at("fixture").get<std::string>() << ", bound " << d.at("bound"));
+    REQUIRE(tpu.count(d.at("fixture")) == 1);
+    std::vector<std::string> args = FitArgs(tpu.at(d.at("fixture")));
+    args.resize(args.size() - 2);  // the text, not --format json
+    const CommandResult r = RunShardtrace(args);
+    CHECK_THAT(r.out.substr(0, r.out.find('\n')), Catch::Contains(m.str()));
+    ++quoted;
+  }
+  CHECK(quoted >= 4);
+}
+
 TEST_CASE("plan calls a compiled fixture a fit only where the TPU compiler compiled it", "[plan][tpu]") {
   int planned = 0;
   for (const Fixture& f : TpuFixtures()) {
