@@ -101,9 +101,7 @@ TEST_CASE("fit against the TPU compiler's whole training steps", "[fit][tpu]") {
     }
     if (!fit.at("unmodelled").empty()) {
       // And the text's first line, the answer, says it beside the verdict.
-      std::vector<std::string> text = FitArgs(f.tpu);
-      text.resize(text.size() - 2);  // without --format json
-      const CommandResult t = RunShardtrace(text);
+      const CommandResult t = RunShardtrace(FitTextArgs(f.tpu));
       CHECK_THAT(t.out.substr(0, t.out.find('\n')),
                  Catch::Contains("not modelled, compile to be sure"));
     }
@@ -198,9 +196,7 @@ TEST_CASE("the differences file quotes fit's verdicts as fit prints them", "[fit
     if (!std::regex_search(text, m, verdict)) continue;
     INFO("fixture " << d.at("fixture").get<std::string>() << ", bound " << d.at("bound"));
     REQUIRE(tpu.count(d.at("fixture")) == 1);
-    std::vector<std::string> args = FitArgs(tpu.at(d.at("fixture")));
-    args.resize(args.size() - 2);  // the text, not --format json
-    const CommandResult r = RunShardtrace(args);
+    const CommandResult r = RunShardtrace(FitTextArgs(tpu.at(d.at("fixture"))));
     CHECK_THAT(r.out.substr(0, r.out.find('\n')), Catch::Contains(m.str()));
     ++quoted;
   }
@@ -211,9 +207,8 @@ TEST_CASE("plan calls a compiled fixture a fit only where the TPU compiler compi
   int planned = 0;
   for (const Fixture& f : TpuFixtures()) {
     INFO("fixture " << f.name);
-    std::vector<std::string> args = FitArgs(f.tpu);
+    std::vector<std::string> args = FitTextArgs(f.tpu);
     args.front() = "plan";
-    args.resize(args.size() - 2);  // no --format json yet
     const json& mesh = f.tpu.at("mesh");
     const json& resolved = f.tpu.at("resolved");
     for (const char* axis : {"data", "fsdp", "tensor", "expert"}) {

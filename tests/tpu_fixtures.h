@@ -32,14 +32,21 @@ inline std::vector<Fixture> TpuFixtures() {
 
 // `shardtrace fit` on the fixture's argv, with the release base.yml of testdata (byte-identical to
 // the venv's, testdata/maxtext-moe-models/PROVENANCE.md) in place of the venv's path, then
-// `extra` overrides, as JSON.
-inline std::vector<std::string> FitArgs(const nlohmann::json& tpu,
-                                        const std::vector<std::string>& extra = {}) {
+// `extra` overrides: the text form.
+inline std::vector<std::string> FitTextArgs(const nlohmann::json& tpu,
+                                            const std::vector<std::string>& extra = {}) {
   std::vector<std::string> args = {"fit",
                                    SourcePath("testdata/maxtext-moe-models/configs/base.yml")};
   const auto& argv = tpu.at("argv");
   for (size_t i = 1; i < argv.size(); ++i) args.push_back(argv[i].get<std::string>());
   args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+// The same as JSON.
+inline std::vector<std::string> FitArgs(const nlohmann::json& tpu,
+                                        const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args = FitTextArgs(tpu, extra);
   args.push_back("--format");
   args.push_back("json");
   return args;
