@@ -94,9 +94,8 @@ int64_t RematerializedBytes(const RunResult& run, const StepResult& step) {
 //   gmm outputs were: qwen3-30b's fusion.760 starts where gmm.3, .4 and .5 end).
 // Then in one of two orders:
 // - kWeightGradientsLast, the scheduler's choice with memory to spare: every gmm's
-//   activation gradient runs before any weight gradient (tgmm) reduced by the fusion (an
-//   unfused one runs at its gmm's backward, once the activation gradient has freed the
-//   kernel, as in the other order). What the tgmms read (each
+//   activation gradient runs before any weight gradient (tgmm), one reduced whole (`unfused`)
+//   included: it is written at the block's first gmm with the others. What the tgmms read (each
 //   gmm's token operand and its output's cotangent) is held down to the block's first gmm,
 //   each kernel until its activation gradient has read it, and the sorted tokens' cotangent
 //   is written as two partials and their sum. The compiler's fullest moment holds five

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 #include <map>
 #include <optional>
 #include <string>
@@ -36,13 +35,19 @@ FitVariant RowOf(std::vector<std::string> overrides, const FitResult& f) {
   return row;
 }
 
-FitVariant Tried(const FitRequest& request, std::vector<std::string> overrides,
-                 const FitOnceFn& fit_once) {
+// The user's request with `overrides`, fitted alone (no variants of its own).
+FitRequest VariantRequest(const FitRequest& request, const std::vector<std::string>& overrides) {
   FitRequest v = request;
   v.variants = false;
   v.args = WithOverrides(request.args, overrides);
+  return v;
+}
+
+FitVariant Tried(const FitRequest& request, std::vector<std::string> overrides,
+                 const FitOnceFn& fit_once) {
   try {
-    return RowOf(std::move(overrides), fit_once(v));
+    FitResult f = fit_once(VariantRequest(request, overrides));
+    return RowOf(std::move(overrides), f);
   } catch (const Error& e) {
     FitVariant row;
     row.overrides = std::move(overrides);
@@ -65,12 +70,9 @@ std::optional<FitVariant> BatchRow(const FitRequest& request, const FitResult& f
   BatchProbe probe = ProbeOf(fit);
   while (search.Record(probe)) {
     const double batch = search.batch();
-    FitRequest v = request;
-    v.variants = false;
-    v.args = WithOverrides(request.args, {BatchArg(batch)});
     std::optional<FitResult> f;
     try {
-      f = fit_once(v);
+      f = fit_once(VariantRequest(request, {BatchArg(batch)}));
     } catch (const Error&) {
       break;
     }
