@@ -270,8 +270,8 @@ BlockFigures AttentionLayer(const Config& config, const Mesh& mesh, const RematP
 
   // The backward of one attention layer: its gathered weights and their unreduced gradients,
   // q, k and v (recomputed or kept) with their cotangents and the context's cotangent, the
-  // input gathered for the projections where it is (above), and under dot_product the float32
-  // logits and their cotangent. The context itself is not read there (the flash kernel's
+  // input gathered for the projections where it is (above), and under dot_product the masked
+  // logits and their cotangent (below). The context itself is not read there (the flash kernel's
   // backward takes a row sum of it with its cotangent before it starts): deepseek3-test's step
   // at batch 20 and 30 holds four bf16[batch,128,2048,192] (q, k and their cotangents) and
   // three of [batch,128,2048,128] (v, its cotangent and the context's) at the compiler's
@@ -282,12 +282,24 @@ BlockFigures AttentionLayer(const Config& config, const Mesh& mesh, const RematP
       "attention backward: gathered weights, their gradients, q/k/v and their "
       "cotangents, the context's cotangent";
   if (kernel == "dot_product") {
-    const int64_t logits = LocalBytes(config, mesh, {batch, heads, length, length},
-                                      LogicalNames({"activation_batch", "activation_heads",
-                                                    "activation_length", nullptr}),
-                                      DType::kFloat32, "attention logits");
+    // apply_attention_dot's masked logits, [batch, kv_heads, groups, length, length], in the
+    // activation dtype (float32 under float32_logits or float32_qk_product): what the softmax's
+    // backward reads, so the rematerialized forward writes them again and they stay live
+    // through the backward of the parts after attention, as q, k and v do. DeepSeek-V3.2 on
+    // v5p-64 (dot_product, the indexer's kernel): at the compiler's fullest moment, inside the
+    // MoE block's backward, its bf16[1,128,1,2048,2048] (1 GiB) from the MoE layer's
+    // rematerialized forward, and the inlined dense layer's from its forward; in the
+    // attention's backward, those and their bf16 cotangent.
+    const DType logits_dtype =
+        config.Bool("float32_logits") || config.Bool("float32_qk_product") ? DType::kFloat32 : dt;
+    const int64_t logits = LocalBytes(
+        config, mesh, {batch, heads, length, length},
+        LogicalNames({"activation_batch", "activation_heads", "activation_length", nullptr}),
+        logits_dtype, "attention logits");
+    keep("attn_weights", logits, "the masked [batch, heads, length, length] logits");
     peak += 2 * logits;
-    where += " and the float32 [batch, heads, length, length] logits with their cotangent";
+    where += fmt::format(" and the {} [batch, heads, length, length] logits with their cotangent",
+                         ToString(logits_dtype));
   }
   if (kernel != "dot_product" && policy.wrapped) {
     // The flash kernel's residuals beside q, k, v and the context: its log-sum-exp in float32,
