@@ -63,14 +63,10 @@ TEST_CASE("a loop with memory to spare keeps its weight gradients last in a step
   // backward, is 42% of HBM by fit's count, under kWeightsLastUntilHbm; in the other order
   // fit's temp was 15.4% under the compiler's.
   const auto deepseek2 = [](int batch) {
-    const std::vector<Fixture> fixtures = TpuFixtures();
-    const std::string name = fmt::format("pair_deepseek2_16b_v5p16_pdb{}", batch);
-    const auto it = std::find_if(fixtures.begin(), fixtures.end(),
-                                 [&](const Fixture& f) { return f.name == name; });
-    REQUIRE(it != fixtures.end());
-    const CommandResult r = RunShardtrace(FitArgs(it->tpu));
+    const json tpu = TpuFixture(fmt::format("pair_deepseek2_16b_v5p16_pdb{}", batch));
+    const CommandResult r = RunShardtrace(FitArgs(tpu));
     REQUIRE(r.status == 0);
-    return std::make_pair(json::parse(r.out), it->tpu);
+    return std::make_pair(json::parse(r.out), tpu);
   };
   const auto [at20, tpu20] = deepseek2(20);
   CHECK(OrderNotes(at20).empty());
@@ -219,17 +215,13 @@ TEST_CASE("a weight gradient reduced whole is written with the other tgmms, afte
   // unreduced gradient. Held against the compiler's peak_memory_in_bytes (the arguments and the
   // buffers live at its fullest moment, its heap's holes left out, as fit's peak is): 7.6%
   // over; writing the gradient at wo's own backward, beside the three kernels, put fit 21.5% over.
-  const std::vector<Fixture> fixtures = TpuFixtures();
-  const auto it = std::find_if(fixtures.begin(), fixtures.end(), [](const Fixture& f) {
-    return f.name == "deepseek3_671b_l4_v5p256";
-  });
-  REQUIRE(it != fixtures.end());
-  const CommandResult r = RunShardtrace(FitArgs(it->tpu));
+  const json tpu = TpuFixture("deepseek3_671b_l4_v5p256");
+  const CommandResult r = RunShardtrace(FitArgs(tpu));
   REQUIRE(r.status == 0);
   const json fit = json::parse(r.out);
   CHECK(OrderNotes(fit).empty());  // weights last: memory to spare
-  const double tpu = it->tpu.at("memory").at("peak_memory_in_bytes").get<double>();
-  const double over = fit.at("peak_memory_in_bytes").get<double>() / tpu - 1;
+  const double compiler = tpu.at("memory").at("peak_memory_in_bytes").get<double>();
+  const double over = fit.at("peak_memory_in_bytes").get<double>() / compiler - 1;
   CHECK(over > 0);
   CHECK(over < 0.10);
 }
@@ -241,19 +233,15 @@ TEST_CASE("dot_product's masked logits stay live from the rematerialized forward
   // layer's from its forward, each read by its attention's backward. The fixture records the
   // buffers live there (peak_buffers.unique_temp_bytes, 35,229,117,888 B): fit's temp, which
   // counted neither, was 4.5% under them; it is now within 2%.
-  const std::vector<Fixture> fixtures = TpuFixtures();
-  const auto it = std::find_if(fixtures.begin(), fixtures.end(), [](const Fixture& f) {
-    return f.name == "deepseek3_2_671b_l4_v5p64";
-  });
-  REQUIRE(it != fixtures.end());
-  const CommandResult r = RunShardtrace(FitArgs(it->tpu));
+  const json tpu = TpuFixture("deepseek3_2_671b_l4_v5p64");
+  const CommandResult r = RunShardtrace(FitArgs(tpu));
   REQUIRE(r.status == 0);
   const json fit = json::parse(r.out);
-  const double live = it->tpu.at("peak_buffers").at("unique_temp_bytes").get<double>();
+  const double live = tpu.at("peak_buffers").at("unique_temp_bytes").get<double>();
   const double temp = fit.at("temp_size_in_bytes").get<double>();
   CHECK(std::abs(temp / live - 1) < 0.02);
   // In float32 (float32_logits) each of the two is twice the bytes: 2 GiB more at the peak.
-  const CommandResult f32 = RunShardtrace(FitArgs(it->tpu, {"float32_logits=true"}));
+  const CommandResult f32 = RunShardtrace(FitArgs(tpu, {"float32_logits=true"}));
   REQUIRE(f32.status == 0);
   CHECK(json::parse(f32.out).at("temp_size_in_bytes").get<int64_t>() -
             fit.at("temp_size_in_bytes").get<int64_t>() ==

@@ -85,21 +85,17 @@ TEST_CASE("fit's batch row stands at the TPU compiler's boundary on the straddli
 
 TEST_CASE("Each of fit's variants is the fit of its own overrides", "[fit][tpu]") {
   // DeepSeek-V3's published recipe on v5p-256 at batch 8 (fit: does not fit, near the line).
-  const std::vector<Fixture> fixtures = TpuFixtures();
-  const auto it = std::find_if(fixtures.begin(), fixtures.end(), [](const Fixture& f) {
-    return f.name == "pair_deepseek3_671b_v5p256_pdb8";
-  });
-  REQUIRE(it != fixtures.end());
+  const json tpu = TpuFixture("pair_deepseek3_671b_v5p256_pdb8");
   for (const std::vector<std::string>& extra :
        {std::vector<std::string>{}, std::vector<std::string>{"remat_policy=full"}}) {
-    const json fit = FitOf(FitArgs(it->tpu, extra));
+    const json fit = FitOf(FitArgs(tpu, extra));
     REQUIRE(fit.at("variants").size() >= 2);
     for (const json& v : fit.at("variants")) {
       INFO(v.dump());
       REQUIRE(!v.contains("refused"));
       std::vector<std::string> overrides = extra;
       for (const json& o : v.at("overrides")) overrides.push_back(o);
-      const json own = FitOf(FitArgs(it->tpu, overrides));
+      const json own = FitOf(FitArgs(tpu, overrides));
       CHECK(v.at("fits") == own.at("fits"));
       CHECK(v.at("peak_memory_in_bytes") == own.at("peak_memory_in_bytes"));
       CHECK(v.at("headroom_bytes") == own.at("headroom_bytes"));
@@ -107,7 +103,7 @@ TEST_CASE("Each of fit's variants is the fit of its own overrides", "[fit][tpu]"
   }
   // The recipe's batch: 7 fits and 8 does not, what the published run reports of the hardware
   // (docs/plan.md: batch 8 "OOMs by 1 GB").
-  CHECK(LargestBatch(FitOf(FitArgs(it->tpu)), 8) == 7.0);
+  CHECK(LargestBatch(FitOf(FitArgs(tpu)), 8) == 7.0);
 }
 
 }  // namespace shardtrace::testing

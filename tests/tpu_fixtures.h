@@ -30,6 +30,12 @@ inline std::vector<Fixture> TpuFixtures() {
   return out;
 }
 
+// One fixture, by name (a missing one fails the test with its path).
+inline nlohmann::json TpuFixture(const std::string& name) {
+  return nlohmann::json::parse(
+      ReadFile(SourcePath("testdata/maxtext-tpu/steps/" + name + ".json")));
+}
+
 // `shardtrace fit` on the fixture's argv, with the release base.yml of testdata (byte-identical to
 // the venv's, testdata/maxtext-moe-models/PROVENANCE.md) in place of the venv's path, then
 // `extra` overrides: the text form.
