@@ -47,4 +47,10 @@ void ComposePeak(const std::vector<std::string>& order, const BlockFigures& logi
 // memory_analysis()'s fields of a composed step, its verdict and headroom.
 void SettleMemory(FitResult* r);
 
+// TPU: which of a gmm block's two backward orders each stack takes (model/block_step.h), as
+// TPU's scheduler chooses by the memory it schedules (kWeightsLastUntilHbm, model/whole_step.h),
+// with the step composed again (ComposePeak, SettleMemory) and a note where an order changes.
+void ChooseBackwardOrder(const std::vector<std::string>& order, const BlockFigures& logits,
+                         FitResult* r);
+
 }  // namespace shardtrace::model_internal

@@ -1,7 +1,5 @@
 #include "model/whole_step.h"
 
-#include <fmt/ranges.h>
-
 #include <algorithm>
 #include <map>
 #include <set>
@@ -592,67 +590,7 @@ FitResult FitOnce(const FitRequest& request) {
   const std::vector<std::string> order = StackOrder(layout);
   model_internal::ComposePeak(order, logits, &r);
   model_internal::SettleMemory(&r);
-  // TPU's scheduler orders a gmm block's backward with the weight gradients after every
-  // activation gradient where the memory it schedules is ample, and runs each as its dot's
-  // backward runs where it is not (model/block_step.h, kWeightsLastUntilHbm). It schedules each
-  // computation on its own: a looped stack's backward in its loop's body, whose memory is the
-  // loop's carried state (every layer's kept residuals, the cast weights and the gradient
-  // accumulators of the stacks it runs) and one layer's backward, not what lives outside the
-  // loop (the moments, the logits, other loops' state); an inlined or peeled stack's in the
-  // step's own computation, the whole step. deepseek2-16b at batch 20 on v5p-16 compiles at
-  // 92% of HBM with its weight gradients last (its loop 43%); mixtral with two layers at
-  // sequence 8192 and batch 32 at 93% in the second order (its loop 95%; its fullest moment
-  // three bf16[524288,14336], no weight gradient pending), where the first would put it at 99%.
-  // Past its memory limit the scheduler holds the step under it whatever a loop holds:
-  // deepseek2-16b at batch 24 and 25 compiles at 94.8% and 95.6% of HBM, where the first order
-  // would put it at 99% and 102% by fit's count (its loop 49% and 51%).
-  if (tpu) {
-    std::map<std::string, int64_t> carried, layer_peak;
-    for (const LayerStack& s : r.stacks) {
-      carried[s.loop] += s.kept_bytes * s.layers + s.cast_bytes + s.gradient_bytes;
-      layer_peak[s.loop] = std::max(layer_peak[s.loop], s.backward_peak_bytes);
-    }
-    const auto scheduled = [&](const LayerStack& s) {
-      return s.inlined || s.peeled ? r.memory.peak_memory_in_bytes
-                                   : carried[s.loop] + layer_peak[s.loop];
-    };
-    const double hbm = static_cast<double>(r.target.hbm_bytes);
-    const double limit = r.target.chip.scheduler_memory_limit;
-    const bool past_limit =
-        limit > 0 && static_cast<double>(r.memory.peak_memory_in_bytes) > limit * hbm;
-    const int64_t last_order = r.memory.temp_size_in_bytes;
-    std::vector<std::string> why;
-    for (LayerStack& s : r.stacks) {
-      if (s.lean_backward_peak_bytes >= s.backward_peak_bytes) continue;
-      const int64_t bytes = scheduled(s);
-      const bool full = static_cast<double>(bytes) > kWeightsLastUntilHbm * hbm;
-      if (!full && !past_limit) continue;
-      s.backward_peak_bytes = s.lean_backward_peak_bytes;
-      const double gib = static_cast<double>(bytes) / (1 << 30);
-      if (!full) {
-        why.push_back(fmt::format("the step past its memory limit ({:.0f}% of HBM)", 100 * limit));
-      } else if (s.inlined || s.peeled) {
-        why.push_back(fmt::format("the step past {:.1f}% of HBM ({:.1f} GiB)",
-                                  100 * kWeightsLastUntilHbm, gib));
-      } else {
-        why.push_back(
-            fmt::format("the loop of {} past {:.1f}% of HBM (its carried state and one "
-                        "layer's backward, {:.1f} GiB)",
-                        s.loop, 100 * kWeightsLastUntilHbm, gib));
-      }
-    }
-    if (!why.empty()) {
-      model_internal::ComposePeak(order, logits, &r);
-      model_internal::SettleMemory(&r);
-      why.erase(std::unique(why.begin(), why.end()), why.end());
-      r.notes.push_back(fmt::format(
-          "TPU's scheduler with {}: each MoE weight gradient as its dot's backward runs, {:.1f} "
-          "GiB under the weight gradients last (its order with memory to spare; "
-          "model/block_step.h)",
-          fmt::join(why, " and "),
-          static_cast<double>(last_order - r.memory.temp_size_in_bytes) / (1 << 30)));
-    }
-  }
+  if (tpu) model_internal::ChooseBackwardOrder(order, logits, &r);
 
   r.collectives = Merge(collectives, r.mesh);
   for (const StepCollectiveTotal& t : r.collectives) r.collective_bytes_per_device += t.bytes_per_device;
