@@ -259,6 +259,19 @@ CASES += [
 ]
 
 
+# Which output heads TPU's scheduler reduces before the layers' backward (2026-11-29): at
+# fsdp 32 on v5p-64 (an all-gather and a dot, no windowed einsum), mixtral-8x7b at full depth
+# and Llama 4 Maverick at 8 layers (two scanned blocks of four). Both compiled as dumps first
+# (tools/maxtext_oracle/dump_tpu_case.sh), fit's figures taken before their results were read:
+# mixtral fits, temp 17,001,594,912 B (logits kept); Maverick does not fit by 8.1 GiB, temp
+# 80,688,861,696 B.
+CASES += [
+    case("full_mixtral_v5p64", "mixtral-8x7b", "v5p-64", "per_device_batch_size=2",
+         "max_target_length=4096"),
+    case("llama4_128e_l8_v5p64", "llama4-17b-128e", "v5p-64", "per_device_batch_size=1",
+         "max_target_length=4096", layers=8),
+]
+
 def main(argv):
   names = [a for a in argv if not a.startswith("--")]
   for name, args in CASES:
