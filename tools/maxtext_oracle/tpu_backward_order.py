@@ -2,11 +2,11 @@
 
 A MoE block's backward on the gmm path runs three activation gradients (gmm custom calls) and
 three weight gradients (tgmm custom calls). With memory to spare the compiler starts every
-activation gradient first and the tgmms after them ("weights last"); near HBM it runs a tgmm
-between them ("interleaved"), which holds fewer buffers. fit models both orders and takes the
-second past kWeightsLastUntilHbm (src/model/whole_step.h, docs/fit.md: the layer loop's memory, or
-the whole step past the scheduler's limit), a line read with this
-tool from the fixtures' dumps.
+activation gradient first and the tgmms after them ("weights last"); short of memory it runs a
+tgmm between them ("interleaved"), which holds fewer buffers. fit models both orders and takes
+the second where the layer loop's memory passes kWeightsLastUntilHbm or the whole step the
+scheduler's limit (src/model/whole_step.h, docs/fit.md), a line read with this tool from the
+fixtures' dumps.
 
 It reads the largest jit_train_step module's `*-live-range.txt` (XLA's HloLiveRange), orders
 the gmm and tgmm values by the step where each starts, and looks at the three values after the
