@@ -196,8 +196,9 @@ inline constexpr double kFitPeakOverHbm = 0.09;
 
 // The share of HBM, by fit's count of what TPU's scheduler weighs where it orders a gmm
 // block's backward with the weight gradients last (a layer loop's carried state and one
-// layer's backward; the whole step for an inlined or peeled stack; model/whole_step.cc), past
-// which it runs each weight gradient as its dot's backward runs instead (model/block_step.h).
+// layer's backward; the whole step for an inlined or peeled stack; ChooseBackwardOrder in
+// model/step_peak.h), past which it runs each weight gradient as its dot's backward runs
+// instead (model/block_step.h).
 // Read from the order of the gmms and tgmms in the dumped compiled backwards
 // (tools/maxtext_oracle/tpu_backward_order.py) where fit's two orders differ by more than 1%
 // of HBM: weights last with the loop at 42.4% (deepseek2-16b at batch 20 on v5p-16, the whole
