@@ -11,6 +11,7 @@
 #include "model/block_step.h"
 #include "model/fit_variants.h"
 #include "model/linear_attention_step.h"
+#include "model/step_keys.h"
 #include "model/step_peak.h"
 #include "model/tpu_tiles.h"
 #include "numeric/dtype.h"
@@ -216,6 +217,7 @@ FitResult FitOnce(const FitRequest& request) {
   if (opt != "adamw" && opt != "adam_pax" && opt != "sgd") {
     Fail("opt_type is '{}': fit models adamw, adam_pax and sgd", opt);
   }
+  for (std::string& note : AccountStepKeys(config)) r.notes.push_back(std::move(note));
   // DeepSeek-V3.2's dense warm-up stage: MaxText's train step skips the main model's loss and
   // trains the indexer alone by its KL loss (trainers/pre_train/train.py); with the factor 0 the
   // compiled step is the optimizer's update alone (its fixture's compile: 3.9 MB of temporaries).
