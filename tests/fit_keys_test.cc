@@ -84,6 +84,21 @@ TEST_CASE("fit refuses or notes every train-step key set away from its default",
   CHECK(json::parse(zero.out).at("notes") == base.at("notes"));
 }
 
+TEST_CASE("fit names a mesh axis that splits the sequence, whose exchange it does not count",
+          "[keys][fit]") {
+  const CommandResult r = Fit({"ici_context_parallelism=2"});
+  REQUIRE(r.status == 0);
+  const json fit = json::parse(r.out);
+  CHECK(fit.at("mesh") == "mesh['fsdp'=16, 'context'=2]");
+  int named = 0;
+  for (const json& note : fit.at("notes")) {
+    named += note ==
+             "mesh axis 'context' has 2 devices: the attention's exchange of keys and values over "
+             "it is not counted";
+  }
+  CHECK(named == 1);
+}
+
 TEST_CASE("docs/fit-keys.md is the step key table", "[keys][fit]") {
   testing::CompareWithGolden("../docs/fit-keys.md", StepKeyTableMarkdown());
 }

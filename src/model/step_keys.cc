@@ -19,6 +19,10 @@ constexpr StepKeyStatus N = StepKeyStatus::kNoted;
 // base.yml's.
 std::vector<StepKeyEntry> MakeTable() {
   return {
+      {"grad_dtype", "'float32'", N,
+       "the gradients cast to it after the backward (train.py), a cast the update reads: the "
+       "backward's accumulators stay in the parameters' dtype, as fit counts them",
+       "bfloat16"},
       {"quantization", "''", R,
        "quantized training (AQT, or qwix under use_qwix_quantization): the matmuls' int8 or fp8 "
        "operands, their scales and the weights' quantized copies",

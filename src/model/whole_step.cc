@@ -213,6 +213,17 @@ FitResult FitOnce(const FitRequest& request) {
       Fail("mesh axis '{}' has {} devices: fit does not model {}", axis, r.mesh.Size(axis), what);
     }
   }
+  // Axes that split the sequence: MaxText's attention then gathers keys and values over them
+  // (context parallelism's all-gather or ring, Ulysses' all-to-all of heads); fit shards the
+  // activations along them but models no such exchange (no TPU fixture crosses one).
+  for (const std::string_view axis : {"context", "context_usp_ulysses", "tensor_sequence"}) {
+    if (r.mesh.Size(axis) > 1) {
+      r.notes.push_back(fmt::format(
+          "mesh axis '{}' has {} devices: the attention's exchange of keys and values over it is "
+          "not counted",
+          axis, r.mesh.Size(axis)));
+    }
+  }
   const std::string opt = config.Str("opt_type");
   if (opt != "adamw" && opt != "adam_pax" && opt != "sgd") {
     Fail("opt_type is '{}': fit models adamw, adam_pax and sgd", opt);
