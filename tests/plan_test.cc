@@ -191,7 +191,9 @@ TEST_CASE(
       CHECK(std::abs(c.at("tokens_per_second_per_device").get<double>() / published - 1) < 0.02);
     }
   }
-  CHECK(out_of_hbm == 2);
+  // DeepSeek-V3 on v5p-1024 and tpu7x-256, out of HBM as fit says; gpt-oss-120b on tpu7x-128,
+  // compiled at 99.0% of HBM where fit says it does not fit by 1.3 GiB (listed, near the line).
+  CHECK(out_of_hbm == 3);
 }
 
 TEST_CASE("without a batch of the user's, plan stands each config at the largest batch that fits", "[plan]") {

@@ -77,15 +77,26 @@ void ComposePeak(const std::vector<std::string>& order, const BlockFigures& logi
     // layers on v5p-256 does not hold it (its temp +5.8% with it, -1.1% without).
     const int64_t first_forward =
         stacks.size() > 1 && stacks.front()->inlined ? stacks.front()->rematerialized_bytes : 0;
+    // Offloading, the compiler peels the backward loop's first iteration, which reads the last
+    // forward iteration's offloaded residuals where the loop left them, in HBM: they stay
+    // through the logits' backward. Llama 4 Scout's recipe at fsdp 128 and 512 holds the
+    // forward loop's four bf16[8,8192,5120] outputs there, the inputs of its last block's four
+    // decoder layers (2.5 GiB, fit's offloaded a layer); gpt-oss-120b's on tpu7x-128 its last
+    // block's layer inputs and wo outputs.
+    const LayerStack* last = stacks.empty() ? nullptr : stacks.back();
+    const int64_t last_offloaded =
+        tpu && last != nullptr && !last->inlined && !last->peeled ? last->offloaded_bytes : 0;
     Phase best{
         0,
         all_kept,
         all_cast,
         all_gathered,
-        r->logits_peak_bytes + early_forward,
+        r->logits_peak_bytes + early_forward + last_offloaded,
         0,
         logits.backward_peak_where +
-            (early_forward > 0 ? ", beside the inlined layer's rematerialized forward" : "")};
+            (early_forward > 0 ? ", beside the inlined layer's rematerialized forward" : "") +
+            (last_offloaded > 0 ? ", beside the last layer's offloaded residuals, still in HBM"
+                                : "")};
     // What the stacks after the current one (in the forward's order) have made or freed.
     int64_t done_gradients =
         outside_gradients - embedding_gradient - (residue > 0 ? head_gradient : 0);
