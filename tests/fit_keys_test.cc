@@ -99,6 +99,39 @@ TEST_CASE("fit names a mesh axis that splits the sequence, whose exchange it doe
   CHECK(named == 1);
 }
 
+TEST_CASE(
+    "With no config file fit loads the release's own embedded files, and refuses another "
+    "revision's rules that leave a layout axis without one",
+    "[fit]") {
+  const std::vector<std::string> run = {"model_name=mixtral-8x7b", "compile_topology=v5p-64",
+                                        "--format", "json"};
+  std::vector<std::string> embedded = {"fit"};
+  embedded.insert(embedded.end(), run.begin(), run.end());
+  std::vector<std::string> given = {"fit", kRelease};
+  given.insert(given.end(), run.begin(), run.end());
+  const CommandResult a = RunShardtrace(embedded), b = RunShardtrace(given);
+  REQUIRE(a.status == 0);
+  REQUIRE(b.status == 0);
+  const json from_embedded = json::parse(a.out), from_file = json::parse(b.out);
+  CHECK(from_embedded.at("maxtext_revision") == "MaxText 0.2.5 (the PyPI release)");
+  for (const char* field : {"argument_size_in_bytes", "temp_size_in_bytes", "peak_memory_in_bytes",
+                            "params", "collectives"}) {
+    INFO(field);
+    CHECK(from_embedded.at(field) == from_file.at(field));
+  }
+  // The seed era's rules have no embed_attn: every attention kernel would stay whole.
+  std::vector<std::string> seed = embedded;
+  seed.push_back("--maxtext-revision=seed");
+  const CommandResult refused = RunShardtrace(seed);
+  CHECK(refused.status == 2);
+  CHECK(refused.out.empty());
+  CHECK(refused.err ==
+        "shardtrace: error: decoder/layers/self_attention/key/kernel: its logical axis "
+        "'embed_attn' (MaxText 0.2.5's layout) has no rule in the logical_axis_rules of MaxText "
+        "313890777 (the seed revision); fit's layouts are the release's: give its base.yml, or "
+        "no config file and no other --maxtext-revision\n");
+}
+
 TEST_CASE("docs/fit-keys.md is the step key table", "[keys][fit]") {
   testing::CompareWithGolden("../docs/fit-keys.md", StepKeyTableMarkdown());
 }

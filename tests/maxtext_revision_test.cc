@@ -55,6 +55,25 @@ TEST_CASE(
         "of 313890777 (seed), e591f30 (main), 0.2.5 (release)\n");
 }
 
+TEST_CASE("Naming the release with no config file loads its own embedded files", "[revision]") {
+  const testing::CommandResult r = RunShardtrace(
+      {"config", "--maxtext-revision", "0.2.5", "model_name=deepseek3-671b", "--format", "json"});
+  REQUIRE(r.status == 0);
+  const nlohmann::json config = nlohmann::json::parse(r.out);
+  CHECK(config.at("files") ==
+        nlohmann::json::array({"embedded release/base.yml (MaxText 0.2.5)",
+                               "embedded release/models/deepseek3-671b.yml (MaxText 0.2.5)"}));
+  // The seed era's embedded files stay the default, and main has none of its own.
+  for (const char* revision : {"seed", "main"}) {
+    const testing::CommandResult other =
+        RunShardtrace({"config", "--maxtext-revision", revision, "model_name=deepseek3-671b",
+                       "--format", "json"});
+    REQUIRE(other.status == 0);
+    CHECK(nlohmann::json::parse(other.out).at("files").at(0) ==
+          "embedded base.yml (MaxText 313890777)");
+  }
+}
+
 TEST_CASE("A base.yml between revisions gets the nearest, and says so", "[revision]") {
   // A checkout of mid-2026: token chunks already added, tensor_transpose not yet removed.
   const MaxTextRevision both =

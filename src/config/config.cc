@@ -98,10 +98,13 @@ namespace {
 class Resolver {
  public:
   // Warnings found while loading are appended to `warnings`.
-  Resolver(const ConfigSource& source, std::vector<Warning>* warnings)
+  // `embedded_root`: with no config file, the embedded tree to load (ConfigFiles::Embedded).
+  Resolver(const ConfigSource& source, std::vector<Warning>* warnings,
+           std::string_view embedded_root)
       : source_(source),
         warnings_(warnings),
-        files_(source.files.empty() ? ConfigFiles::Embedded()
+        embedded_root_(embedded_root),
+        files_(source.files.empty() ? ConfigFiles::Embedded(embedded_root)
                                     : ConfigFiles::BesideBase(source.files[0])) {}
 
   void Run() {
@@ -149,7 +152,7 @@ class Resolver {
   // embedded base); its warnings are replayed on every hit, as a fresh load reports them.
   std::shared_ptr<const ResolvedBase> CachedBase() {
     if (source_.yaml_cache == nullptr) return ResolveBase(warnings_);
-    std::string key = "embedded";
+    std::string key = "embedded:" + std::string(embedded_root_);
     if (!source_.files.empty()) {
       const std::shared_ptr<const FileText> file = source_.yaml_cache->File(source_.files[0]);
       key = source_.files[0] + '\0' +
@@ -176,7 +179,7 @@ class Resolver {
   std::shared_ptr<const ResolvedBase> ResolveBase(std::vector<Warning>* warnings) {
     auto base = std::make_shared<ResolvedBase>(files_);
     const size_t before = warnings->size();
-    Resolver chain(source_, warnings);
+    Resolver chain(source_, warnings, embedded_root_);
     chain.base_ = base;
     chain.LoadBase(*base);
     base->warnings.assign(warnings->begin() + static_cast<std::ptrdiff_t>(before), warnings->end());
@@ -410,6 +413,7 @@ class Resolver {
 
   const ConfigSource& source_;
   std::vector<Warning>* warnings_;
+  std::string_view embedded_root_;
   ConfigFiles files_;  // gains the base_config chain's folder as a fallback in LoadBase
   std::shared_ptr<const ResolvedBase> base_;  // the base chain's defaults, types and keys
   LayeredValues values_;
@@ -428,7 +432,10 @@ Config Config::Load(const ConfigSource& source, std::string_view maxtext_revisio
   std::vector<Warning> warnings = source.warnings;
   // Read when an Error passes: every warning found up to the failure.
   return WarnedBefore(warnings, [&] {
-    Resolver resolver(source, &warnings);
+    // Naming the release with no config file loads the release's own embedded files.
+    const std::string_view root =
+        named && named->id == RevisionId::kRelease ? kEmbeddedReleaseRoot : std::string_view();
+    Resolver resolver(source, &warnings, root);
     resolver.Run();
 
     auto data = std::make_shared<Data>();

@@ -15,8 +15,12 @@
 namespace shardtrace::config_internal {
 namespace {
 
+// `relative`: the path in the embedded table, under its tree's root.
 FileText EmbeddedText(std::string_view relative, std::string_view text) {
-  return FileText{fmt::format("embedded {} (MaxText {})", relative, kEmbeddedMaxTextRevision),
+  const std::string_view revision = relative.starts_with(kEmbeddedReleaseRoot)
+                                        ? kEmbeddedReleaseRevision
+                                        : kEmbeddedMaxTextRevision;
+  return FileText{fmt::format("embedded {} (MaxText {})", relative, revision),
                   fmt::format("embedded:{}", relative), std::string(text)};
 }
 
@@ -27,7 +31,9 @@ FileText ReadConfigFile(const std::filesystem::path& path) {
   return FileText{shown, shown, ReadInputFile(shown, "config file")};
 }
 
-ConfigFiles ConfigFiles::Embedded() { return ConfigFiles(true, {}); }
+ConfigFiles ConfigFiles::Embedded(std::string_view root) {
+  return ConfigFiles(true, {}, std::string(root));
+}
 
 ConfigFiles ConfigFiles::BesideBase(std::filesystem::path base_path) {
   return ConfigFiles(false, std::move(base_path));
@@ -35,18 +41,20 @@ ConfigFiles ConfigFiles::BesideBase(std::filesystem::path base_path) {
 
 FileText ConfigFiles::Base() const {
   if (!embedded_) return ReadConfigFile(base_path_);
-  const std::optional<std::string_view> text = FindEmbeddedConfig("base.yml");
-  // The build embeds src/config/maxtext/base.yml; its absence is a build bug.
-  if (!text) throw std::logic_error("embedded base.yml missing from the binary");
-  return EmbeddedText("base.yml", *text);
+  const std::string path = root_ + "base.yml";
+  const std::optional<std::string_view> text = FindEmbeddedConfig(path);
+  // The build embeds src/config/maxtext/base.yml and release/base.yml; an absence is a build bug.
+  if (!text) throw std::logic_error("embedded " + path + " missing from the binary");
+  return EmbeddedText(path, *text);
 }
 
 std::optional<FileText> ConfigFiles::Find(std::string_view relative, bool configs_fallback,
                                           ParsedYamlCache* cache) const {
   if (embedded_) {
-    const std::optional<std::string_view> text = FindEmbeddedConfig(relative);
+    const std::string path = root_ + std::string(relative);
+    const std::optional<std::string_view> text = FindEmbeddedConfig(path);
     if (!text) return std::nullopt;
-    return EmbeddedText(relative, *text);
+    return EmbeddedText(path, *text);
   }
   std::vector<std::filesystem::path> places = {base_path_.parent_path() / relative};
   if (configs_fallback) places.push_back(base_path_.parent_path().parent_path() / relative);
@@ -64,7 +72,7 @@ std::optional<FileText> ConfigFiles::Find(std::string_view relative, bool config
 
 std::vector<std::string> ConfigFiles::Names(std::string_view folder, bool configs_fallback) const {
   std::set<std::string> names;
-  const std::string prefix = fmt::format("{}/", folder);
+  const std::string prefix = fmt::format("{}{}/", root_, folder);
   if (embedded_) {
     for (const EmbeddedFile& f : EmbeddedConfigFiles())
       if (f.path.starts_with(prefix) && f.path.ends_with(".yml"))
@@ -85,7 +93,7 @@ std::vector<std::string> ConfigFiles::Names(std::string_view folder, bool config
 }
 
 std::string ConfigFiles::Where(std::string_view relative, bool configs_fallback) const {
-  if (embedded_) return fmt::format("embedded {}", relative);
+  if (embedded_) return fmt::format("embedded {}{}", root_, relative);
   std::string places = (base_path_.parent_path() / relative).string();
   if (configs_fallback)
     places += fmt::format(" or {}", (base_path_.parent_path().parent_path() / relative).string());

@@ -1,7 +1,8 @@
 // Where MaxText config files come from. Given a base.yml path, model and
 // custom_mesh_and_rule files are looked up beside it (<dir>/models/X.yml,
 // <dir>/custom_mesh_and_rule/Y.yml), as pyconfig does; with no path, all three come from
-// the embedded seed-era copies (config/embedded_configs.h). Each file carries the name
+// the embedded copies (config/embedded_configs.h): the seed era's, or the release's under
+// kEmbeddedReleaseRoot. Each file carries the name
 // shown in errors and in Config::loaded_files().
 #pragma once
 
@@ -28,7 +29,8 @@ FileText ReadConfigFile(const std::filesystem::path& path);
 
 class ConfigFiles {
  public:
-  static ConfigFiles Embedded();
+  // `root`: "" (the seed era's files) or kEmbeddedReleaseRoot.
+  static ConfigFiles Embedded(std::string_view root = "");
   static ConfigFiles BesideBase(std::filesystem::path base_path);
 
   FileText Base() const;
@@ -54,11 +56,12 @@ class ConfigFiles {
   }
 
  private:
-  ConfigFiles(bool embedded, std::filesystem::path base_path)
-      : embedded_(embedded), base_path_(std::move(base_path)) {}
+  ConfigFiles(bool embedded, std::filesystem::path base_path, std::string root = "")
+      : embedded_(embedded), base_path_(std::move(base_path)), root_(std::move(root)) {}
 
   bool embedded_;
   std::filesystem::path base_path_;
+  std::string root_;  // embedded: the folder of the embedded tree, "" or "release/"
   std::filesystem::path fallback_path_;  // empty: none
 };
 

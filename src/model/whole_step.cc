@@ -5,6 +5,7 @@
 #include <set>
 
 #include "config/config.h"
+#include "config/embedded_configs.h"
 #include "config/parsed_yaml_cache.h"
 #include "config/run_inputs.h"
 #include "model/attention_step.h"
@@ -184,10 +185,17 @@ FitResult FitOnce(const FitRequest& request) {
   FitResult r;
   SHARDTRACE_CHECK(request.tables != nullptr);
   const HardwareTable& table = request.tables->hardware;
-  // One load: the config names the topology, whose device count the mesh is built for.
-  Config loaded = LoadRunConfig(request.args, {}, request.yaml_cache);
-  r.target = TargetFor(table, loaded, request, r.notes);
+  // fit's layouts and TPU fixtures are MaxText 0.2.5's: with no config file it loads the
+  // release's own embedded files, as --maxtext-revision 0.2.5 does (the seed era's rules have
+  // no entry for the release's logical axes: embed_attn would leave every attention kernel
+  // whole on each device).
   std::vector<std::string> args = request.args;
+  if (SplitArgs(args, request.yaml_cache).files.empty() && RevisionArg(args).empty()) {
+    args.push_back(fmt::format("{}{}", kRevisionArg, kEmbeddedReleaseRevision));
+  }
+  // One load: the config names the topology, whose device count the mesh is built for.
+  Config loaded = LoadRunConfig(args, {}, request.yaml_cache);
+  r.target = TargetFor(table, loaded, request, r.notes);
   if (loaded.Has("num_slices") && r.target.num_slices > 1) {
     // pyconfig takes num_slices from compile_topology_num_slices when compiling for a topology.
     args = WithOverrides(args, {fmt::format("num_slices={}", r.target.num_slices)});
@@ -267,6 +275,25 @@ FitResult FitOnce(const FitRequest& request) {
   // as the state (qwen3-30b at fsdp 32: f32[48,128,768,64] in its elements' 1,152 MiB; Llama 4
   // Scout at fsdp 32 likewise).
   const bool in_order_gradients = peels || (tpu && unrolled);
+  // The layouts' logical axes are the release's; under another revision's rules one without a
+  // rule would leave its dim whole on every device (the seed era's has no embed_attn).
+  if (config.revision().id != RevisionId::kRelease) {
+    for (const ParamLayout& p : layout.params) {
+      for (const std::optional<std::string>& axis : p.axes) {
+        if (!axis || IsLayerAxis(axis)) continue;
+        const AxisRules& rules = config.logical_axis_rules();
+        if (std::any_of(rules.begin(), rules.end(),
+                        [&](const AxisRule& rule) { return rule.logical == *axis; })) {
+          continue;
+        }
+        Fail(
+            "{}: its logical axis '{}' (MaxText {}'s layout) has no rule in the "
+            "logical_axis_rules of {}; fit's layouts are the release's: give its base.yml, or "
+            "no config file and no other --maxtext-revision",
+            p.path, *axis, kEmbeddedReleaseRevision, config.revision().Title());
+      }
+    }
+  }
   for (const ParamLayout& p : layout.params) {
     ParamBuffer b;
     b.path = p.path;

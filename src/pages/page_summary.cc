@@ -213,9 +213,9 @@ std::string SummaryMarkdown(const SummaryInput& in) {
     if (in.fit) {
       const FitResult& f = *in.fit;
       out += fmt::format(
-          "The whole training step on {} (`shardtrace fit`): {} {}: peak {} of {} HBM per "
+          "The whole training step on {} (`shardtrace fit`, {}): {} {}: peak {} of {} HBM per "
           "device{}.{}",
-          f.target.ToString(), f.model_name,
+          f.target.ToString(), f.revision, f.model_name,
           f.fits ? fmt::format("fits with {} to spare", HumanBytes(f.headroom_bytes))
                  : fmt::format("**does not fit**, short by {}", HumanBytes(-f.headroom_bytes)),
           HumanBytes(f.memory.peak_memory_in_bytes), HumanBytes(f.target.hbm_bytes),
