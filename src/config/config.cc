@@ -1,5 +1,6 @@
 #include "config/config.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <set>
@@ -485,6 +486,28 @@ std::string Config::Str(std::string_view key) const {
 
 std::vector<std::string> Config::StrList(std::string_view key) const {
   return config_internal::ValueAsStringList(key, Get(key));
+}
+
+namespace {
+
+std::optional<double> AsNumber(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size()) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+std::optional<std::string> AwayFromDefault(const Config& config, std::string_view key,
+                                           std::string_view default_value) {
+  if (!config.Has(key)) return std::nullopt;
+  std::string value = config.Get(key).ToString();
+  if (value == default_value) return std::nullopt;
+  const std::optional<double> a = AsNumber(value), b = AsNumber(std::string(default_value));
+  if (a && b && *a == *b) return std::nullopt;
+  return value;
 }
 
 }  // namespace shardtrace

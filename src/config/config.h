@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -105,5 +106,12 @@ class Config {
   };
   std::shared_ptr<const Data> data_ = std::make_shared<const Data>();
 };
+
+// `key`'s value as Config values print it (ConfigValue::ToString) where the config sets it
+// away from `default_value` (printed the same way; numbers compare as numbers, so 0 is 0.0);
+// nullopt where it is unset or at the default. The key tables' test (config/moe_keys.h,
+// model/step_keys.h).
+std::optional<std::string> AwayFromDefault(const Config& config, std::string_view key,
+                                           std::string_view default_value);
 
 }  // namespace shardtrace

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "config/config.h"
 #include "util/error.h"
 
@@ -241,9 +243,9 @@ std::vector<std::string> AccountMoeKeys(const Config& config) {
   std::vector<std::string> notes;
   const RevisionId revision = config.revision().id;
   for (const MoeKeyEntry& e : MoeKeyTable()) {
-    if (!config.Has(e.key)) continue;
-    const std::string value = config.Get(e.key).ToString();
-    if (value == e.default_value) continue;
+    const std::optional<std::string> set = AwayFromDefault(config, e.key, e.default_value);
+    if (!set) continue;
+    const std::string& value = *set;
     // The enum is oldest first, as Revisions() is. A base.yml without the key refuses it as
     // unknown already; this is a newer base.yml run under an older --maxtext-revision (or the
     // seed, where num_moe_emb_chunks is only a built-in fallback).

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cstdlib>
 #include <optional>
 
 #include "config/config.h"
@@ -74,21 +73,6 @@ std::vector<StepKeyEntry> MakeTable() {
   };
 }
 
-std::optional<double> Number(const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  char* end = nullptr;
-  const double value = std::strtod(text.c_str(), &end);
-  if (end != text.c_str() + text.size()) return std::nullopt;
-  return value;
-}
-
-// "0" and "0.0" name one default: a user writes either.
-bool IsDefault(const std::string& value, std::string_view default_value) {
-  if (value == default_value) return true;
-  const std::optional<double> a = Number(value), b = Number(std::string(default_value));
-  return a && b && *a == *b;
-}
-
 }  // namespace
 
 const std::vector<StepKeyEntry>& StepKeyTable() {
@@ -103,14 +87,13 @@ std::string_view ToString(StepKeyStatus status) {
 std::vector<std::string> AccountStepKeys(const Config& config) {
   std::vector<std::string> notes;
   for (const StepKeyEntry& e : StepKeyTable()) {
-    if (!config.Has(e.key)) continue;
-    const std::string value = config.Get(e.key).ToString();
-    if (IsDefault(value, e.default_value)) continue;
+    const std::optional<std::string> value = AwayFromDefault(config, e.key, e.default_value);
+    if (!value) continue;
     if (e.status == StepKeyStatus::kRefused) {
-      Fail("{}={}: fit does not model {}; expected {} (docs/fit-keys.md)", e.key, value, e.what,
+      Fail("{}={}: fit does not model {}; expected {} (docs/fit-keys.md)", e.key, *value, e.what,
            e.default_value);
     }
-    notes.push_back(fmt::format("{}={}: {}", e.key, value, e.what));
+    notes.push_back(fmt::format("{}={}: {}", e.key, *value, e.what));
   }
   return notes;
 }
