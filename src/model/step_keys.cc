@@ -65,6 +65,14 @@ std::vector<StepKeyEntry> MakeTable() {
        "4"},
       {"use_iota_embed", "False", R,
        "the embedding lookup as a one-hot [batch, length, vocab] matmul, not a gather", "True"},
+      {"use_untrainable_positional_embedding", "False", N,
+       "sinusoidal positions added to the embedded tokens: computed, no parameter; one [batch, "
+       "length, emb] more in the forward, not counted",
+       "True"},
+      {"trainable_position_size", "-1", N,
+       "a trainable position embedding (GPT-3's) beside the token embedding: its table and "
+       "moments are not counted",
+       "2048"},
       {"use_multimodal", "False", R, "the vision or audio encoder and its inputs", "True"},
       {"mhc_expansion_rate", "1", R,
        "manifold-constrained hyper-connections: N residual streams through every layer", "4"},
