@@ -103,6 +103,10 @@ std::vector<MemoryRow> MemoryRows(const FitResult& f) {
                     true});
   }
   rows.push_back({"peak temporaries", f.peak_temporary_bytes, f.peak_where, true});
+  if (f.accumulator_bytes > 0) {
+    rows.push_back({"gradient accumulator", f.accumulator_bytes,
+                    "zeros like the parameters, live through the microbatches' scan", true});
+  }
   rows.push_back(
       {"host_temp_size_in_bytes", m.host_temp_size_in_bytes, "residuals offloaded to pinned_host"});
   rows.push_back(
@@ -231,7 +235,8 @@ std::string FitToJson(const FitResult& f) {
                      {"weights_gathered", f.gathered_bytes},
                      {"logits_kept", f.logits_kept_bytes},
                      {"offloaded", f.offloaded_bytes},
-                     {"peak_temporaries", f.peak_temporary_bytes}};
+                     {"peak_temporaries", f.peak_temporary_bytes},
+                     {"gradient_accumulator", f.accumulator_bytes}};
   j["peak_where"] = f.peak_where;
   j["parameter_count"] = f.parameter_count;
   j["parameter_tile_padding_bytes"] = f.parameter_tile_padding_bytes;
@@ -327,9 +332,12 @@ std::string FitMemoryChart(const FitResult& f) {
   if (f.cast_bytes > 0) bar.segments.push_back({"weights cast", d(f.peak_cast_bytes)});
   if (f.gathered_bytes > 0) bar.segments.push_back({"weights gathered", d(f.gathered_bytes)});
   bar.segments.push_back({"peak temporaries", d(f.peak_temporary_bytes)});
+  if (f.accumulator_bytes > 0) {
+    bar.segments.push_back({"gradient accumulator", d(f.accumulator_bytes)});
+  }
   const int64_t drawn = f.parameter_bytes + f.optimizer_bytes + f.batch_bytes +
                         f.peak_gradient_bytes + f.peak_kept_bytes + f.peak_cast_bytes +
-                        f.gathered_bytes + f.peak_temporary_bytes;
+                        f.gathered_bytes + f.peak_temporary_bytes + f.accumulator_bytes;
   // What peak_memory_in_bytes holds beyond the named components (output - alias).
   if (f.memory.peak_memory_in_bytes > drawn) {
     bar.segments.push_back({"other", d(f.memory.peak_memory_in_bytes - drawn)});

@@ -59,10 +59,6 @@ std::vector<StepKeyEntry> MakeTable() {
        "clipping by the gradients' global norm: its norm and scale fuse into the update (the TPU "
        "fixtures compile with 1.0), fit counts no buffer for it either way",
        "0.0"},
-      {"gradient_accumulation_steps", "1", R,
-       "the batch run as N microbatches in a loop that accumulates their gradients (train.py); "
-       "fit composes one pass over the whole batch",
-       "4"},
       {"use_iota_embed", "False", R,
        "the embedding lookup as a one-hot [batch, length, vocab] matmul, not a gather", "True"},
       {"use_untrainable_positional_embedding", "False", N,

@@ -191,7 +191,7 @@ void SettleMemory(FitResult* r) {
   m.output_size_in_bytes = state;
   m.alias_size_in_bytes = state;
   m.temp_size_in_bytes = r->peak_gradient_bytes + r->peak_kept_bytes + r->peak_cast_bytes +
-                         r->gathered_bytes + r->peak_temporary_bytes;
+                         r->gathered_bytes + r->peak_temporary_bytes + r->accumulator_bytes;
   m.host_temp_size_in_bytes = r->offloaded_bytes;
   m.peak_memory_in_bytes = m.argument_size_in_bytes + m.output_size_in_bytes -
                            m.alias_size_in_bytes + m.temp_size_in_bytes;

@@ -11,6 +11,7 @@
 #include "model/attention_step.h"
 #include "model/block_step.h"
 #include "model/fit_variants.h"
+#include "model/gradient_accumulation.h"
 #include "model/linear_attention_step.h"
 #include "model/step_keys.h"
 #include "model/step_peak.h"
@@ -195,6 +196,12 @@ FitResult FitOnce(const FitRequest& request) {
   }
   // One load: the config names the topology, whose device count the mesh is built for.
   Config loaded = LoadRunConfig(args, {}, request.yaml_cache);
+  if (loaded.Has("gradient_accumulation_steps") && loaded.Int("gradient_accumulation_steps") > 1) {
+    FitRequest accumulated = request;
+    accumulated.args = args;
+    return model_internal::AccumulatedFit(accumulated, loaded.Int("gradient_accumulation_steps"),
+                                          FitOnce);
+  }
   r.target = TargetFor(table, loaded, request, r.notes);
   if (loaded.Has("num_slices") && r.target.num_slices > 1) {
     // pyconfig takes num_slices from compile_topology_num_slices when compiling for a topology.

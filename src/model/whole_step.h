@@ -242,6 +242,9 @@ struct FitResult {
   int64_t logits_kept_bytes = 0;  // the logits live in the layers' backward at the peak (TPU)
   int64_t logits_peak_bytes = 0;
   int64_t peak_temporary_bytes = 0;  // the transient part of temp at the step's peak
+  // gradient_accumulation_steps > 1: the accumulator, zeros like the parameters, live through
+  // the microbatches' scan (model/gradient_accumulation.h); 0 otherwise.
+  int64_t accumulator_bytes = 0;
   std::string peak_where;
   FitMemory memory;
   bool fits = false;

@@ -285,6 +285,20 @@ CASES += [
     variant("llama4_128e_l8_v5p64_sgd", "llama4_128e_l8_v5p64", "opt_type=sgd"),
 ]
 
+# Gradient accumulation (2026-11-29): MaxText's train step runs the microbatches in a scan that
+# adds each one's gradients into an accumulator shaped like the parameters
+# (utils/gradient_accumulation.py). Compiled held out against fit's model of it: the step of one
+# microbatch, with the accumulator live through it. fit's figures, written before either
+# compile's result was read: mixtral fits, argument 9,494,446,080 B, temp 12,008,833,056 B
+# (accumulator 3,164,749,824 B); qwen3 fits, argument 4,675,571,712 B, temp 23,254,382,592 B
+# (accumulator 1,557,475,328 B).
+CASES += [
+    variant("mixtral_l2_v5p8_ga2", "mixtral_l2_v5p8", "per_device_batch_size=4",
+            "gradient_accumulation_steps=2"),
+    variant("qwen3_30b_l4_v6e8_ga4", "qwen3_30b_l4_v6e8", "per_device_batch_size=8",
+            "gradient_accumulation_steps=4"),
+]
+
 def main(argv):
   names = [a for a in argv if not a.startswith("--")]
   for name, args in CASES:
