@@ -299,6 +299,21 @@ CASES += [
             "gradient_accumulation_steps=4"),
 ]
 
+# Envy (Switch-style, top-1 of 128 experts, every second layer MoE), the one MoE family of the
+# release without a whole-step fixture at realistic dims (envy-test is a toy). Held out
+# (2026-11-29), fit's figures written before either compile: at full depth on v5p-32 (fsdp 16):
+# fits, argument 16,559,579,136 B, temp 17,046,175,744 B, peak 33,605,754,880 B, its peak the
+# dense MLP layer's backward; at fsdp 4 x expert 4 on v6e-16 (the ragged all-to-all path): fits,
+# argument 16,559,480,832 B, temp 11,537,080,516 B, peak 28,096,561,348 B, its peak the MoE
+# layer's backward.
+CASES += [
+    case("full_envy_switch_base_v5p32", "envy-switch-base", "v5p-32", "per_device_batch_size=2",
+         "max_target_length=4096"),
+    case("envy_switch_base_v6e16_ep4", "envy-switch-base", "v6e-16", "per_device_batch_size=2",
+         "max_target_length=2048", "ici_fsdp_parallelism=4", "ici_expert_parallelism=4"),
+]
+
+
 def main(argv):
   names = [a for a in argv if not a.startswith("--")]
   for name, args in CASES:
