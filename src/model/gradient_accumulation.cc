@@ -27,12 +27,12 @@ FitResult AccumulatedFit(const FitRequest& request, int64_t steps,
   }
   r.collective_bytes_per_device =
       CheckedMul(r.collective_bytes_per_device, steps, "collective bytes");
+  r.global_batch = CheckedMul(r.global_batch, steps, "batch");
   r.tokens = CheckedMul(r.tokens, steps, "tokens");
   r.model_flops *= static_cast<double>(steps);
   r.recompute_flops *= static_cast<double>(steps);
   for (auto& [key, value] : r.settings) {
-    if (key == "global batch")
-      value = std::to_string(CheckedMul(std::stoll(value), steps, "batch"));
+    if (key == "global batch") value = std::to_string(r.global_batch);
   }
   r.settings.emplace_back("gradient_accumulation_steps", std::to_string(steps));
   r.notes.push_back(fmt::format(

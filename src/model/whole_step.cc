@@ -691,6 +691,7 @@ FitResult FitOnce(const FitRequest& request) {
     const double forward = 2.0 * tokens * layer_active + attention / 3.0;
     r.recompute_flops = !r.policy.wrapped ? 0.0 : r.policy.name == "full" ? forward : forward / 2;
   }
+  r.global_batch = batch;
   r.settings = {
       {"per_device_batch_size", config.Get("per_device_batch_size").ToString()},
       {"global batch", std::to_string(batch)},

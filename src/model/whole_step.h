@@ -265,6 +265,7 @@ struct FitResult {
   // backward over the whole mesh (6 x tokens x the parameters a token uses, top-k of the
   // experts; plus causal attention's 6 x batch x length^2 x heads x head dim per layer), and
   // what the remat policy runs again.
+  int64_t global_batch = 0;  // sequences per step (every microbatch's)
   int64_t tokens = 0;
   double model_flops = 0;
   double recompute_flops = 0;
