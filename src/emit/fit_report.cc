@@ -74,7 +74,9 @@ std::vector<MemoryRow> MemoryRows(const FitResult& f) {
       {"batch", f.batch_bytes, "inputs, positions, segmentations, targets (int32)", true},
       {"output_size_in_bytes", m.output_size_in_bytes, "the new state"},
       {"alias_size_in_bytes", m.alias_size_in_bytes, "the donated state the output reuses"},
-      {"temp_size_in_bytes", m.temp_size_in_bytes, "inside the step"},
+      {"temp_size_in_bytes", m.temp_size_in_bytes,
+       "the buffers live at the step's fullest moment; the compiler's heap adds its packing "
+       "where HBM is to spare (docs/fit.md)"},
       {"gradients", f.peak_gradient_bytes,
        AtPeak(f.peak_gradient_bytes, f.gradient_bytes,
               f.gradient_layout_bytes * 1000 >= f.gradient_bytes
