@@ -376,8 +376,8 @@ BlockRuns RunBlocks(const RunRequest& base, const RunSetup& setup, const BlocksN
     }
     return FiguresOf(forward, *step, from, target, unfused);
   };
-  if (needed.moe) out.moe.push_back(run(Block::kMoe, "MoE"));
-  if (needed.shared) out.shared.push_back(run(Block::kShared, "shared experts"));
+  if (needed.moe)
+    out.moe.push_back(run(Block::kMoe, needed.shared ? "MoE and shared experts" : "MoE"));
   if (needed.mlp) out.mlp.push_back(run(Block::kMlp, "dense MLP"));
   return out;
 }

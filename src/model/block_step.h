@@ -1,9 +1,9 @@
-// The MoE, shared-expert and dense MLP blocks of a whole-model step, each run once through
-// the one pipeline (run/run.h: a symbolic RunRequest with `step`), and read as the figures a
-// layer of the model adds: what the remat policy keeps on the device or offloads, the
-// block's temporaries at their peak (its gathered weights, unreduced gradients, residuals
-// and cotangents, spmd/step_memory.h), and its forward and backward collectives. The model
-// room composes these; it never re-derives a block.
+// The MoE (with its shared experts) and dense MLP blocks of a whole-model step, each run once
+// through the one pipeline (run/run.h: a symbolic RunRequest with `step`), and read as the figures
+// a layer of the model adds: what the remat policy keeps on the device or offloads, the block's
+// temporaries at their peak (its gathered weights, unreduced gradients, residuals and cotangents,
+// spmd/step_memory.h), and its forward and backward collectives. The model room composes these; it
+// never re-derives a block.
 #pragma once
 
 #include <vector>
@@ -17,12 +17,16 @@
 namespace shardtrace::model_internal {
 
 struct BlockRuns {
-  std::vector<BlockFigures> moe, shared, mlp;  // empty, or one layer's figures
+  std::vector<BlockFigures> moe, mlp;  // empty, or one layer's figures
   std::vector<std::string> notes;
 };
 
 struct BlocksNeeded {
-  bool moe = false, shared = false, mlp = false;
+  bool moe = false, mlp = false;
+  // The MoE layers hold shared experts: MaxText runs them inside the MoE block
+  // (RoutedAndSharedMoE, Qwen3-Next's sparse block), whose trace (Block::kMoe) holds them, so
+  // they are no block of their own.
+  bool shared = false;
 };
 
 // What of the target the blocks' figures depend on.

@@ -458,7 +458,13 @@ FitResult FitOnce(const FitRequest& request) {
     std::vector<BlockFigures> parts;
     std::vector<int64_t> part_gathered;
     const auto add_blocks = [&](int count, ParamRole role, const auto& figures) {
-      const int64_t gathered = gathered_on_target(weights_of(role)) / std::max(1, count);
+      LayerWeights weights = weights_of(role);
+      // The shared experts run inside the MoE block (BlocksNeeded::shared): gathered with it.
+      if (role == ParamRole::kMoe) {
+        for (const ParamBuffer* p : weights_of(ParamRole::kSharedExperts).params)
+          weights.params.push_back(p);
+      }
+      const int64_t gathered = gathered_on_target(weights) / std::max(1, count);
       for (int i = 0; i < count; ++i) {
         parts.push_back(figures());
         // A block of several MoE layers whose inputs the policy does not keep: its
@@ -502,7 +508,6 @@ FitResult FitOnce(const FitRequest& request) {
           one_sublayer(ParamRole::kLinearAttention, s.linear_attention_blocks), batch, tpu);
     });
     add_blocks(s.moe_blocks, ParamRole::kMoe, [&] { return blocks.moe.at(0); });
-    add_blocks(s.shared_blocks, ParamRole::kSharedExperts, [&] { return blocks.shared.at(0); });
     add_blocks(s.mlp_blocks, ParamRole::kMlp, [&] { return blocks.mlp.at(0); });
     int64_t peak_part_gathered = 0, lean_peak_part_gathered = 0;
     // The layer's backward runs its parts last first, after one rematerialized forward of the
