@@ -315,28 +315,26 @@ CASES += [
 
 # The remat policies no earlier case compiled (2026-11-29), each a variant of a compiled case
 # (qwen3-30b at 4 layers on v6e-8; deepseek2-16b at full depth on v5p-8). Held out: fit's
-# figures, written before any of them was compiled:
-#   qwen3_30b_l4_v6e8_minimal_with_context: fits, argument 4,672,622,592 B, temp 9,326,426,624 B, host_temp 0 B, peak 13,999,049,216 B
-#   qwen3_30b_l4_v6e8_save_dot_except_mlp: fits, argument 4,672,622,592 B, temp 7,783,184,896 B, host_temp 0 B, peak 12,455,807,488 B
-#   qwen3_30b_l4_v6e8_save_dot_except_mlpwi: fits, argument 4,672,622,592 B, temp 8,722,446,848 B, host_temp 0 B, peak 13,395,069,440 B
-#   qwen3_30b_l4_v6e8_save_dot_with_context_except_mlp: fits, argument 4,672,622,592 B, temp 7,984,511,488 B, host_temp 0 B, peak 12,657,134,080 B
-#   qwen3_30b_l4_v6e8_save_out_proj: fits, argument 4,672,622,592 B, temp 7,531,526,656 B, host_temp 0 B, peak 12,204,149,248 B
-#   qwen3_30b_l4_v6e8_minimal_offloaded: fits, argument 4,672,622,592 B, temp 7,502,297,600 B, host_temp 1,946,157,056 B, peak 12,174,920,192 B
-#   full_deepseek2_16b_v5p8_save_dot_except_mlp: fits, argument 47,121,119,232 B, temp 34,302,412,034 B, host_temp 0 B, peak 81,423,531,266 B
-#   full_deepseek2_16b_v5p8_minimal_with_context: fits, argument 47,121,119,232 B, temp 48,772,760,834 B, host_temp 0 B, peak 95,893,880,066 B
-#   full_deepseek2_16b_v5p8_minimal_offloaded: fits, argument 47,121,119,232 B, temp 28,871,050,498 B, host_temp 19,425,918,976 B, peak 75,992,169,730 B
+# figures, written before any of them was compiled (all "fits"; argument 4,672,622,592 B for
+# qwen3, 47,121,119,232 B for deepseek2; host_temp 0 B but where given):
+#   qwen3_30b_l4_v6e8_minimal_with_context              temp  9,326,426,624 B, peak 13,999,049,216 B
+#   qwen3_30b_l4_v6e8_save_dot_except_mlp               temp  7,783,184,896 B, peak 12,455,807,488 B
+#   qwen3_30b_l4_v6e8_save_dot_except_mlpwi             temp  8,722,446,848 B, peak 13,395,069,440 B
+#   qwen3_30b_l4_v6e8_save_dot_with_context_except_mlp  temp  7,984,511,488 B, peak 12,657,134,080 B
+#   qwen3_30b_l4_v6e8_save_out_proj                     temp  7,531,526,656 B, peak 12,204,149,248 B
+#   qwen3_30b_l4_v6e8_minimal_offloaded                 temp  7,502,297,600 B, peak 12,174,920,192 B,
+#                                                       host_temp 1,946,157,056 B
+#   full_deepseek2_16b_v5p8_save_dot_except_mlp         temp 34,302,412,034 B, peak 81,423,531,266 B
+#   full_deepseek2_16b_v5p8_minimal_with_context        temp 48,772,760,834 B, peak 95,893,880,066 B
+#   full_deepseek2_16b_v5p8_minimal_offloaded           temp 28,871,050,498 B, peak 75,992,169,730 B,
+#                                                       host_temp 19,425,918,976 B
+REMAT_POLICIES = ("minimal_with_context", "save_dot_except_mlp", "save_dot_except_mlpwi",
+                  "save_dot_with_context_except_mlp", "save_out_proj", "minimal_offloaded")
+CASES += [variant(f"qwen3_30b_l4_v6e8_{p}", "qwen3_30b_l4_v6e8", f"remat_policy={p}") for p in REMAT_POLICIES]
 CASES += [
-    variant("qwen3_30b_l4_v6e8_minimal_with_context", "qwen3_30b_l4_v6e8", "remat_policy=minimal_with_context"),
-    variant("qwen3_30b_l4_v6e8_save_dot_except_mlp", "qwen3_30b_l4_v6e8", "remat_policy=save_dot_except_mlp"),
-    variant("qwen3_30b_l4_v6e8_save_dot_except_mlpwi", "qwen3_30b_l4_v6e8", "remat_policy=save_dot_except_mlpwi"),
-    variant("qwen3_30b_l4_v6e8_save_dot_with_context_except_mlp", "qwen3_30b_l4_v6e8", "remat_policy=save_dot_with_context_except_mlp"),
-    variant("qwen3_30b_l4_v6e8_save_out_proj", "qwen3_30b_l4_v6e8", "remat_policy=save_out_proj"),
-    variant("qwen3_30b_l4_v6e8_minimal_offloaded", "qwen3_30b_l4_v6e8", "remat_policy=minimal_offloaded"),
-    variant("full_deepseek2_16b_v5p8_save_dot_except_mlp", "full_deepseek2_16b_v5p8", "remat_policy=save_dot_except_mlp"),
-    variant("full_deepseek2_16b_v5p8_minimal_with_context", "full_deepseek2_16b_v5p8", "remat_policy=minimal_with_context"),
-    variant("full_deepseek2_16b_v5p8_minimal_offloaded", "full_deepseek2_16b_v5p8", "remat_policy=minimal_offloaded"),
+    variant(f"full_deepseek2_16b_v5p8_{p}", "full_deepseek2_16b_v5p8", f"remat_policy={p}")
+    for p in ("save_dot_except_mlp", "minimal_with_context", "minimal_offloaded")
 ]
-
 
 def main(argv):
   names = [a for a in argv if not a.startswith("--")]
