@@ -336,6 +336,20 @@ CASES += [
     for p in ("save_dot_except_mlp", "minimal_with_context", "minimal_offloaded")
 ]
 
+# The MoE's dense-matmul paths (sparse_matmul=false, dropless and at capacity factor 1) for the
+# families no such case compiled: plan searches sparse_matmul both ways. Held out (2026-11-29),
+# fit's figures written before any compile (all "fits"; argument as the remat variants above):
+#   qwen3_30b_l4_v6e8_dense             temp 23,783,536,640 B, peak 28,456,159,232 B
+#   qwen3_30b_l4_v6e8_dense_cf1         temp  8,790,996,992 B, peak 13,463,619,584 B
+#   full_deepseek2_16b_v5p8_dense       temp 38,514,574,338 B, peak 85,635,693,570 B
+#   full_deepseek2_16b_v5p8_dense_cf1   temp 29,906,813,954 B, peak 77,027,933,186 B
+CASES += [
+    variant(f"{base}_dense{suffix}", base, "sparse_matmul=false", *extra)
+    for base in ("qwen3_30b_l4_v6e8", "full_deepseek2_16b_v5p8")
+    for suffix, extra in (("", ()), ("_cf1", ("capacity_factor=1.0",)))
+]
+
+
 def main(argv):
   names = [a for a in argv if not a.startswith("--")]
   for name, args in CASES:
