@@ -154,6 +154,51 @@ CombineInput DeferredCombineInput(const RunResult& run, const StepMemory& m) {
   return {};
 }
 
+// Whether TPU's compiler fuses `tensor`, a dot's output widened to float32 and read only by
+// dots, into those dots (each reads the narrower output and converts it as it loads), so that
+// neither it nor its float32 cotangent is written: the dense dispatch's weight_sum of the wo
+// einsum's [batch, length, experts, emb] (qwen3-30b's bf16[2,4096,128,2048] on v6e-8 and
+// deepseek2-16b's on v5p-8 at the compiler's fullest moment, no float32 copy of either).
+// Not the sparse path's combine input, the gmm's rows unsorted and then widened: the compiler
+// fuses that cast into the unsort and writes it in float32 (DeferredCombineInput; at k = 8 too,
+// DeepSeek-V3's and qwen3-30b's steps count it within 3% of the compiler's temp).
+bool CastFusedIntoDots(const RunResult& run, int tensor) {
+  const TensorRecord& t = run.trace.tensors[static_cast<size_t>(tensor)];
+  if (t.kind != TensorKind::kAct || t.dtype != DType::kFloat32) return false;
+  // Through the identities between (a sharding constraint, a checkpoint name): one input of
+  // the same shape and dtype.
+  const auto written_by_dot = [&](int source) {
+    for (int hops = 0; hops < 8; ++hops) {
+      const auto producer =
+          std::find_if(run.trace.ops.begin(), run.trace.ops.end(), [&](const OpRecord& op) {
+            return std::count(op.outputs.begin(), op.outputs.end(), source) > 0;
+          });
+      if (producer == run.trace.ops.end()) return false;
+      if (producer->kind == OpKind::kEinsum) return true;
+      const TensorRecord& out = run.trace.tensors[static_cast<size_t>(source)];
+      if (producer->inputs.size() != 1) return false;
+      const TensorRecord& in = run.trace.tensors[static_cast<size_t>(producer->inputs[0])];
+      if (in.shape != out.shape || in.dtype != out.dtype) return false;
+      source = producer->inputs[0];
+    }
+    return false;
+  };
+  bool cast = false, read = false;
+  for (const OpRecord& op : run.trace.ops) {
+    const bool writes = std::count(op.outputs.begin(), op.outputs.end(), tensor) > 0;
+    if (writes) {
+      cast = op.kind == OpKind::kAstype && op.inputs.size() == 1 &&
+             run.trace.tensors[static_cast<size_t>(op.inputs[0])].dtype != DType::kFloat32 &&
+             written_by_dot(op.inputs[0]);
+    }
+    if (std::count(op.inputs.begin(), op.inputs.end(), tensor) > 0) {
+      if (op.kind != OpKind::kEinsum) return false;
+      read = true;
+    }
+  }
+  return cast && read;
+}
+
 // `narrow_combine_rows`: Chip::narrow_combine_rows.
 int64_t TpuBackwardPeak(const RunResult& run, const StepResult& step, const std::set<int>& unfused,
                         TpuBackwardOrder order, bool narrow_combine_rows) {
@@ -178,6 +223,7 @@ int64_t TpuBackwardPeak(const RunResult& run, const StepResult& step, const std:
     const StepBuffer& b = r.buffer;
     const bool weight_gradient = b.cotangent && !unfused.count(b.tensor) && is_weight(b.tensor);
     if (weight_gradient || r.fusible_activation) continue;
+    if (b.tensor != deferred.tensor && CastFusedIntoDots(run, b.tensor)) continue;
     if (!b.cotangent && b.tensor == deferred.tensor) {
       // Written again after the activation gradients, beside what the tgmms still hold, in its
       // tiles (k on the rows: f32[16384,6,2048] takes 1,024 MiB on deepseek2-16b's v5p-16).
