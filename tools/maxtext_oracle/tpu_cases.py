@@ -349,6 +349,26 @@ CASES += [
     for suffix, extra in (("", ()), ("_cf1", ("capacity_factor=1.0",)))
 ]
 
+# Corners plan searches or users take that no case compiled (2026-11-29), held out, fit's
+# figures written before any compile (all "fits"):
+#   mixtral_l2_v5p8_dense            Mixtral's dense dispatch, dropless, 8 experts:
+#                                    argument 9,494,274,048 B, temp 8,156,749,824 B
+#   qwen3_30b_l4_2x_v5p8_dcn_expert  the expert axis across the two slices (fsdp 4 x expert 2):
+#                                    argument 4,672,524,288 B, temp 6,164,699,424 B
+#   qwen3_30b_l2_v5e8                v5e-8, 16 GiB a chip: argument 2,803,021,824 B,
+#                                    temp 3,244,031,488 B
+#   gpt_oss_20b_l4_tpu7x16_ep4       tpu7x at fsdp 4 x expert 4: argument 3,447,939,072 B,
+#                                    temp 19,484,136,256 B
+CASES += [
+    variant("mixtral_l2_v5p8_dense", "mixtral_l2_v5p8", "sparse_matmul=false"),
+    variant("qwen3_30b_l4_2x_v5p8_dcn_expert", "qwen3_30b_l4_2x_v5p8_dcn", "dcn_data_parallelism=1",
+            "dcn_expert_parallelism=2"),
+    case("qwen3_30b_l2_v5e8", "qwen3-30b-a3b", "v5e-8", "per_device_batch_size=1", "max_target_length=2048",
+         layers=2),
+    case("gpt_oss_20b_l4_tpu7x16_ep4", "gpt-oss-20b", "tpu7x-16", "per_device_batch_size=2", "max_target_length=4096",
+         "ici_fsdp_parallelism=4", "ici_expert_parallelism=4", layers=4),
+]
+
 
 def main(argv):
   names = [a for a in argv if not a.startswith("--")]
