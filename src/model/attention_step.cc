@@ -353,7 +353,17 @@ BlockFigures LogitsStep(const Config& config, const Mesh& mesh, const LayerWeigh
   // reduces that gradient inside its dot (the fixtures' buffer reports hold one gathered head:
   // gpt-oss-20b's bf16[2880,201088], llama4-17b-16e's bf16[5120,202048]).
   const int64_t gathered = GatheredWeightBytes(config, mesh, head);
-  f.backward_peak_bytes = 2 * logits + (tpu ? 1 : 2) * gathered;
+  // The cotangent's only readers are the head's two dots, which on TPU at the default matmul
+  // precision read bf16 operands: float32 logits (logits_dot_in_fp32) get a cotangent written
+  // in the activation dtype (qwen3-30b on v6e-8: f32[2,4096,151936] logits beside a
+  // bf16[2,4096,151936] cotangent at the compiler's fullest moment).
+  const bool narrow_cotangent =
+      tpu && logits_dtype == DType::kFloat32 && config.Str("matmul_precision") == "default";
+  const int64_t cotangent = narrow_cotangent
+                                ? LocalBytes(config, mesh, {batch, length, vocab}, names,
+                                             ActivationDType(config), "logits' cotangent")
+                                : logits;
+  f.backward_peak_bytes = logits + cotangent + (tpu ? 1 : 2) * gathered;
   f.backward_peak_where = tpu ? "the logits and their cotangent, the gathered output head"
                               : "the logits and their cotangent, the gathered output head and "
                                 "its gradient";
