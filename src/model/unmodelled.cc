@@ -12,11 +12,15 @@ struct Texts {
 
 // One row per kind: its JSON spelling, a table cell's words, and the sentence shown beside a
 // verdict.
-constexpr std::array<Texts, 1> kTexts = {{
+constexpr std::array<Texts, 2> kTexts = {{
     {Unmodelled::kOffloadStaging, "offload_staging", "offloads several names",
      "the policy offloads several names, whose stacks TPU's compiler has staged whole in HBM to "
      "change their layout (Mixtral 8x7B dropping on v6e-256 ran out of HBM where fit says it "
      "fits): not modelled, compile to be sure"},
+    {Unmodelled::kRaggedDotVmem, "ragged_dot_vmem", "megablox=false",
+     "megablox=false runs the grouped matmuls as jax.lax.ragged_dot, whose TPU kernel ran out of "
+     "VMEM compiling Mixtral 8x7B's weight gradient (bf16[8,4096,14336]) on v5p-8 where fit says "
+     "it fits: not modelled, compile to be sure"},
 }};
 
 const Texts& Of(Unmodelled u) {

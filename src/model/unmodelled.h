@@ -12,6 +12,10 @@ enum class Unmodelled {
   // A TPU policy offloads several names: the compiler has staged whole stacked offloads in HBM
   // to change their layout between the forward and the backward (published_n1: a false fit).
   kOffloadStaging,
+  // megablox=false on TPU: the grouped matmuls run as jax.lax.ragged_dot, whose kernel the
+  // compiler can fail to fit in VMEM (mixtral_l2_v5p8_megablox_off: the weight gradient's
+  // bf16[8,4096,14336] at tiling 512,1024,1024), a failed compile where fit says it fits.
+  kRaggedDotVmem,
 };
 
 // The JSON spelling: "offload_staging".

@@ -744,6 +744,10 @@ FitResult FitOnce(const FitRequest& request) {
         "fits, testdata/maxtext-tpu/fit_differences.json): compile to be sure",
         r.policy.offloaded.size()));
   }
+  if (tpu && needed.moe && config.Bool("sparse_matmul") && !config.Bool("megablox")) {
+    r.unmodelled.push_back(Unmodelled::kRaggedDotVmem);
+    r.notes.emplace_back(Explanation(Unmodelled::kRaggedDotVmem));
+  }
   if (config.Has("use_indexer") && config.Bool("use_indexer")) {
     r.notes.push_back(
         "use_indexer=true: the sparse indexer's parameters and their gathers are counted, its "
