@@ -397,6 +397,31 @@ CASES += [
     variant("qwen3_30b_l4_v6e8_clip", "qwen3_30b_l4_v6e8", "gradient_clipping_threshold=1.0"),
 ]
 
+# Knobs and meshes no case compiled (2026-11-30), held out, fit's figures written before any
+# compile (all "fits"):
+#   qwen3_30b_l4_v6e8_context2   fsdp 4 x context 2 (fit notes the attention's exchange of keys
+#                                and values over context as not counted): argument
+#                                4,672,819,200 B, temp 7,435,057,664 B
+#   qwen3_30b_l4_v6e8_f32act     dtype=float32: argument 4,672,622,592 B, temp 11,972,227,584 B
+#   qwen3_30b_l4_v6e8_cf1        capacity_factor=1.0 on the sparse path: argument
+#                                4,672,622,592 B, temp 7,435,057,664 B (as dropless)
+#   gpt_oss_20b_l2_v6e8_dense    gpt-oss's dense dispatch: argument 4,271,821,824 B,
+#                                temp 14,620,825,666 B
+#   mixtral_l2_v5p16_dp2_ep4     data 2 x expert 4, no fsdp: argument 9,494,347,776 B,
+#                                temp 10,018,619,464 B
+#   llama4_16e_l4_v5p8_s8192     sequence 8192 (chunked attention's chunk): argument
+#                                32,632,762,368 B, temp 30,149,132,544 B
+CASES += [
+    variant("qwen3_30b_l4_v6e8_context2", "qwen3_30b_l4_v6e8", "ici_fsdp_parallelism=4",
+            "ici_context_parallelism=2"),
+    variant("qwen3_30b_l4_v6e8_f32act", "qwen3_30b_l4_v6e8", "dtype=float32"),
+    variant("qwen3_30b_l4_v6e8_cf1", "qwen3_30b_l4_v6e8", "capacity_factor=1.0"),
+    variant("gpt_oss_20b_l2_v6e8_dense", "gpt_oss_20b_l2_v6e8", "sparse_matmul=false"),
+    variant("mixtral_l2_v5p16_dp2_ep4", "mixtral_l2_v5p16_dp2", "ici_fsdp_parallelism=1",
+            "ici_expert_parallelism=4"),
+    variant("llama4_16e_l4_v5p8_s8192", "llama4_16e_l4_v5p8", "max_target_length=8192"),
+]
+
 
 def main(argv):
   names = [a for a in argv if not a.startswith("--")]
