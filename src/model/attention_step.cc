@@ -354,24 +354,25 @@ BlockFigures LogitsStep(const Config& config, const Mesh& mesh, const LayerWeigh
   // gpt-oss-20b's bf16[2880,201088], llama4-17b-16e's bf16[5120,202048]).
   const int64_t gathered = GatheredWeightBytes(config, mesh, head);
   // The cotangent's only readers are the head's two dots, which on TPU at the default matmul
-  // precision read bf16 operands: float32 logits (logits_dot_in_fp32) get a cotangent written
-  // in the activation dtype (qwen3-30b on v6e-8: f32[2,4096,151936] logits beside a
-  // bf16[2,4096,151936] cotangent at the compiler's fullest moment).
+  // precision read bf16 operands: float32 logits get a bf16 cotangent, whatever the activation
+  // dtype (qwen3-30b on v6e-8: f32[2,4096,151936] logits beside a bf16[2,4096,151936]
+  // cotangent at the compiler's fullest moment under logits_dot_in_fp32, and the same bf16
+  // cotangent under dtype=float32).
   const bool narrow_cotangent =
       tpu && logits_dtype == DType::kFloat32 && config.Str("matmul_precision") == "default";
   const int64_t cotangent = narrow_cotangent
                                 ? LocalBytes(config, mesh, {batch, length, vocab}, names,
-                                             ActivationDType(config), "logits' cotangent")
+                                             DType::kBfloat16, "logits' cotangent")
                                 : logits;
   f.backward_peak_bytes = logits + cotangent + (tpu ? 1 : 2) * gathered;
   f.backward_peak_where = tpu ? "the logits and their cotangent, the gathered output head"
                               : "the logits and their cotangent, the gathered output head and "
                                 "its gradient";
-  // TPU's schedule computes the head's weight gradient late: the logits it reads (or their
-  // cotangent fused from them) stay live through the layers' backward (the fixtures' buffer
-  // reports: bf16[1,2048,102400] of deepseek2-16b, bf16[1024,32000] of mixtral-8x7b, at the
-  // peak inside a layer's backward).
-  f.residue_bytes = logits;
+  // TPU's schedule computes the head's weight gradient late: the cotangent it reads stays live
+  // through the layers' backward (the fixtures' buffer reports: bf16[1,2048,102400] of
+  // deepseek2-16b, bf16[1024,32000] of mixtral-8x7b, at the peak inside a layer's backward;
+  // under dtype=float32, qwen3-30b's bf16[2,4096,151936], not its float32 logits).
+  f.residue_bytes = cotangent;
   // Over a group of 8 or 16 devices TPU gathers the head, and reduces its gradient, in a
   // windowed einsum (loops of collective-permutes, spmd/tpu_collectives.h) and runs the
   // gradient's loop after the layers' backward whatever the memory: each of the eight dumped

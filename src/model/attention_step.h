@@ -53,6 +53,8 @@ struct BlockFigures {
   // matmul's activations (a gmm's token operand and output), the combine's float32 input; not
   // the elementwise ops between them. Unset (other parts): recomputed_bytes.
   std::optional<int64_t> rematerialized_bytes;
+  // A MoE block of the sparse dispatch (its gmms inside shard_map); false: an einsum block.
+  bool grouped = false;
   std::vector<StepCollectiveTotal> collectives;  // per layer (forward and backward)
 };
 

@@ -162,11 +162,14 @@ CombineInput DeferredCombineInput(const RunResult& run, const StepMemory& m) {
 // Not the sparse path's combine input, the gmm's rows unsorted and then widened: the compiler
 // fuses that cast into the unsort and writes it in float32 (DeferredCombineInput; at k = 8 too,
 // DeepSeek-V3's and qwen3-30b's steps count it within 3% of the compiler's temp).
+// A bias added between the dot and the cast fuses the same way: gpt-oss's dense dispatch adds
+// wo_bias to the wo einsum's output before the cast, and its step holds bf16[2,2048,32,2880]
+// wo outputs and no float32 copy at the compiler's fullest moment (gpt-oss-20b on v6e-8).
 bool CastFusedIntoDots(const RunResult& run, int tensor) {
   const TensorRecord& t = run.trace.tensors[static_cast<size_t>(tensor)];
   if (t.kind != TensorKind::kAct || t.dtype != DType::kFloat32) return false;
-  // Through the identities between (a sharding constraint, a checkpoint name): one input of
-  // the same shape and dtype.
+  // Through the identities between (a sharding constraint, a checkpoint name: one input of the
+  // same shape and dtype) and elementwise ops whose other operands are weights (a bias).
   const auto written_by_dot = [&](int source) {
     for (int hops = 0; hops < 8; ++hops) {
       const auto producer =
@@ -176,10 +179,21 @@ bool CastFusedIntoDots(const RunResult& run, int tensor) {
       if (producer == run.trace.ops.end()) return false;
       if (producer->kind == OpKind::kEinsum) return true;
       const TensorRecord& out = run.trace.tensors[static_cast<size_t>(source)];
-      if (producer->inputs.size() != 1) return false;
-      const TensorRecord& in = run.trace.tensors[static_cast<size_t>(producer->inputs[0])];
-      if (in.shape != out.shape || in.dtype != out.dtype) return false;
-      source = producer->inputs[0];
+      const auto same = [&](int in) {
+        const TensorRecord& r = run.trace.tensors[static_cast<size_t>(in)];
+        return r.shape == out.shape && r.dtype == out.dtype;
+      };
+      const auto through = std::find_if(producer->inputs.begin(), producer->inputs.end(), same);
+      if (through == producer->inputs.end()) return false;
+      const bool others_weights =
+          std::all_of(producer->inputs.begin(), producer->inputs.end(), [&](int in) {
+            return in == *through ||
+                   run.trace.tensors[static_cast<size_t>(in)].kind == TensorKind::kWeight;
+          });
+      if (producer->inputs.size() != 1 && !(IsElementwise(producer->kind) && others_weights)) {
+        return false;
+      }
+      source = *through;
     }
     return false;
   };
@@ -303,6 +317,8 @@ BlockFigures FiguresOf(const RunResult& run, const StepResult& step, const std::
     f.recomputed_bytes += r.buffer.bytes;
   }
   f.rematerialized_bytes = RematerializedBytes(run, step);
+  f.grouped = std::any_of(run.trace.ops.begin(), run.trace.ops.end(),
+                          [](const OpRecord& op) { return op.kind == OpKind::kGmm; });
   f.backward_peak_bytes = step.memory.peak_temporary_bytes();
   if (tpu) {
     // The forward's peak is its own phase: every expert kernel gathered before the gmms

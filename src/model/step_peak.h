@@ -31,10 +31,11 @@ namespace shardtrace::model_internal {
 //   update in the gradients' layer-major layout (LayerStack::peeled): every such stack's new
 //   state and the largest gradient, nothing of the backward (mixtral-8x7b offloaded at 2
 //   layers: fit's 9,647,292,416 B against the 9,647,049,664 B the compiler covers there).
-// On TPU the logits (or their cotangent) stay live through the layers' backward, the output
-// head's weight gradient their last reader, which the compiler's scheduler places after the
-// layers' backward; fit drops them where they would take the step past the share of HBM
-// where that scheduler trades latency for memory (95%: libtpu's flag, in the chip table).
+// On TPU the logits' cotangent (bf16 where the logits are float32, attention_step.cc) stays live
+// through the layers' backward, the output head's weight gradient its last reader, which the
+// compiler's scheduler places after the layers' backward; fit drops it where it would take the
+// step past the share of HBM where that scheduler trades latency for memory (95%: libtpu's
+// flag, in the chip table).
 // The fixtures' buffers at the compiler's peak hold one of them (or a piece, or the head's
 // gradient) in 22 of the 26 steps that peak in a layer's backward; not mixtral at batch 24
 // and sequence 8192 (11.7 GiB of logits, 92% of HBM with them), mixtral under

@@ -453,6 +453,22 @@ FitResult FitOnce(const FitRequest& request) {
       all.params.resize(n / static_cast<size_t>(count));
       return all;
     };
+    // A scan of one layer is inlined on TPU: its weights stay gathered from the forward
+    // (measured: gpt-oss-20b's, llama4-17b-16e's and kimi-k2's steps gather each once). Not
+    // a stack sharing its loop with a nested one: MaxText runs the block's one full-attention
+    // layer in a scan of its own, "guarded by a trip-count-one while boundary" so that it is
+    // rematerialized alone (models/gemma4.py, _scan_global_layer; Qwen3-Next's alike).
+    const bool shares_loop = std::any_of(by_stack.begin(), by_stack.end(), [&](const auto& other) {
+      return other.first != name && other.second.front()->loop == s.loop;
+    });
+    const bool inlined = tpu && s.layers == 1 && !shares_loop;
+    // Not where its MoE layers are einsums (the dense dispatch): there the compiler runs each
+    // layer's backward from what it kept of that layer's forward and gathers the layer's
+    // kernels again (gpt-oss-20b at 2 layers on v6e-8, sparse_matmul=false: at its fullest
+    // moment, in the second layer's backward, that layer's wi_0, wi_1, ffn_act and wo outputs
+    // from the forward, its three kernels gathered again, none of the first layer's).
+    const bool inlined_einsums =
+        inlined && s.moe_blocks > 0 && !blocks.moe.empty() && !blocks.moe.front().grouped;
     // Each block of one layer, with its own gathered weights (a stack of several sublayers
     // holds each role's arrays once per sublayer).
     std::vector<BlockFigures> parts;
@@ -480,21 +496,12 @@ FitResult FitOnce(const FitRequest& request) {
         // layer's forward is run again from its own input, and the earlier layers hold their
         // sorted tokens alone.
         if (role == ParamRole::kMoe && i + 1 < count && r.policy.wrapped && !layer_inputs_kept &&
-            parts.back().rematerialized_bytes) {
+            !inlined_einsums && parts.back().rematerialized_bytes) {
           parts.back().recomputed_bytes = *parts.back().rematerialized_bytes;
         }
         part_gathered.push_back(gathered);
       }
     };
-    // A scan of one layer is inlined on TPU: its weights stay gathered from the forward
-    // (measured: gpt-oss-20b's, llama4-17b-16e's and kimi-k2's steps gather each once). Not
-    // a stack sharing its loop with a nested one: MaxText runs the block's one full-attention
-    // layer in a scan of its own, "guarded by a trip-count-one while boundary" so that it is
-    // rematerialized alone (models/gemma4.py, _scan_global_layer; Qwen3-Next's alike).
-    const bool shares_loop = std::any_of(by_stack.begin(), by_stack.end(), [&](const auto& other) {
-      return other.first != name && other.second.front()->loop == s.loop;
-    });
-    const bool inlined = tpu && s.layers == 1 && !shares_loop;
     // The block's own layer of a loop shared with a nested stack: one a block.
     if (shares_loop && s.loop == name) s.blocks = s.layers;
     add_blocks(s.attention_blocks, ParamRole::kAttention, [&] {
@@ -538,7 +545,7 @@ FitResult FitOnce(const FitRequest& request) {
       }
       std::vector<StepCollectiveTotal> issued;
       for (const StepCollectiveTotal& c : f.collectives) {
-        if (!(inlined && c.regather)) issued.push_back(c);
+        if (!(inlined && !inlined_einsums && c.regather)) issued.push_back(c);
       }
       AddCollectives(collectives, issued, s.layers);
     }
@@ -565,7 +572,7 @@ FitResult FitOnce(const FitRequest& request) {
                                                std::min(act_bytes, ByteSize(p->dtype))
                                          : p->gradient_hbm_bytes;
     }
-    if (s.inlined) {
+    if (s.inlined && !inlined_einsums) {
       // All its weights stay gathered from the forward (the fixtures' buffer reports:
       // llama4-17b-16e's twelve bf16 expert kernels, gpt-oss-20b's six, live at the peak);
       // the block's backward peak counted its own.
