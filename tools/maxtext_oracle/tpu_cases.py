@@ -422,6 +422,26 @@ CASES += [
     variant("llama4_16e_l4_v5p8_s8192", "llama4_16e_l4_v5p8", "max_target_length=8192"),
 ]
 
+# More held-out cases (2026-11-30): the dense dispatch on two more families, remat minimal at
+# full depth near the line, bf16 weights under AdamW, Gemma 4 at expert 4, gpt-oss under
+# minimal. fit's figures written before any compile (all "fits"):
+#   qwen3_next_l4_v6e16_dense        argument 5,408,933,376 B, temp 26,664,585,984 B (93.3% of HBM)
+#   deepseek3_test_v5p8_minimal_b1   argument 47,556,302,848 B, temp 48,199,051,264 B (93.2%)
+#   llama4_16e_l4_v5p8_dense         argument 32,632,614,912 B, temp 7,232,499,712 B
+#   mixtral_l2_v5p8_wbf16            argument 4,747,149,312 B, temp 4,750,676,000 B
+#   gemma4_26b_l6_v5e16_ep4          argument 4,548,089,856 B, temp 5,810,567,364 B
+#   gpt_oss_20b_l2_v6e8_minimal      argument 4,271,821,824 B, temp 10,156,996,992 B
+CASES += [
+    variant("qwen3_next_l4_v6e16_dense", "qwen3_next_l4_v6e16", "sparse_matmul=false"),
+    variant("deepseek3_test_v5p8_minimal_b1", "deepseek3_test_v5p8", "remat_policy=minimal",
+            "per_device_batch_size=1"),
+    variant("llama4_16e_l4_v5p8_dense", "llama4_16e_l4_v5p8", "sparse_matmul=false"),
+    variant("mixtral_l2_v5p8_wbf16", "mixtral_l2_v5p8", "weight_dtype=bfloat16"),
+    variant("gemma4_26b_l6_v5e16_ep4", "gemma4_26b_l6_v5e16", "ici_fsdp_parallelism=4",
+            "ici_expert_parallelism=4"),
+    variant("gpt_oss_20b_l2_v6e8_minimal", "gpt_oss_20b_l2_v6e8", "remat_policy=minimal"),
+]
+
 
 def main(argv):
   names = [a for a in argv if not a.startswith("--")]
