@@ -83,8 +83,18 @@ TEST_CASE("plan's verdict for every config it lists is fit's", "[plan]") {
         std::count(overrides.begin(), overrides.end(), "remat_policy=qkv_proj_offloaded") +
             std::count(overrides.begin(), overrides.end(), "remat_policy=minimal_offloaded") >
         0;
+    // The dense dispatch with Mixtral's expert kernels gathered over fsdp 8 or 16 carries
+    // fit's caveat on TPU's windowed einsums.
+    const bool windows =
+        std::count(overrides.begin(), overrides.end(), "sparse_matmul=false") > 0 &&
+        (std::count(overrides.begin(), overrides.end(), "ici_fsdp_parallelism=8") +
+             std::count(overrides.begin(), overrides.end(), "ici_fsdp_parallelism=16") >
+         0);
+    json expected = json::array();
+    if (several) expected.push_back("offload_staging");
+    if (windows) expected.push_back("dense_dispatch_windows");
     CHECK(fit.at("unmodelled") == c.at("unmodelled"));
-    CHECK(c.at("unmodelled") == (several ? json::array({"offload_staging"}) : json::array()));
+    CHECK(c.at("unmodelled") == expected);
   }
   CHECK(policies.size() == 11);
   CHECK(matmuls.size() == 2);

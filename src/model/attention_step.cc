@@ -66,16 +66,13 @@ void AddCollective(const Mesh& mesh, CollectiveKind kind, std::vector<std::strin
   out->push_back(std::move(t));
 }
 
-// Whether TPU gathers `p` in windowed einsums (loops of collective-permutes over the gather's
-// group, spmd/tpu_collectives.h) rather than with one all-gather: over a group of 8 or 16
-// devices, as every dumped step does, not over 4 (v5p-8) or 128 (v5p-256).
+}  // namespace
+
 bool WindowedGather(const Config& config, const Mesh& mesh, const ParamBuffer& p) {
   constexpr int64_t kWindowedGroups[] = {8, 16};
   const int64_t group = mesh.Size(GatherAxes(p, BatchAxes(config, mesh)));
   return std::count(std::begin(kWindowedGroups), std::end(kWindowedGroups), group) > 0;
 }
-
-}  // namespace
 
 std::string AttentionKernel(const Config& config, const std::string& platform) {
   const std::string kernel = config.Str("attention");

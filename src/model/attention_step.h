@@ -95,6 +95,11 @@ std::vector<StepCollectiveTotal> EmbeddingCollectives(const Config& config, cons
 int64_t LocalBytes(const Config& config, const Mesh& mesh, const Shape& shape,
                    const LogicalAxes& names, DType dtype, const std::string& what);
 
+// Whether TPU gathers `p` in windowed einsums (loops of collective-permutes over the gather's
+// group, spmd/tpu_collectives.h) rather than with one all-gather: over a group of 8 or 16
+// devices, as every dumped step does, not over 4 (v5p-8) or 128 (v5p-256).
+bool WindowedGather(const Config& config, const Mesh& mesh, const ParamBuffer& p);
+
 // The config's `dtype`: the activations'.
 DType ActivationDType(const Config& config);
 

@@ -166,7 +166,7 @@ void ComposePeak(const std::vector<std::string>& order, const BlockFigures& logi
     update.gradients = std::max(update.gradients, s->relayout_gradient_bytes);
   }
   update.where = fmt::format("the optimizer's update of {}, its new state written in the "
-                             "gradients' layer-major layout before copied back",
+                             "gradients' layout before copied back",
                              fmt::join(peeled, " and "));
   update.gradients_why =
       "the largest stacked weight's, which the last update reads; the earlier updates have read "
@@ -180,6 +180,17 @@ void ComposePeak(const std::vector<std::string>& order, const BlockFigures& logi
   r->peak_temporary_bytes = best.transient;
   r->logits_kept_bytes = best.logits_kept;
   r->peak_where = best.where;
+}
+
+void RelayoutUpdate(const std::vector<const ParamBuffer*>& params, bool peeled,
+                    const std::function<int64_t(const ParamBuffer&)>& moments, LayerStack* s) {
+  for (const ParamBuffer* p : params) {
+    if (!p->trainable || p->stack_axis <= 0) continue;
+    const std::vector<PartitionSpec::Entry>& dims = p->spec.entries();
+    if (!peeled && (p->role != ParamRole::kMoe || dims.empty() || !dims.back().empty())) continue;
+    s->relayout_update_bytes += p->hbm_bytes + moments(*p);
+    s->relayout_gradient_bytes = std::max(s->relayout_gradient_bytes, p->gradient_hbm_bytes);
+  }
 }
 
 void SettleMemory(FitResult* r) {

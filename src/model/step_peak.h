@@ -5,6 +5,7 @@
 // sit in one place.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,19 @@ namespace shardtrace::model_internal {
 // 96% of HBM, against the 95% rule (listed with bound 'peak logits'): the limit is not all
 // the scheduler weighs.
 void ComposePeak(const std::vector<std::string>& order, const BlockFigures& logits, FitResult* r);
+
+// The optimizer's update of a stack whose weight gradients TPU writes in another layout than
+// the parameters' (LayerStack::relayout_update_bytes): it reads each such parameter and its
+// moments in the gradient's layout and writes the new ones there, copied back after every
+// update. `peeled` (LayerStack::peeled): every stacked weight, its gradient layer-major. Else an
+// inlined stack of einsum MoE layers (the dense dispatch), whose expert kernels' gradients TPU
+// lays out with the reduce-scattered dim minor: the kernels whose parameter keeps another dim
+// minor (wi_0 and wi_1, [experts, emb, mlp] sharded on emb), not wo (Llama 4 Scout at 4 layers
+// on v5p-8, sparse_matmul=false: its dump copies the eight wi kernels' parameter, mu and nu to
+// that layout, 24 f32[16,1,1280,8192] live at once at the compiler's fullest moment, in the
+// update; fit had no such phase, -64.7%).
+void RelayoutUpdate(const std::vector<const ParamBuffer*>& params, bool peeled,
+                    const std::function<int64_t(const ParamBuffer&)>& moments, LayerStack* s);
 
 // memory_analysis()'s fields of a composed step, its verdict and headroom.
 void SettleMemory(FitResult* r);

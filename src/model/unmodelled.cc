@@ -12,7 +12,7 @@ struct Texts {
 
 // One row per kind: its JSON spelling, a table cell's words, and the sentence shown beside a
 // verdict.
-constexpr std::array<Texts, 2> kTexts = {{
+constexpr std::array<Texts, 3> kTexts = {{
     {Unmodelled::kOffloadStaging, "offload_staging", "offloads several names",
      "the policy offloads several names, whose stacks TPU's compiler has staged whole in HBM to "
      "change their layout (Mixtral 8x7B dropping on v6e-256 ran out of HBM where fit says it "
@@ -21,6 +21,11 @@ constexpr std::array<Texts, 2> kTexts = {{
      "megablox=false runs the grouped matmuls as jax.lax.ragged_dot, whose TPU kernel ran out of "
      "VMEM compiling Mixtral 8x7B's weight gradient (bf16[8,4096,14336]) on v5p-8 where fit says "
      "it fits: not modelled, compile to be sure"},
+    {Unmodelled::kDenseDispatchWindows, "dense_dispatch_windows", "sparse_matmul=false",
+     "sparse_matmul=false with the expert kernels gathered over 8 or 16 devices: TPU's compiler "
+     "runs the dense dispatch's backward over whole kernels or in windowed einsums by a rule not "
+     "read (temp 35% over the compiler's on Qwen3-Next at v6e-16, 22% on gpt-oss-20b at 4 "
+     "layers): not modelled, compile to be sure"},
 }};
 
 const Texts& Of(Unmodelled u) {

@@ -16,6 +16,11 @@ enum class Unmodelled {
   // compiler can fail to fit in VMEM (mixtral_l2_v5p8_megablox_off: the weight gradient's
   // bf16[8,4096,14336] at tiling 512,1024,1024), a failed compile where fit says it fits.
   kRaggedDotVmem,
+  // sparse_matmul=false on TPU with the expert kernels gathered over 8 or 16 devices: the
+  // compiler runs the dense dispatch's backward einsums over whole gathered kernels or as
+  // windowed einsums, and relays out wi's update, by rules not read (held out: Qwen3-Next on
+  // v6e-16 +34.7%, gpt-oss-20b at 4 layers on v6e-8 +22.0% of temp; within 10% at 2 layers).
+  kDenseDispatchWindows,
 };
 
 // The JSON spelling: "offload_staging".

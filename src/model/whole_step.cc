@@ -16,6 +16,7 @@
 #include "model/step_keys.h"
 #include "model/step_peak.h"
 #include "model/tpu_tiles.h"
+#include "model/unmodelled_flags.h"
 #include "numeric/dtype.h"
 #include "run/run.h"
 #include "shard/axis_rules.h"
@@ -348,6 +349,7 @@ FitResult FitOnce(const FitRequest& request) {
   // The layers: each scanned stack, one layer of it composed from its blocks.
   const std::string kernel = model_internal::AttentionKernel(config, r.target.platform);
   std::map<std::string, std::vector<const ParamBuffer*>> by_stack;
+  std::set<std::string> einsum_stacks;  // inlined stacks of einsum MoE layers (below)
   for (const ParamBuffer& p : r.params) {
     if (IsStacked(p)) by_stack[p.stack].push_back(&p);
   }
@@ -469,10 +471,12 @@ FitResult FitOnce(const FitRequest& request) {
     // from the forward, its three kernels gathered again, none of the first layer's).
     const bool inlined_einsums =
         inlined && s.moe_blocks > 0 && !blocks.moe.empty() && !blocks.moe.front().grouped;
+    if (inlined_einsums) einsum_stacks.insert(name);
     // Each block of one layer, with its own gathered weights (a stack of several sublayers
     // holds each role's arrays once per sublayer).
     std::vector<BlockFigures> parts;
     std::vector<int64_t> part_gathered;
+    std::vector<bool> part_einsum_experts;  // a MoE part of the dense dispatch
     const auto add_blocks = [&](int count, ParamRole role, const auto& figures) {
       LayerWeights weights = weights_of(role);
       // The shared experts run inside the MoE block (BlocksNeeded::shared): gathered with it.
@@ -500,6 +504,7 @@ FitResult FitOnce(const FitRequest& request) {
           parts.back().recomputed_bytes = *parts.back().rematerialized_bytes;
         }
         part_gathered.push_back(gathered);
+        part_einsum_experts.push_back(role == ParamRole::kMoe && !parts.back().grouped);
       }
     };
     // The block's own layer of a loop shared with a nested stack: one a block.
@@ -537,7 +542,12 @@ FitResult FitOnce(const FitRequest& request) {
       }
       s.forward_peak_bytes = std::max(s.forward_peak_bytes, f.forward_peak_bytes);
       earlier_recomputed += f.recomputed_bytes;
-      if (r.policy.wrapped && !inlined && f.kept.empty()) earlier_recomputed += part_gathered[i];
+      // Not a dense dispatch's expert kernels, which the compiler gathers again for each
+      // layer's backward (gpt-oss-20b at 4 layers on v6e-8: one layer's three at its fullest
+      // moment, in the second layer's backward of a block: temp +22.0% with the other's, +10.2% without).
+      if (r.policy.wrapped && !inlined && f.kept.empty() && !part_einsum_experts[i]) {
+        earlier_recomputed += part_gathered[i];
+      }
       if (peak > s.backward_peak_bytes) {
         s.backward_peak_bytes = peak;
         s.backward_peak_where = f.backward_peak_where;
@@ -639,12 +649,8 @@ FitResult FitOnce(const FitRequest& request) {
   }
   for (LayerStack& s : r.stacks) {
     s.peeled = peels && !s.inlined && s.layers == 2 && s.blocks == 1 && s.loop == s.name;
-    if (!s.peeled) continue;
-    for (const ParamBuffer* p : by_stack[s.name]) {
-      if (!p->trainable || p->stack_axis <= 0) continue;
-      s.relayout_update_bytes += p->hbm_bytes + moments_bytes(*p);
-      s.relayout_gradient_bytes = std::max(s.relayout_gradient_bytes, p->gradient_hbm_bytes);
-    }
+    if (s.peeled || einsum_stacks.count(s.name))
+      model_internal::RelayoutUpdate(by_stack[s.name], s.peeled, moments_bytes, &s);
   }
   const std::vector<std::string> order = StackOrder(layout);
   model_internal::ComposePeak(order, logits, &r);
@@ -736,25 +742,7 @@ FitResult FitOnce(const FitRequest& request) {
                   "copied back (LayerStack::peeled)",
                   s.name, static_cast<double>(s.relayout_update_bytes) / (1 << 30)));
   }
-  if (tpu && r.policy.wrapped && r.policy.offloaded.size() > 1 && r.offloaded_bytes > 0) {
-    r.unmodelled.push_back(Unmodelled::kOffloadStaging);
-    // Named rather than counted: the staging follows the layouts TPU's layout assignment picks
-    // for the stacks, which fit does not trace. Bisected (n1_bisect_* fixtures): Mixtral's
-    // dropping path with five names stages at batch 12 and length 4096 on v6e-256 (4 layers
-    // too), not at batch 2 and length 2048 there, nor at batch 12 and length 4096 on v6e-8;
-    // Llama 4 Maverick with the same five names on v5p-256 stages none.
-    r.notes.push_back(fmt::format(
-        "not modelled: the policy offloads {} names, each moved to the host a layer at a time "
-        "here; TPU's compiler has staged whole stacked offloads in HBM to change their layout "
-        "between the forward and the backward (Mixtral 8x7B dropping on v6e-256 with five "
-        "names at batch 12: two bf16[32,12,4096,4096], 24 GiB, out of HBM where fit says it "
-        "fits, testdata/maxtext-tpu/fit_differences.json): compile to be sure",
-        r.policy.offloaded.size()));
-  }
-  if (tpu && needed.moe && config.Bool("sparse_matmul") && !config.Bool("megablox")) {
-    r.unmodelled.push_back(Unmodelled::kRaggedDotVmem);
-    r.notes.emplace_back(Explanation(Unmodelled::kRaggedDotVmem));
-  }
+  model_internal::FlagUnmodelled(config, needed.moe, &r);
   if (config.Has("use_indexer") && config.Bool("use_indexer")) {
     r.notes.push_back(
         "use_indexer=true: the sparse indexer's parameters and their gathers are counted, its "
