@@ -216,7 +216,8 @@ bool CastFusedIntoDots(const RunResult& run, int tensor) {
 
 // `narrow_combine_rows`: Chip::narrow_combine_rows.
 int64_t TpuBackwardPeak(const RunResult& run, const StepResult& step, const std::set<int>& unfused,
-                        TpuBackwardOrder order, bool narrow_combine_rows) {
+                        const std::set<int>& windowed, TpuBackwardOrder order,
+                        bool narrow_combine_rows) {
   const StepMemory& m = step.memory;
   const auto op_of = [&](int id) -> const OpRecord& {
     return run.trace.ops[static_cast<size_t>(id)];
@@ -237,7 +238,7 @@ int64_t TpuBackwardPeak(const RunResult& run, const StepResult& step, const std:
   for (const StepRange& r : m.backward_ranges) {
     const StepBuffer& b = r.buffer;
     const bool weight_gradient = b.cotangent && !unfused.count(b.tensor) && is_weight(b.tensor);
-    if (weight_gradient || r.fusible_activation) continue;
+    if (weight_gradient || r.fusible_activation || windowed.count(b.tensor)) continue;
     if (b.tensor != deferred.tensor && CastFusedIntoDots(run, b.tensor)) continue;
     if (!b.cotangent && b.tensor == deferred.tensor) {
       // Written again after the activation gradients, beside what the tgmms still hold, in its
@@ -287,9 +288,49 @@ int64_t TpuBackwardPeak(const RunResult& run, const StepResult& step, const std:
   int64_t live = 0, peak = 0;
   for (size_t i = 0; i < m.backward_transient.size(); ++i) {
     live += delta[i];
-    peak = std::max(peak, live + m.backward_transient[i]);
+    // A windowed einsum reduces its weight's gradient share by share, never whole.
+    const std::vector<int>& in = op_of(static_cast<int>(i)).inputs;
+    const bool windowed_op =
+        std::any_of(in.begin(), in.end(), [&](int t) { return windowed.count(t) > 0; });
+    peak = std::max(peak, live + (windowed_op ? 0 : m.backward_transient[i]));
   }
   return peak;
+}
+
+// The expert kernels whose backward einsums TPU runs as windowed einsums (loops of
+// collective-permutes of one device's share), never gathering the kernel whole nor reducing its
+// gradient whole: the dense dispatch's dropless einsums (BSM,EMH->BSEH), their kernels gathered
+// over 8 or 16 devices on a share of whole 128-lane tiles. qwen3-30b on v6e-8 (emb 2048/8) and
+// Qwen3-Next on v6e-16 (2048/16): the HLO's kernel all-gathers are the forward's alone, none at
+// the compiler's fullest moment in a MoE layer's backward. Not gpt-oss-20b (2880/8 = 360: three
+// kernels gathered in each layer's backward) nor the capacity path's einsums (qwen3-30b at
+// capacity factor 1: the kernels gathered there too).
+std::set<int> WindowedBackwardKernels(const RunResult& run, const Config& config) {
+  std::set<int> out;
+  if (config.Float("capacity_factor") > 0) return out;
+  for (const OpRecord& op : run.trace.ops) {
+    if (op.kind == OpKind::kGmm) return {};
+    if (op.kind != OpKind::kEinsum) continue;
+    for (const ImpliedCollective& c : run.spmd.implied_at(op.id)) {
+      if (c.kind != CollectiveKind::kAllGather || c.reason != "einsum operand" ||
+          (c.participants != 8 && c.participants != 16) ||
+          run.trace.tensors[static_cast<size_t>(c.tensor)].kind != TensorKind::kWeight ||
+          c.local_before.size() != c.local_after.size()) {
+        continue;
+      }
+      bool whole_tiles = false;
+      for (size_t d = 0; d < c.local_before.size(); ++d) {
+        whole_tiles |= c.local_before[d] != c.local_after[d] && c.local_before[d] % kTpuLanes == 0;
+      }
+      if (!whole_tiles) continue;
+      // The kernel as the einsum reads it (its cast to the activation dtype), and what it moves.
+      for (const int in : op.inputs) {
+        if (run.trace.tensors[static_cast<size_t>(in)].kind == TensorKind::kWeight) out.insert(in);
+      }
+      out.insert(c.tensor);
+    }
+  }
+  return out;
 }
 
 // The forward's peak as TPU's compiler writes the block: without the float32 casts it fuses
@@ -314,7 +355,8 @@ int64_t TpuForwardPeak(const RunResult& run, const StepResult& step) {
 }
 
 BlockFigures FiguresOf(const RunResult& run, const StepResult& step, const std::string& from,
-                       const BlockTarget& target, const std::set<int>& unfused) {
+                       const BlockTarget& target, const std::set<int>& unfused,
+                       const std::set<int>& windowed) {
   const bool tpu = target.tpu;
   BlockFigures f;
   for (const SavedResidual& s : step.memory.saved) {
@@ -347,10 +389,12 @@ BlockFigures FiguresOf(const RunResult& run, const StepResult& step, const std::
     // (mixtral under remat minimal: three bf16[8,4096,14336], 2.9 GiB, against the backward's
     // 2.8 GiB), but no gradient beside them yet.
     f.forward_peak_bytes = TpuForwardPeak(run, step);
-    f.backward_peak_bytes = TpuBackwardPeak(
-        run, step, unfused, TpuBackwardOrder::kWeightGradientsLast, target.narrow_combine_rows);
-    f.lean_backward_peak_bytes = TpuBackwardPeak(
-        run, step, unfused, TpuBackwardOrder::kWeightGradientsEach, target.narrow_combine_rows);
+    f.backward_peak_bytes =
+        TpuBackwardPeak(run, step, unfused, windowed, TpuBackwardOrder::kWeightGradientsLast,
+                        target.narrow_combine_rows);
+    f.lean_backward_peak_bytes =
+        TpuBackwardPeak(run, step, unfused, windowed, TpuBackwardOrder::kWeightGradientsEach,
+                        target.narrow_combine_rows);
   }
   f.backward_peak_where = fmt::format("{} block backward (spmd/step_memory.h)", from);
   for (const CollectiveTotal& t : run.totals.collectives) {
@@ -458,7 +502,8 @@ BlockRuns RunBlocks(const RunRequest& base, const RunSetup& setup, const BlocksN
             "({}; spmd/tpu_collectives.h, listed by `trace --step`)",
             from, rewritten));
     }
-    return FiguresOf(forward, *step, from, target, unfused);
+    return FiguresOf(forward, *step, from, target, unfused,
+                     tpu ? WindowedBackwardKernels(forward, setup.config) : std::set<int>{});
   };
   if (needed.moe)
     out.moe.push_back(run(Block::kMoe, needed.shared ? "MoE and shared experts" : "MoE"));

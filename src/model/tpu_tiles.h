@@ -20,6 +20,8 @@ namespace shardtrace::model_internal {
 
 // The rows of a TPU tile: an array's second-minor dim is laid out in groups of this many.
 inline constexpr int64_t kTpuTileRows = 8;
+// The lanes of a TPU tile: an array's minor dim is laid out in groups of this many.
+inline constexpr int64_t kTpuLanes = 128;
 
 // The bytes of an array of `local_shape` (one device's share) and `dtype` at rest in TPU HBM,
 // in the dim order whose tiles pad it least. The padding is the same in elements for every
