@@ -449,6 +449,24 @@ CASES += [
     variant("gpt_oss_20b_l4_v6e8_dense", "gpt_oss_20b_l2_v6e8_dense", "base_num_decoder_layers=4"),
 ]
 
+# A last held-out round (2026-11-30): the expert axis under SGD and bf16 weights, gpt-oss-120b and
+# deepseek2-16b at full depth on the ragged path, remat minimal with gradient accumulation. fit's
+# figures written before any compile (all "fits"):
+#   qwen3_30b_l4_v6e8_sgd_bf16_ep4  argument 778,934,272 B, temp 10,651,752,640 B
+#   gpt_oss_120b_l2_v6e16_ep4       argument 5,836,240,896 B, temp 12,564,921,344 B
+#   full_deepseek2_16b_v5p16_ep2    argument 23,566,891,008 B, temp 26,197,738,658 B
+#   mixtral_l4_v6e8_minimal_ga2     argument 9,101,426,688 B, temp 12,515,459,104 B
+CASES += [
+    variant("qwen3_30b_l4_v6e8_sgd_bf16_ep4", "qwen3_30b_l4_v6e8", "opt_type=sgd", "weight_dtype=bfloat16",
+            "ici_fsdp_parallelism=2", "ici_expert_parallelism=4"),
+    variant("gpt_oss_120b_l2_v6e16_ep4", "gpt_oss_120b_l2_v6e16", "ici_fsdp_parallelism=4",
+            "ici_expert_parallelism=4"),
+    variant("full_deepseek2_16b_v5p16_ep2", "full_deepseek2_16b_v5p16", "ici_fsdp_parallelism=4",
+            "ici_expert_parallelism=2"),
+    variant("mixtral_l4_v6e8_minimal_ga2", "mixtral_l4_v6e8_offload", "remat_policy=minimal",
+            "gradient_accumulation_steps=2"),
+]
+
 
 def main(argv):
   names = [a for a in argv if not a.startswith("--")]
