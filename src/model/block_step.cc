@@ -502,8 +502,10 @@ BlockRuns RunBlocks(const RunRequest& base, const RunSetup& setup, const BlocksN
             "({}; spmd/tpu_collectives.h, listed by `trace --step`)",
             from, rewritten));
     }
-    return FiguresOf(forward, *step, from, target, unfused,
-                     tpu ? WindowedBackwardKernels(forward, setup.config) : std::set<int>{});
+    return FiguresOf(
+        forward, *step, from, target, unfused,
+        tpu && block == Block::kMoe ? WindowedBackwardKernels(forward, setup.config)
+                                    : std::set<int>{});
   };
   if (needed.moe)
     out.moe.push_back(run(Block::kMoe, needed.shared ? "MoE and shared experts" : "MoE"));
