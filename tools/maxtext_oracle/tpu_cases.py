@@ -467,6 +467,25 @@ CASES += [
             "gradient_accumulation_steps=2"),
 ]
 
+# The dense dispatch's backward windows (model/block_step.cc, WindowedBackwardKernels: kernels
+# gathered over 8 or 16 devices on whole 128-lane shares never whole in the backward), held out
+# on three more meshes, fit's figures written before any compile (all "fits", all flagged
+# dense_dispatch_windows):
+#   qwen3_30b_l4_v6e16_dense      fsdp 16, shares of 128: argument 2,336,526,336 B,
+#                                 temp 13,056,735,232 B (windowed, as predicted)
+#   mixtral_l2_v5p16_fsdp8_dense  fsdp 8, shares of 512: argument 4,747,345,920 B,
+#                                 temp 5,862,588,416 B (windowed)
+#   gpt_oss_120b_l2_v6e16_dense   fsdp 16, shares of 180: argument 5,749,782,528 B,
+#                                 temp 21,094,985,730 B (gathered)
+CASES += [
+    variant("qwen3_30b_l4_v6e16_dense", "qwen3_30b_l4_v6e16_minimal", "remat_policy=full",
+            "sparse_matmul=false"),
+    variant("mixtral_l2_v5p16_fsdp8_dense", "mixtral_l2_v5p16_dp2", "ici_data_parallelism=1",
+            "ici_fsdp_parallelism=8", "sparse_matmul=false"),
+    variant("gpt_oss_120b_l2_v6e16_dense", "gpt_oss_120b_l2_v6e16", "sparse_matmul=false",
+            "per_device_batch_size=1"),
+]
+
 
 def main(argv):
   names = [a for a in argv if not a.startswith("--")]
