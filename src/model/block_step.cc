@@ -304,7 +304,8 @@ int64_t TpuBackwardPeak(const RunResult& run, const StepResult& step, const std:
 // Qwen3-Next on v6e-16 (2048/16): the HLO's kernel all-gathers are the forward's alone, none at
 // the compiler's fullest moment in a MoE layer's backward. Not gpt-oss-20b (2880/8 = 360: three
 // kernels gathered in each layer's backward) nor the capacity path's einsums (qwen3-30b at
-// capacity factor 1: the kernels gathered there too).
+// capacity factor 1: the kernels gathered there too). On v6e (Chip::windowed_dense_backward);
+// v5p gathers them (Mixtral at fsdp 8 on v5p-16, shares of 512).
 std::set<int> WindowedBackwardKernels(const RunResult& run, const Config& config) {
   std::set<int> out;
   if (config.Float("capacity_factor") > 0) return out;
@@ -504,8 +505,9 @@ BlockRuns RunBlocks(const RunRequest& base, const RunSetup& setup, const BlocksN
     }
     return FiguresOf(
         forward, *step, from, target, unfused,
-        tpu && block == Block::kMoe ? WindowedBackwardKernels(forward, setup.config)
-                                    : std::set<int>{});
+        tpu && target.windowed_dense_backward && block == Block::kMoe
+            ? WindowedBackwardKernels(forward, setup.config)
+            : std::set<int>{});
   };
   if (needed.moe)
     out.moe.push_back(run(Block::kMoe, needed.shared ? "MoE and shared experts" : "MoE"));

@@ -35,6 +35,8 @@ struct BlockTarget {
   int slices = 1;  // compile_topology_num_slices
   // The chip's Chip::narrow_combine_rows: the combine's rows relayout in the activation dtype.
   bool narrow_combine_rows = false;
+  // The chip's Chip::windowed_dense_backward (model/block_step.cc, WindowedBackwardKernels).
+  bool windowed_dense_backward = false;
 };
 
 // `target.tpu`: the target is a TPU, whose compiler fuses each weight gradient's reduction into the

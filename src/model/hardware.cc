@@ -90,12 +90,15 @@ HardwareTable LoadHardwareTable(std::string_view text, std::string_view source_n
              source, name, chip.scheduler_memory_limit);
       }
     }
-    if (row["narrow_combine_rows"]) {
-      const std::string v = row["narrow_combine_rows"].Scalar();
+    for (const auto& [key, field] : {std::pair{"narrow_combine_rows", &chip.narrow_combine_rows},
+                                     std::pair{"windowed_dense_backward",
+                                               &chip.windowed_dense_backward}}) {
+      if (!row[key]) continue;
+      const std::string v = row[key].Scalar();
       if (v != "true" && v != "false") {
-        Fail("{}: chips.{}.narrow_combine_rows is {}, expected true or false", source, name, v);
+        Fail("{}: chips.{}.{} is {}, expected true or false", source, name, key, v);
       }
-      chip.narrow_combine_rows = v == "true";
+      *field = v == "true";
     }
     chip.source = row["source"] ? row["source"].Scalar() : "";
     if (chip.source.empty()) Fail("{}: chips.{}.source is missing: cite the figures", source, name);

@@ -34,6 +34,10 @@ struct Chip {
   // TPU: the compiler relayouts the MoE combine's [tokens, k, emb] rows in the activation
   // dtype and widens them inside their reader (tpu7x), not widened to float32 first (false).
   bool narrow_combine_rows = false;
+  // TPU: the compiler runs the dense dispatch's dropless expert einsums of the backward as
+  // windowed einsums over a gather group of 8 or 16 on whole lane tiles (v6e), never gathering
+  // the kernels whole; false: it gathers them (v5p).
+  bool windowed_dense_backward = false;
   std::string source;
 };
 

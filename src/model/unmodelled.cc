@@ -24,8 +24,8 @@ constexpr std::array<Texts, 3> kTexts = {{
     {Unmodelled::kDenseDispatchWindows, "dense_dispatch_windows", "sparse_matmul=false",
      "sparse_matmul=false with the expert kernels gathered over 8 or 16 devices: TPU's compiler "
      "runs the dense dispatch's backward over whole kernels or in windowed einsums, by a rule "
-     "read on four compiles only (fit's temp 16.4% over the compiler's on Qwen3-Next at "
-     "v6e-16, 10.2% on gpt-oss-20b at 4 layers): compile to be sure"},
+     "read on seven compiles only (fit's temp 16.4% over the compiler's on Qwen3-Next at "
+     "v6e-16, 11.2% under on Mixtral at v5p-16): compile to be sure"},
 }};
 
 const Texts& Of(Unmodelled u) {

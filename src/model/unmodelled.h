@@ -18,7 +18,7 @@ enum class Unmodelled {
   kRaggedDotVmem,
   // sparse_matmul=false on TPU with the expert kernels gathered over 8 or 16 devices: the
   // compiler runs the dense dispatch's backward einsums over whole gathered kernels or as
-  // windowed einsums, by a rule read on four compiles (model/block_step.cc,
+  // windowed einsums, by a rule read on seven compiles (model/block_step.cc,
   // WindowedBackwardKernels: held out, Qwen3-Next on v6e-16 +52.0% of temp, +16.4% now;
   // gpt-oss-20b at 4 layers on v6e-8 +22.0%, +10.2% now).
   kDenseDispatchWindows,

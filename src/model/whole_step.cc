@@ -361,7 +361,8 @@ FitResult FitOnce(const FitRequest& request) {
   }
   const model_internal::BlockRuns blocks = model_internal::RunBlocks(
       base, setup, needed,
-      {tpu, static_cast<int>(r.target.num_slices), r.target.chip.narrow_combine_rows},
+      {tpu, static_cast<int>(r.target.num_slices), r.target.chip.narrow_combine_rows,
+       r.target.chip.windowed_dense_backward},
       request.block_cache);
   std::vector<StepCollectiveTotal> collectives;
   const int64_t act_bytes = ByteSize(ParseDType(config.Str("dtype"), "dtype"));
