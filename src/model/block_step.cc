@@ -6,6 +6,7 @@
 
 #include "model/attention_step.h"
 #include "model/tpu_tiles.h"
+#include "numeric/einsum.h"
 #include "run/run.h"
 #include "spmd/spmd_memory_estimate.h"
 #include "spmd/step_model.h"
@@ -20,6 +21,55 @@ namespace {
 bool Kept(const StepMemory& m, int tensor) {
   return std::any_of(m.saved.begin(), m.saved.end(),
                      [&](const SavedResidual& s) { return s.tensor == tensor; });
+}
+
+// The einsum operands TPU's compiler copies batch-major in the backward, before the
+// rematerialized forward's dot reads them: an activation operand of an einsum with a weight,
+// whose batch letters (in every operand and the output) are not its leading dims. The dense
+// dispatch's wo einsum (BSEH,EHM->BSEM) reads the ffn_act product expert-major; the forward
+// writes the product so, but the backward's product is also read by wo's weight gradient, in
+// another layout. gpt-oss-20b's dump on v6e-8 copies the rematerialized bf16[2,2048,32,2880]
+// from {1,3,2,0} to {1,3,0,2} for the rematted wo dot alone (copy.2325, both of its
+// ffn_act/mul copies in rematted_computation), and such a copy is at the compiler's fullest
+// moment beside wi_0's and wi_1's outputs and the product on Mixtral at fsdp 8 on v5p-16,
+// gpt-oss-20b at 2 layers and qwen3-30b on v6e-8 and v6e-16. The capacity path's
+// EBCH,EHM->EBCM reads its operand expert-major already: no copy. By the residual the operand
+// is an alias of (through casts and markers), with its bytes.
+std::map<int, int64_t> BatchMajorCopies(const RunResult& run, const StepMemory& m) {
+  const Trace& trace = run.trace;
+  std::vector<int> producer(trace.tensors.size(), -1);
+  for (const OpRecord& op : trace.ops) {
+    for (const int o : op.outputs) producer[static_cast<size_t>(o)] = op.id;
+  }
+  const auto is_alias = [](OpKind k) {
+    return k == OpKind::kAstype || k == OpKind::kCheckpointName ||
+           k == OpKind::kShardingConstraint || k == OpKind::kOptimizationBarrier;
+  };
+  std::map<int, int64_t> residual;
+  for (const StepRange& r : m.backward_ranges) {
+    if (!r.buffer.cotangent) residual[r.buffer.tensor] = r.buffer.bytes;
+  }
+  std::map<int, int64_t> out;
+  for (const OpRecord& op : trace.ops) {
+    if (op.kind != OpKind::kEinsum || !op.einsum || op.inputs.size() != 2) continue;
+    const ParsedEinsum& e = *op.einsum;
+    int weight = op.inputs[1];
+    while (producer[static_cast<size_t>(weight)] >= 0 &&
+           is_alias(trace.ops[static_cast<size_t>(producer[static_cast<size_t>(weight)])].kind)) {
+      weight = trace.ops[static_cast<size_t>(producer[static_cast<size_t>(weight)])].inputs[0];
+    }
+    if (trace.tensors[static_cast<size_t>(weight)].kind != TensorKind::kWeight || e.batch.empty() ||
+        e.operands[0].compare(0, e.batch.size(), e.batch) == 0) {
+      continue;
+    }
+    int t = op.inputs[0];
+    while (!residual.count(t) && producer[static_cast<size_t>(t)] >= 0 &&
+           is_alias(trace.ops[static_cast<size_t>(producer[static_cast<size_t>(t)])].kind)) {
+      t = trace.ops[static_cast<size_t>(producer[static_cast<size_t>(t)])].inputs[0];
+    }
+    if (residual.count(t)) out[t] = residual.at(t);
+  }
+  return out;
 }
 
 // What a block's rematerialized forward holds once it has run, before its backward reads any
@@ -79,6 +129,9 @@ int64_t RematerializedBytes(const RunResult& run, const StepResult& step) {
   }
   int64_t total = 0;
   for (const auto& [tensor, bytes] : held) total += bytes;
+  for (const auto& [tensor, bytes] : BatchMajorCopies(run, step.memory)) {
+    if (held.count(tensor)) total += bytes;
+  }
   return total;
 }
 
@@ -229,6 +282,7 @@ int64_t TpuBackwardPeak(const RunResult& run, const StepResult& step, const std:
   // Measured in the weights-last order only (deepseek2-16b at batch 4 to 24, gpt-oss-20b,
   // mixtral on v5p-8 and tpu7x).
   const CombineInput deferred = last ? DeferredCombineInput(run, m) : CombineInput{};
+  const std::map<int, int64_t> copies = BatchMajorCopies(run, m);
   std::vector<int64_t> delta(m.backward_transient.size() + 1, 0);
   const auto add = [&](int lo, int hi, int64_t bytes) {
     if (lo > hi) return;
@@ -273,6 +327,9 @@ int64_t TpuBackwardPeak(const RunResult& run, const StepResult& step, const std:
     const bool whole_gradient = b.cotangent && is_weight(b.tensor) && unfused.count(b.tensor);
     const int hi = last && whole_gradient ? std::min(r.hi, m.first_gmm) : r.hi;
     add(lo, hi, bytes);
+    // The batch-major copy: made by the rematerialized forward for its dot, before the
+    // backward reads anything.
+    if (!b.cotangent && copies.count(b.tensor)) add(r.hi, r.hi, bytes);
     if (last && r.summed_at >= 0) add(r.summed_at, r.summed_at, 2 * b.bytes);
   }
   if (last && m.combine_all_to_all > m.first_gmm) {

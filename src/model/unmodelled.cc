@@ -25,7 +25,7 @@ constexpr std::array<Texts, 3> kTexts = {{
      "sparse_matmul=false with the expert kernels gathered over 8 or 16 devices: TPU's compiler "
      "runs the dense dispatch's backward over whole kernels or in windowed einsums, by a rule "
      "read on seven compiles only (fit's temp 16.4% over the compiler's on Qwen3-Next at "
-     "v6e-16, 11.2% under on Mixtral at v5p-16): compile to be sure"},
+     "v6e-16, 10.1% under on gpt-oss-120b at v6e-16): compile to be sure"},
 }};
 
 const Texts& Of(Unmodelled u) {
