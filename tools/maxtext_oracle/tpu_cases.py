@@ -486,6 +486,20 @@ CASES += [
             "per_device_batch_size=1"),
 ]
 
+# The dense dispatch's batch-major copy (model/block_step.cc, BatchMajorCopies: the backward's
+# rematerialized forward copies the ffn_act product expert-major for the wo einsum), held out
+# where the kernels are gathered in the backward, on v5p and tpu7x; fit's figures written before
+# any compile (all "fits", flagged dense_dispatch_windows):
+#   qwen3_30b_l4_v5p16_dense    fsdp 8 on v5p-16: argument 4,672,622,592 B, temp 15,193,602,048 B
+#   gpt_oss_20b_l2_v5p16_dense  fsdp 8 on v5p-16: argument 4,271,821,824 B, temp 10,654,318,594 B
+#   mixtral_l2_tpu7x8_dense     fsdp 8 on tpu7x-8: argument 4,747,444,224 B, temp 13,759,447,040 B
+CASES += [
+    variant("qwen3_30b_l4_v5p16_dense", "qwen3_30b_l4_v5p16_ep2", "ici_fsdp_parallelism=8",
+            "ici_expert_parallelism=1", "sparse_matmul=false"),
+    variant("gpt_oss_20b_l2_v5p16_dense", "gpt_oss_20b_l2_v6e8_dense", "compile_topology=v5p-16"),
+    variant("mixtral_l2_tpu7x8_dense", "mixtral_l2_tpu7x8", "sparse_matmul=false"),
+]
+
 
 def main(argv):
   names = [a for a in argv if not a.startswith("--")]
