@@ -35,7 +35,12 @@ bool Kept(const StepMemory& m, int tensor) {
 // gpt-oss-20b at 2 layers and qwen3-30b on v6e-8 and v6e-16. The capacity path's
 // EBCH,EHM->EBCM reads its operand expert-major already: no copy. By the residual the operand
 // is an alias of (through casts and markers), with its bytes.
-std::map<int, int64_t> BatchMajorCopies(const RunResult& run, const StepMemory& m) {
+struct BatchMajorCopy {
+  int64_t bytes = 0;
+  int einsum = -1;  // the dot that reads it
+  int kernel = -1;  // its weight operand as the dot reads it
+};
+std::map<int, BatchMajorCopy> BatchMajorCopies(const RunResult& run, const StepMemory& m) {
   const Trace& trace = run.trace;
   std::vector<int> producer(trace.tensors.size(), -1);
   for (const OpRecord& op : trace.ops) {
@@ -49,7 +54,7 @@ std::map<int, int64_t> BatchMajorCopies(const RunResult& run, const StepMemory& 
   for (const StepRange& r : m.backward_ranges) {
     if (!r.buffer.cotangent) residual[r.buffer.tensor] = r.buffer.bytes;
   }
-  std::map<int, int64_t> out;
+  std::map<int, BatchMajorCopy> out;
   for (const OpRecord& op : trace.ops) {
     if (op.kind != OpKind::kEinsum || !op.einsum || op.inputs.size() != 2) continue;
     const ParsedEinsum& e = *op.einsum;
@@ -67,7 +72,7 @@ std::map<int, int64_t> BatchMajorCopies(const RunResult& run, const StepMemory& 
            is_alias(trace.ops[static_cast<size_t>(producer[static_cast<size_t>(t)])].kind)) {
       t = trace.ops[static_cast<size_t>(producer[static_cast<size_t>(t)])].inputs[0];
     }
-    if (residual.count(t)) out[t] = residual.at(t);
+    if (residual.count(t)) out[t] = {residual.at(t), op.id, op.inputs[1]};
   }
   return out;
 }
@@ -129,8 +134,8 @@ int64_t RematerializedBytes(const RunResult& run, const StepResult& step) {
   }
   int64_t total = 0;
   for (const auto& [tensor, bytes] : held) total += bytes;
-  for (const auto& [tensor, bytes] : BatchMajorCopies(run, step.memory)) {
-    if (held.count(tensor)) total += bytes;
+  for (const auto& [tensor, copy] : BatchMajorCopies(run, step.memory)) {
+    if (held.count(tensor)) total += copy.bytes;
   }
   return total;
 }
@@ -282,7 +287,34 @@ int64_t TpuBackwardPeak(const RunResult& run, const StepResult& step, const std:
   // Measured in the weights-last order only (deepseek2-16b at batch 4 to 24, gpt-oss-20b,
   // mixtral on v5p-8 and tpu7x).
   const CombineInput deferred = last ? DeferredCombineInput(run, m) : CombineInput{};
-  const std::map<int, int64_t> copies = BatchMajorCopies(run, m);
+  const std::map<int, BatchMajorCopy> copies = BatchMajorCopies(run, m);
+  // The dense dispatch's wo einsum where its kernel is gathered whole in the backward (not
+  // windowed): TPU computes its activation gradient with the output's cotangent (the
+  // weight_sum's VJP, [batch, length, experts, emb]) fused into the dot, and writes that
+  // cotangent whole only for wo's weight gradient, after the block's activation gradients,
+  // beside the batch-major copy of the product it reads. qwen3-30b at fsdp 8 on v5p-16 (its
+  // dump, schedule steps of one layer's backward): the activation gradient at 1447, in the
+  // rematerialized forward, before wi_0 and wi_1 are computed again; the product copied
+  // expert-major at 1461; the wi kernels' weight gradients at 2027-2196; the cotangent
+  // bf16[128,1,2048,2,4096] (4 GiB) written at 2229 for wo's at 2238-2277, the copy the only
+  // other [batch, length, experts, mlp] buffer then. Counted at its wo VJP, fit's temp was
+  // 41.2% over the compiler's (held out).
+  std::set<int> late;       // such outputs and the markers' aliases of them
+  std::set<int> late_copy;  // the products whose copy waits for that weight gradient
+  if (m.first_gmm < 0) {
+    for (const auto& [product, copy] : copies) {
+      if (windowed.count(copy.kernel)) continue;
+      late_copy.insert(product);
+      late.insert(op_of(copy.einsum).outputs.front());
+    }
+    for (const OpRecord& op : run.trace.ops) {  // in program order: a marker follows its input
+      const bool marker =
+          op.kind == OpKind::kCheckpointName || op.kind == OpKind::kShardingConstraint;
+      if (marker && !op.inputs.empty() && !op.outputs.empty() && late.count(op.inputs[0])) {
+        late.insert(op.outputs[0]);
+      }
+    }
+  }
   std::vector<int64_t> delta(m.backward_transient.size() + 1, 0);
   const auto add = [&](int lo, int hi, int64_t bytes) {
     if (lo > hi) return;
@@ -294,6 +326,10 @@ int64_t TpuBackwardPeak(const RunResult& run, const StepResult& step, const std:
     const bool weight_gradient = b.cotangent && !unfused.count(b.tensor) && is_weight(b.tensor);
     if (weight_gradient || r.fusible_activation || windowed.count(b.tensor)) continue;
     if (b.tensor != deferred.tensor && CastFusedIntoDots(run, b.tensor)) continue;
+    if (b.cotangent && late.count(b.tensor)) {
+      add(0, 0, b.bytes);  // the block's backward ends at op 0: its weight gradients after it
+      continue;
+    }
     if (!b.cotangent && b.tensor == deferred.tensor) {
       // Written again after the activation gradients, beside what the tgmms still hold, in its
       // tiles (k on the rows: f32[16384,6,2048] takes 1,024 MiB on deepseek2-16b's v5p-16).
@@ -328,8 +364,10 @@ int64_t TpuBackwardPeak(const RunResult& run, const StepResult& step, const std:
     const int hi = last && whole_gradient ? std::min(r.hi, m.first_gmm) : r.hi;
     add(lo, hi, bytes);
     // The batch-major copy: made by the rematerialized forward for its dot, before the
-    // backward reads anything.
-    if (!b.cotangent && copies.count(b.tensor)) add(r.hi, r.hi, bytes);
+    // backward reads anything; held to wo's weight gradient where that runs last (`late`).
+    if (!b.cotangent && copies.count(b.tensor)) {
+      add(late_copy.count(b.tensor) ? 0 : r.hi, r.hi, bytes);
+    }
     if (last && r.summed_at >= 0) add(r.summed_at, r.summed_at, 2 * b.bytes);
   }
   if (last && m.combine_all_to_all > m.first_gmm) {
