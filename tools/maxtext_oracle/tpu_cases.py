@@ -500,6 +500,17 @@ CASES += [
     variant("mixtral_l2_tpu7x8_dense", "mixtral_l2_tpu7x8", "sparse_matmul=false"),
 ]
 
+# wo's weight gradient last where the dense dispatch's kernels are gathered in the backward
+# (model/block_step.cc, TpuBackwardPeak's late cotangent), held out on two more v5p meshes, fit's
+# figures written before any compile (both "fits", flagged dense_dispatch_windows):
+#   qwen3_next_l4_v5p32_dense     fsdp 16: argument 5,408,933,376 B, temp 17,240,026,368 B
+#   deepseek2_16b_l3_v5p16_dense  fsdp 8: argument 2,505,467,904 B, temp 6,527,851,522 B
+CASES += [
+    variant("qwen3_next_l4_v5p32_dense", "qwen3_next_l4_v6e16_dense", "compile_topology=v5p-32"),
+    variant("deepseek2_16b_l3_v5p16_dense", "deepseek2_16b_l3_v5e16", "compile_topology=v5p-16",
+            "per_device_batch_size=2", "sparse_matmul=false"),
+]
+
 
 def main(argv):
   names = [a for a in argv if not a.startswith("--")]
