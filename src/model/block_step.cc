@@ -54,24 +54,24 @@ std::map<int, BatchMajorCopy> BatchMajorCopies(const RunResult& run, const StepM
   for (const StepRange& r : m.backward_ranges) {
     if (!r.buffer.cotangent) residual[r.buffer.tensor] = r.buffer.bytes;
   }
+  // `t`, or what it is a cast or marker of, back to the first tensor `stop` accepts.
+  const auto source = [&](int t, const auto& stop) {
+    while (!stop(t) && producer[static_cast<size_t>(t)] >= 0 &&
+           is_alias(trace.ops[static_cast<size_t>(producer[static_cast<size_t>(t)])].kind)) {
+      t = trace.ops[static_cast<size_t>(producer[static_cast<size_t>(t)])].inputs[0];
+    }
+    return t;
+  };
   std::map<int, BatchMajorCopy> out;
   for (const OpRecord& op : trace.ops) {
     if (op.kind != OpKind::kEinsum || !op.einsum || op.inputs.size() != 2) continue;
     const ParsedEinsum& e = *op.einsum;
-    int weight = op.inputs[1];
-    while (producer[static_cast<size_t>(weight)] >= 0 &&
-           is_alias(trace.ops[static_cast<size_t>(producer[static_cast<size_t>(weight)])].kind)) {
-      weight = trace.ops[static_cast<size_t>(producer[static_cast<size_t>(weight)])].inputs[0];
-    }
+    const int weight = source(op.inputs[1], [](int) { return false; });
     if (trace.tensors[static_cast<size_t>(weight)].kind != TensorKind::kWeight || e.batch.empty() ||
         e.operands[0].compare(0, e.batch.size(), e.batch) == 0) {
       continue;
     }
-    int t = op.inputs[0];
-    while (!residual.count(t) && producer[static_cast<size_t>(t)] >= 0 &&
-           is_alias(trace.ops[static_cast<size_t>(producer[static_cast<size_t>(t)])].kind)) {
-      t = trace.ops[static_cast<size_t>(producer[static_cast<size_t>(t)])].inputs[0];
-    }
+    const int t = source(op.inputs[0], [&](int x) { return residual.count(x) > 0; });
     if (residual.count(t)) out[t] = {residual.at(t), op.id, op.inputs[1]};
   }
   return out;
