@@ -24,8 +24,8 @@ constexpr std::array<Texts, 3> kTexts = {{
     {Unmodelled::kDenseDispatchWindows, "dense_dispatch_windows", "sparse_matmul=false",
      "sparse_matmul=false with the expert kernels gathered over 8 or 16 devices: TPU's compiler "
      "runs the dense dispatch's backward over whole kernels or in windowed einsums, by a rule "
-     "read on seven compiles only (fit's temp 16.4% over the compiler's on Qwen3-Next at "
-     "v6e-16, 10.1% under on gpt-oss-120b at v6e-16): compile to be sure"},
+     "read on twelve compiles only (fit's temp from 24.1% under the compiler's, Qwen3-Next on "
+     "v5p-32, to 16.9% over, qwen3-30b on v5p-16): compile to be sure"},
 }};
 
 const Texts& Of(Unmodelled u) {
