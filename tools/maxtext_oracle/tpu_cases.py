@@ -511,6 +511,18 @@ CASES += [
             "per_device_batch_size=2", "sparse_matmul=false"),
 ]
 
+# The dense dispatch near the HBM line: gpt-oss-20b on v5p-16 at the largest batch fit's batch row
+# names and the next, held out, fit's figures written before either compile (both flagged near the
+# line and dense_dispatch_windows):
+#   pair_gpt_oss_20b_l2_v5p16_dense_pdb20  fits: argument 4,272,903,168 B, temp 92,208,693,250 B
+#                                          (93.9% of HBM)
+#   pair_gpt_oss_20b_l2_v5p16_dense_pdb21  does not fit: temp 96,739,491,842 B (98.3% of HBM)
+CASES += [
+    variant(f"pair_gpt_oss_20b_l2_v5p16_dense_pdb{b}", "gpt_oss_20b_l2_v5p16_dense",
+            f"per_device_batch_size={b}")
+    for b in (20, 21)
+]
+
 
 def main(argv):
   names = [a for a in argv if not a.startswith("--")]
