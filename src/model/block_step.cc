@@ -23,6 +23,12 @@ bool Kept(const StepMemory& m, int tensor) {
                      [&](const SavedResidual& s) { return s.tensor == tensor; });
 }
 
+// A marker passes its operand on unchanged: its value's real readers come after it.
+bool IsMarker(OpKind k) {
+  return k == OpKind::kCheckpointName || k == OpKind::kOptimizationBarrier ||
+         k == OpKind::kShardingConstraint;
+}
+
 // The einsum operands TPU's compiler copies batch-major in the backward, before the
 // rematerialized forward's dot reads them: an activation operand of an einsum with a weight,
 // whose batch letters (in every operand and the output) are not its leading dims. The dense
@@ -46,10 +52,7 @@ std::map<int, BatchMajorCopy> BatchMajorCopies(const RunResult& run, const StepM
   for (const OpRecord& op : trace.ops) {
     for (const int o : op.outputs) producer[static_cast<size_t>(o)] = op.id;
   }
-  const auto is_alias = [](OpKind k) {
-    return k == OpKind::kAstype || k == OpKind::kCheckpointName ||
-           k == OpKind::kShardingConstraint || k == OpKind::kOptimizationBarrier;
-  };
+  const auto is_alias = [](OpKind k) { return k == OpKind::kAstype || IsMarker(k); };
   std::map<int, int64_t> residual;
   for (const StepRange& r : m.backward_ranges) {
     if (!r.buffer.cotangent) residual[r.buffer.tensor] = r.buffer.bytes;
@@ -118,11 +121,9 @@ int64_t RematerializedBytes(const RunResult& run, const StepResult& step) {
         if (!Kept(step.memory, t)) held[t] = bytes_of(t);
       }
     }
-    // Markers pass their operand on; its real readers come after them.
-    const bool marker = op.kind == OpKind::kCheckpointName ||
-                        op.kind == OpKind::kOptimizationBarrier ||
-                        op.kind == OpKind::kShardingConstraint;
-    if (!IsElementwise(op.kind) && !marker) read_whole.insert(op.inputs.begin(), op.inputs.end());
+    if (!IsElementwise(op.kind) && !IsMarker(op.kind)) {
+      read_whole.insert(op.inputs.begin(), op.inputs.end());
+    }
   }
   for (const StepRange& r : step.memory.backward_ranges) {
     const TensorRecord& t = trace.tensors[static_cast<size_t>(r.buffer.tensor)];
@@ -308,9 +309,8 @@ int64_t TpuBackwardPeak(const RunResult& run, const StepResult& step, const std:
       late.insert(op_of(copy.einsum).outputs.front());
     }
     for (const OpRecord& op : run.trace.ops) {  // in program order: a marker follows its input
-      const bool marker =
-          op.kind == OpKind::kCheckpointName || op.kind == OpKind::kShardingConstraint;
-      if (marker && !op.inputs.empty() && !op.outputs.empty() && late.count(op.inputs[0])) {
+      if (IsMarker(op.kind) && !op.inputs.empty() && !op.outputs.empty() &&
+          late.count(op.inputs[0])) {
         late.insert(op.outputs[0]);
       }
     }
